@@ -1,0 +1,286 @@
+"""Discovery and validation of agent folders.
+
+An agent folder holds `agent/instructions.md` (required), `agent/agent.py`
+(optional `agent = Agent(...)`) and `agent/tools/<name>.py` (one tool per
+file). Validation collects every problem, each naming the file and the fix.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+import shutil
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from agents import providers
+from agents.models import Agent as AgentRow
+from agents.models import Deployment, validate_slug
+from agents.sdk import Agent, Tool
+
+TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+IGNORED_PARTS = {"__pycache__", ".DS_Store"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class AgentFolderError(Exception):
+    def __init__(self, root: Path, problems: list[Problem]):
+        self.root = root
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+@dataclass
+class LoadedAgent:
+    slug: str
+    root: Path
+    config: Agent
+    model: str
+    instructions: str
+    tools: dict[str, Tool]
+    content_hash: str
+    warnings: list[Problem] = field(default_factory=list)
+
+    def manifest(self) -> dict[str, Any]:
+        return {
+            "slug": self.slug,
+            "name": self.config.name or self.slug,
+            "description": self.config.description,
+            "model": self.model,
+            "params": self.config.params,
+            "maxSteps": self.config.max_steps,
+            "instructions": self.instructions,
+            "tools": [
+                {
+                    "name": name,
+                    "description": t.description,
+                    "effect": t.effect,
+                    "needsApproval": t.needs_approval,
+                    "timeArgs": list(t.time_args),
+                    "execution": t.execution,
+                    "inputSchema": t.input_schema(),
+                    "file": f"agent/tools/{name}.py",
+                }
+                for name, t in sorted(self.tools.items())
+            ],
+        }
+
+
+def agent_dir(root: Path) -> Path:
+    return root / "agent"
+
+
+def default_model() -> str:
+    return getattr(settings, "AGENTSITE_DEFAULT_MODEL", "") or "scripted:echo"
+
+
+def content_hash(root: Path) -> str:
+    """sha256 over every file of `agent/` (path and bytes), in a stable order."""
+    digest = hashlib.sha256()
+    base = agent_dir(root)
+    for path in sorted(p for p in base.rglob("*") if p.is_file() and not IGNORED_PARTS & set(p.parts)):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _import_file(path: Path, module_name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return module
+
+
+def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
+    """Load and validate one agent folder; raise AgentFolderError listing every problem."""
+    root = Path(root).resolve()
+    slug = slug or root.name.lower()
+    problems: list[Problem] = []
+    warnings: list[Problem] = []
+    base = agent_dir(root)
+
+    try:
+        validate_slug(slug)
+    except ValidationError as exc:
+        problems.append(Problem(str(root), f"{exc.messages[0]} (rename the folder)"))
+
+    if not base.is_dir():
+        raise AgentFolderError(root, problems + [Problem("agent/", "missing: create an agent/ folder with instructions.md")])
+
+    digest = content_hash(root)
+    namespace = f"agentsite_agents.{re.sub(r'[^a-z0-9_]', '_', slug)}_{digest[:12]}"
+
+    instructions = ""
+    instructions_path = base / "instructions.md"
+    if not instructions_path.is_file():
+        problems.append(Problem("agent/instructions.md", "missing: write the agent's system prompt in this file"))
+    else:
+        try:
+            instructions = instructions_path.read_text(encoding="utf-8").strip()
+        except UnicodeDecodeError:
+            problems.append(Problem("agent/instructions.md", "not UTF-8 text: save it as UTF-8"))
+        if not instructions and instructions_path.is_file():
+            problems.append(Problem("agent/instructions.md", "empty: write the agent's system prompt"))
+
+    config = Agent()
+    agent_py = base / "agent.py"
+    if agent_py.is_file():
+        try:
+            module = _import_file(agent_py, f"{namespace}.agent")
+        except Exception as exc:
+            problems.append(Problem("agent/agent.py", f"failed to import: {type(exc).__name__}: {exc}"))
+        else:
+            found = getattr(module, "agent", None)
+            if not isinstance(found, Agent):
+                problems.append(Problem("agent/agent.py", "define `agent = Agent(...)` (from agents.sdk import Agent)"))
+            else:
+                config = found
+
+    model = config.model or default_model()
+    try:
+        providers.parse_model_id(model)
+    except ValueError as exc:
+        problems.append(Problem("agent/agent.py", str(exc)))
+    if config.max_steps is not None and not (isinstance(config.max_steps, int) and 1 <= config.max_steps <= 100):
+        problems.append(Problem("agent/agent.py", "max_steps must be an integer between 1 and 100"))
+
+    tools: dict[str, Tool] = {}
+    tools_dir = base / "tools"
+    if tools_dir.is_dir():
+        for path in sorted(tools_dir.iterdir()):
+            if path.name in IGNORED_PARTS or path.name == "__init__.py" or path.name.startswith("_"):
+                continue
+            rel = f"agent/tools/{path.name}"
+            if path.is_dir() or path.suffix != ".py":
+                problems.append(Problem(rel, "only <name>.py files belong in agent/tools/ (move helpers to agent/lib/)"))
+                continue
+            name = path.stem
+            if not TOOL_NAME.match(name):
+                problems.append(Problem(rel, "rename the file: tool names are lowercase letters, digits and '_', starting with a letter"))
+                continue
+            try:
+                module = _import_file(path, f"{namespace}.tools.{name}")
+            except Exception as exc:
+                problems.append(Problem(rel, f"failed to import: {type(exc).__name__}: {exc}"))
+                continue
+            found_tools = [v for v in vars(module).values() if isinstance(v, Tool)]
+            if len(found_tools) != 1:
+                problems.append(Problem(rel, f"define exactly one tool with @tool(...) (found {len(found_tools)})"))
+                continue
+            problems.extend(Problem(rel, message) for message in _tool_problems(found_tools[0]))
+            tools[name] = found_tools[0]
+
+    if problems:
+        raise AgentFolderError(root, problems)
+    return LoadedAgent(
+        slug=slug, root=root, config=config, model=model, instructions=instructions,
+        tools=tools, content_hash=digest, warnings=warnings,
+    )
+
+
+def _tool_problems(t: Tool) -> list[str]:
+    problems = []
+    if not t.description or not t.description.strip():
+        problems.append("give the tool a description: @tool(description=...)")
+    if t.effect not in ("read", "write"):
+        problems.append(f"effect must be 'read' or 'write', not {t.effect!r}")
+    if t.execution not in ("server", "agent"):
+        problems.append(f"execution must be 'server' or 'agent', not {t.execution!r}")
+    try:
+        properties = t.input_schema().get("properties", {})
+    except Exception as exc:
+        return problems + [f"its input model has no JSON schema: {exc}"]
+    for name in t.time_args:
+        if name not in properties:
+            problems.append(f"time_args names {name!r}, which the input model does not have: fix the name or add the field")
+    return problems
+
+
+def deploy_agent_folder(root: Path | str, slug: str | None = None) -> Deployment:
+    """Validate a folder and make it the agent's active release.
+
+    A folder whose content hash matches the active deployment records nothing
+    new. Each new release is copied under the state root so that workers run
+    exactly what was validated, whatever happens to the source folder later.
+    """
+    loaded = load_agent_folder(root, slug)
+    agent, _ = AgentRow.objects.get_or_create(slug=loaded.slug)
+    active = agent.active_deployment
+    if active and active.content_hash == loaded.content_hash and Path(active.snapshot_path).is_dir():
+        return active
+
+    snapshot = Path(settings.STATE_ROOT) / "deployments" / loaded.slug / loaded.content_hash[:16]
+    if not snapshot.is_dir():
+        tmp = snapshot.with_name(snapshot.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(agent_dir(loaded.root), tmp / "agent", ignore=shutil.ignore_patterns("__pycache__"))
+        tmp.rename(snapshot)
+
+    manifest = loaded.manifest()
+    with transaction.atomic():
+        agent = AgentRow.objects.select_for_update().get(pk=agent.pk)
+        version = (agent.deployments.order_by("-version").values_list("version", flat=True).first() or 0) + 1
+        deployment = Deployment.objects.create(
+            agent=agent,
+            version=version,
+            source=str(loaded.root),
+            snapshot_path=str(snapshot),
+            content_hash=loaded.content_hash,
+            manifest=manifest,
+            status=Deployment.Status.VALIDATING,
+        )
+        AgentRow.objects.filter(pk=agent.pk).update(name=manifest["name"], description=manifest["description"])
+        deployment.activate()
+    return deployment
+
+
+_cache: dict[tuple[str, str], LoadedAgent] = {}
+_cache_lock = threading.Lock()
+
+
+def load_deployment(deployment: Deployment) -> LoadedAgent:
+    """The loaded agent of a release, imported once per process."""
+    key = (deployment.agent.slug, deployment.content_hash)
+    with _cache_lock:
+        loaded = _cache.get(key)
+        if loaded is None:
+            path = deployment.snapshot_path or deployment.source
+            loaded = load_agent_folder(path, deployment.agent.slug)
+            _cache[key] = loaded
+        return loaded
+
+
+def find_agent_folders(paths: list[Path]) -> list[Path]:
+    """Each path is an agent folder (holding agent/) or a folder of them."""
+    found: list[Path] = []
+    for path in paths:
+        path = path.resolve()
+        if agent_dir(path).is_dir():
+            found.append(path)
+        elif path.is_dir():
+            found.extend(sorted(p for p in path.iterdir() if agent_dir(p).is_dir()))
+        else:
+            raise AgentFolderError(path, [Problem(str(path), "not a folder: pass an agent folder or a folder of them")])
+    return found

@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import re
+
+from django.core.exceptions import ValidationError
+from django.db import models, transaction
+from django.utils import timezone
+
+SLUG_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+RESERVED_SLUGS = frozenset({"v1", "playground", "admin", "api", "static", "healthz"})
+
+
+def validate_slug(value: str) -> None:
+    if not SLUG_PATTERN.match(value) or len(value) > 64:
+        raise ValidationError(
+            f"{value!r} is not a valid agent slug: use lowercase letters, digits, '-' and '_', "
+            "starting with a letter or digit (at most 64 characters)"
+        )
+    if value in RESERVED_SLUGS:
+        raise ValidationError(f"{value!r} is reserved; pick another agent slug")
+
+
+class Agent(models.Model):
+    slug = models.CharField(max_length=64, unique=True, validators=[validate_slug])
+    name = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    active_deployment = models.ForeignKey(
+        "Deployment", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def model_id(self) -> str:
+        return self.active_deployment.manifest.get("model", "") if self.active_deployment else ""
+
+
+class Deployment(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        VALIDATING = "validating"
+        RUNNING = "running"
+        FAILED = "failed"
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="deployments")
+    version = models.PositiveIntegerField()
+    source = models.CharField(max_length=1000, help_text="The folder the release was loaded from.")
+    snapshot_path = models.CharField(max_length=1000, blank=True, help_text="Immutable copy that workers load.")
+    content_hash = models.CharField(max_length=64)
+    manifest = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    activated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["agent", "-version"]
+        constraints = [models.UniqueConstraint(fields=["agent", "version"], name="deployment_version_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.agent.slug} v{self.version}"
+
+    def activate(self) -> None:
+        """Make this release the one new sessions start on (also how rollback works)."""
+        with transaction.atomic():
+            self.status = self.Status.RUNNING
+            self.activated_at = timezone.now()
+            self.save(update_fields=["status", "activated_at"])
+            Agent.objects.filter(pk=self.agent_id).update(active_deployment=self, updated_at=timezone.now())

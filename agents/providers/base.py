@@ -1,0 +1,75 @@
+"""The one interface every model provider implements.
+
+A provider turns a `ModelRequest` (system prompt, provider-neutral messages,
+tool specs) into a stream of `ModelEvent`s: text and reasoning deltas, tool
+calls and usage. Messages are dicts in one neutral shape:
+
+    {"role": "user", "content": "..."}
+    {"role": "assistant", "content": "...", "toolCalls": [{"id", "name", "input"}]}
+    {"role": "tool", "callId": "...", "name": "...", "content": "...", "isError": bool}
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Protocol, Union
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass
+class ModelRequest:
+    model: str
+    system: str
+    messages: list[dict[str, Any]]
+    tools: list[ToolSpec] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    # Polled while the provider waits, so an interrupt need not wait for the model.
+    should_stop: Callable[[], bool] = lambda: False
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    call_id: str
+    name: str
+    input: Any
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+ModelEvent = Union[TextDelta, ReasoningDelta, ToolCall, Usage]
+
+
+class ProviderError(Exception):
+    """A model call failed. `retryable` errors are worth another attempt."""
+
+    def __init__(self, message: str, *, code: str = "model_error", retryable: bool = False):
+        super().__init__(message)
+        self.code = code
+        self.retryable = retryable
+
+
+class Provider(Protocol):
+    name: str
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelEvent]: ...

@@ -1,0 +1,125 @@
+"""The SDK that agent folders import: `Agent` and `tool`.
+
+    # agent/agent.py
+    from agents.sdk import Agent
+    agent = Agent(model="scripted:echo", description="Answers questions about orders.")
+
+    # agent/tools/lookup_order.py
+    from pydantic import BaseModel
+    from agents.sdk import tool
+
+    class Input(BaseModel):
+        order_id: str
+
+    @tool(description="Look up an order by id.", effect="read")
+    def lookup_order(input: Input, ctx) -> dict:
+        return {"id": input.order_id, "status": "shipped"}
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Literal
+
+from pydantic import BaseModel
+
+Effect = Literal["read", "write"]
+Execution = Literal["server", "agent"]
+
+
+@dataclass(frozen=True)
+class Agent:
+    """What `agent/agent.py` declares. Every field is optional."""
+
+    model: str = ""
+    description: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    max_steps: int | None = None
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A typed server tool. The file name under `agent/tools/` is its name."""
+
+    description: str
+    input_model: type[BaseModel]
+    function: Callable[..., Any]
+    effect: Effect = "read"
+    needs_approval: bool = False
+    dry_run_result: Any = None
+    time_args: tuple[str, ...] = ()
+    execution: Execution = "server"
+
+    def input_schema(self) -> dict[str, Any]:
+        return self.input_model.model_json_schema()
+
+    def __call__(self, input: BaseModel, ctx: "ToolContext") -> Any:
+        return self.function(input, ctx)
+
+
+def tool(
+    *,
+    description: str,
+    effect: Effect = "read",
+    input: type[BaseModel] | None = None,
+    needs_approval: bool = False,
+    dry_run_result: Any = None,
+    time_args: list[str] | tuple[str, ...] = (),
+    execution: Execution = "server",
+) -> Callable[[Callable[..., Any]], Tool]:
+    """Declare a tool. The input model is `input=` or the first parameter's annotation."""
+
+    def decorate(function: Callable[..., Any]) -> Tool:
+        model = input or _first_parameter_model(function)
+        return Tool(
+            description=description,
+            input_model=model,
+            function=function,
+            effect=effect,
+            needs_approval=needs_approval,
+            dry_run_result=dry_run_result,
+            time_args=tuple(time_args),
+            execution=execution,
+        )
+
+    return decorate
+
+
+def _first_parameter_model(function: Callable[..., Any]) -> type[BaseModel]:
+    try:
+        hints = inspect.get_annotations(function, eval_str=True)
+    except Exception as exc:  # an unresolvable annotation is the author's to fix
+        raise TypeError(f"cannot read the annotations of {function.__name__}: {exc}") from exc
+    params = list(inspect.signature(function).parameters)
+    annotation = hints.get(params[0]) if params else None
+    if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        raise TypeError(
+            f"{function.__name__}: annotate the first parameter with a pydantic model "
+            "(def my_tool(input: Input, ctx)) or pass input=Input to @tool"
+        )
+    return annotation
+
+
+@dataclass
+class SessionInfo:
+    id: str
+    agent: str
+    mode: str
+    principal_id: str
+    dry_run: bool = False
+
+
+@dataclass
+class ToolContext:
+    """What a tool function receives besides its validated input."""
+
+    session: SessionInfo | None
+    call_id: str
+    as_of: datetime | None = None
+    host: Any = None
+
+    def now(self) -> datetime:
+        """The session's frozen instant under `asOf`, else the current time (UTC)."""
+        return self.as_of or datetime.now(timezone.utc)

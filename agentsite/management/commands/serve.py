@@ -1,0 +1,143 @@
+"""`manage.py serve`: the web server (daphne) and the turn workers (qcluster) together.
+
+1. Apply migrations and deploy the example agents (and any --agents folders).
+2. Start daphne and `manage.py qcluster` as child processes, each in its own
+   process group, with the auth and mode switches passed in the environment.
+3. Print the URLs, then wait. Ctrl-C or SIGTERM stops both children (SIGTERM,
+   then SIGKILL after a grace period); if one child dies, the other is stopped.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from agents.discovery import AgentFolderError, deploy_agent_folder, find_agent_folders
+from channels_app.auth import token_hash
+
+GRACE_SECONDS = 10
+
+
+class Command(BaseCommand):
+    help = "Serve agentsite: HTTP/websocket server and turn workers, on the embedded default unless configured."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--dev", action="store_true", help="development mode: schedules and reminders fire only by hand")
+        parser.add_argument("--agents", nargs="+", default=[], metavar="DIR",
+                            help="agent folders (or folders of them) to deploy besides the examples")
+        parser.add_argument("--no-examples", action="store_true", help="do not deploy the example agents")
+        parser.add_argument("--state-root", help="where the database, deployments and workspaces live")
+        parser.add_argument("--bearer-token", action="append", default=[], metavar="TOKEN",
+                            help="require this bearer token (repeatable); replaces the loopback-only default")
+        parser.add_argument("--allow-anonymous", action="store_true", help="admit every caller as the anonymous principal")
+        parser.add_argument("--workers", type=int, help="turn worker processes (default 2)")
+        parser.add_argument("--no-workers", action="store_true", help="serve HTTP only; run `manage.py qcluster` elsewhere")
+
+    def handle(self, *args, **opts):
+        if opts["state_root"]:
+            wanted = Path(opts["state_root"]).resolve()
+            if wanted != Path(settings.STATE_ROOT):
+                # Settings are already loaded with the old root: start again with the new one.
+                env = {**os.environ, "AGENTSITE_STATE_ROOT": str(wanted)}
+                os.execve(sys.executable, [sys.executable, *sys.argv], env)
+        if opts["bearer_token"] and opts["allow_anonymous"]:
+            raise CommandError("choose --bearer-token or --allow-anonymous, not both")
+
+        call_command("migrate", interactive=False, verbosity=0)
+        self.deploy(opts)
+
+        env = dict(os.environ, AGENTSITE_STATE_ROOT=str(settings.STATE_ROOT), PYTHONUNBUFFERED="1")
+        if opts["bearer_token"]:
+            env["AGENTSITE_AUTH"] = "bearer"
+            # Children get only the digests; the tokens never leave this process's arguments.
+            env["AGENTSITE_BEARER_TOKEN_HASHES"] = ",".join(token_hash(t) for t in opts["bearer_token"])
+        elif opts["allow_anonymous"]:
+            env["AGENTSITE_AUTH"] = "allow_all"
+        if opts["dev"]:
+            env["AGENTSITE_DEV"] = "1"
+        if opts["workers"]:
+            env["AGENTSITE_WORKERS"] = str(opts["workers"])
+
+        manage = str(Path(settings.BASE_DIR) / "manage.py")
+        commands = {
+            "web": [sys.executable, "-m", "daphne", "-b", opts["host"], "-p", str(opts["port"]), "agentsite.asgi:application"],
+        }
+        if not opts["no_workers"]:
+            commands["workers"] = [sys.executable, manage, "qcluster"]
+        children = {
+            name: subprocess.Popen(cmd, env=env, cwd=settings.BASE_DIR, start_new_session=True)
+            for name, cmd in commands.items()
+        }
+
+        stopping = False
+
+        def stop(signum, frame):
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+
+        host = f"[{opts['host']}]" if ":" in opts["host"] else opts["host"]
+        base = f"http://{host}:{opts['port']}"
+        self.stdout.write(f"agentsite serving on {base}  (state: {settings.STATE_ROOT})")
+        self.stdout.write(f"  agents     {base}/v1/agents")
+        self.stdout.write(f"  API docs   {base}/api/docs/")
+        self.stdout.write(f"  admin      {base}/admin/")
+        self.stdout.write(f"  health     {base}/healthz")
+        self.stdout.write("Press Ctrl-C to stop.")
+        self.stdout.flush()
+
+        exit_code = 0
+        while not stopping:
+            for name, child in children.items():
+                if child.poll() is not None:
+                    self.stderr.write(f"{name} exited with status {child.returncode}; stopping")
+                    exit_code = child.returncode or 1
+                    stopping = True
+            time.sleep(0.2)
+        self.shutdown(children)
+        if exit_code:
+            sys.exit(exit_code)
+
+    def deploy(self, opts) -> None:
+        dirs = [Path(d) for d in opts["agents"]]
+        if not opts["no_examples"]:
+            dirs.insert(0, Path(settings.BASE_DIR) / "examples")
+        try:
+            for root in find_agent_folders(dirs):
+                d = deploy_agent_folder(root)
+                self.stdout.write(f"agent {d.agent.slug}: v{d.version} ({d.manifest.get('model')}) from {root}")
+        except AgentFolderError as exc:
+            raise CommandError(f"{exc.root}: invalid agent folder\n" + "\n".join(f"  {p}" for p in exc.problems)) from None
+
+    def shutdown(self, children: dict[str, subprocess.Popen]) -> None:
+        for child in children.values():
+            if child.poll() is None:
+                _signal_group(child, signal.SIGTERM)
+        deadline = time.monotonic() + GRACE_SECONDS
+        for child in children.values():
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(child, signal.SIGKILL)
+                child.wait()
+        for child in children.values():  # leftovers of a group (qcluster's workers)
+            _signal_group(child, signal.SIGKILL)
+        self.stdout.write("agentsite stopped")
+
+
+def _signal_group(child: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(child.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,189 @@
+"""Settings for agentsite, read from the environment.
+
+The embedded default needs nothing set: SQLite (WAL) under the state root,
+the in-memory channel layer, django-q2's ORM broker and the scripted model.
+`DATABASE_URL` and `REDIS_URL` switch to PostgreSQL and Redis for scale-out.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+STATE_ROOT = Path(os.environ.get("AGENTSITE_STATE_ROOT", BASE_DIR / ".agentsite")).resolve()
+STATE_ROOT.mkdir(parents=True, exist_ok=True)
+
+SECRET_KEY = os.environ.get("AGENTSITE_SECRET_KEY") or "agentsite-insecure-dev-key-set-AGENTSITE_SECRET_KEY"
+DEBUG = _env_bool("AGENTSITE_DEBUG")
+ALLOWED_HOSTS = [h for h in os.environ.get("AGENTSITE_ALLOWED_HOSTS", "*").split(",") if h]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "channels",
+    "django_q",
+    "agentsite",
+    "agents",
+    "sessions.apps.SessionsConfig",
+    "channels_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "agentsite.urls"
+APPEND_SLASH = False
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "agentsite.wsgi.application"
+ASGI_APPLICATION = "agentsite.asgi.application"
+
+
+def _database_from_env() -> dict:
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        config = dj_database_url.parse(url, conn_max_age=600, conn_health_checks=True)
+    else:
+        config = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(STATE_ROOT / "db.sqlite3")}
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        # IMMEDIATE: every atomic() takes the write lock up front, so concurrent
+        # writers queue on the busy timeout instead of failing with "locked".
+        config["OPTIONS"] = {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+        config["CONN_MAX_AGE"] = 0 if config.get("NAME") == ":memory:" else 600
+        test_name = os.environ.get("AGENTSITE_TEST_DB")
+        if test_name:
+            config["TEST"] = {"NAME": test_name}
+    return config
+
+
+DATABASES = {"default": _database_from_env()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = os.environ.get("REDIS_URL", "")
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+Q_CLUSTER = {
+    "name": "agentsite",
+    "workers": int(os.environ.get("AGENTSITE_WORKERS", "2")),
+    # A turn may run long; django-q2 re-hands a task after `retry` seconds,
+    # so keep retry above timeout. Turns are claimed in our own table anyway.
+    "timeout": int(os.environ.get("AGENTSITE_TURN_TIMEOUT", "3600")),
+    "retry": int(os.environ.get("AGENTSITE_TURN_TIMEOUT", "3600")) + 600,
+    "max_attempts": 1,
+    "ack_failures": True,
+    "save_limit": -1,
+    "catch_up": False,
+    "label": "Tasks",
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+    # Turn dispatch must not sit behind a long broker poll.
+    Q_CLUSTER["poll"] = float(os.environ.get("AGENTSITE_Q_POLL", "0.01"))
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = STATE_ROOT / "static"
+
+# Agent bodies are small JSON; anything bigger is refused with a 413.
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("AGENTSITE_MAX_BODY_BYTES", str(1024 * 1024)))
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["channels_app.auth.PolicyChainAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["channels_app.auth.HasPrincipal"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "channels_app.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "agentsite API",
+    "DESCRIPTION": "Sessions, turns and event streams of the agents served by agentsite.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "channels_app.schema.add_streaming_routes",
+    ],
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("AGENTSITE_LOG_LEVEL", "WARNING")},
+}
+
+# --- agentsite's own switches (read at call time through django.conf.settings) ---
+# The auth-policy chain: "local_dev_strict" (default), "bearer", "allow_all".
+AGENTSITE_AUTH = os.environ.get("AGENTSITE_AUTH", "local_dev_strict")
+# sha256 hex digests of accepted bearer tokens (serve --bearer-token stores only these).
+AGENTSITE_BEARER_TOKEN_HASHES = [h for h in os.environ.get("AGENTSITE_BEARER_TOKEN_HASHES", "").split(",") if h]
+AGENTSITE_DEV = _env_bool("AGENTSITE_DEV")
+AGENTSITE_PUBLIC_URL = os.environ.get("AGENTSITE_PUBLIC_URL", "")
+AGENTSITE_MAX_STEPS = int(os.environ.get("AGENTSITE_MAX_STEPS", "12"))
+AGENTSITE_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTSITE_MAX_MESSAGE_CHARS", "100000"))
+# Readers poll the event table when no cross-process wake-up can reach them.
+AGENTSITE_STREAM_POLL_RUNNING = float(os.environ.get("AGENTSITE_STREAM_POLL_RUNNING", "0.01"))
+AGENTSITE_STREAM_POLL_IDLE = float(os.environ.get("AGENTSITE_STREAM_POLL_IDLE", "0.25"))
+# Text deltas are coalesced for this long before they are written.
+AGENTSITE_DELTA_FLUSH_SECONDS = float(os.environ.get("AGENTSITE_DELTA_FLUSH_SECONDS", "0.03"))

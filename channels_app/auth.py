@@ -1,0 +1,197 @@
+"""Auth policies and principals.
+
+A route runs a chain of policies; the first that admits the request names
+its principal, and none admitting is a 401. A policy is a callable taking a
+`RequestInfo` (built from a Django request or an ASGI scope, so HTTP and
+websockets share the chain) and returning a `Principal` or None.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from django.conf import settings
+from rest_framework import authentication, permissions
+
+FORWARDING_HEADERS = ("x-forwarded-for", "x-real-ip", "forwarded", "x-forwarded-host")
+
+
+@dataclass(frozen=True)
+class Principal:
+    authenticator: str
+    principal_id: str
+    principal_type: str = "user"
+    attributes: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    # DRF treats request.user as a user object.
+    is_authenticated = True
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "authenticator": self.authenticator,
+            "principalId": self.principal_id,
+            "principalType": self.principal_type,
+            "attributes": self.attributes,
+        }
+
+
+@dataclass(frozen=True)
+class RequestInfo:
+    peer: str
+    host: str
+    headers: Mapping[str, str]
+
+    @classmethod
+    def from_django(cls, request) -> "RequestInfo":
+        meta = request.META
+        headers = {k[5:].replace("_", "-").lower(): v for k, v in meta.items() if k.startswith("HTTP_")}
+        return cls(peer=meta.get("REMOTE_ADDR", ""), host=meta.get("HTTP_HOST", ""), headers=headers)
+
+    @classmethod
+    def from_scope(cls, scope: Mapping[str, Any]) -> "RequestInfo":
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        client = scope.get("client") or ("", 0)
+        return cls(peer=client[0] or "", host=headers.get("host", ""), headers=headers)
+
+
+Policy = Callable[[RequestInfo], "Principal | None"]
+
+LOCAL_PRINCIPAL = Principal(authenticator="local", principal_id="local", principal_type="user")
+ANONYMOUS = Principal(authenticator="anonymous", principal_id="anonymous", principal_type="anonymous")
+
+
+def is_loopback_address(value: str) -> bool:
+    try:
+        return ipaddress.ip_address(value.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def host_is_loopback(host: str) -> bool:
+    if not host:
+        return False
+    if host.startswith("["):  # [::1]:8000
+        name = host[1:].split("]", 1)[0]
+    else:
+        name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    return name.lower() == "localhost" or is_loopback_address(name)
+
+
+def loopback_only() -> Policy:
+    """A loopback peer; forwarding headers are ignored."""
+
+    def policy(info: RequestInfo) -> Principal | None:
+        return LOCAL_PRINCIPAL if is_loopback_address(info.peer) else None
+
+    return policy
+
+
+def local_dev() -> Policy:
+    """A loopback peer that nothing forwarded (a proxy in front makes every peer loopback)."""
+
+    def policy(info: RequestInfo) -> Principal | None:
+        if not is_loopback_address(info.peer):
+            return None
+        if any(h in info.headers for h in FORWARDING_HEADERS):
+            return None
+        return LOCAL_PRINCIPAL
+
+    return policy
+
+
+def local_dev_strict() -> Policy:
+    """`local_dev()` plus a loopback Host header, which blocks DNS rebinding."""
+    inner = local_dev()
+
+    def policy(info: RequestInfo) -> Principal | None:
+        if not host_is_loopback(info.host):
+            return None
+        return inner(info)
+
+    return policy
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def bearer_auth(
+    tokens: Mapping[str, str] | Iterable[str] | None = None,
+    *,
+    hashes: Mapping[str, str] | Iterable[str] | None = None,
+    verifier: Callable[[str], Principal | None] | None = None,
+) -> Policy:
+    """`Authorization: Bearer <token>`.
+
+    `tokens` maps token → principal id (or lists tokens); `hashes` does the
+    same with sha256 hex digests so the tokens themselves need not be kept;
+    `verifier` decides on its own. Digests are compared in constant time.
+    """
+    known: dict[str, str] = {}
+    for source, hashed in ((tokens, False), (hashes, True)):
+        if source is None:
+            continue
+        pairs = source.items() if isinstance(source, Mapping) else ((t, "") for t in source)
+        for secret, name in pairs:
+            digest = secret if hashed else token_hash(secret)
+            known[digest] = name or f"token:{digest[:12]}"
+
+    def policy(info: RequestInfo) -> Principal | None:
+        scheme, _, presented = info.headers.get("authorization", "").partition(" ")
+        presented = presented.strip()
+        if scheme.lower() != "bearer" or not presented:
+            return None
+        if verifier is not None:
+            return verifier(presented)
+        digest = token_hash(presented)
+        match = None
+        for candidate, name in known.items():  # no early exit: time does not tell which failed
+            if hmac.compare_digest(candidate, digest):
+                match = name
+        return Principal(authenticator="bearer", principal_id=match) if match else None
+
+    return policy
+
+
+def allow_all() -> Policy:
+    """Everyone, as the anonymous principal."""
+    return lambda info: ANONYMOUS
+
+
+def policy_chain() -> list[Policy]:
+    """The server-wide chain, chosen by `serve` flags through settings."""
+    custom = getattr(settings, "AGENTSITE_AUTH_POLICIES", None)
+    if custom:
+        return list(custom)
+    mode = settings.AGENTSITE_AUTH
+    if mode == "allow_all":
+        return [allow_all()]
+    if mode == "bearer":
+        return [bearer_auth(hashes=settings.AGENTSITE_BEARER_TOKEN_HASHES)]
+    return [local_dev_strict()]
+
+
+def authenticate(info: RequestInfo) -> Principal | None:
+    for policy in policy_chain():
+        principal = policy(info)
+        if principal is not None:
+            return principal
+    return None
+
+
+class PolicyChainAuthentication(authentication.BaseAuthentication):
+    def authenticate(self, request):
+        principal = authenticate(RequestInfo.from_django(request._request))
+        return (principal, None) if principal else None
+
+    def authenticate_header(self, request) -> str:
+        # Makes DRF answer 401 (not 403) when no policy admits the caller.
+        return 'Bearer realm="agentsite"'
+
+
+class HasPrincipal(permissions.BasePermission):
+    def has_permission(self, request, view) -> bool:
+        return isinstance(request.user, Principal)

@@ -1,0 +1,83 @@
+"""One error shape for every route: {"error": {"code", "message", "details"}}."""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+
+from sessions.admission import AdmissionError
+
+log = logging.getLogger(__name__)
+
+
+class APIError(exceptions.APIException):
+    def __init__(self, status_code: int, code: str, message: str, details: Any = None):
+        super().__init__(message, code)
+        self.status_code = status_code
+        self.error_code = code
+        self.message = message
+        self.details = details
+
+
+def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details}}
+
+
+def error_response(status_code: int, code: str, message: str, details: Any = None) -> JsonResponse:
+    return JsonResponse(error_body(code, message, details), status=status_code)
+
+
+def _flatten(detail: Any) -> str:
+    if isinstance(detail, dict):
+        return "; ".join(f"{k}: {_flatten(v)}" for k, v in detail.items())
+    if isinstance(detail, list):
+        return "; ".join(_flatten(v) for v in detail)
+    return str(detail)
+
+
+def exception_handler(exc: Exception, context: dict) -> Response:
+    if isinstance(exc, APIError):
+        return Response(error_body(exc.error_code, exc.message, exc.details), status=exc.status_code)
+    if isinstance(exc, AdmissionError):
+        return Response(error_body(exc.code, exc.message), status=exc.status)
+    if isinstance(exc, Http404):
+        return Response(error_body("not_found", str(exc) or "not found"), status=404)
+    if isinstance(exc, RequestDataTooBig):
+        return Response(error_body("body_too_large", "the request body is too large"), status=413)
+    if isinstance(exc, exceptions.ParseError):
+        return Response(error_body("invalid_json", f"the body is not valid JSON: {exc.detail}"), status=400)
+    if isinstance(exc, exceptions.UnsupportedMediaType):
+        return Response(error_body("unsupported_media_type", "send the body as application/json"), status=415)
+    if isinstance(exc, exceptions.ValidationError):
+        return Response(error_body("invalid_request", _flatten(exc.detail), exc.detail), status=400)
+    if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+        response = Response(
+            error_body("unauthorized", "authentication required: no auth policy admitted this request"),
+            status=status.HTTP_401_UNAUTHORIZED,
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="agentsite"'
+        return response
+    if isinstance(exc, exceptions.PermissionDenied):
+        return Response(error_body("forbidden", str(exc.detail)), status=403)
+    if isinstance(exc, exceptions.MethodNotAllowed):
+        return Response(error_body("method_not_allowed", str(exc.detail)), status=405)
+    if isinstance(exc, exceptions.APIException):
+        return Response(error_body(exc.default_code, _flatten(exc.detail)), status=exc.status_code)
+    log.exception("unhandled error in %s", context.get("view"))
+    return Response(error_body("internal_error", "internal server error"), status=500)
+
+
+def handler404(request, exception=None) -> JsonResponse:
+    return error_response(404, "not_found", f"no route for {request.path}")
+
+
+def handler500(request) -> JsonResponse:
+    return error_response(500, "internal_error", "internal server error")
+
+
+def handler400(request, exception=None) -> JsonResponse:
+    return error_response(400, "bad_request", str(exception) if exception else "bad request")

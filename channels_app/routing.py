@@ -1,0 +1,2 @@
+"""Websocket routes (the session event consumer arrives with the playground)."""
+websocket_urlpatterns: list = []

@@ -1,0 +1,138 @@
+"""The live event stream: replay from startIndex, then follow.
+
+The reader subscribes to the session's wake-up group before it replays, so
+nothing written between the replay and the subscription is missed; after
+every wake-up or poll timeout it re-reads the table from the next index it
+has not sent, so it never repeats or skips an index. It polls fast while a
+turn runs (a worker in another process may not be able to wake it) and
+slowly while the session is idle.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any, AsyncIterator
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.http import StreamingHttpResponse
+
+from channels_app.auth import RequestInfo, authenticate
+from channels_app.errors import error_response
+from sessions import wakeups
+from sessions.events import TERMINAL_TYPES, read_events
+from sessions.models import Session
+
+# After a wake-up, poll fast for a while even if the log looks idle: a
+# follow-up was just admitted and its turn has not written anything yet.
+FAST_AFTER_WAKEUP_SECONDS = 2.0
+BATCH = 500
+
+
+@database_sync_to_async
+def _read(session_id: str, start: int) -> list[dict[str, Any]]:
+    return read_events(session_id, start, BATCH)
+
+
+@database_sync_to_async
+def _session_state(session_id: str) -> tuple[str, str] | None:
+    row = Session.objects.filter(pk=session_id).values_list("mode", "status").first()
+    return row
+
+
+async def follow_events(session_id: str, start: int) -> AsyncIterator[dict[str, Any]]:
+    """Yield envelopes from `start` on, live, until the caller stops iterating.
+
+    Ends by itself when the session is deleted or a task session has ended.
+    """
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(wakeups.group_name(session_id), channel)
+    try:
+        next_index = start
+        last_type = ""
+        fast_until = 0.0
+        state = await _session_state(session_id)
+        if state is None:
+            return
+        mode = state[0]
+        while True:
+            events = await _read(session_id, next_index)
+            for event in events:
+                yield event
+                next_index = event["index"] + 1
+                last_type = event["type"]
+            if len(events) == BATCH:
+                continue
+            if mode == Session.Mode.TASK and last_type in ("session.completed", "session.failed"):
+                return
+            idle = last_type in TERMINAL_TYPES and time.monotonic() > fast_until
+            timeout = settings.AGENTSITE_STREAM_POLL_IDLE if idle else settings.AGENTSITE_STREAM_POLL_RUNNING
+            try:
+                await asyncio.wait_for(layer.receive(channel), timeout)
+                fast_until = time.monotonic() + FAST_AFTER_WAKEUP_SECONDS
+            except asyncio.TimeoutError:
+                if idle and await _session_state(session_id) is None:
+                    return  # deleted
+    finally:
+        await layer.group_discard(wakeups.group_name(session_id), channel)
+
+
+@database_sync_to_async
+def _lookup(slug: str, session_id: str, principal) -> tuple[int, str, str] | None:
+    """None if the caller may read the session, else (status, code, message)."""
+    session = Session.objects.filter(pk=session_id, agent__slug=slug).only("principal_id", "authenticator").first()
+    if session is None:
+        return 404, "session_not_found", f"no session {session_id!r} on agent {slug!r}"
+    if not session.is_owned_by(principal):
+        return 403, "forbidden", "this session belongs to another principal"
+    return None
+
+
+async def _ndjson(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+    async for event in events:
+        yield (json.dumps(event, separators=(",", ":")) + "\n").encode()
+
+
+async def _sse(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+    yield b"retry: 1000\n\n"
+    async for event in events:
+        body = json.dumps(event, separators=(",", ":"))
+        yield f"id: {event['index']}\nevent: {event['type']}\ndata: {body}\n\n".encode()
+
+
+async def stream_view(request, slug: str, session_id: str):
+    if request.method != "GET":
+        return error_response(405, "method_not_allowed", f"{request.method} is not allowed here; use GET")
+    principal = authenticate(RequestInfo.from_django(request))
+    if principal is None:
+        response = error_response(401, "unauthorized", "authentication required: no auth policy admitted this request")
+        response["WWW-Authenticate"] = 'Bearer realm="agentsite"'
+        return response
+    sse = "text/event-stream" in request.headers.get("Accept", "")
+    raw_start = request.GET.get("startIndex")
+    if raw_start is None and sse and request.headers.get("Last-Event-ID"):
+        raw_start = str(_int_or(request.headers["Last-Event-ID"], -2) + 1)
+    start = _int_or(raw_start or "0", -1)
+    if start < 0:
+        return error_response(400, "invalid_start_index", "startIndex (or Last-Event-ID) must be a non-negative integer")
+    refusal = await _lookup(slug, session_id, principal)
+    if refusal:
+        return error_response(*refusal)
+    events = follow_events(session_id, start)
+    response = StreamingHttpResponse(
+        _sse(events) if sse else _ndjson(events),
+        content_type="text/event-stream" if sse else "application/x-ndjson",
+    )
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
+    return response
+
+
+def _int_or(raw: str, default: int) -> int:
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        return default

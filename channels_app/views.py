@@ -1,0 +1,304 @@
+"""The built-in HTTP channel: JSON routes under /<slug>/v1/.
+
+Views translate HTTP into arguments and call one function of the sessions
+app; the streaming route lives in `stream.py` (it is async).
+"""
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q
+from django.http import HttpResponse, JsonResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from pydantic import BaseModel, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents.models import Agent
+from channels_app.bodies import CreateSession, FollowUp
+from channels_app.errors import APIError
+from sessions.admission import delete_session, start_session, stop_session, submit_message
+from sessions.events import read_events
+from sessions.models import Session
+
+
+def parse_body(model: type[BaseModel], request: Request) -> Any:
+    data = request.data
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        details = [
+            {"field": ".".join(str(p) for p in e["loc"]) or "body", "message": e["msg"], "type": e["type"]}
+            for e in exc.errors(include_url=False, include_input=False)
+        ]
+        message = "; ".join(f"{d['field']}: {d['message']}" for d in details)
+        raise APIError(400, "invalid_request", message, details) from None
+
+
+def get_agent(slug: str) -> Agent:
+    agent = Agent.objects.select_related("active_deployment").filter(slug=slug).first()
+    if agent is None:
+        raise APIError(404, "agent_not_found", f"no agent {slug!r} on this server")
+    return agent
+
+
+def get_owned_session(slug: str, session_id: str, principal) -> Session:
+    """The session, if it belongs to this agent (404) and to the caller (403)."""
+    session = Session.objects.select_related("agent", "deployment").filter(pk=session_id, agent__slug=slug).first()
+    if session is None:
+        get_agent(slug)
+        raise APIError(404, "session_not_found", f"no session {session_id!r} on agent {slug!r}")
+    if not session.is_owned_by(principal):
+        raise APIError(403, "forbidden", "this session belongs to another principal")
+    return session
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def session_urls(request: Request, session: Session) -> dict[str, str]:
+    base = f"/{session.agent.slug}/v1/session/{session.id}"
+    origin = settings.AGENTSITE_PUBLIC_URL.rstrip("/") or request.build_absolute_uri("/").rstrip("/")
+    return {
+        "streamUrl": f"{origin}{base}/stream",
+        "eventsUrl": f"{origin}{base}/events",
+        "playgroundUrl": f"{origin}/playground/{session.agent.slug}?sessionId={session.id}",
+    }
+
+
+def render_session(session: Session) -> dict[str, Any]:
+    return {
+        "sessionId": session.id,
+        "agent": session.agent.slug,
+        "status": session.status,
+        "mode": session.mode,
+        "title": session.title,
+        "channel": session.channel,
+        "principal": {
+            "authenticator": session.authenticator,
+            "principalId": session.principal_id,
+            "principalType": session.principal_type,
+        },
+        "usage": session.usage,
+        "options": session.options,
+        "abVariants": {},
+        "deployment": {"version": session.deployment.version, "contentHash": session.deployment.content_hash},
+        "activeTurnId": session.active_turn_id,
+        "lastEventIndex": session.next_event_index - 1,
+        "createdAt": iso(session.created_at),
+        "updatedAt": iso(session.updated_at),
+    }
+
+
+def _start_index(request: Request) -> int:
+    raw = request.query_params.get("startIndex", "0")
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise APIError(400, "invalid_start_index", "startIndex must be a non-negative integer")
+    return value
+
+
+class AgentListView(APIView):
+    @extend_schema(summary="The agents on this server", responses={200: dict})
+    def get(self, request: Request) -> Response:
+        agents = Agent.objects.select_related("active_deployment").exclude(active_deployment=None)
+        return Response({"agents": [
+            {
+                "slug": a.slug,
+                "name": a.name or a.slug,
+                "description": a.description,
+                "model": a.model_id,
+                "deployment": {"version": a.active_deployment.version, "contentHash": a.active_deployment.content_hash},
+            }
+            for a in agents
+        ]})
+
+
+class SessionCreateView(APIView):
+    @extend_schema(
+        summary="Create a session and start its first turn (or follow up with continuationToken)",
+        request=CreateSession, responses={201: dict, 202: dict},
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        body: CreateSession = parse_body(CreateSession, request)
+        agent = get_agent(slug)
+        if body.continuation_token is not None:
+            session_id = Session.id_from_token(body.continuation_token)
+            session = Session.objects.select_related("agent", "deployment").filter(pk=session_id or "", agent=agent).first()
+            if session is None:
+                raise APIError(404, "session_not_found", "no session on this agent matches that continuation token")
+            if not session.is_owned_by(request.user):
+                raise APIError(403, "forbidden", "this session belongs to another principal")
+            return follow_up(request, session, body.message, body.continuation_token, body.admission)
+        options: dict[str, Any] = {}
+        if body.dry_run:
+            options["dryRun"] = True
+        if body.as_of:
+            options["asOf"] = body.as_of
+        admitted = start_session(agent, request.user, body.message, title=body.title or "", mode=body.mode, options=options)
+        session = admitted.session
+        return Response(
+            {
+                "sessionId": session.id,
+                "continuationToken": admitted.continuation_token,
+                "turnId": admitted.turn.id,
+                "status": session.status,
+                "mode": session.mode,
+                **session_urls(request, session),
+            },
+            status=201,
+        )
+
+
+def follow_up(request: Request, session: Session, message: str, token: str | None, admission: str) -> Response:
+    admitted = submit_message(session, message, admission=admission, continuation_token=token)
+    return Response(
+        {
+            "sessionId": session.id,
+            "continuationToken": admitted.continuation_token,
+            "turnId": admitted.turn.id,
+            "status": admitted.session.status,
+            "admission": admission,
+            **session_urls(request, session),
+        },
+        status=202,
+    )
+
+
+class SessionMessageView(APIView):
+    @extend_schema(summary="Send a follow-up message", request=FollowUp, responses={202: dict})
+    def post(self, request: Request, slug: str, session_id: str) -> Response:
+        body: FollowUp = parse_body(FollowUp, request)
+        session = get_owned_session(slug, session_id, request.user)
+        return follow_up(request, session, body.message, body.continuation_token, body.admission)
+
+
+class SessionStopView(APIView):
+    @extend_schema(summary="Interrupt the running turn", request=None, responses={202: dict, 409: dict})
+    def post(self, request: Request, slug: str, session_id: str) -> Response:
+        session = get_owned_session(slug, session_id, request.user)
+        if not stop_session(session):
+            raise APIError(409, "not_running", "no turn is running on this session")
+        return Response({"sessionId": session.id, "stopping": True}, status=202)
+
+
+class SessionDetailView(APIView):
+    @extend_schema(summary="Session detail", responses={200: dict})
+    def get(self, request: Request, slug: str, session_id: str) -> Response:
+        return Response(render_session(get_owned_session(slug, session_id, request.user)))
+
+    @extend_schema(summary="Delete a session and its events", responses={204: None})
+    def delete(self, request: Request, slug: str, session_id: str) -> Response:
+        delete_session(get_owned_session(slug, session_id, request.user))
+        return Response(status=204)
+
+
+def _decode_cursor(raw: str) -> tuple[datetime, str]:
+    try:
+        created, session_id = json.loads(base64.urlsafe_b64decode(raw.encode() + b"==").decode())
+        return datetime.fromisoformat(created), str(session_id)
+    except Exception:
+        raise APIError(400, "invalid_cursor", "cursor is not one this server issued") from None
+
+
+def _encode_cursor(session: Session) -> str:
+    raw = json.dumps([session.created_at.isoformat(), session.id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+class SessionListView(APIView):
+    @extend_schema(
+        summary="The caller's sessions, newest first",
+        parameters=[OpenApiParameter("cursor", str), OpenApiParameter("limit", int)],
+        responses={200: dict},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        agent = get_agent(slug)
+        try:
+            limit = int(request.query_params.get("limit", "20"))
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= 100:
+            raise APIError(400, "invalid_limit", "limit must be an integer from 1 to 100")
+        rows = (
+            Session.objects.for_principal(request.user)
+            .filter(agent=agent)
+            .select_related("agent", "deployment")
+            .order_by("-created_at", "-id")
+        )
+        if cursor := request.query_params.get("cursor"):
+            created, session_id = _decode_cursor(cursor)
+            rows = rows.filter(Q(created_at__lt=created) | Q(created_at=created, id__lt=session_id))
+        page = list(rows[: limit + 1])
+        more = len(page) > limit
+        page = page[:limit]
+        return Response({
+            "sessions": [render_session(s) for s in page],
+            "nextCursor": _encode_cursor(page[-1]) if more else None,
+        })
+
+
+class SessionEventsView(APIView):
+    @extend_schema(
+        summary="All events from startIndex, as NDJSON, once",
+        parameters=[OpenApiParameter("startIndex", int)],
+        responses={(200, "application/x-ndjson"): str},
+    )
+    def get(self, request: Request, slug: str, session_id: str) -> HttpResponse:
+        session = get_owned_session(slug, session_id, request.user)
+        start = _start_index(request)
+        lines = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in read_events(session.id, start))
+        return HttpResponse(lines, content_type="application/x-ndjson")
+
+
+class AgentInfoView(APIView):
+    @extend_schema(summary="The agent: model, tools with their input schemas, deployment", responses={200: dict})
+    def get(self, request: Request, slug: str) -> Response:
+        agent = get_agent(slug)
+        deployment = agent.active_deployment
+        manifest = deployment.manifest if deployment else {}
+        return Response({
+            "slug": agent.slug,
+            "name": agent.name or agent.slug,
+            "description": agent.description,
+            "model": manifest.get("model", ""),
+            "params": manifest.get("params", {}),
+            "maxSteps": manifest.get("maxSteps"),
+            "tools": manifest.get("tools", []),
+            "skills": [],
+            "subagents": [],
+            "channels": [{"id": "http", "kind": "http"}],
+            "schedules": [],
+            "abs": [],
+            "deployment": {
+                "version": deployment.version,
+                "contentHash": deployment.content_hash,
+                "source": deployment.source,
+                "status": deployment.status,
+                "createdAt": iso(deployment.created_at),
+                "activatedAt": iso(deployment.activated_at),
+            } if deployment else None,
+        })
+
+
+class AgentHealthView(APIView):
+    authentication_classes: list = []
+    permission_classes: list = []
+
+    @extend_schema(summary="Liveness of one agent", responses={200: dict})
+    def get(self, request: Request, slug: str) -> Response:
+        agent = get_agent(slug)
+        return Response({"status": "ok", "agent": agent.slug, "deployed": agent.active_deployment_id is not None})
+
+
+def healthz(request) -> JsonResponse:
+    return JsonResponse({"status": "ok"})

@@ -1,0 +1,171 @@
+"""Admission: how input becomes turns, one at a time per session.
+
+Turns wait in the Turn table as `queued`. A session's `active_turn` is the
+one allowed to run, taken with a conditional update, so however many web
+and worker processes race, exactly one turn per session runs and the next
+queued one is dispatched when it settles.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from agents.models import Agent
+from sessions import wakeups
+from sessions.events import append_events
+from sessions.models import Session, Turn
+
+log = logging.getLogger(__name__)
+
+
+class AdmissionError(Exception):
+    """Input refused; `code` and `status` go straight to the HTTP error body."""
+
+    def __init__(self, code: str, message: str, status: int = 409):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+
+
+@dataclass
+class Admitted:
+    session: Session
+    turn: Turn
+    continuation_token: str
+
+
+def enqueue_turn(turn_id: str) -> None:
+    """Hand a turn to a worker. Call only after the turn row has committed."""
+    if getattr(settings, "AGENTSITE_INLINE_TURNS", False):
+        from sessions.engine import run_turn
+
+        run_turn(turn_id)
+        return
+    from django_q.tasks import async_task
+
+    async_task("sessions.engine.run_turn", turn_id, task_name=turn_id, ack_failure=True)
+
+
+def dispatch_next(session_id: str) -> Turn | None:
+    """Start the oldest queued turn if no turn of the session is active."""
+    with transaction.atomic():
+        queued = Turn.objects.filter(session_id=session_id, status=Turn.Status.QUEUED).order_by("created_at", "id").first()
+        if queued is None:
+            return None
+        won = Session.objects.filter(pk=session_id, active_turn__isnull=True).update(
+            active_turn=queued, status=Session.Status.RUNNING
+        )
+        if not won:
+            return None
+        transaction.on_commit(lambda: enqueue_turn(queued.id))
+        return queued
+
+
+def _default_title(message: str) -> str:
+    lines = message.strip().splitlines()
+    return lines[0][:80] if lines else ""
+
+
+def start_session(
+    agent: Agent,
+    principal,
+    message: str,
+    *,
+    title: str = "",
+    mode: str = Session.Mode.CHAT,
+    options: dict[str, Any] | None = None,
+    channel: str = "http",
+    trigger: str = Turn.Trigger.USER,
+) -> Admitted:
+    """Create a session on the agent's active deployment and queue its first turn."""
+    deployment = agent.active_deployment
+    if deployment is None:
+        raise AdmissionError("agent_not_deployed", f"agent {agent.slug!r} has no active deployment", 409)
+    with transaction.atomic():
+        session = Session(
+            agent=agent,
+            deployment=deployment,
+            channel=channel,
+            mode=mode,
+            title=title or _default_title(message),
+            principal_id=principal.principal_id,
+            principal_type=principal.principal_type,
+            authenticator=principal.authenticator,
+            options=options or {},
+        )
+        token = session.issue_token()
+        session.save(force_insert=True)
+        turn = Turn.objects.create(session=session, trigger=trigger, message=message)
+        append_events(
+            session.id,
+            [
+                ("session.started", {
+                    "mode": session.mode,
+                    "title": session.title,
+                    "channel": channel,
+                    "agent": agent.slug,
+                    "principal": principal.as_dict(),
+                    "options": session.options,
+                }),
+                ("agent.bound", {
+                    "agent": agent.slug,
+                    "deployment": {"version": deployment.version, "contentHash": deployment.content_hash},
+                    "model": deployment.manifest.get("model", ""),
+                }),
+            ],
+        )
+        dispatch_next(session.id)
+    session.refresh_from_db()
+    return Admitted(session=session, turn=turn, continuation_token=token)
+
+
+def submit_message(
+    session: Session,
+    message: str,
+    *,
+    admission: str = "preempt",
+    continuation_token: str | None = None,
+    trigger: str = Turn.Trigger.USER,
+) -> Admitted:
+    """A follow-up. `preempt` interrupts a running turn first; `coalesce` queues behind it."""
+    if admission not in ("preempt", "coalesce"):
+        raise AdmissionError("invalid_admission", "admission must be 'preempt' or 'coalesce'", 400)
+    with transaction.atomic():
+        # Re-read under the write lock: a concurrent follow-up may have rotated the token.
+        session = Session.objects.select_for_update().get(pk=session.pk)
+        if session.mode == Session.Mode.TASK:
+            raise AdmissionError("task_session", "task sessions do not accept follow-ups", 409)
+        if continuation_token is not None and not session.token_matches(continuation_token):
+            raise AdmissionError(
+                "stale_continuation_token",
+                "this continuation token has been superseded; use the latest token from the last follow-up",
+                409,
+            )
+        if admission == "preempt" and session.active_turn_id:
+            Turn(pk=session.active_turn_id).request_interrupt()
+        turn = Turn.objects.create(session=session, trigger=trigger, message=message, admission=admission)
+        token = session.issue_token()
+        Session.objects.filter(pk=session.pk).update(continuation_token_hash=session.continuation_token_hash)
+        dispatch_next(session.id)
+        # Readers of an idle session poll slowly; tell them a turn is coming.
+        transaction.on_commit(lambda: wakeups.publish(session.id, -1))
+    session.refresh_from_db()
+    return Admitted(session=session, turn=turn, continuation_token=token)
+
+
+def stop_session(session: Session) -> bool:
+    """Interrupt the running turn, if any; it ends with `turn.failed` "turn interrupted"."""
+    turn_id = Session.objects.filter(pk=session.pk).values_list("active_turn_id", flat=True).first()
+    if not turn_id:
+        return False
+    return Turn(pk=turn_id).request_interrupt()
+
+
+def delete_session(session: Session) -> None:
+    stop_session(session)
+    Session.objects.filter(pk=session.pk).delete()

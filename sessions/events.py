@@ -1,0 +1,61 @@
+"""The event log: the one door through which events are written, and reads.
+
+`append_events` allocates indexes by bumping the session's counter with
+UPDATE ... RETURNING in the same transaction as the insert, so indexes stay
+contiguous across processes on SQLite (IMMEDIATE transactions serialize
+writers) and PostgreSQL (the row lock serializes them). Wake-ups go out only
+after commit, so a reader never looks for a row that is not there yet.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from sessions import wakeups
+from sessions.models import Event, Session
+
+TERMINAL_TYPES = frozenset({"session.waiting", "session.completed", "session.failed"})
+
+
+class SessionGone(Exception):
+    """The session was deleted while something was still writing to it."""
+
+
+def append_events(session_id: str, items: Iterable[tuple[str, dict[str, Any]]], turn_id: str = "") -> list[Event]:
+    items = list(items)
+    if not items:
+        return []
+    table = Session._meta.db_table
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table} SET next_event_index = next_event_index + %s WHERE id = %s RETURNING next_event_index",
+                [len(items), session_id],
+            )
+            row = cursor.fetchone()
+        if row is None:
+            raise SessionGone(session_id)
+        first = row[0] - len(items)
+        now = timezone.now()
+        events = [
+            Event(session_id=session_id, index=first + i, turn_id=turn_id, type=type_, data=data, at=now)
+            for i, (type_, data) in enumerate(items)
+        ]
+        Event.objects.bulk_create(events)
+        last = events[-1].index
+        transaction.on_commit(lambda: wakeups.publish(session_id, last))
+    return events
+
+
+def append_event(session_id: str, type_: str, data: dict[str, Any], turn_id: str = "") -> Event:
+    return append_events(session_id, [(type_, data)], turn_id)[0]
+
+
+def read_events(session_id: str, start_index: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+    """Envelopes of the session's events from `start_index` on, in order."""
+    rows = Event.objects.filter(session_id=session_id, index__gte=start_index).order_by("index")
+    if limit is not None:
+        rows = rows[:limit]
+    return [e.envelope() for e in rows]

@@ -1,0 +1,183 @@
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.db import models
+from django.utils import timezone
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(12)}"
+
+
+def new_session_id() -> str:
+    return new_id("ses")
+
+
+def new_turn_id() -> str:
+    return new_id("turn")
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class SessionQuerySet(models.QuerySet):
+    def for_principal(self, principal) -> "SessionQuerySet":
+        return self.filter(principal_id=principal.principal_id, authenticator=principal.authenticator)
+
+
+class Session(models.Model):
+    class Mode(models.TextChoices):
+        CHAT = "chat"
+        TASK = "task"
+
+    class Status(models.TextChoices):
+        IDLE = "idle"
+        RUNNING = "running"
+        WAITING = "waiting"
+        COMPLETED = "completed"
+        FAILED = "failed"
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_session_id, editable=False)
+    agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="sessions")
+    deployment = models.ForeignKey("agents.Deployment", on_delete=models.PROTECT, related_name="sessions")
+    channel = models.CharField(max_length=64, default="http")
+    mode = models.CharField(max_length=8, choices=Mode.choices, default=Mode.CHAT)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.IDLE)
+    title = models.CharField(max_length=200, blank=True)
+    principal_id = models.CharField(max_length=200)
+    principal_type = models.CharField(max_length=32, default="user")
+    authenticator = models.CharField(max_length=64)
+    continuation_token_hash = models.CharField(max_length=64, blank=True, db_index=True)
+    # Allocates event indexes: incremented in the same transaction as the insert.
+    next_event_index = models.PositiveIntegerField(default=0)
+    options = models.JSONField(default=dict, blank=True)
+    # The provider-neutral conversation, so any worker can run the next turn.
+    conversation = models.JSONField(default=list, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    # The one turn allowed to run; claimed with a conditional update.
+    active_turn = models.ForeignKey("Turn", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = SessionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["agent", "principal_id", "-created_at"], name="session_owner_recent")]
+
+    def __str__(self) -> str:
+        return self.id
+
+    def issue_token(self) -> str:
+        """Rotate the continuation token; only its hash is stored."""
+        token = f"ct_{self.id}.{secrets.token_urlsafe(24)}"
+        self.continuation_token_hash = hash_token(token)
+        return token
+
+    def token_matches(self, token: str) -> bool:
+        return secrets.compare_digest(hash_token(token), self.continuation_token_hash)
+
+    @staticmethod
+    def id_from_token(token: str) -> str | None:
+        if not token.startswith("ct_ses_") or "." not in token:
+            return None
+        return token[3:].split(".", 1)[0]
+
+    def is_owned_by(self, principal) -> bool:
+        return self.principal_id == principal.principal_id and self.authenticator == principal.authenticator
+
+
+class Turn(models.Model):
+    class Trigger(models.TextChoices):
+        USER = "user"
+        REMINDER = "reminder"
+        SCHEDULE = "schedule"
+        CHANNEL = "channel"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        INTERRUPTED = "interrupted"
+        AWAITING_APPROVAL = "awaiting_approval"
+
+    FINISHED = (Status.COMPLETED, Status.FAILED, Status.INTERRUPTED)
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_turn_id, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
+    trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.USER)
+    message = models.TextField(blank=True)
+    admission = models.CharField(max_length=16, default="preempt")
+    status = models.CharField(max_length=24, choices=Status.choices, default=Status.QUEUED)
+    claimed_by = models.CharField(max_length=100, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    interrupt_requested = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        indexes = [
+            models.Index(fields=["session", "status", "created_at"], name="turn_session_queue"),
+            models.Index(fields=["status", "lease_until"], name="turn_recovery"),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+    def claim(self, worker: str, lease_seconds: float) -> bool:
+        """Move queued → running; True only for the one caller whose update won."""
+        now = timezone.now()
+        won = Turn.objects.filter(pk=self.pk, status=self.Status.QUEUED).update(
+            status=self.Status.RUNNING,
+            claimed_by=worker,
+            started_at=now,
+            lease_until=now + timezone.timedelta(seconds=lease_seconds),
+        )
+        if won:
+            self.refresh_from_db()
+        return bool(won)
+
+    def request_interrupt(self) -> bool:
+        return bool(
+            Turn.objects.filter(pk=self.pk)
+            .exclude(status__in=self.FINISHED)
+            .update(interrupt_requested=True)
+        )
+
+    def interrupted(self) -> bool:
+        return Turn.objects.filter(pk=self.pk, interrupt_requested=True).exists()
+
+
+class Event(models.Model):
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events")
+    index = models.PositiveIntegerField()
+    turn_id = models.CharField(max_length=40, blank=True)
+    type = models.CharField(max_length=64)
+    data = models.JSONField(default=dict)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["session", "index"]
+        constraints = [models.UniqueConstraint(fields=["session", "index"], name="event_session_index_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.index} {self.type}"
+
+    def envelope(self) -> dict:
+        return {
+            "type": self.type,
+            "index": self.index,
+            "sessionId": self.session_id,
+            "turnId": self.turn_id or None,
+            "at": self.at.isoformat().replace("+00:00", "Z"),
+            "data": self.data,
+        }
+
