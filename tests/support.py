@@ -1,0 +1,102 @@
+"""Helpers for tests that need real processes: a running `serve`, free ports."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENTSITE_TEST_DB", "DJANGO_SETTINGS_MODULE")}
+    env.update(PYTHONUNBUFFERED="1", **extra)
+    return env
+
+
+class Server:
+    def __init__(self, base_url: str, process: subprocess.Popen, state_root: Path, log: Path):
+        self.base_url = base_url
+        self.process = process
+        self.state_root = state_root
+        self.log = log
+
+    def client(self, **kwargs) -> httpx.Client:
+        return httpx.Client(base_url=self.base_url, timeout=kwargs.pop("timeout", 10), **kwargs)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 20) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(timeout=timeout)
+
+
+@contextlib.contextmanager
+def run_server(state_root: Path, *args: str, env: dict[str, str] | None = None, ready_timeout: float = 40) -> Iterator[Server]:
+    """Start `manage.py serve` on a free port and wait until /healthz answers."""
+    port = free_port()
+    state_root.mkdir(parents=True, exist_ok=True)
+    log = state_root / f"serve-{port}.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(port), "--state-root", str(state_root), *args],
+            cwd=ROOT, env=child_env(**(env or {})), stdout=out, stderr=subprocess.STDOUT,
+        )
+    server = Server(f"http://127.0.0.1:{port}", process, state_root, log)
+    try:
+        deadline = time.monotonic() + ready_timeout
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"serve exited with {process.returncode}:\n{server.output()}")
+            try:
+                if httpx.get(f"{server.base_url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"serve did not become ready:\n{server.output()}")
+            time.sleep(0.1)
+        yield server
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def read_stream_until(client: httpx.Client, url: str, until_type: str, *, count: int = 1, timeout: float = 15) -> list[dict]:
+    """Read an NDJSON stream until `until_type` has been seen `count` times, then leave."""
+    events: list[dict] = []
+    seen = 0
+    with client.stream("GET", url, timeout=timeout) as response:
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if not line:
+                continue
+            event = json.loads(line)
+            events.append(event)
+            if event["type"] == until_type:
+                seen += 1
+                if seen >= count:
+                    break
+    return events
