@@ -1,6 +1,22 @@
 """OpenAPI additions for routes that are not DRF views."""
 from __future__ import annotations
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+
+
+class PolicyChainScheme(OpenApiAuthenticationExtension):
+    """Documents the chain as bearer auth (loopback callers need no header by default)."""
+
+    target_class = "channels_app.auth.PolicyChainAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "Required under `serve --bearer-token`; the default chain admits loopback callers only.",
+        }
+
 
 def add_streaming_routes(result, generator, request, public):
     result.setdefault("paths", {})["/{slug}/v1/session/{session_id}/stream"] = {
