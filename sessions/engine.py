@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import time
+from datetime import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,7 @@ from sessions.models import Session, Turn
 log = logging.getLogger(__name__)
 
 LEASE_SECONDS = 300
+DRY_RUN_ACK = "Operation acknowledged."
 INTERRUPT_CHECK_SECONDS = 0.05
 
 
@@ -101,6 +103,26 @@ def _json_safe(value: Any) -> Any:
         return json.loads(json.dumps(value, default=str))
 
 
+def check_time_args(names: tuple[str, ...], validated: BaseModel, as_of: datetime) -> str | None:
+    """Under asOf, each named argument must be an absolute instant at or before it."""
+    for name in names:
+        value = getattr(validated, name, None)
+        if isinstance(value, datetime):
+            instant = value
+        else:
+            try:
+                instant = datetime.fromisoformat(str(value).replace("Z", "+00:00")) if value else None
+            except ValueError:
+                instant = None
+        if instant is None or instant.tzinfo is None:
+            return (f"{name} must be an absolute ISO-8601 instant with a timezone, at or before "
+                    f"{as_of.isoformat()} (this session's asOf); retry with absolute bounds")
+        if instant > as_of:
+            return (f"{name}={value} is after this session's asOf instant {as_of.isoformat()}; "
+                    "retry with bounds at or before it")
+    return None
+
+
 def run_turn(turn_id: str) -> None:
     """The django-q task: claim the turn and run it; a turn already claimed is left alone."""
     turn = Turn.objects.select_related("session__deployment__agent").filter(pk=turn_id).first()
@@ -166,6 +188,11 @@ class TurnRunner:
         max_steps = loaded.config.max_steps or settings.AGENTSITE_MAX_STEPS
         tools = [ToolSpec(name, t.description, t.input_schema()) for name, t in sorted(loaded.tools.items())]
         system = loaded.instructions
+        if (as_of := self.as_of()) is not None:
+            system += (
+                f"\n\nThis session is frozen at {as_of.isoformat()} (asOf): treat that instant as now, "
+                "and bound every time range at or before it with absolute ISO-8601 instants."
+            )
         for step in range(1, max_steps + 1):
             step_started = time.monotonic()
             self.emitter.emit("step.started", {"step": step})
@@ -237,22 +264,30 @@ class TurnRunner:
         ]})
         self.emitter.flush()
 
+        dry_run = bool(self.session.options.get("dryRun"))
+        as_of = self.as_of()
         info = SessionInfo(
             id=self.session.id, agent=self.session.agent.slug, mode=self.session.mode,
-            principal_id=self.session.principal_id, dry_run=bool(self.session.options.get("dryRun")),
+            principal_id=self.session.principal_id, dry_run=dry_run,
         )
         results = []
         for call, tool, validated, error in prepared:
             started = time.monotonic()
             output = None
-            if error is None:
+            stubbed = False
+            if error is None and as_of is not None and tool.time_args:
+                error = check_time_args(tool.time_args, validated, as_of)
+            if error is None and dry_run and tool.effect == "write":
+                stubbed = True
+                output = _json_safe(tool.dry_run_result) if tool.dry_run_result is not None else DRY_RUN_ACK
+            elif error is None:
                 try:
-                    output = _json_safe(tool(validated, ToolContext(session=info, call_id=call.call_id)))
+                    output = _json_safe(tool(validated, ToolContext(session=info, call_id=call.call_id, as_of=as_of)))
                 except Exception as exc:  # the model sees tool errors and can act on them
                     error = f"{type(exc).__name__}: {exc}"
             result: dict[str, Any] = {
                 "callId": call.call_id, "toolName": call.name,
-                "durationMs": round((time.monotonic() - started) * 1000, 1), "stubbed": False,
+                "durationMs": round((time.monotonic() - started) * 1000, 1), "stubbed": stubbed,
             }
             if error is None:
                 result["output"] = output
@@ -263,6 +298,10 @@ class TurnRunner:
             content = error if error is not None else (output if isinstance(output, str) else json.dumps(output))
             results.append({"role": "tool", "callId": call.call_id, "name": call.name, "content": content, "isError": error is not None})
         return results
+
+    def as_of(self) -> datetime | None:
+        raw = self.session.options.get("asOf")
+        return datetime.fromisoformat(raw) if raw else None
 
     # -- settling --------------------------------------------------------
     def finish(self, messages: list[dict[str, Any]], *, status: str, error: str = "", code: str = "") -> None:
