@@ -24,7 +24,16 @@ from pydantic import BaseModel, ValidationError
 
 from agents.discovery import LoadedAgent, load_deployment
 from agents.providers import get_provider
-from agents.providers.base import ModelRequest, ProviderError, ReasoningDelta, TextDelta, ToolCall, ToolSpec, Usage
+from agents.providers.base import (
+    ModelRequest,
+    ProviderError,
+    ReasoningDelta,
+    ReasoningSignature,
+    TextDelta,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
 from agents.sdk import SessionInfo, ToolContext
 from sessions.admission import dispatch_next
 from sessions.events import SessionGone, append_events
@@ -201,13 +210,17 @@ class TurnRunner:
                 model=model, system=system, messages=messages, tools=tools,
                 params=dict(loaded.config.params), should_stop=self.should_stop,
             )
-            text, reasoning, calls, step_usage = self.stream_step(provider, request)
+            text, reasoning, signature, calls, step_usage = self.stream_step(provider, request)
             self.usage = _add_usage(self.usage, step_usage)
             if reasoning:
                 self.emitter.emit("reasoning.completed", {"text": reasoning})
             if text:
                 self.emitter.emit("message.completed", {"text": text})
             assistant: dict[str, Any] = {"role": "assistant", "content": text}
+            if reasoning:
+                assistant["reasoning"] = reasoning
+            if signature:
+                assistant["reasoningSignature"] = signature
             if calls:
                 assistant["toolCalls"] = [{"id": c.call_id, "name": c.name, "input": _json_safe(c.input)} for c in calls]
             messages.append(assistant)
@@ -223,6 +236,7 @@ class TurnRunner:
     def stream_step(self, provider, request: ModelRequest):
         text: list[str] = []
         reasoning: list[str] = []
+        signature: list[str] = []
         calls: list[ToolCall] = []
         usage = _usage_dict()
         for event in provider.stream(request):
@@ -234,13 +248,15 @@ class TurnRunner:
             elif isinstance(event, ReasoningDelta):
                 reasoning.append(event.text)
                 self.emitter.emit("reasoning.appended", {"delta": event.text})
+            elif isinstance(event, ReasoningSignature):
+                signature.append(event.signature)
             elif isinstance(event, ToolCall):
                 calls.append(event)
             elif isinstance(event, Usage):
                 usage = _add_usage(usage, _usage_dict(event))
         if self.should_stop():
             raise Interrupted()
-        return "".join(text), "".join(reasoning), calls, usage
+        return "".join(text), "".join(reasoning), "".join(signature), calls, usage
 
     def run_tools(self, loaded: LoadedAgent, calls: list[ToolCall]) -> list[dict[str, Any]]:
         prepared = []

@@ -32,6 +32,10 @@ def get_provider(model_id: str) -> tuple[Provider, str]:
 def _load_builtin() -> None:
     if _registry:
         return
-    from agents.providers import scripted
+    from agents.providers.anthropic import AnthropicProvider
+    from agents.providers.openai import OpenAIProvider
+    from agents.providers.scripted import ScriptedProvider
 
-    register("scripted", scripted.ScriptedProvider)
+    register("scripted", ScriptedProvider)
+    register("openai", OpenAIProvider)
+    register("anthropic", AnthropicProvider)

@@ -5,7 +5,8 @@ tool specs) into a stream of `ModelEvent`s: text and reasoning deltas, tool
 calls and usage. Messages are dicts in one neutral shape:
 
     {"role": "user", "content": "..."}
-    {"role": "assistant", "content": "...", "toolCalls": [{"id", "name", "input"}]}
+    {"role": "assistant", "content": "...", "toolCalls": [{"id", "name", "input"}],
+     "reasoning": "...", "reasoningSignature": "..."}
     {"role": "tool", "callId": "...", "name": "...", "content": "...", "isError": bool}
 """
 from __future__ import annotations
@@ -43,6 +44,13 @@ class ReasoningDelta:
 
 
 @dataclass(frozen=True)
+class ReasoningSignature:
+    """Opaque proof a provider wants back with its reasoning on the next call."""
+
+    signature: str
+
+
+@dataclass(frozen=True)
 class ToolCall:
     call_id: str
     name: str
@@ -57,7 +65,7 @@ class Usage:
     cache_write_tokens: int = 0
 
 
-ModelEvent = Union[TextDelta, ReasoningDelta, ToolCall, Usage]
+ModelEvent = Union[TextDelta, ReasoningDelta, ReasoningSignature, ToolCall, Usage]
 
 
 class ProviderError(Exception):

@@ -1,0 +1,142 @@
+"""Anthropic Messages API with streaming, tool use and thinking, through the official client.
+
+`anthropic:<model>` uses ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL or the
+agent param `base_url` if set). Agent params: `max_tokens` (default 4096),
+`thinking_budget` (enables extended thinking), `temperature`. The client
+retries rate limits and overloads with backoff, honouring retry-after.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterator
+
+import anthropic
+
+from agents.providers.base import (
+    ModelEvent,
+    ModelRequest,
+    ProviderError,
+    ReasoningDelta,
+    ReasoningSignature,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
+
+
+def to_anthropic_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Neutral messages → Messages API turns, merging neighbours of the same role."""
+    out: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for m in messages:
+        if m["role"] == "user":
+            add("user", [{"type": "text", "text": m["content"]}])
+        elif m["role"] == "tool":
+            add("user", [{"type": "tool_result", "tool_use_id": m["callId"], "content": m["content"],
+                          "is_error": bool(m.get("isError"))}])
+        elif m["role"] == "assistant":
+            blocks: list[dict[str, Any]] = []
+            if m.get("reasoning") and m.get("reasoningSignature"):
+                # With thinking on, a tool-use turn must hand its thinking back unchanged.
+                blocks.append({"type": "thinking", "thinking": m["reasoning"], "signature": m["reasoningSignature"]})
+            if m.get("content"):
+                blocks.append({"type": "text", "text": m["content"]})
+            for call in m.get("toolCalls") or []:
+                payload = call["input"] if isinstance(call["input"], dict) else {"input": call["input"]}
+                blocks.append({"type": "tool_use", "id": call["id"], "name": call["name"], "input": payload})
+            add("assistant", blocks)
+    return out
+
+
+def provider_error(exc: Exception) -> ProviderError:
+    if isinstance(exc, anthropic.AuthenticationError | anthropic.PermissionDeniedError):
+        return ProviderError(f"model provider refused the credentials: {exc}", code="auth_error")
+    if isinstance(exc, anthropic.RateLimitError):
+        return ProviderError(f"model provider rate limit, retries exhausted: {exc}", code="rate_limited", retryable=True)
+    if isinstance(exc, anthropic.APIStatusError):
+        return ProviderError(f"model provider error {exc.status_code}: {exc}", code="model_error",
+                             retryable=exc.status_code >= 500)
+    if isinstance(exc, anthropic.APIConnectionError):
+        return ProviderError(f"cannot reach the model provider: {exc}", code="connection_error", retryable=True)
+    return ProviderError(f"model call failed: {exc}", code="model_error")
+
+
+class AnthropicProvider:
+    name = "anthropic"
+
+    def client(self, params: dict[str, Any]) -> anthropic.Anthropic:
+        return anthropic.Anthropic(
+            api_key=os.environ.get(params.get("api_key_env", "ANTHROPIC_API_KEY")) or "unset",
+            base_url=params.get("base_url") or os.environ.get("ANTHROPIC_BASE_URL") or None,
+            max_retries=int(params.get("max_retries", 3)),
+            timeout=float(params.get("timeout", 300)),
+        )
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
+        params = request.params
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "max_tokens": int(params.get("max_tokens", 4096)),
+            "messages": to_anthropic_messages(request.messages),
+            "stream": True,
+        }
+        if request.system:
+            kwargs["system"] = request.system
+        if "temperature" in params:
+            kwargs["temperature"] = params["temperature"]
+        if params.get("thinking_budget"):
+            kwargs["thinking"] = {"type": "enabled", "budget_tokens": int(params["thinking_budget"])}
+        if request.tools:
+            kwargs["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in request.tools]
+
+        blocks: dict[int, dict[str, Any]] = {}
+        input_tokens = cache_read = cache_write = output_tokens = 0
+        try:
+            stream = self.client(params).messages.create(**kwargs)
+            with stream:
+                for event in stream:
+                    if request.should_stop():
+                        return
+                    kind = event.type
+                    if kind == "message_start":
+                        usage = event.message.usage
+                        input_tokens = usage.input_tokens or 0
+                        cache_read = getattr(usage, "cache_read_input_tokens", 0) or 0
+                        cache_write = getattr(usage, "cache_creation_input_tokens", 0) or 0
+                        output_tokens = usage.output_tokens or 0
+                    elif kind == "content_block_start":
+                        block = event.content_block
+                        if block.type == "tool_use":
+                            blocks[event.index] = {"id": block.id, "name": block.name, "json": ""}
+                    elif kind == "content_block_delta":
+                        delta = event.delta
+                        if delta.type == "text_delta":
+                            yield TextDelta(delta.text)
+                        elif delta.type == "thinking_delta":
+                            yield ReasoningDelta(delta.thinking)
+                        elif delta.type == "signature_delta":
+                            yield ReasoningSignature(delta.signature)
+                        elif delta.type == "input_json_delta" and event.index in blocks:
+                            blocks[event.index]["json"] += delta.partial_json
+                    elif kind == "message_delta":
+                        output_tokens = event.usage.output_tokens or output_tokens
+        except anthropic.AnthropicError as exc:
+            raise provider_error(exc) from exc
+        for index in sorted(blocks):
+            block = blocks[index]
+            try:
+                arguments: Any = json.loads(block["json"]) if block["json"].strip() else {}
+            except json.JSONDecodeError:
+                arguments = block["json"]
+            yield ToolCall(call_id=block["id"], name=block["name"], input=arguments)
+        yield Usage(input_tokens=input_tokens, output_tokens=output_tokens,
+                    cache_read_tokens=cache_read, cache_write_tokens=cache_write)

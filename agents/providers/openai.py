@@ -1,0 +1,131 @@
+"""OpenAI-compatible Chat Completions, through the official `openai` client.
+
+`openai:<model>` reaches OPENAI_BASE_URL (default api.openai.com) with
+OPENAI_API_KEY; vLLM, Ollama, LM Studio and llama.cpp servers work by
+pointing OPENAI_BASE_URL (or the agent param `base_url`) at them. The client
+retries rate limits (honouring retry-after) and transient errors with backoff.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterator
+
+import openai
+
+from agents.providers.base import (
+    ModelEvent,
+    ModelRequest,
+    ProviderError,
+    ReasoningDelta,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
+
+# Agent params passed through to the API; the rest configure the client.
+REQUEST_PARAMS = ("temperature", "top_p", "max_tokens", "max_completion_tokens", "reasoning_effort", "seed", "stop")
+
+
+def to_openai_messages(system: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for m in messages:
+        if m["role"] == "user":
+            out.append({"role": "user", "content": m["content"]})
+        elif m["role"] == "assistant":
+            entry: dict[str, Any] = {"role": "assistant", "content": m.get("content") or None}
+            if m.get("toolCalls"):
+                entry["tool_calls"] = [
+                    {"id": c["id"], "type": "function",
+                     "function": {"name": c["name"], "arguments": c["input"] if isinstance(c["input"], str) else json.dumps(c["input"])}}
+                    for c in m["toolCalls"]
+                ]
+            out.append(entry)
+        elif m["role"] == "tool":
+            out.append({"role": "tool", "tool_call_id": m["callId"], "content": m["content"]})
+    return out
+
+
+def provider_error(exc: Exception) -> ProviderError:
+    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
+        return ProviderError(f"model provider refused the credentials: {exc}", code="auth_error")
+    if isinstance(exc, openai.RateLimitError):
+        return ProviderError(f"model provider rate limit, retries exhausted: {exc}", code="rate_limited", retryable=True)
+    if isinstance(exc, openai.APIStatusError):
+        return ProviderError(f"model provider error {exc.status_code}: {exc}", code="model_error",
+                             retryable=exc.status_code >= 500)
+    if isinstance(exc, openai.APIConnectionError):
+        return ProviderError(f"cannot reach the model provider: {exc}", code="connection_error", retryable=True)
+    return ProviderError(f"model call failed: {exc}", code="model_error")
+
+
+class OpenAIProvider:
+    name = "openai"
+
+    def client(self, params: dict[str, Any]) -> openai.OpenAI:
+        key_env = params.get("api_key_env", "OPENAI_API_KEY")
+        return openai.OpenAI(
+            api_key=os.environ.get(key_env) or "unset",  # local servers often need no key
+            base_url=params.get("base_url") or os.environ.get("OPENAI_BASE_URL") or None,
+            max_retries=int(params.get("max_retries", 3)),
+            timeout=float(params.get("timeout", 120)),
+        )
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
+        params = request.params
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "messages": to_openai_messages(request.system, request.messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        kwargs.update({k: params[k] for k in REQUEST_PARAMS if k in params})
+        if request.tools:
+            kwargs["tools"] = [
+                {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.input_schema}}
+                for t in request.tools
+            ]
+        calls: dict[int, dict[str, str]] = {}
+        try:
+            stream = self.client(params).chat.completions.create(**kwargs)
+            with stream:
+                for chunk in stream:
+                    if request.should_stop():
+                        return
+                    if chunk.usage is not None:
+                        yield _usage(chunk.usage)
+                    for choice in chunk.choices:
+                        delta = choice.delta
+                        reasoning = (delta.model_extra or {}).get("reasoning_content") or (delta.model_extra or {}).get("reasoning")
+                        if reasoning:
+                            yield ReasoningDelta(reasoning)
+                        if delta.content:
+                            yield TextDelta(delta.content)
+                        for part in delta.tool_calls or []:
+                            # Tool calls arrive split across chunks, keyed by index.
+                            slot = calls.setdefault(part.index, {"id": "", "name": "", "arguments": ""})
+                            if part.id:
+                                slot["id"] = part.id
+                            if part.function and part.function.name:
+                                slot["name"] += part.function.name
+                            if part.function and part.function.arguments:
+                                slot["arguments"] += part.function.arguments
+        except openai.OpenAIError as exc:
+            raise provider_error(exc) from exc
+        for index in sorted(calls):
+            slot = calls[index]
+            try:
+                arguments: Any = json.loads(slot["arguments"]) if slot["arguments"].strip() else {}
+            except json.JSONDecodeError:
+                arguments = slot["arguments"]  # reported to the model as invalid input
+            yield ToolCall(call_id=slot["id"] or f"call_{index}", name=slot["name"], input=arguments)
+
+
+def _usage(usage: Any) -> Usage:
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", 0) or 0
+    return Usage(
+        input_tokens=(usage.prompt_tokens or 0) - cached,
+        output_tokens=usage.completion_tokens or 0,
+        cache_read_tokens=cached,
+    )

@@ -1,0 +1,157 @@
+"""Loopback HTTP servers that speak the OpenAI Chat Completions and Anthropic
+Messages streaming protocols, scripted per test, for the real SDK clients."""
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class Reply:
+    def __init__(self, status: int = 200, events: list[Any] | None = None, headers: dict[str, str] | None = None,
+                 body: Any = None):
+        self.status = status
+        self.events = events or []
+        self.headers = headers or {}
+        self.body = body
+
+
+class LoopbackModelServer:
+    """Answers each POST with the next scripted Reply and records the request bodies."""
+
+    def __init__(self, kind: str):
+        self.kind = kind  # "openai" | "anthropic"
+        self.replies: deque[Reply] = deque()
+        self.requests: list[dict[str, Any]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("content-length", 0))
+                server.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
+                                        "body": json.loads(self.rfile.read(length) or b"{}")})
+                reply = server.replies.popleft() if server.replies else Reply(500, body={"error": "no reply scripted"})
+                if reply.status != 200:
+                    payload = json.dumps(reply.body or {"error": {"message": "error", "type": "error"}}).encode()
+                    self.send_response(reply.status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(payload)))
+                    for k, v in reply.headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.end_headers()
+                for event in reply.events:
+                    if server.kind == "anthropic":
+                        chunk = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
+                    else:
+                        chunk = f"data: {json.dumps(event)}\n\n"
+                    self.wfile.write(chunk.encode())
+                    self.wfile.flush()
+                if server.kind == "openai":
+                    self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+                self.close_connection = True
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> "LoopbackModelServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+# --- OpenAI chunk builders ---------------------------------------------------
+
+def oa_chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def oa_usage(prompt: int, completion: int, cached: int = 0) -> dict[str, Any]:
+    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test", "choices": [],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                      "prompt_tokens_details": {"cached_tokens": cached}}}
+
+
+def oa_text(text: str, prompt: int = 10, completion: int = 5, pieces: int = 3) -> list[dict[str, Any]]:
+    size = max(1, len(text) // pieces)
+    parts = [text[i:i + size] for i in range(0, len(text), size)]
+    return ([oa_chunk({"role": "assistant", "content": ""})] + [oa_chunk({"content": p}) for p in parts]
+            + [oa_chunk({}, "stop"), oa_usage(prompt, completion)])
+
+
+def oa_tool_calls(calls: list[tuple[str, str, dict]], prompt: int = 20, completion: int = 8) -> list[dict[str, Any]]:
+    """Each call's id/name in one chunk and its arguments split over several."""
+    chunks = [oa_chunk({"role": "assistant", "content": None})]
+    for index, (call_id, name, arguments) in enumerate(calls):
+        raw = json.dumps(arguments)
+        chunks.append(oa_chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
+                                                 "function": {"name": name, "arguments": ""}}]}))
+        for i in range(0, len(raw), 5):
+            chunks.append(oa_chunk({"tool_calls": [{"index": index, "function": {"arguments": raw[i:i + 5]}}]}))
+    return chunks + [oa_chunk({}, "tool_calls"), oa_usage(prompt, completion)]
+
+
+# --- Anthropic event builders ------------------------------------------------
+
+def an_start(input_tokens: int, cache_read: int = 0, cache_write: int = 0) -> dict[str, Any]:
+    return {"type": "message_start", "message": {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test", "content": [],
+        "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": 1, "cache_read_input_tokens": cache_read,
+                  "cache_creation_input_tokens": cache_write}}}
+
+
+def an_end(output_tokens: int, stop: str) -> list[dict[str, Any]]:
+    return [{"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+             "usage": {"output_tokens": output_tokens}},
+            {"type": "message_stop"}]
+
+
+def an_text(text: str, input_tokens: int = 10, output_tokens: int = 5, thinking: str = "") -> list[dict[str, Any]]:
+    events = [an_start(input_tokens)]
+    index = 0
+    if thinking:
+        events += [
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": thinking}},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "sig-1"}},
+            {"type": "content_block_stop", "index": 0},
+        ]
+        index = 1
+    events.append({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
+    for i in range(0, len(text), 7):
+        events.append({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text[i:i + 7]}})
+    events.append({"type": "content_block_stop", "index": index})
+    return events + an_end(output_tokens, "end_turn")
+
+
+def an_tool_uses(calls: list[tuple[str, str, dict]], input_tokens: int = 20, output_tokens: int = 8) -> list[dict[str, Any]]:
+    events = [an_start(input_tokens)]
+    for index, (call_id, name, arguments) in enumerate(calls):
+        raw = json.dumps(arguments)
+        events.append({"type": "content_block_start", "index": index,
+                       "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}}})
+        for i in range(0, len(raw), 4):
+            events.append({"type": "content_block_delta", "index": index,
+                           "delta": {"type": "input_json_delta", "partial_json": raw[i:i + 4]}})
+        events.append({"type": "content_block_stop", "index": index})
+    return events + an_end(output_tokens, "tool_use")
