@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import re
 import shutil
 import sys
@@ -87,7 +88,14 @@ def agent_dir(root: Path) -> Path:
 
 
 def default_model() -> str:
-    return getattr(settings, "AGENTSITE_DEFAULT_MODEL", "") or "scripted:echo"
+    """The model of agents that name none: configured, else the first provider with a key, else scripted."""
+    if settings.AGENTSITE_DEFAULT_MODEL:
+        return settings.AGENTSITE_DEFAULT_MODEL
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return "anthropic:claude-sonnet-4-5"
+    if os.environ.get("OPENAI_API_KEY"):
+        return "openai:gpt-4.1-mini"
+    return "scripted:echo"
 
 
 def content_hash(root: Path) -> str:
@@ -226,9 +234,11 @@ def deploy_agent_folder(root: Path | str, slug: str | None = None) -> Deployment
     exactly what was validated, whatever happens to the source folder later.
     """
     loaded = load_agent_folder(root, slug)
+    manifest = loaded.manifest()
     agent, _ = AgentRow.objects.get_or_create(slug=loaded.slug)
     active = agent.active_deployment
-    if active and active.content_hash == loaded.content_hash and Path(active.snapshot_path).is_dir():
+    # The manifest counts too: the default model can change with the environment.
+    if active and active.content_hash == loaded.content_hash and active.manifest == manifest and Path(active.snapshot_path).is_dir():
         return active
 
     snapshot = Path(settings.STATE_ROOT) / "deployments" / loaded.slug / loaded.content_hash[:16]
@@ -238,7 +248,6 @@ def deploy_agent_folder(root: Path | str, slug: str | None = None) -> Deployment
         shutil.copytree(agent_dir(loaded.root), tmp / "agent", ignore=shutil.ignore_patterns("__pycache__"))
         tmp.rename(snapshot)
 
-    manifest = loaded.manifest()
     with transaction.atomic():
         agent = AgentRow.objects.select_for_update().get(pk=agent.pk)
         version = (agent.deployments.order_by("-version").values_list("version", flat=True).first() or 0) + 1

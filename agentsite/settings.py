@@ -187,6 +187,8 @@ AGENTSITE_AUTH = os.environ.get("AGENTSITE_AUTH", "local_dev_strict")
 AGENTSITE_BEARER_TOKEN_HASHES = [h for h in os.environ.get("AGENTSITE_BEARER_TOKEN_HASHES", "").split(",") if h]
 AGENTSITE_DEV = _env_bool("AGENTSITE_DEV")
 AGENTSITE_PUBLIC_URL = os.environ.get("AGENTSITE_PUBLIC_URL", "")
+# Agents that name no model get this; empty: a provider with a key in the env, else scripted:echo.
+AGENTSITE_DEFAULT_MODEL = os.environ.get("AGENTSITE_DEFAULT_MODEL", "")
 AGENTSITE_MAX_STEPS = int(os.environ.get("AGENTSITE_MAX_STEPS", "12"))
 AGENTSITE_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTSITE_MAX_MESSAGE_CHARS", "100000"))
 # Readers poll the event table when no cross-process wake-up can reach them.

@@ -1,7 +1,8 @@
 from agents.sdk import Agent
 
+# No model named: the server's default (scripted:echo unless a provider key is set).
+
 agent = Agent(
     name="Shop support",
     description="Answers questions about orders and issues refunds.",
-    model="scripted:echo",
 )
