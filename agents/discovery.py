@@ -25,9 +25,13 @@ from django.db import transaction
 from agents import providers
 from agents.models import Agent as AgentRow
 from agents.models import Deployment, validate_slug
-from agents.sdk import Agent, Tool
+from agents.sdk import Agent, Hook, Tool
+from agents.skills import LoadedSkill, load_skills
 
 TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+SUBAGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+# Built-in tools the engine offers when the agent has skills or subagents.
+BUILTIN_TOOLS = frozenset({"load_skill", "read_skill_file", "delegate"})
 IGNORED_PARTS = {"__pycache__", ".DS_Store"}
 
 
@@ -47,6 +51,15 @@ class AgentFolderError(Exception):
         super().__init__("\n".join(str(p) for p in problems))
 
 
+@dataclass(frozen=True)
+class LoadedSubagent:
+    id: str
+    description: str
+    model: str
+    params: dict[str, Any]
+    instructions: str
+
+
 @dataclass
 class LoadedAgent:
     slug: str
@@ -57,6 +70,9 @@ class LoadedAgent:
     tools: dict[str, Tool]
     content_hash: str
     warnings: list[Problem] = field(default_factory=list)
+    skills: dict[str, LoadedSkill] = field(default_factory=dict)
+    subagents: dict[str, LoadedSubagent] = field(default_factory=dict)
+    hooks: list[Hook] = field(default_factory=list)
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -80,6 +96,14 @@ class LoadedAgent:
                 }
                 for name, t in sorted(self.tools.items())
             ],
+            "skills": [
+                {"name": k.name, "description": k.description, "files": sorted(k.files), "source": k.source}
+                for k in self.skills.values()
+            ],
+            "subagents": [
+                {"id": a.id, "description": a.description, "model": a.model} for a in self.subagents.values()
+            ],
+            "hooks": sorted({e for h in self.hooks for e in h.events}),
         }
 
 
@@ -193,6 +217,9 @@ def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
             except Exception as exc:
                 problems.append(Problem(rel, f"failed to import: {type(exc).__name__}: {exc}"))
                 continue
+            if name in BUILTIN_TOOLS:
+                problems.append(Problem(rel, f"{name!r} is a built-in tool name: rename the file"))
+                continue
             found_tools = [v for v in vars(module).values() if isinstance(v, Tool)]
             if len(found_tools) != 1:
                 problems.append(Problem(rel, f"define exactly one tool with @tool(...) (found {len(found_tools)})"))
@@ -200,12 +227,90 @@ def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
             problems.extend(Problem(rel, message) for message in _tool_problems(found_tools[0]))
             tools[name] = found_tools[0]
 
+    skill_problems: list[tuple[str, str]] = []
+    skills = load_skills(base / "skills", namespace, skill_problems)
+    problems.extend(Problem(path, message) for path, message in skill_problems)
+    subagents = _load_subagents(base / "subagents", model, namespace, problems, warnings)
+    hooks = _load_hooks(base / "hooks", namespace, problems)
+
     if problems:
         raise AgentFolderError(root, problems)
     return LoadedAgent(
         slug=slug, root=root, config=config, model=model, instructions=instructions,
-        tools=tools, content_hash=digest, warnings=warnings,
+        tools=tools, content_hash=digest, warnings=warnings, skills=skills, subagents=subagents, hooks=hooks,
     )
+
+
+def _load_subagents(
+    folder: Path, parent_model: str, namespace: str, problems: list[Problem], warnings: list[Problem]
+) -> dict[str, LoadedSubagent]:
+    """`subagents/<id>/agent.py` (description required, model optional) + instructions.md."""
+    found: dict[str, LoadedSubagent] = {}
+    if not folder.is_dir():
+        return found
+    for path in sorted(p for p in folder.iterdir() if p.name not in IGNORED_PARTS and not p.name.startswith((".", "_"))):
+        rel = f"agent/subagents/{path.name}"
+        if not path.is_dir():
+            problems.append(Problem(rel, "a subagent is a folder: agent/subagents/<id>/ with agent.py and instructions.md"))
+            continue
+        if not SUBAGENT_ID.match(path.name):
+            problems.append(Problem(rel, "rename it: subagent ids are lowercase letters, digits, '-' and '_'"))
+            continue
+        for ignored in ("tools", "skills", "mcp-connections"):
+            if (path / ignored).exists():
+                warnings.append(Problem(f"{rel}/{ignored}", "ignored: subagents use the parent's tools and skills"))
+        if (path / "subagents").exists():
+            problems.append(Problem(f"{rel}/subagents", "nested subagents are not supported: move them up to agent/subagents/"))
+        instructions_path = path / "instructions.md"
+        instructions = instructions_path.read_text(encoding="utf-8").strip() if instructions_path.is_file() else ""
+        if not instructions:
+            problems.append(Problem(f"{rel}/instructions.md", "missing or empty: write the subagent's system prompt"))
+        config = None
+        if not (path / "agent.py").is_file():
+            problems.append(Problem(f"{rel}/agent.py", "missing: define `agent = Agent(description=...)`"))
+        else:
+            try:
+                module = _import_file(path / "agent.py", f"{namespace}.subagents.{path.name.replace('-', '_')}")
+                config = getattr(module, "agent", None)
+            except Exception as exc:
+                problems.append(Problem(f"{rel}/agent.py", f"failed to import: {type(exc).__name__}: {exc}"))
+            else:
+                if not isinstance(config, Agent):
+                    problems.append(Problem(f"{rel}/agent.py", "define `agent = Agent(description=...)`"))
+                    config = None
+                elif not config.description.strip():
+                    problems.append(Problem(f"{rel}/agent.py", "add a description: the parent reads it to decide when to delegate"))
+                    config = None
+        if config is None or not instructions:
+            continue
+        model = config.model or parent_model
+        try:
+            providers.parse_model_id(model)
+        except ValueError as exc:
+            problems.append(Problem(f"{rel}/agent.py", str(exc)))
+            continue
+        found[path.name] = LoadedSubagent(path.name, config.description.strip(), model, dict(config.params), instructions)
+    return found
+
+
+def _load_hooks(folder: Path, namespace: str, problems: list[Problem]) -> list[Hook]:
+    hooks: list[Hook] = []
+    if not folder.is_dir():
+        return hooks
+    for path in sorted(folder.glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        rel = f"agent/hooks/{path.name}"
+        try:
+            module = _import_file(path, f"{namespace}.hooks.{path.stem}")
+        except Exception as exc:
+            problems.append(Problem(rel, f"failed to import: {type(exc).__name__}: {exc}"))
+            continue
+        found = [v for v in vars(module).values() if isinstance(v, Hook)]
+        if not found:
+            problems.append(Problem(rel, "define at least one handler with @hook('<event type>') (from agents.sdk import hook)"))
+        hooks.extend(found)
+    return hooks
 
 
 def _tool_problems(t: Tool) -> list[str]:

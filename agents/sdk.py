@@ -1,4 +1,4 @@
-"""The SDK that agent folders import: `Agent` and `tool`.
+"""The SDK that agent folders import: `Agent`, `tool`, `Skill`, `hook`.
 
     # agent/agent.py
     from agents.sdk import Agent
@@ -100,6 +100,37 @@ def _first_parameter_model(function: Callable[..., Any]) -> type[BaseModel]:
             "(def my_tool(input: Input, ctx)) or pass input=Input to @tool"
         )
     return annotation
+
+
+@dataclass(frozen=True)
+class Skill:
+    """A generated skill (`agent/skills/<name>.py`: `skill = Skill(...)`)."""
+
+    description: str
+    markdown: str
+    files: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Hook:
+    """An observe-only handler for events of the given types (`*`: all)."""
+
+    events: tuple[str, ...]
+    function: Callable[[dict[str, Any]], Any]
+
+    def wants(self, event_type: str) -> bool:
+        return "*" in self.events or event_type in self.events
+
+
+def hook(*events: str) -> Callable[[Callable[[dict[str, Any]], Any]], Hook]:
+    """`@hook("turn.completed")` or `@hook("*")`: called with each event envelope after it is stored."""
+    if not events:
+        raise TypeError("name the event types to observe, e.g. @hook('turn.completed'), or '*' for all")
+
+    def decorate(function: Callable[[dict[str, Any]], Any]) -> Hook:
+        return Hook(events=tuple(events), function=function)
+
+    return decorate
 
 
 @dataclass

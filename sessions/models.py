@@ -118,6 +118,8 @@ class Turn(models.Model):
     interrupt_requested = models.BooleanField(default=False)
     error = models.TextField(blank=True)
     usage = models.JSONField(default=dict, blank=True)
+    # Where a parked turn resumes: the messages so far and the step it reached.
+    state = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
@@ -145,6 +147,13 @@ class Turn(models.Model):
             self.refresh_from_db()
         return bool(won)
 
+    def renew_lease(self, lease_seconds: float) -> bool:
+        return bool(
+            Turn.objects.filter(pk=self.pk, status=self.Status.RUNNING, claimed_by=self.claimed_by).update(
+                lease_until=timezone.now() + timezone.timedelta(seconds=lease_seconds)
+            )
+        )
+
     def request_interrupt(self) -> bool:
         return bool(
             Turn.objects.filter(pk=self.pk)
@@ -154,6 +163,53 @@ class Turn(models.Model):
 
     def interrupted(self) -> bool:
         return Turn.objects.filter(pk=self.pk, interrupt_requested=True).exists()
+
+
+class ToolCall(models.Model):
+    """One tool call of a turn, stored before it runs so it is never run twice."""
+
+    class Status(models.TextChoices):
+        REQUESTED = "requested"
+        AWAITING_APPROVAL = "awaiting_approval"
+        APPROVED = "approved"
+        DENIED = "denied"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+        INTERRUPTED = "interrupted"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="tool_calls")
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="tool_calls")
+    call_id = models.CharField(max_length=100)
+    tool = models.CharField(max_length=100)
+    input = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=24, choices=Status.choices, default=Status.REQUESTED)
+    stubbed = models.BooleanField(default=False)
+    output = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    decided_by = models.JSONField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["turn", "call_id"], name="toolcall_turn_call_unique")]
+        indexes = [models.Index(fields=["session", "status"], name="toolcall_session_status")]
+
+    def __str__(self) -> str:
+        return f"{self.call_id} {self.tool} ({self.status})"
+
+    def resolve(self, decision: str, decided_by: dict, reason: str = "") -> bool:
+        """awaiting_approval → approved | denied; False if someone already decided."""
+        status = self.Status.APPROVED if decision == "approve" else self.Status.DENIED
+        won = ToolCall.objects.filter(pk=self.pk, status=self.Status.AWAITING_APPROVAL).update(
+            status=status, decided_by=decided_by, reason=reason
+        )
+        if won:
+            self.status, self.decided_by, self.reason = status, decided_by, reason
+        return bool(won)
 
 
 class Event(models.Model):
