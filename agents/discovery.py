@@ -173,8 +173,9 @@ def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
             instructions = instructions_path.read_text(encoding="utf-8").strip()
         except UnicodeDecodeError:
             problems.append(Problem("agent/instructions.md", "not UTF-8 text: save it as UTF-8"))
-        if not instructions and instructions_path.is_file():
-            problems.append(Problem("agent/instructions.md", "empty: write the agent's system prompt"))
+        else:
+            if not instructions:
+                problems.append(Problem("agent/instructions.md", "empty: write the agent's system prompt"))
 
     config = Agent()
     agent_py = base / "agent.py"

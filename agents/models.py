@@ -73,3 +73,6 @@ class Deployment(models.Model):
             self.activated_at = timezone.now()
             self.save(update_fields=["status", "activated_at"])
             Agent.objects.filter(pk=self.agent_id).update(active_deployment=self, updated_at=timezone.now())
+        # Keep a loaded agent in step, so `deploy_agent_folder(...).agent` is not stale.
+        if Deployment.agent.is_cached(self):
+            self.agent.active_deployment = self

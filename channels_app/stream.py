@@ -23,7 +23,7 @@ from channels_app.auth import RequestInfo, authenticate
 from channels_app.errors import error_response
 from sessions import wakeups
 from sessions.events import TERMINAL_TYPES, read_events
-from sessions.models import Session
+from sessions.models import Event, Session
 
 # After a wake-up, poll fast for a while even if the log looks idle: a
 # follow-up was just admitted and its turn has not written anything yet.
@@ -34,6 +34,13 @@ BATCH = 500
 @database_sync_to_async
 def _read(session_id: str, start: int) -> list[dict[str, Any]]:
     return read_events(session_id, start, BATCH)
+
+
+@database_sync_to_async
+def _type_before(session_id: str, index: int) -> str:
+    """The type of the last event before `index` ("" if none): where a resumed reader stands."""
+    earlier = Event.objects.filter(session_id=session_id, index__lt=index).order_by("-index")
+    return earlier.values_list("type", flat=True).first() or ""
 
 
 @database_sync_to_async
@@ -52,12 +59,14 @@ async def follow_events(session_id: str, start: int) -> AsyncIterator[dict[str, 
     await layer.group_add(wakeups.group_name(session_id), channel)
     try:
         next_index = start
-        last_type = ""
         fast_until = 0.0
         state = await _session_state(session_id)
         if state is None:
             return
         mode = state[0]
+        # A reader resumed past the end (Last-Event-ID of the final event) must
+        # still see that the session is idle or, for a task, over.
+        last_type = await _type_before(session_id, start)
         while True:
             events = await _read(session_id, next_index)
             for event in events:
