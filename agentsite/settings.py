@@ -189,6 +189,10 @@ AGENTSITE_DEV = _env_bool("AGENTSITE_DEV")
 AGENTSITE_PUBLIC_URL = os.environ.get("AGENTSITE_PUBLIC_URL", "")
 # Agents that name no model get this; empty: a provider with a key in the env, else scripted:echo.
 AGENTSITE_DEFAULT_MODEL = os.environ.get("AGENTSITE_DEFAULT_MODEL", "")
+# A running turn renews its lease every third of this; a lapsed lease means its worker died.
+AGENTSITE_TURN_LEASE_SECONDS = float(os.environ.get("AGENTSITE_TURN_LEASE_SECONDS", "30"))
+# How often the qcluster process looks for turns of dead workers.
+AGENTSITE_SWEEP_SECONDS = float(os.environ.get("AGENTSITE_SWEEP_SECONDS", "1"))
 AGENTSITE_MAX_STEPS = int(os.environ.get("AGENTSITE_MAX_STEPS", "12"))
 AGENTSITE_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTSITE_MAX_MESSAGE_CHARS", "100000"))
 # Readers poll the event table when no cross-process wake-up can reach them.

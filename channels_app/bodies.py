@@ -6,7 +6,7 @@ camelCase on the wire, snake_case here; unknown fields and wrong types are
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
@@ -54,3 +54,13 @@ class CreateSession(MessageBody):
 class FollowUp(MessageBody):
     continuation_token: str | None = Field(default=None, max_length=200)
     admission: Literal["preempt", "coalesce"] = "preempt"
+
+
+class ApprovalDecision(Body):
+    decision: Literal["approve", "deny"]
+    reason: str = Field(default="", max_length=2000)
+
+
+class ToolCallBody(Body):
+    input: dict[str, Any] = Field(default_factory=dict)
+    session_id: str | None = Field(default=None, max_length=40)

@@ -43,7 +43,7 @@ def exception_handler(exc: Exception, context: dict) -> Response:
     if isinstance(exc, APIError):
         return Response(error_body(exc.error_code, exc.message, exc.details), status=exc.status_code)
     if isinstance(exc, AdmissionError):
-        return Response(error_body(exc.code, exc.message), status=exc.status)
+        return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
     if isinstance(exc, Http404):
         return Response(error_body("not_found", str(exc) or "not found"), status=404)
     if isinstance(exc, RequestDataTooBig):

@@ -11,6 +11,10 @@ urlpatterns = [
     path("<slug:slug>/v1/session/<str:session_id>/stop", views.SessionStopView.as_view(), name="session-stop"),
     path("<slug:slug>/v1/session/<str:session_id>/events", views.SessionEventsView.as_view(), name="session-events"),
     path("<slug:slug>/v1/session/<str:session_id>/stream", stream.stream_view, name="session-stream"),
+    path("<slug:slug>/v1/session/<str:session_id>/approvals", views.ApprovalListView.as_view(), name="approvals"),
+    path("<slug:slug>/v1/session/<str:session_id>/approvals/<str:call_id>", views.ApprovalResolveView.as_view(),
+         name="approval-resolve"),
+    path("<slug:slug>/v1/tools/<str:tool_name>/call", views.ToolCallView.as_view(), name="tool-call"),
     path("<slug:slug>/v1/info", views.AgentInfoView.as_view(), name="agent-info"),
     path("<slug:slug>/v1/health", views.AgentHealthView.as_view(), name="agent-health"),
 ]

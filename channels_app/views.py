@@ -20,9 +20,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.models import Agent
-from channels_app.bodies import CreateSession, FollowUp
+from channels_app.bodies import ApprovalDecision, CreateSession, FollowUp, ToolCallBody
 from channels_app.errors import APIError
 from sessions.admission import delete_session, start_session, stop_session, submit_message
+from sessions.approvals import pending_approvals, resolve_approval
+from sessions.direct import call_tool
 from sessions.events import read_events
 from sessions.models import Session
 
@@ -302,3 +304,44 @@ class AgentHealthView(APIView):
 
 def healthz(request) -> JsonResponse:
     return JsonResponse({"status": "ok"})
+
+
+def render_approval(row) -> dict[str, Any]:
+    return {
+        "callId": row.call_id,
+        "toolName": row.tool,
+        "input": row.input,
+        "status": row.status,
+        "turnId": row.turn_id,
+        "decidedBy": row.decided_by,
+        "reason": row.reason,
+        "requestedAt": iso(row.created_at),
+    }
+
+
+class ApprovalListView(APIView):
+    @extend_schema(summary="Tool calls parked for approval", responses={200: dict})
+    def get(self, request: Request, slug: str, session_id: str) -> Response:
+        session = get_owned_session(slug, session_id, request.user)
+        return Response({"approvals": [render_approval(r) for r in pending_approvals(session)]})
+
+
+class ApprovalResolveView(APIView):
+    @extend_schema(summary="Approve or deny a parked tool call", request=ApprovalDecision, responses={200: dict})
+    def post(self, request: Request, slug: str, session_id: str, call_id: str) -> Response:
+        body: ApprovalDecision = parse_body(ApprovalDecision, request)
+        session = get_owned_session(slug, session_id, request.user)
+        row = resolve_approval(session, call_id, body.decision, request.user, body.reason)
+        return Response(render_approval(row))
+
+
+class ToolCallView(APIView):
+    @extend_schema(
+        summary="Call a server tool deterministically, without a model turn",
+        request=ToolCallBody, responses={200: dict, 400: dict, 409: dict, 422: dict},
+    )
+    def post(self, request: Request, slug: str, tool_name: str) -> Response:
+        body: ToolCallBody = parse_body(ToolCallBody, request)
+        agent = get_agent(slug)
+        session = get_owned_session(slug, body.session_id, request.user) if body.session_id else None
+        return Response(call_tool(agent, tool_name, body.input, session=session))

@@ -25,11 +25,12 @@ log = logging.getLogger(__name__)
 class AdmissionError(Exception):
     """Input refused; `code` and `status` go straight to the HTTP error body."""
 
-    def __init__(self, code: str, message: str, status: int = 409):
+    def __init__(self, code: str, message: str, status: int = 409, details: Any = None):
         super().__init__(message)
         self.code = code
         self.message = message
         self.status = status
+        self.details = details
 
 
 @dataclass
@@ -69,6 +70,23 @@ def dispatch_next(session_id: str) -> Turn | None:
 def _default_title(message: str) -> str:
     lines = message.strip().splitlines()
     return lines[0][:80] if lines else ""
+
+
+def resume_parked(turn_id: str) -> bool:
+    """Queue a turn parked on approvals again; a worker resumes it where it stopped."""
+    with transaction.atomic():
+        won = Turn.objects.filter(pk=turn_id, status=Turn.Status.AWAITING_APPROVAL).update(status=Turn.Status.QUEUED)
+        if won:
+            transaction.on_commit(lambda: enqueue_turn(turn_id))
+    return bool(won)
+
+
+def interrupt(turn_id: str) -> bool:
+    """Ask a turn to stop. A parked turn has no worker to notice, so it is queued to wind down."""
+    requested = Turn(pk=turn_id).request_interrupt()
+    if requested:
+        resume_parked(turn_id)
+    return requested
 
 
 def start_session(
@@ -147,7 +165,7 @@ def submit_message(
                 409,
             )
         if admission == "preempt" and session.active_turn_id:
-            Turn(pk=session.active_turn_id).request_interrupt()
+            interrupt(session.active_turn_id)
         turn = Turn.objects.create(session=session, trigger=trigger, message=message, admission=admission)
         token = session.issue_token()
         Session.objects.filter(pk=session.pk).update(continuation_token_hash=session.continuation_token_hash)
@@ -163,7 +181,7 @@ def stop_session(session: Session) -> bool:
     turn_id = Session.objects.filter(pk=session.pk).values_list("active_turn_id", flat=True).first()
     if not turn_id:
         return False
-    return Turn(pk=turn_id).request_interrupt()
+    return interrupt(turn_id)
 
 
 def delete_session(session: Session) -> None:

@@ -2,9 +2,13 @@
 
 `run_turn` is the django-q task. It claims the turn, streams the model,
 runs tool calls, loops until a final reply or the step limit, and settles
-the session. Events are buffered and written in small batches: text deltas
-are coalesced for a few tens of ms, and a batch is written before every
-model call and tool run so readers see progress live.
+the session. A turn whose tool calls need approval parks instead: its
+messages and step are stored on the Turn, and approving the calls queues it
+again, so the rest of the turn runs in whichever worker claims it.
+
+Events are buffered and written in small batches: text deltas are coalesced
+for a few tens of ms, and a batch is written before every model call and
+tool run so readers see progress live.
 """
 from __future__ import annotations
 
@@ -12,15 +16,16 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
-from datetime import datetime
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from agents.discovery import LoadedAgent, load_deployment
 from agents.providers import get_provider
@@ -31,27 +36,35 @@ from agents.providers.base import (
     ReasoningSignature,
     TextDelta,
     ToolCall,
-    ToolSpec,
     Usage,
 )
 from agents.sdk import SessionInfo, ToolContext
+from sessions import tools as calls_
 from sessions.admission import dispatch_next
-from sessions.events import SessionGone, append_events
+from sessions.events import SessionGone, append_event, append_events
 from sessions.models import Session, Turn
+from sessions.models import ToolCall as ToolCallRow
 
 log = logging.getLogger(__name__)
 
-LEASE_SECONDS = 300
-DRY_RUN_ACK = "Operation acknowledged."
 INTERRUPT_CHECK_SECONDS = 0.05
+USAGE_KEYS = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens")
 
 
 class Interrupted(Exception):
     pass
 
 
+class Parked(Exception):
+    """The turn waits for approvals; it resumes in a new task once they are decided."""
+
+
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def lease_seconds() -> float:
+    return float(settings.AGENTSITE_TURN_LEASE_SECONDS)
 
 
 @dataclass
@@ -61,6 +74,7 @@ class Emitter:
     session_id: str
     turn_id: str
     flush_seconds: float
+    hooks: list = field(default_factory=list)
     buffer: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     first_buffered: float = 0.0
 
@@ -78,14 +92,14 @@ class Emitter:
     def flush(self) -> None:
         if self.buffer:
             batch, self.buffer = self.buffer, []
-            append_events(self.session_id, batch, self.turn_id)
+            append_events(self.session_id, batch, self.turn_id, hooks=self.hooks)
 
     def take(self) -> list[tuple[str, dict[str, Any]]]:
         batch, self.buffer = self.buffer, []
         return batch
 
 
-def _usage_dict(usage: Usage | None = None) -> dict[str, int]:
+def usage_dict(usage: Usage | None = None) -> dict[str, int]:
     usage = usage or Usage()
     return {
         "inputTokens": usage.input_tokens,
@@ -95,50 +109,45 @@ def _usage_dict(usage: Usage | None = None) -> dict[str, int]:
     }
 
 
-USAGE_KEYS = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens")
-
-
-def _add_usage(total: dict[str, int], more: dict[str, int]) -> dict[str, int]:
+def add_usage(total: dict[str, int], more: dict[str, int]) -> dict[str, int]:
     return {k: total.get(k, 0) + more.get(k, 0) for k in USAGE_KEYS}
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
-        return json.loads(json.dumps(value, default=str))
+class Heartbeat:
+    """Renews the turn's lease from a thread, so a long model call or tool keeps it."""
 
+    def __init__(self, turn: Turn):
+        self.turn = turn
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.run, name=f"heartbeat-{turn.id}", daemon=True)
 
-def check_time_args(names: tuple[str, ...], validated: BaseModel, as_of: datetime) -> str | None:
-    """Under asOf, each named argument must be an absolute instant at or before it."""
-    for name in names:
-        value = getattr(validated, name, None)
-        if isinstance(value, datetime):
-            instant = value
-        else:
-            try:
-                instant = datetime.fromisoformat(str(value).replace("Z", "+00:00")) if value else None
-            except ValueError:
-                instant = None
-        if instant is None or instant.tzinfo is None:
-            return (f"{name} must be an absolute ISO-8601 instant with a timezone, at or before "
-                    f"{as_of.isoformat()} (this session's asOf); retry with absolute bounds")
-        if instant > as_of:
-            return (f"{name}={value} is after this session's asOf instant {as_of.isoformat()}; "
-                    "retry with bounds at or before it")
-    return None
+    def run(self) -> None:
+        interval = max(0.5, lease_seconds() / 3)
+        try:
+            while not self.stopped.wait(interval):
+                self.turn.renew_lease(lease_seconds())
+        except Exception:  # a missed beat only shortens the lease
+            log.exception("heartbeat of %s failed", self.turn.id)
+        finally:
+            connection.close()
+
+    def __enter__(self) -> "Heartbeat":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=5)
 
 
 def run_turn(turn_id: str) -> None:
     """The django-q task: claim the turn and run it; a turn already claimed is left alone."""
     turn = Turn.objects.select_related("session__deployment__agent").filter(pk=turn_id).first()
-    if turn is None or not turn.claim(worker_name(), LEASE_SECONDS):
+    if turn is None or not turn.claim(worker_name(), lease_seconds()):
         return
     try:
-        TurnRunner(turn).run()
+        with Heartbeat(turn):
+            TurnRunner(turn).run()
     except SessionGone:
         log.info("session of turn %s was deleted mid-turn", turn_id)
 
@@ -148,8 +157,8 @@ class TurnRunner:
         self.turn = turn
         self.session: Session = turn.session
         self.emitter = Emitter(self.session.id, turn.id, settings.AGENTSITE_DELTA_FLUSH_SECONDS)
-        self.usage: dict[str, int] = _usage_dict()
-        self.started = time.monotonic()
+        self.usage: dict[str, int] = add_usage({}, turn.state.get("usage", {}))
+        self.started = time.monotonic() - turn.state.get("elapsedMs", 0) / 1000
         self._next_interrupt_check = 0.0
         self._interrupted = False
 
@@ -168,18 +177,35 @@ class TurnRunner:
         if self.should_stop():
             raise Interrupted()
 
+    def as_of(self) -> datetime | None:
+        raw = self.session.options.get("asOf")
+        return datetime.fromisoformat(raw) if raw else None
+
     # -- the loop --------------------------------------------------------
     def run(self) -> None:
-        emit = self.emitter.emit
-        Session.objects.filter(pk=self.session.pk).update(status=Session.Status.RUNNING)
-        emit("message.received", {"source": self.turn.trigger, "text": self.turn.message})
-        emit("turn.started", {"trigger": self.turn.trigger, "admission": self.turn.admission})
-        conversation = list(self.session.conversation)
-        messages = conversation + [{"role": "user", "content": self.turn.message}]
+        resuming = bool(self.turn.state.get("messages"))
+        if resuming:
+            messages = list(self.turn.state["messages"])
+        else:
+            messages = list(self.session.conversation) + [{"role": "user", "content": self.turn.message}]
         try:
             loaded = load_deployment(self.session.deployment)
+            self.emitter.hooks = loaded.hooks
+            if not resuming:
+                Session.objects.filter(pk=self.session.pk).update(status=Session.Status.RUNNING)
+                self.emitter.emit("message.received", {"source": self.turn.trigger, "text": self.turn.message})
+                self.emitter.emit("turn.started", {"trigger": self.turn.trigger, "admission": self.turn.admission})
+            self.tools = {**calls_.builtin_tools(loaded, self.delegate), **loaded.tools}
+            self.loaded = loaded
             self.check_interrupt()
-            self.loop(loaded, messages)
+            first_step = 1
+            if resuming:
+                messages.extend(self.resume_calls())
+                first_step = self.turn.state["step"] + 1
+                self.check_interrupt()
+            self.loop(loaded, messages, first_step)
+        except Parked:
+            return
         except Interrupted:
             self.finish(messages, error="turn interrupted", status=Turn.Status.INTERRUPTED)
         except ProviderError as exc:
@@ -188,48 +214,52 @@ class TurnRunner:
             raise
         except Exception as exc:  # a bug must not leave the session stuck in running
             log.exception("turn %s crashed", self.turn.id)
-            self.finish(messages, error=f"internal error: {type(exc).__name__}: {exc}", status=Turn.Status.FAILED, code="internal_error")
+            self.finish(messages, error=f"internal error: {type(exc).__name__}: {exc}", status=Turn.Status.FAILED,
+                        code="internal_error")
         else:
             self.finish(messages, status=Turn.Status.COMPLETED)
 
-    def loop(self, loaded: LoadedAgent, messages: list[dict[str, Any]]) -> None:
-        provider, model = get_provider(loaded.model)
-        max_steps = loaded.config.max_steps or settings.AGENTSITE_MAX_STEPS
-        tools = [ToolSpec(name, t.description, t.input_schema()) for name, t in sorted(loaded.tools.items())]
+    def system_prompt(self, loaded: LoadedAgent) -> str:
         system = loaded.instructions
+        if loaded.skills:
+            catalog = "\n".join(f"- {s.name}: {s.description}" for s in loaded.skills.values())
+            system += f"\n\nSkills (load one with the load_skill tool when the task calls for it):\n{catalog}"
+        if loaded.subagents:
+            roster = "\n".join(f"- {a.id}: {a.description}" for a in loaded.subagents.values())
+            system += f"\n\nSubagents (hand work to one with the delegate tool):\n{roster}"
         if (as_of := self.as_of()) is not None:
             system += (
                 f"\n\nThis session is frozen at {as_of.isoformat()} (asOf): treat that instant as now, "
                 "and bound every time range at or before it with absolute ISO-8601 instants."
             )
-        for step in range(1, max_steps + 1):
+        return system
+
+    def loop(self, loaded: LoadedAgent, messages: list[dict[str, Any]], first_step: int) -> None:
+        provider, model = get_provider(loaded.model)
+        max_steps = loaded.config.max_steps or settings.AGENTSITE_MAX_STEPS
+        specs = calls_.tool_specs(self.tools)
+        system = self.system_prompt(loaded)
+        for step in range(first_step, max_steps + 1):
             step_started = time.monotonic()
             self.emitter.emit("step.started", {"step": step})
             self.emitter.flush()
             request = ModelRequest(
-                model=model, system=system, messages=messages, tools=tools,
+                model=model, system=system, messages=messages, tools=specs,
                 params=dict(loaded.config.params), should_stop=self.should_stop,
             )
             text, reasoning, signature, calls, step_usage = self.stream_step(provider, request)
-            self.usage = _add_usage(self.usage, step_usage)
+            self.usage = add_usage(self.usage, step_usage)
             if reasoning:
                 self.emitter.emit("reasoning.completed", {"text": reasoning})
             if text:
                 self.emitter.emit("message.completed", {"text": text})
-            assistant: dict[str, Any] = {"role": "assistant", "content": text}
-            if reasoning:
-                assistant["reasoning"] = reasoning
-            if signature:
-                assistant["reasoningSignature"] = signature
-            if calls:
-                assistant["toolCalls"] = [{"id": c.call_id, "name": c.name, "input": _json_safe(c.input)} for c in calls]
-            messages.append(assistant)
+            messages.append(assistant_message(text, reasoning, signature, calls))
             self.emitter.emit("step.completed", {
                 "step": step, "durationMs": round((time.monotonic() - step_started) * 1000, 1), "usage": step_usage,
             })
             if not calls:
                 return
-            messages.extend(self.run_tools(loaded, calls))
+            messages.extend(self.run_tools(calls, messages, step))
             self.check_interrupt()
         raise ProviderError(f"step limit reached ({max_steps} steps) without a final reply", code="step_limit")
 
@@ -238,7 +268,7 @@ class TurnRunner:
         reasoning: list[str] = []
         signature: list[str] = []
         calls: list[ToolCall] = []
-        usage = _usage_dict()
+        usage = usage_dict()
         for event in provider.stream(request):
             if self.should_stop():
                 raise Interrupted()
@@ -253,71 +283,151 @@ class TurnRunner:
             elif isinstance(event, ToolCall):
                 calls.append(event)
             elif isinstance(event, Usage):
-                usage = _add_usage(usage, _usage_dict(event))
+                usage = add_usage(usage, usage_dict(event))
         if self.should_stop():
             raise Interrupted()
         return "".join(text), "".join(reasoning), "".join(signature), calls, usage
 
-    def run_tools(self, loaded: LoadedAgent, calls: list[ToolCall]) -> list[dict[str, Any]]:
-        prepared = []
-        for call in calls:
-            tool = loaded.tools.get(call.name)
-            validated, error = None, None
-            if tool is None:
-                error = f"unknown tool {call.name!r}; available tools: {', '.join(sorted(loaded.tools)) or 'none'}"
-            else:
-                try:
-                    validated = tool.input_model.model_validate(call.input)
-                except ValidationError as exc:
-                    error = "invalid input: " + "; ".join(
-                        f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors()
-                    )
-            prepared.append((call, tool, validated, error))
-        self.emitter.emit("actions.requested", {"calls": [
-            {"callId": c.call_id, "toolName": c.name,
-             "input": validated.model_dump(mode="json") if validated is not None else _json_safe(c.input)}
-            for c, _, validated, _ in prepared
-        ]})
-        self.emitter.flush()
-
-        dry_run = bool(self.session.options.get("dryRun"))
-        as_of = self.as_of()
+    # -- tools -----------------------------------------------------------
+    def context(self, call_id: str) -> ToolContext:
         info = SessionInfo(
             id=self.session.id, agent=self.session.agent.slug, mode=self.session.mode,
-            principal_id=self.session.principal_id, dry_run=dry_run,
+            principal_id=self.session.principal_id, dry_run=bool(self.session.options.get("dryRun")),
         )
-        results = []
-        for call, tool, validated, error in prepared:
-            started = time.monotonic()
-            output = None
-            stubbed = False
-            if error is None and as_of is not None and tool.time_args:
-                error = check_time_args(tool.time_args, validated, as_of)
-            if error is None and dry_run and tool.effect == "write":
-                stubbed = True
-                output = _json_safe(tool.dry_run_result) if tool.dry_run_result is not None else DRY_RUN_ACK
-            elif error is None:
-                try:
-                    output = _json_safe(tool(validated, ToolContext(session=info, call_id=call.call_id, as_of=as_of)))
-                except Exception as exc:  # the model sees tool errors and can act on them
-                    error = f"{type(exc).__name__}: {exc}"
-            result: dict[str, Any] = {
-                "callId": call.call_id, "toolName": call.name,
-                "durationMs": round((time.monotonic() - started) * 1000, 1), "stubbed": stubbed,
-            }
-            if error is None:
-                result["output"] = output
-            else:
-                result["error"] = error
-            self.emitter.emit("action.result", result)
-            self.emitter.flush()
-            content = error if error is not None else (output if isinstance(output, str) else json.dumps(output))
-            results.append({"role": "tool", "callId": call.call_id, "name": call.name, "content": content, "isError": error is not None})
-        return results
+        return ToolContext(session=info, call_id=call_id, as_of=self.as_of())
 
-    def as_of(self) -> datetime | None:
-        raw = self.session.options.get("asOf")
-        return datetime.fromisoformat(raw) if raw else None
+    def run_tools(self, calls: list[ToolCall], messages: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:
+        """Run one step's calls. Parks the turn if any call needs approval."""
+        prepared = calls_.prepare(self.turn, self.tools, calls, self.as_of())
+        self.emitter.emit("actions.requested", {"calls": [p.requested() for p in prepared]})
+        dry_run = bool(self.session.options.get("dryRun"))
+        parked, jobs = [], []
+        for p in prepared:
+            if p.error is not None:
+                continue
+            if dry_run and p.tool.effect == "write":
+                calls_.stub(p.row, p.tool)  # a stub has no effect, so it needs no approval
+            elif p.tool.needs_approval:
+                p.row.status = ToolCallRow.Status.AWAITING_APPROVAL
+                p.row.save(update_fields=["status"])
+                parked.append(p)
+                self.emitter.emit("action.approval_requested", {
+                    **p.requested(), "description": p.tool.description, "effect": p.tool.effect,
+                })
+            else:
+                jobs.append(p)
+        self.emitter.flush()
+        durations = dict(zip((p.row.pk for p in jobs), calls_.execute_many(
+            [(p.row, p.tool, p.validated, self.context(p.call.call_id)) for p in jobs])))
+        for p in prepared:
+            if p.row.status not in (ToolCallRow.Status.AWAITING_APPROVAL,):
+                self.emitter.emit("action.result", calls_.result_payload(p.row, durations.get(p.row.pk, 0.0)))
+        self.emitter.flush()
+        if parked:
+            self.park(messages, step)
+        return [calls_.tool_message(p.row) for p in prepared]
+
+    def park(self, messages: list[dict[str, Any]], step: int) -> None:
+        """Store where the turn is and end this run; approvals queue it again."""
+        state = {"messages": messages, "step": step, "usage": self.usage,
+                 "elapsedMs": round((time.monotonic() - self.started) * 1000, 1)}
+        with transaction.atomic():
+            Turn.objects.filter(pk=self.turn.pk, status=Turn.Status.RUNNING).update(
+                status=Turn.Status.AWAITING_APPROVAL, state=state, lease_until=None,
+            )
+            still_waiting = ToolCallRow.objects.filter(turn=self.turn, status=ToolCallRow.Status.AWAITING_APPROVAL).exists()
+            if not still_waiting:  # every call was decided while we were parking: resume at once
+                Turn.objects.filter(pk=self.turn.pk, status=Turn.Status.AWAITING_APPROVAL).update(status=Turn.Status.QUEUED)
+                from sessions.admission import enqueue_turn
+
+                transaction.on_commit(lambda: enqueue_turn(self.turn.id))
+        raise Parked()
+
+    def resume_calls(self) -> list[dict[str, Any]]:
+        """Finish the parked step: run approved calls once, report denied ones."""
+        rows = list(ToolCallRow.objects.filter(turn=self.turn).order_by("id"))
+        last_step_calls = {c["id"] for c in self.turn.state["messages"][-1].get("toolCalls", [])}
+        rows = [r for r in rows if r.call_id in last_step_calls]
+        approved = [r for r in rows if r.status == ToolCallRow.Status.APPROVED]
+        for row in rows:
+            if row.status == ToolCallRow.Status.DENIED:
+                who = (row.decided_by or {}).get("principalId", "someone")
+                row.error = f"denied by {who}" + (f": {row.reason}" if row.reason else "") + "; do not retry this call"
+                row.save(update_fields=["error"])
+        self.check_interrupt()
+        jobs = []
+        for row in approved:
+            tool = self.tools.get(row.tool)
+            jobs.append((row, tool, tool.input_model.model_validate(row.input), self.context(row.call_id)))
+        durations = dict(zip((r.pk for r, *_ in jobs), calls_.execute_many(jobs)))
+        for row in rows:
+            if row.status in (ToolCallRow.Status.DENIED, ToolCallRow.Status.DONE, ToolCallRow.Status.FAILED) and (
+                row.pk in durations or row.status == ToolCallRow.Status.DENIED
+            ):
+                self.emitter.emit("action.result", calls_.result_payload(row, durations.get(row.pk, 0.0)))
+        self.emitter.flush()
+        return [calls_.tool_message(r) for r in rows]
+
+    def delegate(self, subagent_id: str, task: str) -> str:
+        """Run a subagent's own model loop on `task` with the parent's tools (no delegation)."""
+        sub = self.loaded.subagents[subagent_id]
+        hooks = self.emitter.hooks
+        append_event(self.session.id, "subagent.called", {"subagent": subagent_id, "task": task}, self.turn.id, hooks)
+        started = time.monotonic()
+        provider, model = get_provider(sub.model)
+        tools = {k: v for k, v in self.tools.items() if k != "delegate"}
+        specs = calls_.tool_specs(tools)
+        messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
+        usage = usage_dict()
+        reply, error = "", None
+        try:
+            for _ in range(settings.AGENTSITE_MAX_STEPS):
+                request = ModelRequest(model=model, system=sub.instructions, messages=messages, tools=specs,
+                                       params=dict(sub.params), should_stop=self.should_stop)
+                text, calls, step_usage = _collect(provider.stream(request))
+                usage = add_usage(usage, step_usage)
+                messages.append(assistant_message(text, "", "", calls))
+                if not calls:
+                    reply = text
+                    break
+                for call in calls:  # the subagent's calls run inline, under the session's dryRun and asOf
+                    content, is_error = self.run_inline(tools.get(call.name), call)
+                    messages.append({"role": "tool", "callId": call.call_id, "name": call.name,
+                                     "content": content, "isError": is_error})
+            else:
+                error = "subagent reached its step limit without an answer"
+        except ProviderError as exc:
+            error = str(exc)
+        self.usage = add_usage(self.usage, usage)
+        append_event(self.session.id, "subagent.completed", {
+            "subagent": subagent_id, "reply": reply, "error": error, "usage": usage,
+            "durationMs": round((time.monotonic() - started) * 1000, 1),
+        }, self.turn.id, hooks)
+        if error:
+            raise RuntimeError(f"subagent {subagent_id} failed: {error}")
+        return reply
+
+    def run_inline(self, tool, call: ToolCall) -> tuple[str, bool]:
+        """A subagent's tool call: validated and bounded like the parent's, never approval-gated."""
+        if tool is None:
+            return f"unknown tool {call.name!r}", True
+        if tool.needs_approval:
+            return "this tool needs approval, which a subagent cannot ask for: leave it to the parent", True
+        try:
+            validated = tool.input_model.model_validate(call.input)
+        except ValidationError as exc:
+            return calls_.validation_message(exc), True
+        if (as_of := self.as_of()) is not None and tool.time_args:
+            if refusal := calls_.check_time_args(tool.time_args, validated, as_of):
+                return refusal, True
+        if self.session.options.get("dryRun") and tool.effect == "write":
+            output = calls_.json_safe(tool.dry_run_result) if tool.dry_run_result is not None else calls_.DRY_RUN_ACK
+        else:
+            try:
+                output = calls_.json_safe(tool(validated, self.context(call.call_id)))
+            except Exception as exc:
+                return f"{type(exc).__name__}: {exc}", True
+        return output if isinstance(output, str) else json.dumps(output), False
 
     # -- settling --------------------------------------------------------
     def finish(self, messages: list[dict[str, Any]], *, status: str, error: str = "", code: str = "") -> None:
@@ -326,6 +436,13 @@ class TurnRunner:
         session = self.session
         task = session.mode == Session.Mode.TASK
         pending = self.emitter.take()
+        # Calls still parked when the turn ends never run.
+        for row in ToolCallRow.objects.filter(turn=self.turn, status__in=[
+            ToolCallRow.Status.AWAITING_APPROVAL, ToolCallRow.Status.APPROVED, ToolCallRow.Status.REQUESTED,
+        ]):
+            row.status, row.error = ToolCallRow.Status.INTERRUPTED, f"not run: {error or 'the turn ended'}"
+            row.save(update_fields=["status", "error"])
+            pending.append(("action.result", calls_.result_payload(row, 0.0)))
         if status == Turn.Status.COMPLETED:
             pending.append(("turn.completed", {"usage": self.usage, "durationMs": duration_ms}))
             pending.append(("session.completed", {}) if task else ("session.waiting", {}))
@@ -336,19 +453,49 @@ class TurnRunner:
             pending.append(("turn.failed", failure))
             pending.append(("session.failed", {"error": error}) if task else ("session.waiting", {}))
             session_status = Session.Status.FAILED if task else Session.Status.WAITING
-        # A failed turn's input stays in the conversation: the next turn's model sees what was asked.
-        with transaction.atomic():
-            append_events(session.id, pending, self.turn.id)
+        settle(session, self.turn, pending, messages=messages, usage=self.usage, status=status, error=error,
+               session_status=session_status, hooks=self.emitter.hooks)
+
+
+def settle(session: Session, turn: Turn, pending, *, messages, usage, status, error, session_status, hooks=()) -> None:
+    """End a turn: its last events, the conversation, the session released and its next turn dispatched."""
+    with transaction.atomic():
+        append_events(session.id, pending, turn.id, hooks=hooks)
+        update: dict[str, Any] = {"status": session_status, "active_turn": None, "updated_at": timezone.now()}
+        if messages is not None:
+            # A failed turn's input stays in the conversation: the next turn's model sees what was asked.
+            update["conversation"] = messages
+        if usage:
             current = Session.objects.filter(pk=session.pk).values_list("usage", flat=True).first() or {}
-            Session.objects.filter(pk=session.pk).update(
-                conversation=messages,
-                usage=_add_usage(current, self.usage),
-                status=session_status,
-                active_turn=None,
-                updated_at=timezone.now(),
-            )
-            Turn.objects.filter(pk=self.turn.pk).update(
-                status=status, error=error, usage=self.usage, ended_at=timezone.now(), lease_until=None,
-            )
-            if not task:
-                dispatch_next(session.id)
+            update["usage"] = add_usage(current, usage)
+        Session.objects.filter(pk=session.pk, active_turn=turn.pk).update(**update)
+        Turn.objects.filter(pk=turn.pk).update(
+            status=status, error=error, usage=usage or {}, ended_at=timezone.now(), lease_until=None, state={},
+        )
+        if session.mode != Session.Mode.TASK:
+            dispatch_next(session.id)
+
+
+def assistant_message(text: str, reasoning: str, signature: str, calls: list[ToolCall]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if reasoning:
+        message["reasoning"] = reasoning
+    if signature:
+        message["reasoningSignature"] = signature
+    if calls:
+        message["toolCalls"] = [{"id": c.call_id, "name": c.name, "input": calls_.json_safe(c.input)} for c in calls]
+    return message
+
+
+def _collect(stream) -> tuple[str, list[ToolCall], dict[str, int]]:
+    text, calls, usage = [], [], usage_dict()
+    for event in stream:
+        if isinstance(event, TextDelta):
+            text.append(event.text)
+        elif isinstance(event, ToolCall):
+            calls.append(event)
+        elif isinstance(event, Usage):
+            usage = add_usage(usage, usage_dict(event))
+    return "".join(text), calls, usage
+
+

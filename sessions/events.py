@@ -8,13 +8,17 @@ after commit, so a reader never looks for a row that is not there yet.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+import logging
+from typing import Any, Iterable, Sequence
 
 from django.db import connection, transaction
 from django.utils import timezone
 
+from agents.sdk import Hook
 from sessions import wakeups
 from sessions.models import Event, Session
+
+log = logging.getLogger(__name__)
 
 TERMINAL_TYPES = frozenset({"session.waiting", "session.completed", "session.failed"})
 
@@ -23,7 +27,10 @@ class SessionGone(Exception):
     """The session was deleted while something was still writing to it."""
 
 
-def append_events(session_id: str, items: Iterable[tuple[str, dict[str, Any]]], turn_id: str = "") -> list[Event]:
+def append_events(
+    session_id: str, items: Iterable[tuple[str, dict[str, Any]]], turn_id: str = "", hooks: Sequence[Hook] = ()
+) -> list[Event]:
+    """Store events with the next indexes; after commit, wake readers and call the agent's hooks."""
     items = list(items)
     if not items:
         return []
@@ -46,11 +53,27 @@ def append_events(session_id: str, items: Iterable[tuple[str, dict[str, Any]]], 
         Event.objects.bulk_create(events)
         last = events[-1].index
         transaction.on_commit(lambda: wakeups.publish(session_id, last))
+        if hooks:
+            transaction.on_commit(lambda: run_hooks(hooks, events))
     return events
 
 
-def append_event(session_id: str, type_: str, data: dict[str, Any], turn_id: str = "") -> Event:
-    return append_events(session_id, [(type_, data)], turn_id)[0]
+def run_hooks(hooks: Sequence[Hook], events: list[Event]) -> None:
+    """Observe-only: a failing hook is logged and never breaks the turn."""
+    for event in events:
+        envelope = None
+        for hook in hooks:
+            if not hook.wants(event.type):
+                continue
+            envelope = envelope or event.envelope()
+            try:
+                hook.function(dict(envelope))
+            except Exception:
+                log.exception("hook %s failed on %s", getattr(hook.function, "__name__", hook), event.type)
+
+
+def append_event(session_id: str, type_: str, data: dict[str, Any], turn_id: str = "", hooks: Sequence[Hook] = ()) -> Event:
+    return append_events(session_id, [(type_, data)], turn_id, hooks)[0]
 
 
 def read_events(session_id: str, start_index: int = 0, limit: int | None = None) -> list[dict[str, Any]]:

@@ -96,6 +96,7 @@ class Turn(models.Model):
         REMINDER = "reminder"
         SCHEDULE = "schedule"
         CHANNEL = "channel"
+        TOOL = "tool"  # a deterministic tool call holding the session's lock
 
     class Status(models.TextChoices):
         QUEUED = "queued"

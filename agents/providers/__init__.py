@@ -1,14 +1,24 @@
-"""Model providers behind one interface, selected by `provider:model` ids."""
+"""Model providers behind one interface, selected by `provider:model` ids.
+
+Providers register by import path and load on first use: the vendor SDKs
+take seconds to import, which no scripted turn should pay.
+"""
 from __future__ import annotations
 
+import importlib
 from typing import Callable
 
 from agents.providers.base import Provider
 
-_registry: dict[str, Callable[[], Provider]] = {}
+_registry: dict[str, str | Callable[[], Provider]] = {
+    "scripted": "agents.providers.scripted:ScriptedProvider",
+    "openai": "agents.providers.openai:OpenAIProvider",
+    "anthropic": "agents.providers.anthropic:AnthropicProvider",
+}
 
 
-def register(name: str, factory: Callable[[], Provider]) -> None:
+def register(name: str, factory: str | Callable[[], Provider]) -> None:
+    """Add a provider: a factory, or "module:Class" to import when first used."""
     _registry[name] = factory
 
 
@@ -17,7 +27,6 @@ def parse_model_id(model_id: str) -> tuple[str, str]:
     provider, sep, model = (model_id or "").partition(":")
     if not sep or not provider or not model:
         raise ValueError(f"model {model_id!r} must look like 'provider:model', e.g. 'scripted:echo'")
-    _load_builtin()
     if provider not in _registry:
         known = ", ".join(sorted(_registry))
         raise ValueError(f"model {model_id!r} names an unknown provider {provider!r} (known: {known})")
@@ -26,16 +35,8 @@ def parse_model_id(model_id: str) -> tuple[str, str]:
 
 def get_provider(model_id: str) -> tuple[Provider, str]:
     provider, model = parse_model_id(model_id)
-    return _registry[provider](), model
-
-
-def _load_builtin() -> None:
-    if _registry:
-        return
-    from agents.providers.anthropic import AnthropicProvider
-    from agents.providers.openai import OpenAIProvider
-    from agents.providers.scripted import ScriptedProvider
-
-    register("scripted", ScriptedProvider)
-    register("openai", OpenAIProvider)
-    register("anthropic", AnthropicProvider)
+    factory = _registry[provider]
+    if isinstance(factory, str):
+        module, _, attr = factory.partition(":")
+        factory = _registry[provider] = getattr(importlib.import_module(module), attr)
+    return factory(), model

@@ -1,0 +1,39 @@
+"""Deciding parked tool calls: approve runs the call once, deny tells the model why."""
+from __future__ import annotations
+
+from django.db import transaction
+
+from sessions.admission import AdmissionError, resume_parked
+from sessions.events import append_event
+from sessions.models import Session, ToolCall
+
+
+def pending_approvals(session: Session) -> list[ToolCall]:
+    return list(ToolCall.objects.filter(session=session, status=ToolCall.Status.AWAITING_APPROVAL).order_by("id"))
+
+
+def resolve_approval(session: Session, call_id: str, decision: str, principal, reason: str = "") -> ToolCall:
+    """Record the decision and resume the turn once none of its calls still waits.
+
+    Raises AdmissionError 404 for an unknown call and 409 for one already decided.
+    """
+    if decision not in ("approve", "deny"):
+        raise AdmissionError("invalid_decision", "decision must be 'approve' or 'deny'", 400)
+    rows = ToolCall.objects.filter(session=session, call_id=call_id).order_by("-id")
+    row = rows.filter(status=ToolCall.Status.AWAITING_APPROVAL).first() or rows.first()
+    if row is None:
+        raise AdmissionError("approval_not_found", f"no tool call {call_id!r} on this session", 404)
+    decided_by = principal.as_dict()
+    with transaction.atomic():
+        if not row.resolve(decision, decided_by, reason):
+            row.refresh_from_db()
+            raise AdmissionError(
+                "already_resolved", f"tool call {call_id!r} is not awaiting approval (it is {row.status})", 409
+            )
+        append_event(session.id, "action.approval_resolved", {
+            "callId": row.call_id, "toolName": row.tool, "decision": decision, "reason": reason,
+            "decidedBy": decided_by,
+        }, row.turn_id)
+        if not ToolCall.objects.filter(turn_id=row.turn_id, status=ToolCall.Status.AWAITING_APPROVAL).exists():
+            resume_parked(row.turn_id)
+    return row
