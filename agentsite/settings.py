@@ -49,6 +49,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Serves the admin's and the playground's static files from the apps, under daphne too.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -142,6 +144,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = STATE_ROOT / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
+WHITENOISE_USE_FINDERS = True  # no collectstatic step on the embedded default
+WHITENOISE_AUTOREFRESH = DEBUG
 
 # Agent bodies are small JSON; anything bigger is refused with a 413.
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("AGENTSITE_MAX_BODY_BYTES", str(1024 * 1024)))

@@ -34,7 +34,7 @@ def make_agent(parent: Path, name: str, instructions: str = "You help.", agent_p
 def test_validate_reports_a_valid_folder_with_its_model_and_tools():
     out, err = run("validate", str(EXAMPLE))
 
-    assert out.strip() == f"{EXAMPLE}: ok (support, scripted:echo, lookup_order, refund_order)"
+    assert out.strip() == f"{EXAMPLE}: ok (support, scripted:echo, cancel_order, lookup_order, refund_order)"
     assert err == ""
 
 
@@ -136,7 +136,7 @@ def test_info_prints_the_active_manifest_as_json(support_agent):
     assert info["slug"] == "support"
     assert info["model"] == "scripted:echo"
     assert info["deployment"] == {"version": 1, "contentHash": deployment.content_hash, "source": str(EXAMPLE)}
-    assert [t["name"] for t in info["tools"]] == ["lookup_order", "refund_order"]
+    assert [t["name"] for t in info["tools"]] == ["cancel_order", "lookup_order", "refund_order"]
     assert info["tools"][0]["inputSchema"]["required"] == ["order_id"]
     assert info["instructions"].startswith("You are the support agent")
 

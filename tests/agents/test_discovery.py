@@ -94,7 +94,7 @@ def test_the_example_support_agent_loads(tmp_path):
     loaded = load_agent_folder(EXAMPLE)
 
     assert loaded.slug == "support"
-    assert set(loaded.tools) == {"lookup_order", "refund_order"}
+    assert set(loaded.tools) == {"cancel_order", "lookup_order", "refund_order"}
     assert loaded.tools["refund_order"].effect == "write"
 
 

@@ -368,7 +368,7 @@ def test_calling_a_tool_the_agent_lacks_is_an_action_result_error(local, support
     session_id = created(local, "/call delete_everything {}")["sessionId"]
 
     [result] = events_of(session_id, "action.result")
-    assert result["error"] == "unknown tool 'delete_everything'; available tools: lookup_order, refund_order"
+    assert result["error"] == "unknown tool 'delete_everything'; available tools: cancel_order, lookup_order, refund_order"
     assert event_types(session_id)[-2:] == ["turn.completed", "session.waiting"]
 
 
@@ -678,7 +678,7 @@ def test_info_describes_the_agent_and_its_tools_with_json_schemas(local, support
     assert info["slug"] == "support"
     assert info["model"] == "scripted:echo"
     tools = {t["name"]: t for t in info["tools"]}
-    assert set(tools) == {"lookup_order", "refund_order"}
+    assert set(tools) == {"cancel_order", "lookup_order", "refund_order"}
     assert tools["lookup_order"]["effect"] == "read"
     assert tools["refund_order"]["effect"] == "write"
     schema = tools["lookup_order"]["inputSchema"]

@@ -56,7 +56,7 @@ def test_the_second_request_carries_the_tool_calls_and_results(local, agent_on_m
     first, second = (r["body"] for r in openai_server.requests)
     assert first["model"] == "gpt-test" and first["stream"] is True and first["temperature"] == 0.2
     assert first["messages"][0]["role"] == "system"
-    assert {t["function"]["name"] for t in first["tools"]} == {"lookup_order", "refund_order"}
+    assert {t["function"]["name"] for t in first["tools"]} == {"cancel_order", "lookup_order", "refund_order"}
     assistant = second["messages"][-3]
     assert [c["id"] for c in assistant["tool_calls"]] == ["call_a", "call_b"]
     assert [m["tool_call_id"] for m in second["messages"][-2:]] == ["call_a", "call_b"]

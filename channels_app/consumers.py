@@ -1,0 +1,120 @@
+"""The session event websocket: `/<slug>/v1/session/<id>/ws?startIndex=N`.
+
+It sends the same envelopes as the NDJSON stream, one per text frame, by
+running the same follower (replay from startIndex, then live). The auth
+chain and ownership are the HTTP routes'. A refused socket is accepted and
+closed at once with a code the page can read: 4401 (no policy admitted
+it), 4403 (foreign Origin or another principal's session), 4404 (unknown
+session), 4400 (bad startIndex). A client may send
+`{"type": "message", "message": "...", "admission": "coalesce"}` to post a
+follow-up through the socket.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from urllib.parse import parse_qs, urlsplit
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from channels_app.auth import RequestInfo, authenticate, host_is_loopback, is_loopback_chain
+from channels_app.stream import follow_events
+from sessions.admission import AdmissionError, stop_session, submit_message
+from sessions.models import Session
+
+log = logging.getLogger(__name__)
+
+
+def origin_allowed(info: RequestInfo) -> bool:
+    """Browsers always send Origin; it must name the host the socket was opened on.
+
+    Under the loopback default it must also be a loopback origin, so a page on
+    another site cannot drive a local agent through the visitor's browser.
+    """
+    origin = info.headers.get("origin")
+    if origin is None:
+        return True  # not a browser (curl, tests, other servers): the auth chain decides
+    parts = urlsplit(origin)
+    if not parts.netloc:
+        return False
+    if is_loopback_chain() and not host_is_loopback(parts.netloc):
+        return False
+    return parts.netloc.lower() == info.host.lower() or (host_is_loopback(parts.netloc) and host_is_loopback(info.host))
+
+
+@database_sync_to_async
+def _load(slug: str, session_id: str) -> Session | None:
+    return Session.objects.select_related("agent").filter(pk=session_id, agent__slug=slug).first()
+
+
+class SessionEventsConsumer(AsyncWebsocketConsumer):
+    follower: asyncio.Task | None = None
+
+    async def connect(self) -> None:
+        await self.accept()
+        info = RequestInfo.from_scope(self.scope)
+        if not origin_allowed(info):
+            return await self.close(code=4403)
+        self.principal = authenticate(info)
+        if self.principal is None:
+            return await self.close(code=4401)
+        kwargs = self.scope["url_route"]["kwargs"]
+        self.session = await _load(kwargs["slug"], kwargs["session_id"])
+        if self.session is None:
+            return await self.close(code=4404)
+        if not self.session.is_owned_by(self.principal):
+            return await self.close(code=4403)
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        try:
+            start = int(query.get("startIndex", ["0"])[0])
+        except ValueError:
+            start = -1
+        if start < 0:
+            return await self.close(code=4400)
+        self.follower = asyncio.create_task(self.follow(start))
+
+    async def follow(self, start: int) -> None:
+        try:
+            async for event in follow_events(self.session.id, start):
+                await self.send(text_data=json.dumps(event, separators=(",", ":")))
+            await self.close(code=1000)  # a task session ended, or the session was deleted
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("websocket follower of %s failed", self.session.id)
+            await self.close(code=1011)
+
+    async def disconnect(self, code: int) -> None:
+        if self.follower is not None:
+            self.follower.cancel()
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.follower is None:
+            return
+        try:
+            frame = json.loads(text_data or "")
+            if not isinstance(frame, dict):
+                raise ValueError("a frame is a JSON object")
+        except ValueError:
+            return await self.send_error("invalid_frame", "send a JSON object such as {\"type\": \"message\", \"message\": \"...\"}")
+        kind = frame.get("type")
+        try:
+            if kind == "message":
+                message = frame.get("message")
+                admission = frame.get("admission", "preempt")
+                if not isinstance(message, str) or not message.strip():
+                    return await self.send_error("invalid_request", "message must be a non-empty string")
+                admitted = await database_sync_to_async(submit_message)(self.session, message, admission=admission)
+                await self.send(text_data=json.dumps({"type": "ack", "turnId": admitted.turn.id}))
+            elif kind == "stop":
+                stopping = await database_sync_to_async(stop_session)(self.session)
+                await self.send(text_data=json.dumps({"type": "ack", "stopping": stopping}))
+            else:
+                await self.send_error("invalid_frame", "type must be 'message' or 'stop'")
+        except AdmissionError as exc:
+            await self.send_error(exc.code, exc.message)
+
+    async def send_error(self, code: str, message: str) -> None:
+        await self.send(text_data=json.dumps({"type": "error", "error": {"code": code, "message": message}}))

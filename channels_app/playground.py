@@ -1,0 +1,159 @@
+"""The web playground: server-rendered pages; the conversation itself streams
+into the page over the session websocket (see static/playground/playground.js).
+
+Pages run the same auth chain and ownership checks as the HTTP API.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import path
+
+from agents.models import Agent
+from channels_app.auth import Principal, RequestInfo, authenticate
+from sessions.models import Event, Session
+
+
+def _refuse(request: HttpRequest, status: int, title: str, detail: str) -> HttpResponse:
+    return render(request, "playground/error.html", {"title": title, "detail": detail}, status=status)
+
+
+def _principal(request: HttpRequest) -> Principal | None:
+    return authenticate(RequestInfo.from_django(request))
+
+
+def _agent(slug: str) -> Agent | None:
+    return Agent.objects.select_related("active_deployment").filter(slug=slug).first()
+
+
+def agents_page(request: HttpRequest) -> HttpResponse:
+    if _principal(request) is None:
+        return _refuse(request, 401, "Not signed in", "No auth policy admitted this request.")
+    agents = Agent.objects.select_related("active_deployment").exclude(active_deployment=None)
+    return render(request, "playground/agents.html", {"agents": agents})
+
+
+def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
+    principal = _principal(request)
+    if principal is None:
+        return _refuse(request, 401, "Not signed in", "No auth policy admitted this request.")
+    agent = _agent(slug)
+    if agent is None or agent.active_deployment is None:
+        return _refuse(request, 404, "No such agent", f"There is no agent {slug!r} on this server.")
+    if session_id := request.GET.get("sessionId"):
+        return session_page(request, slug, session_id)
+    sessions = (
+        Session.objects.for_principal(principal).filter(agent=agent)
+        .only("id", "title", "status", "mode", "created_at", "updated_at").order_by("-created_at")[:50]
+    )
+    manifest = agent.active_deployment.manifest
+    return render(request, "playground/agent.html", {
+        "agent": agent, "manifest": manifest, "sessions": sessions, "tools": _tool_rows(manifest),
+    })
+
+
+def _tool_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{**t, "schema": json.dumps(t.get("inputSchema", {}), indent=2)} for t in manifest.get("tools", [])]
+
+
+def _owned_session(request: HttpRequest, slug: str, session_id: str) -> tuple[Session | None, HttpResponse | None]:
+    principal = _principal(request)
+    if principal is None:
+        return None, _refuse(request, 401, "Not signed in", "No auth policy admitted this request.")
+    session = Session.objects.select_related("agent", "deployment").filter(pk=session_id, agent__slug=slug).first()
+    if session is None:
+        return None, _refuse(request, 404, "No such session", f"There is no session {session_id!r} on {slug!r}.")
+    if not session.is_owned_by(principal):
+        return None, _refuse(request, 403, "Not your session", "This session belongs to another principal.")
+    return session, None
+
+
+def session_page(request: HttpRequest, slug: str, session_id: str) -> HttpResponse:
+    session, refusal = _owned_session(request, slug, session_id)
+    if refusal:
+        return refusal
+    manifest = session.deployment.manifest
+    return render(request, "playground/session.html", {
+        "agent": session.agent, "session": session, "manifest": manifest, "tools": _tool_rows(manifest),
+    })
+
+
+def _parse(at: str) -> datetime:
+    return datetime.fromisoformat(at)
+
+
+def build_trace(rows: list[tuple[int, str, str, dict, datetime]]) -> list[dict[str, Any]]:
+    """Turns with their steps, tool calls and subagents, each with start offset and duration (ms)."""
+    turns: list[dict[str, Any]] = []
+    by_turn: dict[str, dict[str, Any]] = {}
+    open_steps: dict[str, dict[str, Any]] = {}
+    calls: dict[str, dict[str, Any]] = {}
+    for index, type_, turn_id, data, at in rows:
+        if not turn_id:
+            continue
+        turn = by_turn.get(turn_id)
+        if turn is None:
+            turn = by_turn[turn_id] = {"id": turn_id, "start": at, "end": at, "status": "running", "input": "",
+                                      "items": [], "usage": {}, "error": ""}
+            turns.append(turn)
+        turn["end"] = max(turn["end"], at)
+        if type_ == "message.received":
+            turn["input"] = data.get("text", "")
+        elif type_ == "step.started":
+            step = {"kind": "step", "label": f"step {data.get('step')}", "start": at, "end": at}
+            open_steps[turn_id] = step
+            turn["items"].append(step)
+        elif type_ == "step.completed" and turn_id in open_steps:
+            open_steps.pop(turn_id)["end"] = at
+        elif type_ == "actions.requested":
+            for call in data.get("calls", []):
+                item = {"kind": "tool", "label": call.get("toolName", "?"), "start": at, "end": at, "callId": call.get("callId")}
+                calls[call.get("callId")] = item
+                turn["items"].append(item)
+        elif type_ == "action.result" and data.get("callId") in calls:
+            item = calls[data["callId"]]
+            item["end"] = at
+            item["error"] = data.get("error")
+            item["stubbed"] = data.get("stubbed")
+        elif type_ == "subagent.called":
+            turn["items"].append({"kind": "subagent", "label": data.get("subagent", "?"), "start": at, "end": at})
+        elif type_ == "subagent.completed":
+            for item in reversed(turn["items"]):
+                if item["kind"] == "subagent" and item["label"] == data.get("subagent"):
+                    item["end"] = at
+                    break
+        elif type_ == "turn.completed":
+            turn.update(status="completed", usage=data.get("usage", {}))
+        elif type_ == "turn.failed":
+            turn.update(status="failed", usage=data.get("usage", {}), error=data.get("error", ""))
+    for turn in turns:
+        total = max((turn["end"] - turn["start"]).total_seconds() * 1000, 0.001)
+        turn["durationMs"] = round(total, 1)
+        for item in turn["items"]:
+            offset = (item["start"] - turn["start"]).total_seconds() * 1000
+            duration = (item["end"] - item["start"]).total_seconds() * 1000
+            item.update(offsetMs=round(offset, 1), durationMs=round(duration, 1),
+                        left=round(100 * offset / total, 2), width=max(round(100 * duration / total, 2), 0.5))
+    return turns
+
+
+def trace_page(request: HttpRequest, slug: str, session_id: str) -> HttpResponse:
+    session, refusal = _owned_session(request, slug, session_id)
+    if refusal:
+        return refusal
+    rows = list(Event.objects.filter(session=session).order_by("index").values_list("index", "type", "turn_id", "data", "at"))
+    return render(request, "playground/trace.html", {
+        "agent": session.agent, "session": session, "turns": build_trace(rows), "event_count": len(rows),
+    })
+
+
+urlpatterns = [
+    path("playground/", agents_page, name="playground"),
+    path("playground/<slug:slug>", agent_page, name="playground-agent"),
+    path("playground/<slug:slug>/session/<str:session_id>", session_page, name="playground-session"),
+    path("playground/<slug:slug>/session/<str:session_id>/trace", trace_page, name="playground-trace"),
+]

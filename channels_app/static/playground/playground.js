@@ -1,0 +1,300 @@
+// agentsite playground: renders a session's events as they stream over the
+// session websocket, and posts new conversations, follow-ups, stops and
+// approval decisions to the HTTP API. No build step, no dependencies.
+"use strict";
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("data-")) node.setAttribute(key, value);
+    else node[key] = value;
+  }
+  for (const child of children) if (child != null) node.append(child);
+  return node;
+}
+
+async function postJSON(url, body) {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Accept: "application/json" },
+    body: JSON.stringify(body),
+    credentials: "same-origin",
+  });
+  let payload = null;
+  try { payload = await response.json(); } catch (_) { /* empty body */ }
+  if (!response.ok) {
+    const message = payload && payload.error ? payload.error.message : `HTTP ${response.status}`;
+    throw new Error(message);
+  }
+  return payload;
+}
+
+function sendOnCtrlEnter(form) {
+  form.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) form.requestSubmit();
+  });
+}
+
+// --- agent page: start a conversation --------------------------------------
+
+function setupNewSession(form) {
+  sendOnCtrlEnter(form);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const error = form.querySelector(".form-error");
+    error.textContent = "";
+    const data = new FormData(form);
+    const slug = form.dataset.slug;
+    try {
+      const created = await postJSON(`/${slug}/v1/session`, {
+        message: data.get("message"),
+        mode: data.get("mode"),
+        dryRun: data.get("dryRun") === "on",
+      });
+      window.location.href = `/playground/${slug}/session/${created.sessionId}`;
+    } catch (e) {
+      error.textContent = e.message;
+    }
+  });
+}
+
+// --- session page: the live conversation -----------------------------------
+
+class SessionView {
+  constructor(root) {
+    this.root = root;
+    this.slug = root.dataset.slug;
+    this.sessionId = root.dataset.session;
+    this.api = `/${this.slug}/v1/session/${this.sessionId}`;
+    this.list = document.getElementById("conversation");
+    this.approvals = document.getElementById("approvals");
+    this.status = document.getElementById("status");
+    this.connection = document.getElementById("connection");
+    this.stopButton = document.getElementById("stop");
+    this.nextIndex = 0;      // the first index not rendered yet: resume point after a drop
+    this.turns = new Map();  // turnId -> {bubble, reasoning}
+    this.calls = new Map();  // callId -> tool card
+    this.retryDelay = 500;
+    this.closedForGood = false;
+    this.stopButton.addEventListener("click", () => this.stop());
+    const form = document.getElementById("follow-up");
+    if (form) this.setupFollowUp(form);
+    this.connect();
+  }
+
+  connect() {
+    const scheme = window.location.protocol === "https:" ? "wss" : "ws";
+    const url = `${scheme}://${window.location.host}${this.api}/ws?startIndex=${this.nextIndex}`;
+    const socket = new WebSocket(url);
+    this.socket = socket;
+    socket.onopen = () => { this.connection.textContent = "live"; this.retryDelay = 500; };
+    socket.onmessage = (message) => {
+      const event = JSON.parse(message.data);
+      if (typeof event.index !== "number") return; // acks and errors of frames we sent
+      if (event.index < this.nextIndex) return;     // already rendered (replay overlap)
+      this.render(event);
+      this.nextIndex = event.index + 1;
+      this.root.dataset.nextIndex = String(this.nextIndex);
+    };
+    socket.onclose = (closed) => {
+      const refusals = { 4401: "not signed in", 4403: "not allowed", 4404: "session not found", 4400: "bad request" };
+      if (refusals[closed.code]) {
+        this.closedForGood = true;
+        this.connection.textContent = refusals[closed.code];
+        return;
+      }
+      if (closed.code === 1000) {
+        this.closedForGood = true;
+        this.connection.textContent = "ended";
+        return;
+      }
+      this.connection.textContent = "reconnecting…";
+      setTimeout(() => this.connect(), this.retryDelay);
+      this.retryDelay = Math.min(this.retryDelay * 2, 5000);
+    };
+  }
+
+  setStatus(status) {
+    this.status.textContent = status;
+    this.status.className = `status status-${status}`;
+    this.stopButton.disabled = status !== "running";
+  }
+
+  turn(turnId) {
+    if (!this.turns.has(turnId)) this.turns.set(turnId, { bubble: null, reasoning: null });
+    return this.turns.get(turnId);
+  }
+
+  item(event, ...children) {
+    const li = el("li", { "data-index": String(event.index), "data-type": event.type }, ...children);
+    this.list.append(li);
+    return li;
+  }
+
+  assistantBubble(event) {
+    const state = this.turn(event.turnId);
+    if (!state.bubble) {
+      state.bubble = el("div", { class: "msg assistant" });
+      this.item(event, state.bubble);
+    }
+    return state.bubble;
+  }
+
+  render(event) {
+    const data = event.data || {};
+    switch (event.type) {
+      case "session.started":
+        this.setStatus("idle");
+        break;
+      case "message.received": {
+        const source = data.source && data.source !== "user" ? el("span", { class: "source", text: data.source }) : null;
+        this.item(event, el("div", { class: "msg user" }, source, data.text || ""));
+        break;
+      }
+      case "turn.started":
+        this.setStatus("running");
+        break;
+      case "step.started":
+        this.turn(event.turnId).bubble = null; // each step's text gets its own bubble
+        break;
+      case "reasoning.appended": {
+        const state = this.turn(event.turnId);
+        if (!state.reasoning) {
+          state.reasoning = el("pre", {});
+          this.item(event, el("details", { class: "reasoning" }, el("summary", { text: "Reasoning" }), state.reasoning));
+        }
+        state.reasoning.textContent += data.delta;
+        break;
+      }
+      case "reasoning.completed": {
+        const state = this.turn(event.turnId);
+        if (state.reasoning) state.reasoning.textContent = data.text;
+        state.reasoning = null;
+        break;
+      }
+      case "message.appended":
+        this.assistantBubble(event).textContent += data.delta;
+        break;
+      case "message.completed":
+        this.assistantBubble(event).textContent = data.text;
+        break;
+      case "actions.requested":
+        for (const call of data.calls || []) {
+          const card = el("div", { class: "tool-call", "data-call": call.callId },
+            el("div", { class: "head" }, el("code", { text: call.toolName }), el("span", { class: "dur" })),
+            el("pre", { class: "args", text: JSON.stringify(call.input, null, 2) }),
+            el("pre", { class: "result", hidden: true }));
+          this.calls.set(call.callId, card);
+          this.item(event, card);
+        }
+        break;
+      case "action.result": {
+        const card = this.calls.get(data.callId);
+        if (!card) break;
+        const result = card.querySelector(".result");
+        result.hidden = false;
+        const failed = "error" in data && data.error != null;
+        card.classList.add(failed ? "failed" : "done");
+        result.textContent = failed ? `error: ${data.error}` : JSON.stringify(data.output, null, 2);
+        card.querySelector(".dur").textContent = `${data.durationMs ?? 0} ms${data.stubbed ? " · stubbed" : ""}`;
+        this.removeApproval(data.callId);
+        break;
+      }
+      case "action.approval_requested":
+        this.addApproval(data);
+        break;
+      case "action.approval_resolved": {
+        const who = data.decidedBy ? data.decidedBy.principalId : "someone";
+        this.removeApproval(data.callId);
+        const card = this.calls.get(data.callId);
+        if (card) card.querySelector(".head").append(el("span", { class: "badge", text: `${data.decision}d by ${who}` }));
+        break;
+      }
+      case "subagent.called":
+        this.item(event, el("div", { class: "tool-call subagent" },
+          el("div", { class: "head" }, el("span", { text: "→ subagent " }), el("code", { text: data.subagent })),
+          el("pre", { text: data.task })));
+        break;
+      case "subagent.completed":
+        this.item(event, el("div", { class: `tool-call subagent ${data.error ? "failed" : "done"}` },
+          el("div", { class: "head" }, el("span", { text: "← subagent " }), el("code", { text: data.subagent }),
+            el("span", { class: "dur", text: `${data.durationMs} ms` })),
+          el("pre", { text: data.error ? `error: ${data.error}` : data.reply })));
+        break;
+      case "turn.completed": {
+        const usage = data.usage || {};
+        this.item(event, el("div", { class: "turn-meta",
+          text: `in ${usage.inputTokens ?? 0} / out ${usage.outputTokens ?? 0} tokens · ${((data.durationMs || 0) / 1000).toFixed(2)} s` }));
+        break;
+      }
+      case "turn.failed":
+        this.item(event, el("div", { class: "turn-meta failed", text: `turn failed: ${data.error}` }));
+        for (const node of this.approvals.querySelectorAll(".approval")) node.remove();
+        break;
+      case "session.waiting":
+      case "session.completed":
+      case "session.failed":
+        this.setStatus(event.type.split(".")[1]);
+        break;
+      default:
+        break;
+    }
+  }
+
+  addApproval(data) {
+    if (this.approvals.querySelector(`[data-call="${CSS.escape(data.callId)}"]`)) return;
+    const error = el("span", { class: "error" });
+    const decide = async (decision) => {
+      error.textContent = "";
+      try {
+        await postJSON(`${this.api}/approvals/${encodeURIComponent(data.callId)}`, { decision });
+      } catch (e) {
+        error.textContent = e.message;
+      }
+    };
+    const box = el("div", { class: "approval", "data-call": data.callId },
+      el("div", {}, el("strong", { text: "Approval needed: " }), el("code", { text: data.toolName })),
+      el("pre", { text: JSON.stringify(data.input, null, 2) }),
+      el("div", { class: "row" },
+        el("button", { type: "button", class: "approve", text: "Approve", onclick: () => decide("approve") }),
+        el("button", { type: "button", class: "deny", text: "Deny", onclick: () => decide("deny") }),
+        error));
+    this.approvals.append(box);
+  }
+
+  removeApproval(callId) {
+    const box = this.approvals.querySelector(`[data-call="${CSS.escape(callId)}"]`);
+    if (box) box.remove();
+  }
+
+  async stop() {
+    this.stopButton.disabled = true;
+    try { await postJSON(`${this.api}/stop`, {}); } catch (_) { /* nothing was running */ }
+  }
+
+  setupFollowUp(form) {
+    sendOnCtrlEnter(form);
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const error = form.querySelector(".form-error");
+      error.textContent = "";
+      const data = new FormData(form);
+      try {
+        await postJSON(`${this.api}/message`, { message: data.get("message"), admission: data.get("admission") });
+        form.reset();
+        if (this.closedForGood === false && this.socket.readyState > 1) this.connect();
+      } catch (e) {
+        error.textContent = e.message;
+      }
+    });
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const newSession = document.getElementById("new-session");
+  if (newSession) setupNewSession(newSession);
+  const session = document.getElementById("session");
+  if (session) window.sessionView = new SessionView(session);
+});
