@@ -57,7 +57,27 @@ def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _tool_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{**t, "schema": json.dumps(t.get("inputSchema", {}), indent=2)} for t in manifest.get("tools", [])]
+    return [{**t, "schema": json.dumps(t.get("inputSchema", {}), indent=2), "example": json.dumps(example_input(t.get("inputSchema", {})))}
+            for t in manifest.get("tools", [])]
+
+
+def example_input(schema: dict[str, Any]) -> dict[str, Any]:
+    """A plausible input for the scripted model's `/call` hint: field examples, else placeholders."""
+    example: dict[str, Any] = {}
+    for name, prop in schema.get("properties", {}).items():
+        if name not in schema.get("required", []):
+            continue
+        if "examples" in prop and prop["examples"]:
+            example[name] = prop["examples"][0]
+        elif prop.get("type") == "integer":
+            example[name] = 1
+        elif prop.get("type") == "number":
+            example[name] = 1.0
+        elif prop.get("type") == "boolean":
+            example[name] = True
+        else:
+            example[name] = "example"
+    return example
 
 
 def _owned_session(request: HttpRequest, slug: str, session_id: str) -> tuple[Session | None, HttpResponse | None]:

@@ -292,7 +292,20 @@ class SessionView {
   }
 }
 
+function setupHints() {
+  for (const hints of document.querySelectorAll(".hints")) {
+    const target = document.getElementById(hints.dataset.target);
+    hints.addEventListener("click", (event) => {
+      const text = event.target.dataset && event.target.dataset.text;
+      if (!target || !text) return;
+      target.value = text;
+      target.focus();
+    });
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  setupHints();
   const newSession = document.getElementById("new-session");
   if (newSession) setupNewSession(newSession);
   const session = document.getElementById("session");

@@ -4,7 +4,7 @@ from agents.sdk import tool
 
 
 class Input(BaseModel):
-    order_id: str = Field(description="The order to cancel", pattern=r"^[A-Z]\d{3}$")
+    order_id: str = Field(description="The order to cancel", pattern=r"^[A-Z]\d{3}$", examples=["A102"])
 
 
 @tool(

@@ -10,7 +10,7 @@ ORDERS = {
 
 
 class Input(BaseModel):
-    order_id: str = Field(description="The order id, e.g. A100", pattern=r"^[A-Z]\d{3}$")
+    order_id: str = Field(description="The order id, e.g. A100", pattern=r"^[A-Z]\d{3}$", examples=["A100"])
 
 
 @tool(description="Look up an order's status, items and total by its id.", effect="read")

@@ -4,8 +4,8 @@ from agents.sdk import tool
 
 
 class Input(BaseModel):
-    order_id: str = Field(description="The order to refund", pattern=r"^[A-Z]\d{3}$")
-    reason: str = Field(description="Why the customer wants a refund", max_length=500)
+    order_id: str = Field(description="The order to refund", pattern=r"^[A-Z]\d{3}$", examples=["A100"])
+    reason: str = Field(description="Why the customer wants a refund", max_length=500, examples=["arrived broken"])
 
 
 @tool(
