@@ -26,12 +26,13 @@ from agents import providers
 from agents.models import Agent as AgentRow
 from agents.models import Deployment, validate_slug
 from agents.sdk import Agent, Hook, Tool
+from agents.schedules import LoadedSchedule, load_schedules
 from agents.skills import LoadedSkill, load_skills
 
 TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 SUBAGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 # Built-in tools the engine offers when the agent has skills or subagents.
-BUILTIN_TOOLS = frozenset({"load_skill", "read_skill_file", "delegate"})
+BUILTIN_TOOLS = frozenset({"load_skill", "read_skill_file", "delegate", "remind_me"})
 IGNORED_PARTS = {"__pycache__", ".DS_Store"}
 
 
@@ -73,6 +74,7 @@ class LoadedAgent:
     skills: dict[str, LoadedSkill] = field(default_factory=dict)
     subagents: dict[str, LoadedSubagent] = field(default_factory=dict)
     hooks: list[Hook] = field(default_factory=list)
+    schedules: dict[str, LoadedSchedule] = field(default_factory=dict)
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -104,6 +106,11 @@ class LoadedAgent:
                 {"id": a.id, "description": a.description, "model": a.model} for a in self.subagents.values()
             ],
             "hooks": sorted({e for h in self.hooks for e in h.events}),
+            "schedules": [
+                {"id": k.id, "kind": k.kind, "cron": k.cron, "title": k.title, "file": f"agent/schedules/{k.id}.{'md' if k.kind == 'markdown' else 'py'}"}
+                for k in self.schedules.values()
+            ],
+            "remindersTool": self.config.reminders_tool,
         }
 
 
@@ -233,12 +240,16 @@ def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
     problems.extend(Problem(path, message) for path, message in skill_problems)
     subagents = _load_subagents(base / "subagents", model, namespace, problems, warnings)
     hooks = _load_hooks(base / "hooks", namespace, problems)
+    schedule_problems: list[tuple[str, str]] = []
+    schedules = load_schedules(base / "schedules", namespace, schedule_problems)
+    problems.extend(Problem(path, message) for path, message in schedule_problems)
 
     if problems:
         raise AgentFolderError(root, problems)
     return LoadedAgent(
         slug=slug, root=root, config=config, model=model, instructions=instructions,
         tools=tools, content_hash=digest, warnings=warnings, skills=skills, subagents=subagents, hooks=hooks,
+        schedules=schedules,
     )
 
 
@@ -345,6 +356,7 @@ def deploy_agent_folder(root: Path | str, slug: str | None = None) -> Deployment
     active = agent.active_deployment
     # The manifest counts too: the default model can change with the environment.
     if active and active.content_hash == loaded.content_hash and active.manifest == manifest and Path(active.snapshot_path).is_dir():
+        _sync_schedules(agent, loaded)
         return active
 
     snapshot = Path(settings.STATE_ROOT) / "deployments" / loaded.slug / loaded.content_hash[:16]
@@ -368,7 +380,15 @@ def deploy_agent_folder(root: Path | str, slug: str | None = None) -> Deployment
         )
         AgentRow.objects.filter(pk=agent.pk).update(name=manifest["name"], description=manifest["description"])
         deployment.activate()
+        _sync_schedules(agent, loaded)
     return deployment
+
+
+def _sync_schedules(agent: AgentRow, loaded: LoadedAgent) -> None:
+    """Deploying an agent syncs its schedules: new files start, removed files stop."""
+    from sessions.timers import sync_schedules  # sessions builds on agents, not the reverse
+
+    sync_schedules(agent, loaded)
 
 
 _cache: dict[tuple[str, str], LoadedAgent] = {}

@@ -1,4 +1,4 @@
-"""The SDK that agent folders import: `Agent`, `tool`, `Skill`, `hook`.
+"""The SDK that agent folders import: `Agent`, `tool`, `Skill`, `Schedule`, `hook`.
 
     # agent/agent.py
     from agents.sdk import Agent
@@ -37,6 +37,8 @@ class Agent:
     params: dict[str, Any] = field(default_factory=dict)
     max_steps: int | None = None
     name: str = ""
+    # Opt in to the built-in `remind_me` tool (reminders the model sets itself).
+    reminders_tool: bool = False
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,20 @@ class Skill:
     description: str
     markdown: str
     files: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A cron schedule with a handler (`agent/schedules/<id>.py`: `schedule = Schedule(...)`).
+
+    `run(ctx)` gets `ctx.receive(message, ...)` (start a conversation on the
+    HTTP channel), `ctx.call_tool(name, input)`, `ctx.host.reminders` and
+    `ctx.principal` (the schedule's app principal). Cron is 5 fields, UTC.
+    """
+
+    cron: str
+    run: Callable[[Any], Any]
+    title: str = ""
 
 
 @dataclass(frozen=True)

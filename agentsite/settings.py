@@ -111,6 +111,9 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # redis-py 8 reads with a 5 s socket timeout by default, the length of
+            # channels_redis's blocking pop: an idle receive (a websocket with no
+            # events for 5 s) would raise TimeoutError and kill its consumer.
             "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
         }
     }
@@ -191,6 +194,8 @@ AGENTSITE_AUTH = os.environ.get("AGENTSITE_AUTH", "local_dev_strict")
 # sha256 hex digests of accepted bearer tokens (serve --bearer-token stores only these).
 AGENTSITE_BEARER_TOKEN_HASHES = [h for h in os.environ.get("AGENTSITE_BEARER_TOKEN_HASHES", "").split(",") if h]
 AGENTSITE_DEV = _env_bool("AGENTSITE_DEV")
+# serve --no-schedules turns cron schedules off (reminders still fire).
+AGENTSITE_SCHEDULES = _env_bool("AGENTSITE_SCHEDULES", True)
 AGENTSITE_PUBLIC_URL = os.environ.get("AGENTSITE_PUBLIC_URL", "")
 # Agents that name no model get this; empty: a provider with a key in the env, else scripted:echo.
 AGENTSITE_DEFAULT_MODEL = os.environ.get("AGENTSITE_DEFAULT_MODEL", "")

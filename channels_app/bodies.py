@@ -64,3 +64,12 @@ class ApprovalDecision(Body):
 class ToolCallBody(Body):
     input: dict[str, Any] = Field(default_factory=dict)
     session_id: str | None = Field(default=None, max_length=40)
+
+
+class CreateReminder(Body):
+    delay: str | None = Field(default=None, max_length=20)
+    every: str | None = Field(default=None, max_length=20)
+    cron: str | None = Field(default=None, max_length=100)
+    prompt: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    until: str = Field(default="", max_length=2000)
+    title: str = Field(default="", max_length=200)

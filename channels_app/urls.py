@@ -15,6 +15,11 @@ urlpatterns = [
     path("<slug:slug>/v1/session/<str:session_id>/approvals/<str:call_id>", views.ApprovalResolveView.as_view(),
          name="approval-resolve"),
     path("<slug:slug>/v1/tools/<str:tool_name>/call", views.ToolCallView.as_view(), name="tool-call"),
+    path("<slug:slug>/v1/session/<str:session_id>/reminders", views.SessionRemindersView.as_view(), name="reminders"),
+    path("<slug:slug>/v1/reminders/<str:reminder_id>", views.ReminderView.as_view(), name="reminder"),
+    path("<slug:slug>/v1/dev/schedules/<str:schedule_id>", views.DevScheduleFireView.as_view(), name="dev-schedule"),
+    path("<slug:slug>/v1/dev/reminders", views.DevReminderListView.as_view(), name="dev-reminders"),
+    path("<slug:slug>/v1/dev/reminders/<str:reminder_id>", views.DevReminderFireView.as_view(), name="dev-reminder"),
     path("<slug:slug>/v1/info", views.AgentInfoView.as_view(), name="agent-info"),
     path("<slug:slug>/v1/health", views.AgentHealthView.as_view(), name="agent-health"),
 ]

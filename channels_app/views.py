@@ -20,13 +20,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.models import Agent
-from channels_app.bodies import ApprovalDecision, CreateSession, FollowUp, ToolCallBody
+from channels_app.bodies import ApprovalDecision, CreateReminder, CreateSession, FollowUp, ToolCallBody
 from channels_app.errors import APIError
 from sessions.admission import delete_session, start_session, stop_session, submit_message
 from sessions.approvals import pending_approvals, resolve_approval
 from sessions.direct import call_tool
 from sessions.events import read_events
-from sessions.models import Session
+from sessions.models import Reminder, Schedule, Session
+from sessions.timers import TimerError, cancel_reminder, create_reminder, fire_reminder_now, fire_schedule_now
 
 
 def parse_body(model: type[BaseModel], request: Request) -> Any:
@@ -268,6 +269,10 @@ class AgentInfoView(APIView):
         agent = get_agent(slug)
         deployment = agent.active_deployment
         manifest = deployment.manifest if deployment else {}
+        schedule_state = {
+            s.schedule_id: {"nextFireAt": iso(s.next_fire_at), "lastFiredAt": iso(s.last_fired_at), "fireCount": s.fire_count}
+            for s in Schedule.objects.filter(agent=agent, active=True)
+        }
         return Response({
             "slug": agent.slug,
             "name": agent.name or agent.slug,
@@ -276,10 +281,12 @@ class AgentInfoView(APIView):
             "params": manifest.get("params", {}),
             "maxSteps": manifest.get("maxSteps"),
             "tools": manifest.get("tools", []),
-            "skills": [],
-            "subagents": [],
+            "skills": manifest.get("skills", []),
+            "subagents": manifest.get("subagents", []),
             "channels": [{"id": "http", "kind": "http"}],
-            "schedules": [],
+            "schedules": [
+                {**s, **schedule_state.get(s["id"], {})} for s in manifest.get("schedules", [])
+            ],
             "abs": [],
             "deployment": {
                 "version": deployment.version,
@@ -345,3 +352,102 @@ class ToolCallView(APIView):
         agent = get_agent(slug)
         session = get_owned_session(slug, body.session_id, request.user) if body.session_id else None
         return Response(call_tool(agent, tool_name, body.input, session=session))
+
+
+def render_reminder(r: Reminder) -> dict[str, Any]:
+    return {
+        "reminderId": r.id,
+        "sessionId": r.session_id,
+        "title": r.title,
+        "kind": r.kind,
+        "spec": r.spec,
+        "form": "run" if r.is_run_form else "prompt",
+        "prompt": r.prompt,
+        "until": r.until,
+        "status": r.status,
+        "reason": r.reason,
+        "fireCount": r.fire_count,
+        "nextFireAt": iso(r.next_fire_at),
+        "lastFiredAt": iso(r.last_fired_at),
+        "createdAt": iso(r.created_at),
+    }
+
+
+class SessionRemindersView(APIView):
+    @extend_schema(summary="The session's reminders", responses={200: dict})
+    def get(self, request: Request, slug: str, session_id: str) -> Response:
+        session = get_owned_session(slug, session_id, request.user)
+        rows = Reminder.objects.filter(session=session).order_by("-created_at")
+        return Response({"reminders": [render_reminder(r) for r in rows]})
+
+    @extend_schema(summary="Set a reminder that wakes the session with a prompt", request=CreateReminder,
+                   responses={201: dict})
+    def post(self, request: Request, slug: str, session_id: str) -> Response:
+        body: CreateReminder = parse_body(CreateReminder, request)
+        session = get_owned_session(slug, session_id, request.user)
+        try:
+            reminder = create_reminder(session, delay=body.delay, every=body.every, cron=body.cron, prompt=body.prompt,
+                                       until=body.until, title=body.title, created_by=request.user.as_dict())
+        except TimerError as exc:
+            raise APIError(exc.status, exc.code, str(exc)) from None
+        return Response(render_reminder(reminder), status=201)
+
+
+def get_owned_reminder(slug: str, reminder_id: str, principal) -> Reminder:
+    reminder = Reminder.objects.select_related("session").filter(pk=reminder_id, agent__slug=slug).first()
+    if reminder is None:
+        get_agent(slug)
+        raise APIError(404, "reminder_not_found", f"no reminder {reminder_id!r} on agent {slug!r}")
+    if reminder.session is None or not reminder.session.is_owned_by(principal):
+        raise APIError(403, "forbidden", "this reminder belongs to another principal's session")
+    return reminder
+
+
+class ReminderView(APIView):
+    @extend_schema(summary="Cancel a reminder", responses={204: None, 409: dict})
+    def delete(self, request: Request, slug: str, reminder_id: str) -> Response:
+        reminder = get_owned_reminder(slug, reminder_id, request.user)
+        if not cancel_reminder(reminder, "cancelled"):
+            raise APIError(409, "reminder_not_armed", f"reminder {reminder_id!r} already ended ({reminder.status})")
+        return Response(status=204)
+
+
+def require_dev_mode() -> None:
+    if not settings.AGENTSITE_DEV:
+        raise APIError(403, "dev_mode_required", "this route fires timers by hand and exists only under `serve --dev`")
+
+
+class DevScheduleFireView(APIView):
+    @extend_schema(summary="Dev mode: fire a schedule now, exactly once", request=None, responses={200: dict})
+    def post(self, request: Request, slug: str, schedule_id: str) -> Response:
+        require_dev_mode()
+        agent = get_agent(slug)
+        schedule = Schedule.objects.select_related("agent__active_deployment").filter(
+            agent=agent, schedule_id=schedule_id, active=True).first()
+        if schedule is None:
+            raise APIError(404, "schedule_not_found", f"agent {slug!r} has no schedule {schedule_id!r}")
+        session_ids = fire_schedule_now(schedule)
+        if session_ids is None:
+            raise APIError(409, "already_fired", "this firing was just taken by another caller; try again")
+        return Response({"scheduleId": schedule_id, "sessionIds": session_ids})
+
+
+class DevReminderListView(APIView):
+    @extend_schema(summary="Dev mode: the caller's armed reminders on this agent", responses={200: dict})
+    def get(self, request: Request, slug: str) -> Response:
+        require_dev_mode()
+        agent = get_agent(slug)
+        owned = Session.objects.for_principal(request.user).filter(agent=agent)
+        rows = Reminder.objects.filter(session__in=owned, status=Reminder.Status.ARMED)
+        return Response({"reminders": [render_reminder(r) for r in rows]})
+
+
+class DevReminderFireView(APIView):
+    @extend_schema(summary="Dev mode: fire a reminder now, exactly once", request=None, responses={200: dict})
+    def post(self, request: Request, slug: str, reminder_id: str) -> Response:
+        require_dev_mode()
+        reminder = get_owned_reminder(slug, reminder_id, request.user)
+        if not fire_reminder_now(reminder):
+            raise APIError(409, "reminder_not_armed", f"reminder {reminder_id!r} is not armed ({reminder.status})")
+        reminder.refresh_from_db()
+        return Response(render_reminder(reminder))

@@ -10,7 +10,8 @@ from django.utils.html import format_html
 from channels_app.auth import Principal
 from sessions.admission import delete_session, interrupt, stop_session
 from sessions.approvals import resolve_approval
-from sessions.models import Event, Session, ToolCall, Turn
+from sessions.models import Event, Reminder, Schedule, Session, ToolCall, Turn
+from sessions.timers import cancel_reminder
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -128,7 +129,8 @@ class ToolCallAdmin(admin.ModelAdmin):
         for row in queryset.filter(status=ToolCall.Status.AWAITING_APPROVAL).select_related("session"):
             resolve_approval(row.session, row.call_id, decision, _principal(request), reason="decided in the admin")
             decided += 1
-        self.message_user(request, f"{decision.title()}d {decided} parked call(s).", messages.SUCCESS)
+        done = {"approve": "Approved", "deny": "Denied"}[decision]
+        self.message_user(request, f"{done} {decided} parked call(s).", messages.SUCCESS)
 
     @admin.action(description="Approve the selected parked calls", permissions=["change"])
     def approve(self, request, queryset) -> None:
@@ -153,3 +155,33 @@ class EventAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(admin.ModelAdmin):
+    list_display = ("schedule_id", "agent", "kind", "cron", "active", "next_fire_at", "last_fired_at", "fire_count")
+    list_filter = ("agent", "kind", "active")
+    search_fields = ("schedule_id", "agent__slug")
+    # Schedules come from agent folders; edit the folder and deploy instead.
+    readonly_fields = [f.name for f in Schedule._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(Reminder)
+class ReminderAdmin(admin.ModelAdmin):
+    list_display = ("id", "agent", "session", "kind", "spec", "status", "reason", "next_fire_at", "last_fired_at",
+                    "fire_count")
+    list_filter = ("status", "kind", "agent")
+    search_fields = ("id", "session__id", "title", "prompt")
+    readonly_fields = [f.name for f in Reminder._meta.fields]
+    actions = ["cancel"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.action(description="Cancel the selected reminders", permissions=["change"])
+    def cancel(self, request, queryset) -> None:
+        count = sum(cancel_reminder(r, "cancelled in the admin") for r in queryset.filter(status=Reminder.Status.ARMED))
+        self.message_user(request, f"Cancelled {count} reminder(s).", messages.SUCCESS)

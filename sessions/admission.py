@@ -149,6 +149,7 @@ def submit_message(
     admission: str = "preempt",
     continuation_token: str | None = None,
     trigger: str = Turn.Trigger.USER,
+    source_ref: str = "",
 ) -> Admitted:
     """A follow-up. `preempt` interrupts a running turn first; `coalesce` queues behind it."""
     if admission not in ("preempt", "coalesce"):
@@ -165,8 +166,9 @@ def submit_message(
                 409,
             )
         if admission == "preempt" and session.active_turn_id:
-            interrupt(session.active_turn_id)
-        turn = Turn.objects.create(session=session, trigger=trigger, message=message, admission=admission)
+            interrupt_in_flight(session.pk, session.active_turn_id)
+        turn = Turn.objects.create(session=session, trigger=trigger, message=message, admission=admission,
+                                   source_ref=source_ref)
         token = session.issue_token()
         Session.objects.filter(pk=session.pk).update(continuation_token_hash=session.continuation_token_hash)
         dispatch_next(session.id)
@@ -177,13 +179,31 @@ def submit_message(
 
 
 def stop_session(session: Session) -> bool:
-    """Interrupt the running turn, if any; it ends with `turn.failed` "turn interrupted"."""
+    """Interrupt the running turn, if any, and the follow-ups queued behind it.
+
+    Each ends with `turn.failed` "turn interrupted".
+    """
     turn_id = Session.objects.filter(pk=session.pk).values_list("active_turn_id", flat=True).first()
     if not turn_id:
         return False
-    return interrupt(turn_id)
+    return interrupt_in_flight(session.pk, turn_id)
+
+
+def interrupt_in_flight(session_id: str, active_turn_id: str) -> bool:
+    """Interrupt the active turn and every turn queued behind it.
+
+    Interrupting only the active turn would let follow-ups queued behind it run
+    in full: after a preempt the newest message would wait behind superseded
+    ones, and after a stop the session would not come back to waiting. Queued
+    turns end with `turn.failed` "turn interrupted" as soon as they start.
+    """
+    Turn.objects.filter(session_id=session_id, status=Turn.Status.QUEUED).update(interrupt_requested=True)
+    return interrupt(active_turn_id)
 
 
 def delete_session(session: Session) -> None:
+    from sessions.timers import cancel_session_reminders
+
     stop_session(session)
+    cancel_session_reminders(session)
     Session.objects.filter(pk=session.pk).delete()

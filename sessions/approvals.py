@@ -24,6 +24,7 @@ def resolve_approval(session: Session, call_id: str, decision: str, principal, r
     if row is None:
         raise AdmissionError("approval_not_found", f"no tool call {call_id!r} on this session", 404)
     decided_by = principal.as_dict()
+    hooks = session.hooks()  # loaded before the write lock is taken
     with transaction.atomic():
         if not row.resolve(decision, decided_by, reason):
             row.refresh_from_db()
@@ -33,7 +34,7 @@ def resolve_approval(session: Session, call_id: str, decision: str, principal, r
         append_event(session.id, "action.approval_resolved", {
             "callId": row.call_id, "toolName": row.tool, "decision": decision, "reason": reason,
             "decidedBy": decided_by,
-        }, row.turn_id)
+        }, row.turn_id, hooks)
         if not ToolCall.objects.filter(turn_id=row.turn_id, status=ToolCall.Status.AWAITING_APPROVAL).exists():
             resume_parked(row.turn_id)
     return row

@@ -51,10 +51,10 @@ def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | Non
             raise AdmissionError("tool_error", f"{type(exc).__name__}: {exc}", 422) from None
         return {"callId": call_id, "toolName": name, "output": output, "stubbed": False,
                 "durationMs": round((time.monotonic() - started) * 1000, 1)}
-    return _call_in_session(session, tool, name, validated, call_id)
+    return _call_in_session(session, tool, name, validated, call_id, loaded.hooks)
 
 
-def _call_in_session(session: Session, tool, name: str, validated, call_id: str) -> dict[str, Any]:
+def _call_in_session(session: Session, tool, name: str, validated, call_id: str, hooks) -> dict[str, Any]:
     options = session.options or {}
     as_of = datetime.fromisoformat(options["asOf"]) if options.get("asOf") else None
     if as_of is not None and tool.time_args:
@@ -71,7 +71,7 @@ def _call_in_session(session: Session, tool, name: str, validated, call_id: str)
     duration = 0.0
     try:
         append_events(session.id, [("actions.requested", {"calls": [
-            {"callId": call_id, "toolName": name, "input": row.input, "direct": True}]})], turn.id)
+            {"callId": call_id, "toolName": name, "input": row.input, "direct": True}]})], turn.id, hooks)
         if options.get("dryRun") and tool.effect == "write":
             calls_.stub(row, tool)
         else:
@@ -82,7 +82,7 @@ def _call_in_session(session: Session, tool, name: str, validated, call_id: str)
         # Released whatever happened, or the session would stay locked.
         with transaction.atomic():
             if row.status in (ToolCall.Status.DONE, ToolCall.Status.FAILED):
-                append_events(session.id, [("action.result", calls_.result_payload(row, duration))], turn.id)
+                append_events(session.id, [("action.result", calls_.result_payload(row, duration))], turn.id, hooks)
             Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.COMPLETED, ended_at=timezone.now())
             Session.objects.filter(pk=session.pk, active_turn=turn).update(active_turn=None)
             dispatch_next(session.id)

@@ -43,6 +43,7 @@ from sessions import tools as calls_
 from sessions.admission import dispatch_next
 from sessions.events import SessionGone, append_event, append_events
 from sessions.models import Session, Turn
+from sessions.timers import Host
 from sessions.models import ToolCall as ToolCallRow
 
 log = logging.getLogger(__name__)
@@ -193,7 +194,10 @@ class TurnRunner:
             self.emitter.hooks = loaded.hooks
             if not resuming:
                 Session.objects.filter(pk=self.session.pk).update(status=Session.Status.RUNNING)
-                self.emitter.emit("message.received", {"source": self.turn.trigger, "text": self.turn.message})
+                received = {"source": self.turn.trigger, "text": self.turn.message}
+                if self.turn.source_ref:
+                    received[f"{self.turn.trigger}Id"] = self.turn.source_ref  # reminderId, scheduleId
+                self.emitter.emit("message.received", received)
                 self.emitter.emit("turn.started", {"trigger": self.turn.trigger, "admission": self.turn.admission})
             self.tools = {**calls_.builtin_tools(loaded, self.delegate), **loaded.tools}
             self.loaded = loaded
@@ -294,7 +298,8 @@ class TurnRunner:
             id=self.session.id, agent=self.session.agent.slug, mode=self.session.mode,
             principal_id=self.session.principal_id, dry_run=bool(self.session.options.get("dryRun")),
         )
-        return ToolContext(session=info, call_id=call_id, as_of=self.as_of())
+        return ToolContext(session=info, call_id=call_id, as_of=self.as_of(),
+                           host=Host(session=self.session, agent=self.session.agent))
 
     def run_tools(self, calls: list[ToolCall], messages: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:
         """Run one step's calls. Parks the turn if any call needs approval."""
@@ -443,6 +448,7 @@ class TurnRunner:
             row.status, row.error = ToolCallRow.Status.INTERRUPTED, f"not run: {error or 'the turn ended'}"
             row.save(update_fields=["status", "error"])
             pending.append(("action.result", calls_.result_payload(row, 0.0)))
+        messages = answer_last_step(messages, self.turn)
         if status == Turn.Status.COMPLETED:
             pending.append(("turn.completed", {"usage": self.usage, "durationMs": duration_ms}))
             pending.append(("session.completed", {}) if task else ("session.waiting", {}))
@@ -474,6 +480,20 @@ def settle(session: Session, turn: Turn, pending, *, messages, usage, status, er
         )
         if session.mode != Session.Mode.TASK:
             dispatch_next(session.id)
+
+
+def answer_last_step(messages: list[dict[str, Any]], turn: Turn) -> list[dict[str, Any]]:
+    """Add the results of a last step that never got them (a turn ended while parked).
+
+    The stored conversation must answer every tool call: providers refuse a
+    conversation with an unanswered call, so the session's next turn would fail.
+    """
+    last = messages[-1] if messages else None
+    if not last or last.get("role") != "assistant" or not last.get("toolCalls"):
+        return messages
+    ids = [c["id"] for c in last["toolCalls"]]
+    rows = {r.call_id: r for r in ToolCallRow.objects.filter(turn=turn, call_id__in=ids)}
+    return messages + [calls_.tool_message(rows[i]) for i in ids if i in rows]
 
 
 def assistant_message(text: str, reasoning: str, signature: str, calls: list[ToolCall]) -> dict[str, Any]:

@@ -55,6 +55,7 @@ def fail_lost_turn(turn: Turn) -> bool:
     session = Session.objects.filter(pk=turn.session_id).first()
     if session is None:
         return False
+    hooks = session.hooks()  # loaded before the write lock is taken
     with transaction.atomic():
         won = Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING, claimed_by=turn.claimed_by).update(
             status=Turn.Status.FAILED, error=LOST_ERROR, ended_at=timezone.now(), lease_until=None,
@@ -75,7 +76,7 @@ def fail_lost_turn(turn: Turn) -> bool:
         # The conversation keeps the input, so a follow-up turn knows what was asked.
         messages = list(session.conversation) + [{"role": "user", "content": turn.message}] if turn.message else None
         settle(session, turn, pending, messages=messages, usage=None, status=Turn.Status.FAILED, error=LOST_ERROR,
-               session_status=Session.Status.FAILED if task else Session.Status.WAITING)
+               session_status=Session.Status.FAILED if task else Session.Status.WAITING, hooks=hooks)
     return True
 
 
@@ -107,10 +108,14 @@ def sweep(now=None) -> int:
 
 
 class Sweeper(threading.Thread):
-    """Runs `sweep` every AGENTSITE_SWEEP_SECONDS; one per qcluster worker process."""
+    """A process's ticker: the recovery sweep, then due timers, every AGENTSITE_SWEEP_SECONDS.
+
+    One runs in each qcluster worker process, and in any process holding a
+    run-form reminder's handler (see sessions.timers.ensure_ticker).
+    """
 
     def __init__(self) -> None:
-        super().__init__(name="turn-recovery", daemon=True)
+        super().__init__(name="ticker", daemon=True)
 
     def run(self) -> None:
         while True:
@@ -120,19 +125,17 @@ class Sweeper(threading.Thread):
                     log.warning("recovered %d turn(s) of lost workers", ended)
             except Exception:
                 log.exception("recovery sweep failed")
+            try:
+                from sessions.timers import tick
+
+                tick()
+            except Exception:
+                log.exception("timer tick failed")
             time.sleep(settings.AGENTSITE_SWEEP_SECONDS)
 
 
-_started_in: int | None = None
-
-
 def start_sweeper(sender=None, **kwargs) -> None:
-    """django-q2's post_spawn: every worker process sweeps, so a dead one is covered by the others."""
-    global _started_in
-    from django_q.conf import Conf
+    """django-q2's post_spawn: every worker process ticks, so a dead one is covered by the others."""
+    from sessions.timers import ensure_ticker
 
-    # In sync mode (tests) "spawning" a worker runs the task in the caller's process: no sweeper there.
-    if Conf.SYNC or _started_in == os.getpid():
-        return
-    _started_in = os.getpid()
-    Sweeper().start()
+    ensure_ticker()

@@ -82,9 +82,27 @@ class DelegateInput(BaseModel):
     task: str = Field(description="What the subagent should do, with everything it needs to know")
 
 
+class RemindMeInput(BaseModel):
+    delay: str | None = Field(default=None, description="Fire once after this long, e.g. '20m', '2h'")
+    every: str | None = Field(default=None, description="Fire repeatedly at this interval, e.g. '30m'")
+    cron: str | None = Field(default=None, description="Fire on this 5-field UTC cron schedule")
+    prompt: str = Field(description="The message you will receive when it fires")
+    until: str = Field(default="", description="For repeating reminders: when to stop (stated back to you)")
+
+
+def remind_me(input: RemindMeInput, ctx) -> dict[str, Any]:
+    reminder = ctx.host.reminders.create(delay=input.delay, every=input.every, cron=input.cron, prompt=input.prompt,
+                                         until=input.until, created_by={"tool": "remind_me"})
+    return {"reminderId": reminder.id, "nextFireAt": reminder.next_fire_at.isoformat()}
+
+
 def builtin_tools(loaded: LoadedAgent, delegate: Callable[[str, str], str] | None) -> dict[str, Tool]:
-    """The built-ins this agent gets: skill loading with skills, delegation with subagents."""
+    """The built-ins this agent gets: skill loading with skills, delegation with subagents,
+    `remind_me` when the agent opts in."""
     tools: dict[str, Tool] = {}
+    if loaded.config.reminders_tool:
+        tools["remind_me"] = Tool("Set a reminder that wakes this conversation later with a prompt: exactly one of "
+                                  "delay, every or cron.", RemindMeInput, remind_me, effect="write")
     if loaded.skills:
         catalog = "; ".join(f"{s.name}: {s.description}" for s in loaded.skills.values())
 

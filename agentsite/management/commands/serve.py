@@ -32,6 +32,7 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--dev", action="store_true", help="development mode: schedules and reminders fire only by hand")
+        parser.add_argument("--no-schedules", action="store_true", help="do not fire cron schedules (reminders still fire)")
         parser.add_argument("--agents", nargs="+", default=[], metavar="DIR",
                             help="agent folders (or folders of them) to deploy besides the examples")
         parser.add_argument("--no-examples", action="store_true", help="do not deploy the example agents")
@@ -64,6 +65,8 @@ class Command(BaseCommand):
             env["AGENTSITE_AUTH"] = "allow_all"
         if opts["dev"]:
             env["AGENTSITE_DEV"] = "1"
+        if opts["no_schedules"]:
+            env["AGENTSITE_SCHEDULES"] = "0"
         if opts["workers"]:
             env["AGENTSITE_WORKERS"] = str(opts["workers"])
 
@@ -121,9 +124,13 @@ class Command(BaseCommand):
             raise CommandError(f"{exc.root}: invalid agent folder\n" + "\n".join(f"  {p}" for p in exc.problems)) from None
 
     def shutdown(self, children: dict[str, subprocess.Popen]) -> None:
+        # SIGTERM the child only, not its group: qcluster's main process stops
+        # its sentinel and workers through a shared multiprocessing Event, and
+        # a sentinel killed by the group signal while holding that Event's lock
+        # leaves qcluster blocked forever in stop_event.set().
         for child in children.values():
             if child.poll() is None:
-                _signal_group(child, signal.SIGTERM)
+                child.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + GRACE_SECONDS
         for child in children.values():
             try:
