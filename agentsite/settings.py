@@ -72,6 +72,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "channels_app.playground.dev_mode",
             ],
         },
     },
@@ -114,7 +115,7 @@ if REDIS_URL:
             # redis-py 8 reads with a 5 s socket timeout by default, the length of
             # channels_redis's blocking pop: an idle receive (a websocket with no
             # events for 5 s) would raise TimeoutError and kill its consumer.
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}], "capacity": 1000, "expiry": 30},
         }
     }
 else:

@@ -9,13 +9,19 @@ import json
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import path
 
 from agents.models import Agent
 from channels_app.auth import Principal, RequestInfo, authenticate
-from sessions.models import Event, Session
+from sessions.models import Event, Reminder, Session
+
+
+def dev_mode(request: HttpRequest) -> dict[str, Any]:
+    """Template context: dev mode shows buttons that fire timers by hand."""
+    return {"dev_mode": settings.AGENTSITE_DEV}
 
 
 def _refuse(request: HttpRequest, status: int, title: str, detail: str) -> HttpResponse:
@@ -97,8 +103,10 @@ def session_page(request: HttpRequest, slug: str, session_id: str) -> HttpRespon
     if refusal:
         return refusal
     manifest = session.deployment.manifest
+    reminders = Reminder.objects.filter(session=session, status=Reminder.Status.ARMED).order_by("next_fire_at")
     return render(request, "playground/session.html", {
         "agent": session.agent, "session": session, "manifest": manifest, "tools": _tool_rows(manifest),
+        "reminders": list(reminders),
     })
 
 

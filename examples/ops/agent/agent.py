@@ -1,0 +1,7 @@
+from agents.sdk import Agent
+
+agent = Agent(
+    name="Ops desk",
+    description="Watches the shop's services, follows runbooks and sets reminders.",
+    reminders_tool=True,
+)
