@@ -104,6 +104,7 @@ def start_session(
     deployment = agent.active_deployment
     if deployment is None:
         raise AdmissionError("agent_not_deployed", f"agent {agent.slug!r} has no active deployment", 409)
+    hooks = Session(agent=agent, deployment=deployment).hooks()  # loaded before the write lock is taken
     with transaction.atomic():
         session = Session(
             agent=agent,
@@ -136,6 +137,7 @@ def start_session(
                     "model": deployment.manifest.get("model", ""),
                 }),
             ],
+            hooks=hooks,
         )
         dispatch_next(session.id)
     session.refresh_from_db()
