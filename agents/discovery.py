@@ -391,13 +391,13 @@ def _sync_schedules(agent: AgentRow, loaded: LoadedAgent) -> None:
     sync_schedules(agent, loaded)
 
 
-_cache: dict[tuple[str, str], LoadedAgent] = {}
+_cache: dict[tuple[int, str], LoadedAgent] = {}
 _cache_lock = threading.Lock()
 
 
 def load_deployment(deployment: Deployment) -> LoadedAgent:
     """The loaded agent of a release, imported once per process."""
-    key = (deployment.agent.slug, deployment.content_hash)
+    key = (deployment.pk, deployment.content_hash)  # a release never changes: no query on a hit
     with _cache_lock:
         loaded = _cache.get(key)
         if loaded is None:

@@ -17,6 +17,7 @@
 """
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -55,10 +56,16 @@ class Tool:
     execution: Execution = "server"
 
     def input_schema(self) -> dict[str, Any]:
-        return self.input_model.model_json_schema()
+        return _schema_of(self.input_model)
 
     def __call__(self, input: BaseModel, ctx: "ToolContext") -> Any:
         return self.function(input, ctx)
+
+
+@functools.lru_cache(maxsize=1024)
+def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    """JSON schemas are built once per model: every model call sends them."""
+    return model.model_json_schema()
 
 
 def tool(

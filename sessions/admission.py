@@ -52,10 +52,11 @@ def enqueue_turn(turn_id: str) -> None:
     async_task("sessions.engine.run_turn", turn_id, task_name=turn_id, ack_failure=True)
 
 
-def dispatch_next(session_id: str) -> Turn | None:
-    """Start the oldest queued turn if no turn of the session is active."""
-    with transaction.atomic():
-        queued = Turn.objects.filter(session_id=session_id, status=Turn.Status.QUEUED).order_by("created_at", "id").first()
+def dispatch_next(session_id: str) -> str | None:
+    """Start the oldest queued turn if no turn of the session is active; returns its id."""
+    with transaction.atomic(savepoint=False):
+        queued = (Turn.objects.filter(session_id=session_id, status=Turn.Status.QUEUED)
+                  .order_by("created_at", "id").values_list("id", flat=True).first())
         if queued is None:
             return None
         won = Session.objects.filter(pk=session_id, active_turn__isnull=True).update(
@@ -63,7 +64,7 @@ def dispatch_next(session_id: str) -> Turn | None:
         )
         if not won:
             return None
-        transaction.on_commit(lambda: enqueue_turn(queued.id))
+        transaction.on_commit(lambda: enqueue_turn(queued))
         return queued
 
 
@@ -106,11 +107,15 @@ def start_session(
         raise AdmissionError("agent_not_deployed", f"agent {agent.slug!r} has no active deployment", 409)
     hooks = Session(agent=agent, deployment=deployment).hooks()  # loaded before the write lock is taken
     with transaction.atomic():
+        # A new session's first turn is its active turn from the start (the FK is checked at commit).
+        turn = Turn(trigger=trigger, message=message)
         session = Session(
             agent=agent,
             deployment=deployment,
             channel=channel,
             mode=mode,
+            status=Session.Status.RUNNING,
+            active_turn_id=turn.id,
             title=title or _default_title(message),
             principal_id=principal.principal_id,
             principal_type=principal.principal_type,
@@ -119,7 +124,8 @@ def start_session(
         )
         token = session.issue_token()
         session.save(force_insert=True)
-        turn = Turn.objects.create(session=session, trigger=trigger, message=message)
+        turn.session = session
+        turn.save(force_insert=True)
         append_events(
             session.id,
             [
@@ -139,8 +145,9 @@ def start_session(
             ],
             hooks=hooks,
         )
-        dispatch_next(session.id)
-    session.refresh_from_db()
+        transaction.on_commit(lambda: enqueue_turn(turn.id))
+    # The turn may already have run (inline turns): report the status as it is now.
+    session.status = Session.objects.filter(pk=session.pk).values_list("status", flat=True).first() or session.status
     return Admitted(session=session, turn=turn, continuation_token=token)
 
 
@@ -208,4 +215,10 @@ def delete_session(session: Session) -> None:
 
     stop_session(session)
     cancel_session_reminders(session)
-    Session.objects.filter(pk=session.pk).delete()
+    with transaction.atomic():
+        # Lock the row before the cascade is collected. A worker still finishing
+        # the turn would otherwise add events after the collection, and on
+        # PostgreSQL the delete then fails its deferred foreign-key check; with
+        # the lock, the worker's next append waits and finds the session gone.
+        Session.objects.select_for_update().filter(pk=session.pk).values_list("pk", flat=True).first()
+        Session.objects.filter(pk=session.pk).delete()

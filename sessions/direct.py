@@ -23,6 +23,7 @@ from sessions import tools as calls_
 from sessions.admission import AdmissionError, dispatch_next
 from sessions.events import append_events
 from sessions.models import Session, ToolCall, Turn
+from sessions.timers import Host
 
 
 def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | None = None) -> dict[str, Any]:
@@ -43,7 +44,7 @@ def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | Non
 
     call_id = f"call_{uuid.uuid4().hex[:16]}"
     if session is None:
-        ctx = ToolContext(session=None, call_id=call_id)
+        ctx = ToolContext(session=None, call_id=call_id, host=Host(session=None, agent=agent))
         started = time.monotonic()
         try:
             output = calls_.json_safe(tool(validated, ctx))
@@ -77,7 +78,8 @@ def _call_in_session(session: Session, tool, name: str, validated, call_id: str,
         else:
             info = SessionInfo(id=session.id, agent=session.agent.slug, mode=session.mode,
                                principal_id=session.principal_id, dry_run=bool(options.get("dryRun")))
-            duration = calls_.execute(row, tool, validated, ToolContext(session=info, call_id=call_id, as_of=as_of))
+            ctx = ToolContext(session=info, call_id=call_id, as_of=as_of, host=Host(session=session, agent=session.agent))
+            duration = calls_.execute(row, tool, validated, ctx)
     finally:
         # Released whatever happened, or the session would stay locked.
         with transaction.atomic():

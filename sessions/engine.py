@@ -115,30 +115,46 @@ def add_usage(total: dict[str, int], more: dict[str, int]) -> dict[str, int]:
 
 
 class Heartbeat:
-    """Renews the turn's lease from a thread, so a long model call or tool keeps it."""
+    """Keeps a turn's lease while it runs, so a long model call or tool keeps it.
+
+    One thread per process renews the leases of every turn the process runs;
+    a turn only registers and unregisters (a thread per turn cost more than a
+    scripted turn takes).
+    """
+
+    _lock = threading.Lock()
+    _turns: dict[str, Turn] = {}
+    _pid: int | None = None
 
     def __init__(self, turn: Turn):
         self.turn = turn
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self.run, name=f"heartbeat-{turn.id}", daemon=True)
-
-    def run(self) -> None:
-        interval = max(0.5, lease_seconds() / 3)
-        try:
-            while not self.stopped.wait(interval):
-                self.turn.renew_lease(lease_seconds())
-        except Exception:  # a missed beat only shortens the lease
-            log.exception("heartbeat of %s failed", self.turn.id)
-        finally:
-            connection.close()
 
     def __enter__(self) -> "Heartbeat":
-        self.thread.start()
+        cls = type(self)
+        with cls._lock:
+            cls._turns[self.turn.id] = self.turn
+            if cls._pid != os.getpid():  # a forked worker needs its own thread
+                cls._pid = os.getpid()
+                threading.Thread(target=cls._beat, name="heartbeat", daemon=True).start()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.stopped.set()
-        self.thread.join(timeout=5)
+        with type(self)._lock:
+            type(self)._turns.pop(self.turn.id, None)
+
+    @classmethod
+    def _beat(cls) -> None:
+        while True:
+            time.sleep(max(0.5, lease_seconds() / 3))
+            with cls._lock:
+                turns = list(cls._turns.values())
+            for turn in turns:
+                try:
+                    turn.renew_lease(lease_seconds())
+                except Exception:  # a missed beat only shortens the lease
+                    log.exception("heartbeat of %s failed", turn.id)
+            if not turns:
+                connection.close()
 
 
 def run_turn(turn_id: str) -> None:
@@ -162,6 +178,8 @@ class TurnRunner:
         self.started = time.monotonic() - turn.state.get("elapsedMs", 0) / 1000
         self._next_interrupt_check = 0.0
         self._interrupted = False
+        # Whether ToolCall rows may exist for this turn (saves a query on plain turns).
+        self.called_tools = bool(turn.state.get("messages"))
 
     # -- interrupts ------------------------------------------------------
     def should_stop(self) -> bool:
@@ -192,8 +210,8 @@ class TurnRunner:
         try:
             loaded = load_deployment(self.session.deployment)
             self.emitter.hooks = loaded.hooks
+            # The session is already `running`: activating a turn sets that (admission.dispatch_next).
             if not resuming:
-                Session.objects.filter(pk=self.session.pk).update(status=Session.Status.RUNNING)
                 received = {"source": self.turn.trigger, "text": self.turn.message}
                 if self.turn.source_ref:
                     received[f"{self.turn.trigger}Id"] = self.turn.source_ref  # reminderId, scheduleId
@@ -303,6 +321,7 @@ class TurnRunner:
 
     def run_tools(self, calls: list[ToolCall], messages: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:
         """Run one step's calls. Parks the turn if any call needs approval."""
+        self.called_tools = True
         prepared = calls_.prepare(self.turn, self.tools, calls, self.as_of())
         self.emitter.emit("actions.requested", {"calls": [p.requested() for p in prepared]})
         dry_run = bool(self.session.options.get("dryRun"))
@@ -442,9 +461,10 @@ class TurnRunner:
         task = session.mode == Session.Mode.TASK
         pending = self.emitter.take()
         # Calls still parked when the turn ends never run.
-        for row in ToolCallRow.objects.filter(turn=self.turn, status__in=[
+        leftovers = ToolCallRow.objects.filter(turn=self.turn, status__in=[
             ToolCallRow.Status.AWAITING_APPROVAL, ToolCallRow.Status.APPROVED, ToolCallRow.Status.REQUESTED,
-        ]):
+        ]) if self.called_tools else []
+        for row in leftovers:
             row.status, row.error = ToolCallRow.Status.INTERRUPTED, f"not run: {error or 'the turn ended'}"
             row.save(update_fields=["status", "error"])
             pending.append(("action.result", calls_.result_payload(row, 0.0)))

@@ -154,14 +154,17 @@ class Turn(models.Model):
     def claim(self, worker: str, lease_seconds: float) -> bool:
         """Move queued → running; True only for the one caller whose update won."""
         now = timezone.now()
-        won = Turn.objects.filter(pk=self.pk, status=self.Status.QUEUED).update(
-            status=self.Status.RUNNING,
-            claimed_by=worker,
-            started_at=now,
-            lease_until=now + timezone.timedelta(seconds=lease_seconds),
-        )
+        fields = {
+            "status": self.Status.RUNNING,
+            "claimed_by": worker,
+            "started_at": now,
+            "lease_until": now + timezone.timedelta(seconds=lease_seconds),
+        }
+        won = Turn.objects.filter(pk=self.pk, status=self.Status.QUEUED).update(**fields)
         if won:
-            self.refresh_from_db()
+            # The winner's row is now exactly this: no need to read it back.
+            for name, value in fields.items():
+                setattr(self, name, value)
         return bool(won)
 
     def renew_lease(self, lease_seconds: float) -> bool:
@@ -179,7 +182,9 @@ class Turn(models.Model):
         )
 
     def interrupted(self) -> bool:
-        return Turn.objects.filter(pk=self.pk, interrupt_requested=True).exists()
+        # A turn deleted with its session counts as interrupted: deleting stops the
+        # turn first, but the flag goes with the row before a worker can read it.
+        return not Turn.objects.filter(pk=self.pk, interrupt_requested=False).exists()
 
 
 class ToolCall(models.Model):
