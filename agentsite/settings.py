@@ -138,8 +138,10 @@ if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
 else:
     Q_CLUSTER["orm"] = "default"
-    # Turn dispatch must not sit behind a long broker poll.
-    Q_CLUSTER["poll"] = float(os.environ.get("AGENTSITE_Q_POLL", "0.01"))
+    # Enqueueing rings the pusher's doorbell, so dispatch is immediate and the
+    # poll is only the fallback when a ring is lost.
+    Q_CLUSTER["broker_class"] = "sessions.broker.DoorbellORM"
+    Q_CLUSTER["poll"] = float(os.environ.get("AGENTSITE_Q_POLL", "0.5"))
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from typing import Any, AsyncIterator
 
@@ -29,6 +30,8 @@ from sessions.models import Event, Session
 # follow-up was just admitted and its turn has not written anything yet.
 FAST_AFTER_WAKEUP_SECONDS = 2.0
 BATCH = 500
+
+log = logging.getLogger(__name__)
 
 
 @database_sync_to_async
@@ -54,12 +57,15 @@ async def follow_events(session_id: str, start: int) -> AsyncIterator[dict[str, 
 
     Ends by itself when the session is deleted or a task session has ended.
     """
+    await wakeups.listen_for_other_processes()
     layer = get_channel_layer()
     channel = await layer.new_channel()
     await layer.group_add(wakeups.group_name(session_id), channel)
+    wakeup: asyncio.Future | None = None
     try:
         next_index = start
         fast_until = 0.0
+        next_gone_check = 0.0
         state = await _session_state(session_id)
         if state is None:
             return
@@ -79,14 +85,41 @@ async def follow_events(session_id: str, start: int) -> AsyncIterator[dict[str, 
                 return
             idle = last_type in TERMINAL_TYPES and time.monotonic() > fast_until
             timeout = settings.AGENTSITE_STREAM_POLL_IDLE if idle else settings.AGENTSITE_STREAM_POLL_RUNNING
-            try:
-                await asyncio.wait_for(layer.receive(channel), timeout)
-                fast_until = time.monotonic() + FAST_AFTER_WAKEUP_SECONDS
-            except asyncio.TimeoutError:
-                if idle and await _session_state(session_id) is None:
-                    return  # deleted
+            # One receive stays pending across polls instead of being cancelled by
+            # each poll timeout: channels_redis takes a cancelled receive for a
+            # consumer that left, and a cancel landing in its Redis read can be
+            # swallowed, stalling the reader until the read timeout raises.
+            if wakeup is None:
+                wakeup = asyncio.ensure_future(layer.receive(channel))
+                wakeup.add_done_callback(_retrieve)
+            done, _ = await asyncio.wait([wakeup], timeout=timeout)
+            if done:
+                error = None if wakeup.cancelled() else wakeup.exception()
+                wakeup = None
+                if error is not None:
+                    # Wake-ups are hints: keep polling the table, at the poll pace.
+                    log.debug("wake-up receive failed on session %s: %r", session_id, error)
+                    await asyncio.sleep(timeout)
+                else:
+                    fast_until = time.monotonic() + FAST_AFTER_WAKEUP_SECONDS
+            else:
+                # A session deleted mid-turn never writes a terminal event, so look
+                # for deletion while running too, but no oftener than the idle poll.
+                now = time.monotonic()
+                if idle or now >= next_gone_check:
+                    next_gone_check = now + settings.AGENTSITE_STREAM_POLL_IDLE
+                    if await _session_state(session_id) is None:
+                        return  # deleted
     finally:
+        if wakeup is not None:
+            wakeup.cancel()
         await layer.group_discard(wakeups.group_name(session_id), channel)
+
+
+def _retrieve(task: asyncio.Future) -> None:
+    """Mark a receive's failure as seen, so asyncio does not log it as unhandled."""
+    if not task.cancelled():
+        task.exception()
 
 
 @database_sync_to_async
@@ -101,6 +134,10 @@ def _lookup(slug: str, session_id: str, principal) -> tuple[int, str, str] | Non
 
 
 async def _ndjson(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+    # An empty first chunk makes daphne send the status and headers now: without
+    # it a stream opened on an idle session answers nothing until the next event,
+    # and clients waiting for the response headers time out.
+    yield b""
     async for event in events:
         yield (json.dumps(event, separators=(",", ":")) + "\n").encode()
 

@@ -24,6 +24,13 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+class SessionManager(models.Manager):
+    def get_queryset(self) -> "SessionQuerySet":
+        # The conversation grows with every turn and only the engine needs it:
+        # requests would otherwise read (and parse) all of it on every lookup.
+        return SessionQuerySet(self.model, using=self._db).defer("conversation")
+
+
 class SessionQuerySet(models.QuerySet):
     def for_principal(self, principal) -> "SessionQuerySet":
         return self.filter(principal_id=principal.principal_id, authenticator=principal.authenticator)
@@ -63,7 +70,7 @@ class Session(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    objects = SessionQuerySet.as_manager()
+    objects = SessionManager.from_queryset(SessionQuerySet)()
 
     class Meta:
         ordering = ["-created_at"]

@@ -15,11 +15,28 @@ from typing import Any
 from asgiref.sync import SyncToAsync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
+from sessions import doorbell
+
 log = logging.getLogger(__name__)
 
 
 def group_name(session_id: str) -> str:
     return f"session.{session_id}"
+
+
+async def listen_for_other_processes() -> None:
+    """In a web process on the in-memory layer: relay other processes' doorbell rings to local readers."""
+    layer = get_channel_layer()
+    if not isinstance(layer, InMemoryChannelLayer):
+        return  # a shared layer (Redis) already crosses processes
+
+    def on_ring(data: bytes) -> None:
+        session_id, _, index = data.decode(errors="replace").partition(" ")
+        if session_id:
+            number = int(index) if index.lstrip("-").isdigit() else -1
+            asyncio.get_running_loop().create_task(apublish(session_id, number))
+
+    await doorbell.listen("web", on_ring)
 
 
 async def apublish(session_id: str, index: int) -> None:
@@ -81,6 +98,8 @@ def publish(session_id: str, index: int) -> None:
         main.call_soon_threadsafe(lambda: main.create_task(apublish(session_id, index)))
         return
     if isinstance(get_channel_layer(), InMemoryChannelLayer):
-        return  # no reader of this process's in-memory layer can be listening here
+        # Readers live in the web process's memory: ring its doorbell instead.
+        doorbell.ring("web", f"{session_id} {index}".encode())
+        return
     future = asyncio.run_coroutine_threadsafe(apublish(session_id, index), _loop.get())
     future.add_done_callback(_done)

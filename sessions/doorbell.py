@@ -1,0 +1,130 @@
+"""Doorbells: instant cross-process wake-ups on one machine, for the embedded default.
+
+Without Redis the channel layer lives in each process's memory, so a worker
+cannot wake a web process's stream readers, and django-q2's ORM broker only
+finds new tasks by polling. A doorbell is a Unix datagram socket under the
+state root, one per listening process (`<kind>-<pid>.sock`); ringing sends a
+datagram to every socket of a kind. A bell is only a hint, like the channel
+layer's wake-ups: listeners still re-read the database, and fall back to
+polling when a bell is lost or the sockets are unavailable.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import select
+import socket
+from pathlib import Path
+from typing import Callable
+
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+MAX_PATH = 100  # AF_UNIX paths are limited to about 108 bytes
+
+
+def bell_dir() -> Path:
+    return Path(settings.STATE_ROOT) / "doorbells"
+
+
+def _path(kind: str, pid: int | None = None) -> Path | None:
+    path = bell_dir() / f"{kind}-{pid or os.getpid()}.sock"
+    return path if len(str(path)) <= MAX_PATH else None
+
+
+_sender: socket.socket | None = None
+_sender_pid = 0
+
+
+def ring(kind: str, payload: bytes = b"") -> None:
+    """Wake every listener of `kind`; never blocks and never raises."""
+    global _sender, _sender_pid
+    try:
+        paths = list(bell_dir().glob(f"{kind}-*.sock"))
+    except OSError:
+        return
+    if not paths:
+        return
+    if _sender is None or _sender_pid != os.getpid():
+        _sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        _sender.setblocking(False)
+        _sender_pid = os.getpid()
+    for path in paths:
+        try:
+            _sender.sendto(payload, str(path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            _unlink_stale(path)
+        except (BlockingIOError, OSError):
+            pass  # a full buffer means the listener is awake anyway
+
+
+def _unlink_stale(path: Path) -> None:
+    """A socket nobody listens on belongs to a dead process."""
+    try:
+        pid = int(path.stem.rsplit("-", 1)[1])
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        path.unlink(missing_ok=True)
+    except (ValueError, PermissionError, OSError):
+        pass
+
+
+def _bind(kind: str) -> socket.socket | None:
+    path = _path(kind)
+    if path is None:
+        return None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind(str(path))
+        sock.setblocking(False)
+        return sock
+    except OSError as exc:
+        log.warning("no %s doorbell (%s); falling back to polling", kind, exc)
+        return None
+
+
+class Bell:
+    """A blocking listener, for a sync loop such as the broker's dequeue."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.pid = os.getpid()
+        self.sock = _bind(kind)
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep until rung or `timeout`; True if rung. Drains queued rings."""
+        if self.sock is None:
+            select.select([], [], [], timeout)
+            return False
+        ready, _, _ = select.select([self.sock], [], [], timeout)
+        rung = False
+        while ready:
+            try:
+                self.sock.recv(256)
+                rung = True
+            except BlockingIOError:
+                break
+        return rung
+
+
+_async_bells: dict[str, int] = {}
+
+
+async def listen(kind: str, on_ring: Callable[[bytes], None]) -> None:
+    """Attach a listener to the running event loop, once per process and kind."""
+    if _async_bells.get(kind) == os.getpid():
+        return
+    _async_bells[kind] = os.getpid()
+    sock = _bind(kind)
+    if sock is None:
+        return
+
+    class Protocol(asyncio.DatagramProtocol):
+        def datagram_received(self, data: bytes, addr) -> None:
+            on_ring(data)
+
+    await asyncio.get_running_loop().create_datagram_endpoint(Protocol, sock=sock)
