@@ -43,18 +43,21 @@ class RequestInfo:
     peer: str
     host: str
     headers: Mapping[str, str]
+    # The Django user of a logged-in browser (admin login), if any.
+    user: Any = field(default=None, compare=False)
 
     @classmethod
     def from_django(cls, request) -> "RequestInfo":
         meta = request.META
         headers = {k[5:].replace("_", "-").lower(): v for k, v in meta.items() if k.startswith("HTTP_")}
-        return cls(peer=meta.get("REMOTE_ADDR", ""), host=meta.get("HTTP_HOST", ""), headers=headers)
+        return cls(peer=meta.get("REMOTE_ADDR", ""), host=meta.get("HTTP_HOST", ""), headers=headers,
+                   user=getattr(request, "user", None))
 
     @classmethod
     def from_scope(cls, scope: Mapping[str, Any]) -> "RequestInfo":
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         client = scope.get("client") or ("", 0)
-        return cls(peer=client[0] or "", host=headers.get("host", ""), headers=headers)
+        return cls(peer=client[0] or "", host=headers.get("host", ""), headers=headers, user=scope.get("user"))
 
 
 Policy = Callable[[RequestInfo], "Principal | None"]
@@ -156,6 +159,19 @@ def bearer_auth(
     return policy
 
 
+def django_login() -> Policy:
+    """A browser logged in to the admin (Django session): its user is the principal."""
+
+    def policy(info: RequestInfo) -> Principal | None:
+        user = info.user
+        if user is None or not getattr(user, "is_authenticated", False) or not user.is_active:
+            return None
+        return Principal(authenticator="django", principal_id=user.get_username(),
+                         principal_type="staff" if user.is_staff else "user")
+
+    return policy
+
+
 def allow_all() -> Policy:
     """Everyone, as the anonymous principal."""
     return lambda info: ANONYMOUS
@@ -169,9 +185,10 @@ def policy_chain() -> list[Policy]:
     mode = settings.AGENTSITE_AUTH
     if mode == "allow_all":
         return [allow_all()]
+    # A logged-in admin user may always use the playground and API from the browser.
     if mode == "bearer":
-        return [bearer_auth(hashes=settings.AGENTSITE_BEARER_TOKEN_HASHES)]
-    return [local_dev_strict()]
+        return [bearer_auth(hashes=settings.AGENTSITE_BEARER_TOKEN_HASHES), django_login()]
+    return [local_dev_strict(), django_login()]
 
 
 def is_loopback_chain() -> bool:
@@ -187,10 +204,15 @@ def authenticate(info: RequestInfo) -> Principal | None:
     return None
 
 
-class PolicyChainAuthentication(authentication.BaseAuthentication):
+class PolicyChainAuthentication(authentication.SessionAuthentication):
     def authenticate(self, request):
         principal = authenticate(RequestInfo.from_django(request._request))
-        return (principal, None) if principal else None
+        if principal is None:
+            return None
+        if principal.authenticator == "django":
+            # Cookies ride along on cross-site requests: a session login needs the CSRF token.
+            self.enforce_csrf(request)
+        return (principal, None)
 
     def authenticate_header(self, request) -> str:
         # Makes DRF answer 401 (not 403) when no policy admits the caller.

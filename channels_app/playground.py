@@ -25,7 +25,7 @@ def dev_mode(request: HttpRequest) -> dict[str, Any]:
 
 
 def _refuse(request: HttpRequest, status: int, title: str, detail: str) -> HttpResponse:
-    return render(request, "playground/error.html", {"title": title, "detail": detail}, status=status)
+    return render(request, "playground/error.html", {"title": title, "detail": detail, "status": status}, status=status)
 
 
 def _principal(request: HttpRequest) -> Principal | None:

@@ -3,7 +3,8 @@
 "use strict";
 
 async function devPost(url) {
-  const response = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+  const token = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
+  const response = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json", "X-CSRFToken": token }, body: "{}" });
   const payload = await response.json().catch(() => null);
   if (!response.ok) throw new Error(payload && payload.error ? payload.error.message : `HTTP ${response.status}`);
   return payload;
