@@ -7,15 +7,12 @@ file). Validation collects every problem, each naming the file and the fix.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import re
 import shutil
-import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from django.conf import settings
@@ -25,6 +22,7 @@ from django.db import transaction
 from agents import providers
 from agents.models import Agent as AgentRow
 from agents.models import Deployment, validate_slug
+from agents.modules import import_file
 from agents.sdk import Agent, Hook, Tool
 from agents.schedules import LoadedSchedule, load_schedules
 from agents.skills import LoadedSkill, load_skills
@@ -139,19 +137,6 @@ def content_hash(root: Path) -> str:
     return digest.hexdigest()
 
 
-def _import_file(path: Path, module_name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(module_name, None)
-        raise
-    return module
-
-
 def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
     """Load and validate one agent folder; raise AgentFolderError listing every problem."""
     root = Path(root).resolve()
@@ -188,7 +173,7 @@ def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
     agent_py = base / "agent.py"
     if agent_py.is_file():
         try:
-            module = _import_file(agent_py, f"{namespace}.agent")
+            module = import_file(agent_py, f"{namespace}.agent")
         except Exception as exc:
             problems.append(Problem("agent/agent.py", f"failed to import: {type(exc).__name__}: {exc}"))
         else:
@@ -221,7 +206,7 @@ def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
                 problems.append(Problem(rel, "rename the file: tool names are lowercase letters, digits and '_', starting with a letter"))
                 continue
             try:
-                module = _import_file(path, f"{namespace}.tools.{name}")
+                module = import_file(path, f"{namespace}.tools.{name}")
             except Exception as exc:
                 problems.append(Problem(rel, f"failed to import: {type(exc).__name__}: {exc}"))
                 continue
@@ -282,7 +267,7 @@ def _load_subagents(
             problems.append(Problem(f"{rel}/agent.py", "missing: define `agent = Agent(description=...)`"))
         else:
             try:
-                module = _import_file(path / "agent.py", f"{namespace}.subagents.{path.name.replace('-', '_')}")
+                module = import_file(path / "agent.py", f"{namespace}.subagents.{path.name.replace('-', '_')}")
                 config = getattr(module, "agent", None)
             except Exception as exc:
                 problems.append(Problem(f"{rel}/agent.py", f"failed to import: {type(exc).__name__}: {exc}"))
@@ -314,7 +299,7 @@ def _load_hooks(folder: Path, namespace: str, problems: list[Problem]) -> list[H
             continue
         rel = f"agent/hooks/{path.name}"
         try:
-            module = _import_file(path, f"{namespace}.hooks.{path.stem}")
+            module = import_file(path, f"{namespace}.hooks.{path.stem}")
         except Exception as exc:
             problems.append(Problem(rel, f"failed to import: {type(exc).__name__}: {exc}"))
             continue

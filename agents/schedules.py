@@ -3,17 +3,16 @@ prompt) and `agent/schedules/<id>.py` (`schedule = Schedule(cron=..., run=...)`)
 Cron is 5 fields in UTC with minute granularity, validated at discovery."""
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 import frontmatter
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
+from agents.modules import import_file
 from agents.sdk import Schedule
 
 SCHEDULE_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -37,6 +36,12 @@ def cron_problem(expression: Any) -> str | None:
         return f"cron {expression!r} must have exactly 5 fields (minute hour day month weekday, UTC)"
     if not croniter.is_valid(expression):
         return f"cron {expression!r} is not a valid cron expression"
+    try:
+        # Valid syntax can still name no real time (February 30th); croniter
+        # only finds out when asked for the next firing.
+        croniter(expression, datetime.now(timezone.utc)).get_next(datetime)
+    except CroniterBadDateError:
+        return f"cron {expression!r} never fires (no such date): fix the day and month fields"
     return None
 
 
@@ -85,15 +90,9 @@ def _markdown(path: Path, rel: str, problems: list[tuple[str, str]]) -> LoadedSc
 
 
 def _handler(path: Path, rel: str, namespace: str, problems: list[tuple[str, str]]) -> LoadedSchedule | None:
-    module_name = f"{namespace}.schedules.{path.stem.replace('-', '_')}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
+        module = import_file(path, f"{namespace}.schedules.{path.stem.replace('-', '_')}")
     except Exception as exc:
-        sys.modules.pop(module_name, None)
         problems.append((rel, f"failed to import: {type(exc).__name__}: {exc}"))
         return None
     found = getattr(module, "schedule", None)

@@ -9,14 +9,13 @@ read through built-in tools only when it asks.
 """
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import frontmatter
 
+from agents.modules import import_file
 from agents.sdk import Skill
 
 SKILL_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -125,15 +124,9 @@ def _load_packaged(path: Path, name: str, rel: str, problems: list[tuple[str, st
 
 
 def _load_generated(path: Path, name: str, rel: str, namespace: str, problems: list[tuple[str, str]]) -> LoadedSkill | None:
-    module_name = f"{namespace}.skills.{name}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
+        module = import_file(path, f"{namespace}.skills.{name}")
     except Exception as exc:
-        sys.modules.pop(module_name, None)
         problems.append((rel, f"failed to import: {type(exc).__name__}: {exc}"))
         return None
     found = getattr(module, "skill", None)
