@@ -4,8 +4,11 @@ History is read-only: events, turns and tool calls are shown, never edited,
 since changing them would falsify what happened. Operators can stop a
 running turn, delete sessions, and approve or deny parked tool calls.
 """
+import json
+
 from django.contrib import admin, messages
-from django.utils.html import format_html
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
 
 from channels_app.auth import Principal
 from sessions.admission import delete_session, interrupt, stop_session
@@ -14,39 +17,30 @@ from sessions.models import Event, Reminder, Schedule, Session, ToolCall, Turn
 from sessions.timers import cancel_reminder
 
 
-class ReadOnlyInline(admin.TabularInline):
-    extra = 0
-    can_delete = False
-    show_change_link = True
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
+# A session's history is shown as plain tables of its latest rows, not as
+# inlines: every inline row is a whole form with hidden widgets, and a long
+# session's thousands of events made its change page take seconds. The
+# complete history is in each model's own list, linked from `history`.
+LATEST_EVENTS = 100
+LATEST_TURNS = LATEST_TOOL_CALLS = 30
 
 
-class EventInline(ReadOnlyInline):
-    """A session's events in index order."""
-
-    model = Event
-    fields = ("index", "type", "turn_id", "at", "data")
-    readonly_fields = fields
-    ordering = ("index",)
-    show_change_link = False
+def _when(moment) -> str:
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z") if moment else "-"
 
 
-class TurnInline(ReadOnlyInline):
-    model = Turn
-    fields = ("id", "trigger", "status", "claimed_by", "started_at", "ended_at", "error")
-    readonly_fields = fields
+def _clip(text: str, limit: int = 240) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-class ToolCallInline(ReadOnlyInline):
-    model = ToolCall
-    fields = ("call_id", "tool", "status", "stubbed", "decided_by", "created_at", "ended_at")
-    readonly_fields = fields
-    fk_name = "session"
+def _link(model: str, pk, text) -> str:
+    return format_html('<a href="{}">{}</a>', reverse(f"admin:agent_sessions_{model}_change", args=[pk]), text)
+
+
+def _table(headers: tuple[str, ...], rows) -> str:
+    head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
+    body = format_html_join("", "<tr>{}</tr>", ((format_html_join("", "<td>{}</td>", ((c,) for c in row)),) for row in rows))
+    return format_html('<table class="session-history"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>', head, body)
 
 
 def _principal(request) -> Principal:
@@ -60,12 +54,19 @@ class SessionAdmin(admin.ModelAdmin):
     list_filter = ("agent", "status", "mode", "channel", "authenticator", "principal_id", "created_at")
     search_fields = ("id", "title", "principal_id")
     date_hierarchy = "created_at"
-    readonly_fields = (
+    summary_fields = (
         "id", "agent", "deployment", "channel", "mode", "status", "title", "principal_id", "principal_type",
         "authenticator", "next_event_index", "options", "usage", "active_turn", "created_at", "updated_at",
+        "history",
     )
-    exclude = ("continuation_token_hash", "conversation")
-    inlines = [TurnInline, ToolCallInline, EventInline]
+    readonly_fields = summary_fields + ("latest_turns", "latest_tool_calls", "latest_events")
+    # The continuation token hash and the provider conversation are never shown.
+    fieldsets = (
+        (None, {"fields": summary_fields}),
+        (f"Latest turns (up to {LATEST_TURNS})", {"fields": ("latest_turns",)}),
+        (f"Latest tool calls (up to {LATEST_TOOL_CALLS})", {"fields": ("latest_tool_calls",)}),
+        (f"Latest events (up to {LATEST_EVENTS}, in index order)", {"fields": ("latest_events",)}),
+    )
     actions = ["stop_running_turns", "delete_sessions"]
 
     def get_actions(self, request):
@@ -76,6 +77,44 @@ class SessionAdmin(admin.ModelAdmin):
     @admin.display(description="playground")
     def playground(self, obj: Session) -> str:
         return format_html('<a href="/playground/{}/session/{}">open</a>', obj.agent.slug, obj.id)
+
+    @admin.display(description="history")
+    def history(self, obj: Session) -> str:
+        """Every event, turn and tool call of the session, in their own lists."""
+        return format_html(
+            '<a href="{}?session={}">{} events</a> · <a href="{}?session={}">{} turns</a> · '
+            '<a href="{}?session={}">{} tool calls</a>',
+            reverse("admin:agent_sessions_event_changelist"), obj.pk, obj.events.count(),
+            reverse("admin:agent_sessions_turn_changelist"), obj.pk, obj.turns.count(),
+            reverse("admin:agent_sessions_toolcall_changelist"), obj.pk, obj.tool_calls.count(),
+        )
+
+    @admin.display(description="turns")
+    def latest_turns(self, obj: Session) -> str:
+        turns = reversed(obj.turns.order_by("-created_at", "-id")[:LATEST_TURNS])
+        return _table(
+            ("id", "trigger", "status", "claimed by", "started", "ended", "error"),
+            ((_link("turn", t.pk, t.pk), t.trigger, t.status, t.claimed_by, _when(t.started_at), _when(t.ended_at),
+              _clip(t.error)) for t in turns),
+        )
+
+    @admin.display(description="tool calls")
+    def latest_tool_calls(self, obj: Session) -> str:
+        calls = reversed(obj.tool_calls.order_by("-created_at", "-id")[:LATEST_TOOL_CALLS])
+        return _table(
+            ("call", "tool", "status", "stubbed", "decided by", "created", "ended"),
+            ((_link("toolcall", c.pk, c.call_id), c.tool, c.status, "yes" if c.stubbed else "",
+              (c.decided_by or {}).get("principalId", ""), _when(c.created_at), _when(c.ended_at)) for c in calls),
+        )
+
+    @admin.display(description="events")
+    def latest_events(self, obj: Session) -> str:
+        events = reversed(obj.events.order_by("-index")[:LATEST_EVENTS])
+        return _table(
+            ("index", "type", "turn", "at", "data"),
+            ((_link("event", e.pk, e.index), e.type, e.turn_id, _when(e.at),
+              format_html("<code>{}</code>", _clip(json.dumps(e.data, ensure_ascii=False)))) for e in events),
+        )
 
     @admin.action(description="Stop the running turn of the selected sessions", permissions=["change"])
     def stop_running_turns(self, request, queryset) -> None:

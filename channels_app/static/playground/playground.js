@@ -74,10 +74,12 @@ class SessionView {
     this.connection = document.getElementById("connection");
     this.stopButton = document.getElementById("stop");
     this.nextIndex = 0;      // the first index not rendered yet: resume point after a drop
+    this.rendered = [];      // every index rendered, in order: exactly 0..N-1 across drops and replays
     this.turns = new Map();  // turnId -> {bubble, reasoning}
     this.calls = new Map();  // callId -> tool card
     this.retryDelay = 500;
     this.closedForGood = false;
+    this.ended = false;      // a task session's log is complete: the server will send nothing more
     this.stopButton.addEventListener("click", () => this.stop());
     const form = document.getElementById("follow-up");
     if (form) this.setupFollowUp(form);
@@ -95,6 +97,7 @@ class SessionView {
       if (typeof event.index !== "number") return; // acks and errors of frames we sent
       if (event.index < this.nextIndex) return;     // already rendered (replay overlap)
       this.render(event);
+      this.rendered.push(event.index);
       this.nextIndex = event.index + 1;
       this.root.dataset.nextIndex = String(this.nextIndex);
     };
@@ -105,7 +108,11 @@ class SessionView {
         this.connection.textContent = refusals[closed.code];
         return;
       }
-      if (closed.code === 1000) {
+      // The close code cannot tell an ended log from a drop: a close the page's
+      // side started (or a proxy's) also ends in 1000. The log itself can: only
+      // a finished task session has nothing more to stream. A deleted session
+      // answers the reconnect with 4404.
+      if (this.ended) {
         this.closedForGood = true;
         this.connection.textContent = "ended";
         return;
@@ -237,6 +244,7 @@ class SessionView {
       case "session.completed":
       case "session.failed":
         this.setStatus(event.type.split(".")[1]);
+        this.ended = this.root.dataset.mode === "task" && event.type !== "session.waiting";
         break;
       default:
         break;

@@ -1,0 +1,259 @@
+"""The operators' console (Django admin): sessions with their turns, tool
+calls and events, the stop action and deciding parked tool calls.
+
+A superuser logs in with `force_login`; history is shown read-only.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from sessions.engine import run_turn
+from sessions.models import Event, Session, ToolCall, Turn
+
+transactional = pytest.mark.django_db(transaction=True)
+
+CANCEL_A102 = '/call cancel_order {"order_id": "A102"}'
+LOOKUP_A100 = '/call lookup_order {"order_id": "A100"}'
+
+
+@pytest.fixture
+def operator(db) -> Client:
+    user = get_user_model().objects.create_superuser("ops", "ops@example.com", "not-used")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def start(client: Client, message: str) -> str:
+    response = client.post("/support/v1/session", json.dumps({"message": message}), content_type="application/json")
+    assert response.status_code == 201, response.content
+    return response.json()["sessionId"]
+
+
+def action(client: Client, changelist: str, name: str, *pks) -> object:
+    return client.post(changelist, {"action": name, "_selected_action": [str(pk) for pk in pks]}, follow=True)
+
+
+def messages_of(response) -> list[str]:
+    return [str(m) for m in response.context["messages"]]
+
+
+@pytest.fixture
+def busy_session(local, support_agent, sync_turns) -> str:
+    """A session with a completed tool-calling turn and a parked approval."""
+    session_id = start(local, LOOKUP_A100)
+    response = local.post(f"/support/v1/session/{session_id}/message", json.dumps({"message": CANCEL_A102}),
+                          content_type="application/json")
+    assert response.status_code == 202, response.content
+    assert ToolCall.objects.get(session_id=session_id, tool="cancel_order").status == ToolCall.Status.AWAITING_APPROVAL
+    return session_id
+
+
+@transactional
+def test_the_admin_requires_a_staff_login(busy_session):
+    response = Client().get("/admin/agent_sessions/session/")
+
+    assert response.status_code == 302
+    assert response["Location"].startswith("/admin/login/")
+
+
+@transactional
+def test_the_index_and_every_list_page_render(operator, busy_session):
+    for path in (
+        "/admin/",
+        "/admin/agent_sessions/session/",
+        "/admin/agent_sessions/turn/",
+        "/admin/agent_sessions/toolcall/",
+        "/admin/agent_sessions/event/",
+        "/admin/agents/agent/",
+        "/admin/agents/deployment/",
+    ):
+        response = operator.get(path)
+        assert response.status_code == 200, path
+
+
+@transactional
+def test_the_session_list_shows_the_session_with_a_playground_link(operator, busy_session):
+    page = operator.get("/admin/agent_sessions/session/").content.decode()
+
+    assert busy_session in page
+    assert f'href="/playground/support/session/{busy_session}"' in page
+
+
+@transactional
+def test_the_session_list_filters_and_searches(operator, busy_session):
+    assert busy_session in operator.get("/admin/agent_sessions/session/?status__exact=running").content.decode()
+    assert busy_session not in operator.get("/admin/agent_sessions/session/?status__exact=completed").content.decode()
+    assert busy_session in operator.get(f"/admin/agent_sessions/session/?q={busy_session}").content.decode()
+
+
+@transactional
+def test_the_session_change_page_shows_turns_tool_calls_and_events(operator, busy_session):
+    response = operator.get(f"/admin/agent_sessions/session/{busy_session}/change/")
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    for turn in Turn.objects.filter(session_id=busy_session):
+        assert turn.id in page
+    assert "lookup_order" in page and "cancel_order" in page
+    assert "action.approval_requested" in page, "the events are listed"
+    assert "continuation_token_hash" not in page, "the token hash is never shown"
+
+
+@transactional
+def test_a_long_sessions_change_page_shows_its_latest_history_and_links_to_all(operator, busy_session):
+    """Thousands of events must not make the page slow: it shows the latest and links to the rest."""
+    from sessions.admin import LATEST_EVENTS
+    from sessions.events import append_events
+
+    append_events(busy_session, [("test.filler", {"n": n}) for n in range(LATEST_EVENTS + 20)])
+    total = Event.objects.filter(session_id=busy_session).count()
+
+    page = operator.get(f"/admin/agent_sessions/session/{busy_session}/change/").content.decode()
+
+    table = page.split('<table class="session-history">')[3]  # turns, tool calls, events
+    shown = [int(i) for i in re.findall(r'<a href="/admin/agent_sessions/event/\d+/change/">(\d+)</a>', table)]
+    assert shown == list(range(total - LATEST_EVENTS, total)), "the latest events, in index order"
+    assert f'href="/admin/agent_sessions/event/?session={busy_session}">{total} events</a>' in page
+    turns = Turn.objects.filter(session_id=busy_session).count()
+    assert f'href="/admin/agent_sessions/turn/?session={busy_session}">{turns} turns</a>' in page
+    assert f'href="/admin/agent_sessions/toolcall/?session={busy_session}">2 tool calls</a>' in page
+
+    events = operator.get(f"/admin/agent_sessions/event/?session={busy_session}")
+    assert events.status_code == 200
+    assert events.context["cl"].result_count == total
+    assert operator.get(f"/admin/agent_sessions/turn/?session={busy_session}").context["cl"].result_count == turns
+    assert operator.get(f"/admin/agent_sessions/toolcall/?session={busy_session}").context["cl"].result_count == 2
+
+
+@transactional
+def test_turn_tool_call_and_event_change_pages_render(operator, busy_session):
+    turn = Turn.objects.filter(session_id=busy_session).first()
+    call = ToolCall.objects.filter(session_id=busy_session).first()
+    event = Event.objects.filter(session_id=busy_session).first()
+
+    for path in (
+        f"/admin/agent_sessions/turn/{turn.pk}/change/",
+        f"/admin/agent_sessions/toolcall/{call.pk}/change/",
+        f"/admin/agent_sessions/event/{event.pk}/change/",
+    ):
+        response = operator.get(path)
+        assert response.status_code == 200, path
+    assert turn.id in operator.get(f"/admin/agent_sessions/turn/{turn.pk}/change/").content.decode()
+
+
+@transactional
+def test_history_is_read_only(operator, busy_session):
+    event = Event.objects.filter(session_id=busy_session).first()
+    before = event.data
+
+    response = operator.post(f"/admin/agent_sessions/event/{event.pk}/change/", {"type": "forged", "data": "{}"})
+
+    assert response.status_code == 403
+    event.refresh_from_db()
+    assert event.type != "forged" and event.data == before
+    assert operator.get("/admin/agent_sessions/session/add/").status_code == 403
+    assert operator.get("/admin/agent_sessions/turn/add/").status_code == 403
+
+
+@transactional
+def test_the_stop_action_interrupts_a_running_turn(operator, local, support_agent):
+    """Without a worker the turn stays queued; the action flags it, and the worker ends it as interrupted."""
+    session_id = start(local, "/sleep 60000")
+    turn = Turn.objects.get(session_id=session_id)
+    assert Session.objects.get(pk=session_id).status == Session.Status.RUNNING
+
+    response = action(operator, "/admin/agent_sessions/session/", "stop_running_turns", session_id)
+
+    assert response.status_code == 200
+    assert messages_of(response) == ["Asked 1 running turn(s) to stop."]
+    turn.refresh_from_db()
+    assert turn.interrupt_requested
+
+    run_turn(turn.id)  # what the worker does next
+
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.INTERRUPTED
+    failed = Event.objects.get(session_id=session_id, type="turn.failed")
+    assert failed.data["error"] == "turn interrupted"
+    assert Session.objects.get(pk=session_id).status == Session.Status.WAITING
+
+
+@transactional
+def test_the_stop_action_on_an_idle_session_stops_nothing(operator, local, support_agent, sync_turns):
+    session_id = start(local, "hello")
+
+    response = action(operator, "/admin/agent_sessions/session/", "stop_running_turns", session_id)
+
+    assert messages_of(response) == ["Asked 0 running turn(s) to stop."]
+
+
+@transactional
+def test_the_turn_stop_action_flags_unfinished_turns_only(operator, local, support_agent):
+    session_id = start(local, "/sleep 60000")
+    turn = Turn.objects.get(session_id=session_id)
+
+    response = action(operator, "/admin/agent_sessions/turn/", "stop_turns", turn.pk)
+
+    assert messages_of(response) == ["Asked 1 turn(s) to stop."]
+    turn.refresh_from_db()
+    assert turn.interrupt_requested
+
+
+@transactional
+def test_the_approve_action_runs_the_parked_call_and_resumes_the_turn(operator, busy_session):
+    call = ToolCall.objects.get(session_id=busy_session, tool="cancel_order")
+
+    response = action(operator, "/admin/agent_sessions/toolcall/", "approve", call.pk)
+
+    assert messages_of(response) == ["Approved 1 parked call(s)."]
+    call.refresh_from_db()
+    assert call.status == ToolCall.Status.DONE
+    assert call.output["cancelled"] is True and call.output["orderId"] == "A102"
+    assert call.decided_by["authenticator"] == "django" and call.decided_by["principalId"] == "ops"
+    resolved = Event.objects.get(session_id=busy_session, type="action.approval_resolved")
+    assert resolved.data["decision"] == "approve" and resolved.data["decidedBy"]["principalId"] == "ops"
+    result = Event.objects.get(session_id=busy_session, type="action.result", data__callId=call.call_id)
+    assert result.data["output"]["cancelled"] is True
+    assert Turn.objects.get(pk=call.turn_id).status == Turn.Status.COMPLETED
+    assert Session.objects.get(pk=busy_session).status == Session.Status.WAITING
+
+
+@transactional
+def test_the_deny_action_tells_the_model_and_never_runs_the_call(operator, busy_session):
+    call = ToolCall.objects.get(session_id=busy_session, tool="cancel_order")
+
+    response = action(operator, "/admin/agent_sessions/toolcall/", "deny", call.pk)
+
+    assert messages_of(response) == ["Denied 1 parked call(s)."]
+    call.refresh_from_db()
+    assert call.status == ToolCall.Status.DENIED
+    assert call.output is None
+    assert Turn.objects.get(pk=call.turn_id).status == Turn.Status.COMPLETED
+
+
+@transactional
+def test_deciding_an_already_decided_call_changes_nothing(operator, busy_session):
+    call = ToolCall.objects.get(session_id=busy_session, tool="cancel_order")
+    action(operator, "/admin/agent_sessions/toolcall/", "approve", call.pk)
+
+    response = action(operator, "/admin/agent_sessions/toolcall/", "deny", call.pk)
+
+    assert response.status_code == 200
+    call.refresh_from_db()
+    assert call.status == ToolCall.Status.DONE
+    assert Event.objects.filter(session_id=busy_session, type="action.approval_resolved").count() == 1
+
+
+@transactional
+def test_the_delete_action_removes_sessions_and_their_events(operator, busy_session):
+    response = action(operator, "/admin/agent_sessions/session/", "delete_sessions", busy_session)
+
+    assert messages_of(response) == ["Deleted 1 session(s)."]
+    assert not Session.objects.filter(pk=busy_session).exists()
+    assert not Event.objects.filter(session_id=busy_session).exists()
