@@ -15,10 +15,16 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+function csrfToken() {
+  // Needed when the caller is an admin login (a session cookie); harmless otherwise.
+  const meta = document.querySelector('meta[name="csrf-token"]');
+  return meta ? meta.content : "";
+}
+
 async function postJSON(url, body) {
   const response = await fetch(url, {
     method: "POST",
-    headers: { "Content-Type": "application/json", Accept: "application/json" },
+    headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRFToken": csrfToken() },
     body: JSON.stringify(body),
     credentials: "same-origin",
   });
