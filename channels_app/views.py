@@ -447,7 +447,11 @@ class DevReminderFireView(APIView):
     def post(self, request: Request, slug: str, reminder_id: str) -> Response:
         require_dev_mode()
         reminder = get_owned_reminder(slug, reminder_id, request.user)
-        if not fire_reminder_now(reminder):
+        try:
+            fired = fire_reminder_now(reminder)
+        except TimerError as exc:
+            raise APIError(exc.status, exc.code, str(exc)) from None
+        if not fired:
             raise APIError(409, "reminder_not_armed", f"reminder {reminder_id!r} is not armed ({reminder.status})")
         reminder.refresh_from_db()
         return Response(render_reminder(reminder))

@@ -50,11 +50,18 @@ class TimerError(ValueError):
         self.status = status
 
 
+# Far enough for any reminder; past it, timedelta and datetime arithmetic overflow.
+MAX_DURATION = timedelta(days=3650)
+
+
 def parse_duration(text: Any) -> timedelta:
     match = DURATION.match(text) if isinstance(text, str) else None
     if not match or int(match.group(1)) == 0:
         raise TimerError(f"{text!r} is not a duration: use a number and a unit, e.g. '90s', '20m', '2h', '1d'")
-    return timedelta(seconds=int(match.group(1)) * UNITS[match.group(2)])
+    seconds = int(match.group(1)) * UNITS[match.group(2)]
+    if seconds > MAX_DURATION.total_seconds():
+        raise TimerError(f"{text!r} is too long: durations go up to {MAX_DURATION.days}d (ten years)")
+    return timedelta(seconds=seconds)
 
 
 def owner_id() -> str:
@@ -274,8 +281,11 @@ class ReminderContext:
 
 def reminder_message(reminder: Reminder) -> str:
     text = reminder.prompt.strip()
-    if reminder.until.strip():
-        text += f"\n\n(This is a recurring reminder. Stop when: {reminder.until.strip()})"
+    until = reminder.until.strip()
+    if until and reminder.kind == Reminder.Kind.DELAY:
+        text += f"\n\n(A one-time reminder. It no longer applies once: {until})"
+    elif until:
+        text += f"\n\n(This is a recurring reminder. Stop when: {until})"
     return text
 
 
@@ -306,6 +316,11 @@ def run_reminder(reminder: Reminder) -> None:
         if reminder.next_fire_at is None:
             _handlers.pop(reminder.id, None)
         return
+    if Turn.objects.filter(session=session, trigger=Turn.Trigger.REMINDER, source_ref=reminder.id,
+                           status=Turn.Status.QUEUED).exists():
+        # Its last wake still waits behind a long (or parked) turn: that wake stands for this
+        # firing too, instead of a pile of identical wakes running back to back later.
+        return
     try:
         submit_message(session, reminder_message(reminder), admission="coalesce", trigger=Turn.Trigger.REMINDER,
                        source_ref=reminder.id)
@@ -314,10 +329,24 @@ def run_reminder(reminder: Reminder) -> None:
 
 
 def fire_reminder_now(reminder: Reminder, now: datetime | None = None) -> bool:
-    """Fire the current due time by hand (dev mode): exactly once; False if it was already taken."""
+    """Fire the current due time by hand (dev mode): exactly once; False if it was already taken.
+
+    A run-form reminder can only fire in the process holding its handler: from any
+    other live process this raises TimerError (409) and leaves it armed, rather than
+    claiming the firing and disarming a handler that is alive elsewhere.
+    """
     now = now or timezone.now()
     due = reminder.next_fire_at
-    if reminder.status != Reminder.Status.ARMED or due is None or not claim_reminder(reminder, due, now):
+    if reminder.status != Reminder.Status.ARMED or due is None:
+        return False
+    if (reminder.is_run_form and reminder.handler_owner != owner_id() and reminder.id not in _handlers
+            and not _owner_gone(reminder.handler_owner)):
+        raise TimerError(
+            f"this reminder's run handler lives in the memory of process {reminder.handler_owner}, not this one; "
+            "it fires there on that process's ticker (not under --dev). Prefer the prompt form to fire it by hand.",
+            "handler_elsewhere", 409,
+        )
+    if not claim_reminder(reminder, due, now):
         return False
     run_reminder(reminder)
     return True
@@ -390,15 +419,22 @@ def ensure_ticker() -> None:
 
 @dataclass
 class Reminders:
-    """`ctx.host.reminders`: reminders bound to the current session."""
+    """`ctx.host.reminders`: reminders bound to the current session, or to a session of the same agent."""
 
     session: Session | None
+    agent: Any = None
+
+    def _agent_id(self) -> int | None:
+        return getattr(self.agent, "pk", None) or (self.session.agent_id if self.session else None)
 
     def _session(self, session_id: str | None) -> Session:
         if session_id:
-            found = Session.objects.select_related("agent").filter(pk=session_id).first()
+            found = Session.objects.select_related("agent").filter(pk=session_id)
+            if (agent_id := self._agent_id()) is not None:
+                found = found.filter(agent_id=agent_id)  # an agent's code reaches its own conversations only
+            found = found.first()
             if found is None:
-                raise TimerError(f"no session {session_id!r}")
+                raise TimerError(f"no session {session_id!r} on this agent")
             return found
         if self.session is None:
             raise TimerError("no session here: pass session_id=")
@@ -411,7 +447,10 @@ class Reminders:
         return list(Reminder.objects.filter(session=self._session(session_id), status=Reminder.Status.ARMED))
 
     def cancel(self, reminder_id: str) -> bool:
-        reminder = Reminder.objects.filter(pk=reminder_id).first()
+        rows = Reminder.objects.filter(pk=reminder_id)
+        if (agent_id := self._agent_id()) is not None:
+            rows = rows.filter(agent_id=agent_id)
+        reminder = rows.first()
         return bool(reminder) and cancel_reminder(reminder)
 
 
@@ -424,5 +463,5 @@ class Host:
 
     @property
     def reminders(self) -> Reminders:
-        return Reminders(self.session)
+        return Reminders(self.session, self.agent)
 
