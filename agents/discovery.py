@@ -30,7 +30,7 @@ from agents.skills import LoadedSkill, load_skills
 TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 SUBAGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 # Built-in tools the engine offers when the agent has skills or subagents.
-BUILTIN_TOOLS = frozenset({"load_skill", "read_skill_file", "delegate", "remind_me"})
+BUILTIN_TOOLS = frozenset({"load_skill", "read_skill_file", "delegate", "remind_me", "cancel_reminder"})
 IGNORED_PARTS = {"__pycache__", ".DS_Store"}
 
 

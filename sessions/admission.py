@@ -100,6 +100,7 @@ def start_session(
     options: dict[str, Any] | None = None,
     channel: str = "http",
     trigger: str = Turn.Trigger.USER,
+    source_ref: str = "",
 ) -> Admitted:
     """Create a session on the agent's active deployment and queue its first turn."""
     deployment = agent.active_deployment
@@ -108,7 +109,7 @@ def start_session(
     hooks = Session(agent=agent, deployment=deployment).hooks()  # loaded before the write lock is taken
     with transaction.atomic():
         # A new session's first turn is its active turn from the start (the FK is checked at commit).
-        turn = Turn(trigger=trigger, message=message)
+        turn = Turn(trigger=trigger, message=message, source_ref=source_ref)
         session = Session(
             agent=agent,
             deployment=deployment,

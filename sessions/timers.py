@@ -137,7 +137,8 @@ def run_schedule(schedule: Schedule, due: datetime) -> list[str]:
     try:
         if schedule.kind == Schedule.Kind.MARKDOWN:
             admitted = start_session(agent, principal, schedule.prompt, title=schedule.title, mode=Session.Mode.TASK,
-                                     channel="schedule", trigger=Turn.Trigger.SCHEDULE)
+                                     channel="schedule", trigger=Turn.Trigger.SCHEDULE,
+                                     source_ref=schedule.schedule_id)
             session_ids.append(admitted.session.id)
         else:
             loaded = load_deployment(agent.active_deployment).schedules.get(schedule.schedule_id)
@@ -168,7 +169,8 @@ class ScheduleContext:
     def receive(self, message: str, *, title: str = "", mode: str = "chat") -> str:
         """Hand work to the HTTP channel: start a conversation as the schedule's app principal."""
         admitted = start_session(self.schedule.agent, self.principal, message, title=title or self.schedule.title,
-                                 mode=mode, channel="http", trigger=Turn.Trigger.SCHEDULE)
+                                 mode=mode, channel="http", trigger=Turn.Trigger.SCHEDULE,
+                                 source_ref=self.schedule.schedule_id)
         self.session_ids.append(admitted.session.id)
         return admitted.session.id
 

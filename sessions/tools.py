@@ -96,13 +96,27 @@ def remind_me(input: RemindMeInput, ctx) -> dict[str, Any]:
     return {"reminderId": reminder.id, "nextFireAt": reminder.next_fire_at.isoformat()}
 
 
+class CancelReminderInput(BaseModel):
+    reminder_id: str = Field(description="The reminderId that remind_me returned")
+
+
+def cancel_reminder_tool(input: CancelReminderInput, ctx) -> dict[str, Any]:
+    """Only this conversation's reminders: the model acts on its own `until`."""
+    mine = {r.id for r in ctx.host.reminders.list()}
+    if input.reminder_id not in mine:
+        raise LookupError(f"no armed reminder {input.reminder_id!r} in this conversation; armed: {', '.join(sorted(mine)) or 'none'}")
+    return {"reminderId": input.reminder_id, "cancelled": ctx.host.reminders.cancel(input.reminder_id)}
+
+
 def builtin_tools(loaded: LoadedAgent, delegate: Callable[[str, str], str] | None) -> dict[str, Tool]:
     """The built-ins this agent gets: skill loading with skills, delegation with subagents,
-    `remind_me` when the agent opts in."""
+    `remind_me` and `cancel_reminder` when the agent opts in."""
     tools: dict[str, Tool] = {}
     if loaded.config.reminders_tool:
         tools["remind_me"] = Tool("Set a reminder that wakes this conversation later with a prompt: exactly one of "
                                   "delay, every or cron.", RemindMeInput, remind_me, effect="write")
+        tools["cancel_reminder"] = Tool("Cancel one of this conversation's reminders, e.g. when its `until` "
+                                        "condition is met.", CancelReminderInput, cancel_reminder_tool, effect="write")
     if loaded.skills:
         catalog = "; ".join(f"{s.name}: {s.description}" for s in loaded.skills.values())
 

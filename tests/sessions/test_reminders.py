@@ -6,6 +6,8 @@ simulated minutes. Turns run inline (`sync_turns`).
 """
 from __future__ import annotations
 
+import shutil
+
 import json
 import socket
 import subprocess
@@ -26,6 +28,7 @@ from sessions.timers import (
     owner_id,
     parse_duration,
 )
+from tests.conftest import EXAMPLE
 from tests.sessions.test_schedules import write_agent
 
 UTC = timezone.utc
@@ -424,3 +427,26 @@ def test_run_form_reminders_whose_handler_is_gone_are_disarmed_saying_why(alice,
     assert states[elsewhere.pk] == ("armed", ""), "another host's process cannot be checked from here"
     # The other host's reminder is left to its own process: this one never fires it.
     assert fire_due(now=T0 + timedelta(hours=1)) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_model_cancels_its_own_reminder_when_until_is_met(local, tmp_path, sync_turns):
+    root = tmp_path / "minder"
+    shutil.copytree(EXAMPLE / "agent", root / "agent", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "agent" / "agent.py").write_text("from agents.sdk import Agent\nagent = Agent(reminders_tool=True)\n")
+    deploy_agent_folder(root)
+    created = local.post("/minder/v1/session", {"message": '/call remind_me {"every": "30m", "prompt": "check", "until": "shipped"}'},
+                         content_type="application/json")
+    session_id = created.json()["sessionId"]
+    reminder = Reminder.objects.get(session_id=session_id)
+
+    local.post(f"/minder/v1/session/{session_id}/message",
+               {"message": f'/call cancel_reminder {{"reminder_id": "{reminder.id}"}}'}, content_type="application/json")
+    local.post(f"/minder/v1/session/{session_id}/message",
+               {"message": '/call cancel_reminder {"reminder_id": "rem_not_mine"}'}, content_type="application/json")
+
+    reminder.refresh_from_db()
+    assert reminder.status == Reminder.Status.CANCELLED
+    results = [e["data"] for e in read_events(session_id) if e["type"] == "action.result"]
+    assert results[1]["output"] == {"reminderId": reminder.id, "cancelled": True}
+    assert "no armed reminder 'rem_not_mine'" in results[2]["error"]

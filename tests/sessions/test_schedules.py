@@ -223,6 +223,7 @@ def test_a_markdown_schedule_starts_a_task_session_that_completes(tmp_path, sync
     events = read_events(session.id)
     received = next(e for e in events if e["type"] == "message.received")
     assert received["data"]["source"] == "schedule"
+    assert received["data"]["scheduleId"] == "morning"
     assert received["data"]["text"] == "Pull open incidents."
     assert events[-1]["type"] == "session.completed"
     assert any(e["type"] == "message.completed" and "Pull open incidents." in e["data"]["text"] for e in events)
