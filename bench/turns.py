@@ -495,6 +495,16 @@ async def anew_session_turn(client: httpx.AsyncClient, message: str) -> TurnResu
     return _finish(res, p0, w0, False)
 
 
+def diagnose(client: httpx.Client, session_id: str) -> str:
+    """After a failed turn: does the event log have the session.waiting the stream did not deliver?"""
+    try:
+        r = client.get(f"/{AGENT}/v1/session/{session_id}/events", params={"startIndex": 0}, timeout=10)
+        types = [json.loads(line)["type"] for line in r.text.splitlines() if line.strip()]
+        return f"[{session_id}: log has {len(types)} events, last {types[-2:]}]"
+    except (httpx.HTTPError, ValueError, KeyError) as exc:
+        return f"[{session_id}: events not readable: {exc}]"
+
+
 # ----------------------------------------------------------------- workloads
 class Bench:
     def __init__(self, cfg: Config, server: Server, counts: dict[str, Any]):
@@ -562,6 +572,8 @@ class Bench:
                 s0 = time.perf_counter()
                 res = new_session_turn(client, message, want_tool)
                 busy += time.perf_counter() - s0
+                if not res.ok and res.session_id:
+                    res.error += " " + diagnose(client, res.session_id)
                 results.append(res)
                 self.sessions += 1
                 failed = [r for r in results if not r.ok]
@@ -575,8 +587,9 @@ class Bench:
         ok = [r for r in results if r.ok]
         lat = [r.latency_ms for r in ok]
         errors = sorted({r.error for r in results if not r.ok})
+        failed_sessions = [r.session_id for r in results if not r.ok and r.session_id][:10]
         return {
-            "turns": len(results), "turns_ok": len(ok), "errors": errors[:5],
+            "turns": len(results), "turns_ok": len(ok), "errors": errors[:5], "failed_sessions": failed_sessions,
             "latency_ms": {k: r1(v) for k, v in summary(lat).items()},
             "turns_per_s": round(len(ok) / busy, 1) if busy > 0 else None,
         }
@@ -733,7 +746,10 @@ class Bench:
 
 
 # ------------------------------------------------------------------ running
-def run_config(name: str, counts: dict[str, Any], args: argparse.Namespace, tmp: Path, src: Path) -> dict[str, Any]:
+def run_config(name: str, counts: dict[str, Any], args: argparse.Namespace, tmp: Path, src: Path,
+               reports: list[dict[str, Any]]) -> None:
+    """Measure one configuration; its report is in `reports` from the start, so a
+    failure or Ctrl-C part-way still leaves what was measured."""
     state_root = tmp / name
     state_root.mkdir(parents=True)
     cfg = Config(name=name)
@@ -744,6 +760,7 @@ def run_config(name: str, counts: dict[str, Any], args: argparse.Namespace, tmp:
         extra["DJANGO_SETTINGS_MODULE"] = args.settings
     server: Server | None = None
     report: dict[str, Any] = {"config": name}
+    bench: Bench | None = None
     try:
         if name == "pg":
             cfg.pg_db = pg_create()
@@ -759,6 +776,9 @@ def run_config(name: str, counts: dict[str, Any], args: argparse.Namespace, tmp:
         print(f"  web pid {server.pid('web')} on {server.base_url}, worker pid {server.pid('worker')}")
         bench = Bench(cfg, server, counts)
         bench.quiet_wait = args.quiet_wait
+        reports.append(report)
+        report.update(describe=cfg.describe(), settings=args.settings or "agentsite.settings",
+                      workloads=bench.results, rss_series=bench.rss_series)
         bench.sample_rss("started")
         bench.warmup()
         bench.sample_rss("after warm-up")
@@ -779,10 +799,12 @@ def run_config(name: str, counts: dict[str, Any], args: argparse.Namespace, tmp:
                   f"cpu/turn {out['cpu_ms_per_turn']['total']} ms, other load {out['other_cpu_pct_of_machine']}%, "
                   f"db connections {out['db_connections']}"
                   + (f", errors {out['errors']}" if out["errors"] else ""))
-        report.update(describe=cfg.describe(), settings=args.settings or "agentsite.settings",
-                      workloads=bench.results, rss_series=bench.rss_series, rss_growth=rss_growth(bench.rss_series))
-        return report
+    except KeyboardInterrupt:
+        report.setdefault("aborted", "interrupted")
+        raise
     finally:
+        if bench is not None:
+            report["rss_growth"] = rss_growth(bench.rss_series)
         if server is not None:
             server.stop()
             if args.keep_state:
@@ -934,7 +956,11 @@ def main() -> int:
         src = snapshot_source(args.source, tmp)
         print(f"server code: {args.source} ({_git_rev()}{', dirty work tree' if _git_dirty() else ''}) from {src}")
         for name in configs:
-            reports.append(run_config(name, counts, args, tmp, src))
+            try:
+                run_config(name, counts, args, tmp, src, reports)
+            except BenchError as exc:  # this configuration could not be measured; try the next
+                print(f"\n{name} failed: {exc}", file=sys.stderr)
+                status = 1
     except KeyboardInterrupt:
         print("\ninterrupted; processes stopped", file=sys.stderr)
         status = 130
