@@ -85,7 +85,16 @@ ASGI_APPLICATION = "agentsite.asgi.application"
 def _database_from_env() -> dict:
     url = os.environ.get("DATABASE_URL")
     if url:
-        config = dj_database_url.parse(url, conn_max_age=600, conn_health_checks=True)
+        # Under ASGI every request runs in a thread of its own, so persistent
+        # per-thread connections pile up (and exhaust PostgreSQL's limit):
+        # connections come from a pool instead, which also saves a connect per request.
+        config = dj_database_url.parse(url, conn_max_age=0)
+        if config["ENGINE"] == "django.db.backends.postgresql":
+            config.setdefault("OPTIONS", {})["pool"] = {
+                "min_size": int(os.environ.get("AGENTSITE_DB_POOL_MIN", "2")),
+                "max_size": int(os.environ.get("AGENTSITE_DB_POOL_MAX", "20")),
+                "timeout": 30,
+            }
     else:
         config = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(STATE_ROOT / "db.sqlite3")}
     if config["ENGINE"] == "django.db.backends.sqlite3":
@@ -96,7 +105,8 @@ def _database_from_env() -> dict:
             "transaction_mode": "IMMEDIATE",
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
-        config["CONN_MAX_AGE"] = 0 if config.get("NAME") == ":memory:" else 600
+        # Opening SQLite is cheap, and per-request threads under ASGI would leak persistent ones.
+        config["CONN_MAX_AGE"] = 0
         test_name = os.environ.get("AGENTSITE_TEST_DB")
         if test_name:
             config["TEST"] = {"NAME": test_name}
