@@ -105,8 +105,9 @@ def _database_from_env() -> dict:
             "transaction_mode": "IMMEDIATE",
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
-        # Opening SQLite is cheap, and per-request threads under ASGI would leak persistent ones.
-        config["CONN_MAX_AGE"] = 0
+        # Kept open: a stream's reads run in its request's thread and would
+        # otherwise reconnect on every poll. A connection ends with its thread.
+        config["CONN_MAX_AGE"] = 600
         test_name = os.environ.get("AGENTSITE_TEST_DB")
         if test_name:
             config["TEST"] = {"NAME": test_name}
