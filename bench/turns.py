@@ -505,6 +505,15 @@ def diagnose(client: httpx.Client, session_id: str) -> str:
         return f"[{session_id}: events not readable: {exc}]"
 
 
+async def adiagnose(client: httpx.AsyncClient, session_id: str) -> str:
+    try:
+        r = await client.get(f"/{AGENT}/v1/session/{session_id}/events", params={"startIndex": 0}, timeout=10)
+        types = [json.loads(line)["type"] for line in r.text.splitlines() if line.strip()]
+        return f"[{session_id}: log has {len(types)} events, last {types[-2:]}]"
+    except (httpx.HTTPError, ValueError, KeyError) as exc:
+        return f"[{session_id}: events not readable: {exc}]"
+
+
 # ----------------------------------------------------------------- workloads
 class Bench:
     def __init__(self, cfg: Config, server: Server, counts: dict[str, Any]):
@@ -727,6 +736,8 @@ class Bench:
                         if time.perf_counter() >= end:
                             return
                         res = await anew_session_turn(client, f"client {k} says hello")
+                        if not res.ok and res.session_id:
+                            res.error += " " + await adiagnose(client, res.session_id)
                         results.append(res)
                         self.sessions += 1
                         if not res.ok:
