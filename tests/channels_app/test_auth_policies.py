@@ -19,7 +19,7 @@ from channels_app.auth import (
     loopback_only,
 )
 from sessions.models import Session
-from tests.conftest import ALICE_TOKEN, BOB_TOKEN
+from tests.conftest import ALICE_TOKEN
 
 SESSION = "ses_000000000000000000000000"
 

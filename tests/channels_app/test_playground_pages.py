@@ -14,7 +14,6 @@ import pytest
 from django.test import Client
 
 from sessions.models import Event, Session, Turn
-from tests.conftest import ALICE_TOKEN
 
 transactional = pytest.mark.django_db(transaction=True)
 

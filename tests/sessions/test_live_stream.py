@@ -16,7 +16,6 @@ import socket
 import struct
 import threading
 import time
-from pathlib import Path
 from typing import Callable, Iterator
 
 import httpx

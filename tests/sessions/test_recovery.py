@@ -15,7 +15,6 @@ import sqlite3
 import subprocess
 import time
 from datetime import timedelta
-from pathlib import Path
 from typing import Iterator
 
 import httpx
