@@ -16,12 +16,12 @@ import anthropic
 from agents.providers.base import (
     ModelEvent,
     ModelRequest,
-    ProviderError,
     ReasoningDelta,
     ReasoningSignature,
     TextDelta,
     ToolCall,
     Usage,
+    classify_error,
 )
 
 
@@ -56,18 +56,6 @@ def to_anthropic_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]
             add("assistant", blocks)
     return out
 
-
-def provider_error(exc: Exception) -> ProviderError:
-    if isinstance(exc, anthropic.AuthenticationError | anthropic.PermissionDeniedError):
-        return ProviderError(f"model provider refused the credentials: {exc}", code="auth_error")
-    if isinstance(exc, anthropic.RateLimitError):
-        return ProviderError(f"model provider rate limit, retries exhausted: {exc}", code="rate_limited", retryable=True)
-    if isinstance(exc, anthropic.APIStatusError):
-        return ProviderError(f"model provider error {exc.status_code}: {exc}", code="model_error",
-                             retryable=exc.status_code >= 500)
-    if isinstance(exc, anthropic.APIConnectionError):
-        return ProviderError(f"cannot reach the model provider: {exc}", code="connection_error", retryable=True)
-    return ProviderError(f"model call failed: {exc}", code="model_error")
 
 
 class AnthropicProvider:
@@ -130,7 +118,7 @@ class AnthropicProvider:
                     elif kind == "message_delta":
                         output_tokens = event.usage.output_tokens or output_tokens
         except anthropic.AnthropicError as exc:
-            raise provider_error(exc) from exc
+            raise classify_error(exc, anthropic) from exc
         for index in sorted(blocks):
             block = blocks[index]
             try:

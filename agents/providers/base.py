@@ -77,6 +77,26 @@ class ProviderError(Exception):
         self.retryable = retryable
 
 
+def classify_error(exc: Exception, sdk: Any) -> ProviderError:
+    """Map an official SDK's error to a ProviderError.
+
+    The `openai` and `anthropic` clients share one exception family
+    (AuthenticationError, PermissionDeniedError, RateLimitError,
+    APIStatusError, APIConnectionError), so one mapping serves both; `sdk`
+    is the client module.
+    """
+    if isinstance(exc, sdk.AuthenticationError | sdk.PermissionDeniedError):
+        return ProviderError(f"model provider refused the credentials: {exc}", code="auth_error")
+    if isinstance(exc, sdk.RateLimitError):
+        return ProviderError(f"model provider rate limit, retries exhausted: {exc}", code="rate_limited", retryable=True)
+    if isinstance(exc, sdk.APIStatusError):
+        return ProviderError(f"model provider error {exc.status_code}: {exc}", code="model_error",
+                             retryable=exc.status_code >= 500)
+    if isinstance(exc, sdk.APIConnectionError):
+        return ProviderError(f"cannot reach the model provider: {exc}", code="connection_error", retryable=True)
+    return ProviderError(f"model call failed: {exc}", code="model_error")
+
+
 class Provider(Protocol):
     name: str
 

@@ -16,11 +16,11 @@ import openai
 from agents.providers.base import (
     ModelEvent,
     ModelRequest,
-    ProviderError,
     ReasoningDelta,
     TextDelta,
     ToolCall,
     Usage,
+    classify_error,
 )
 
 # Agent params passed through to the API; the rest configure the client.
@@ -45,18 +45,6 @@ def to_openai_messages(system: str, messages: list[dict[str, Any]]) -> list[dict
             out.append({"role": "tool", "tool_call_id": m["callId"], "content": m["content"]})
     return out
 
-
-def provider_error(exc: Exception) -> ProviderError:
-    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
-        return ProviderError(f"model provider refused the credentials: {exc}", code="auth_error")
-    if isinstance(exc, openai.RateLimitError):
-        return ProviderError(f"model provider rate limit, retries exhausted: {exc}", code="rate_limited", retryable=True)
-    if isinstance(exc, openai.APIStatusError):
-        return ProviderError(f"model provider error {exc.status_code}: {exc}", code="model_error",
-                             retryable=exc.status_code >= 500)
-    if isinstance(exc, openai.APIConnectionError):
-        return ProviderError(f"cannot reach the model provider: {exc}", code="connection_error", retryable=True)
-    return ProviderError(f"model call failed: {exc}", code="model_error")
 
 
 class OpenAIProvider:
@@ -111,7 +99,7 @@ class OpenAIProvider:
                             if part.function and part.function.arguments:
                                 slot["arguments"] += part.function.arguments
         except openai.OpenAIError as exc:
-            raise provider_error(exc) from exc
+            raise classify_error(exc, openai) from exc
         for index in sorted(calls):
             slot = calls[index]
             try:
