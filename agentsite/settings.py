@@ -140,6 +140,8 @@ Q_CLUSTER = {
     "timeout": int(os.environ.get("AGENTSITE_TURN_TIMEOUT", "3600")),
     "retry": int(os.environ.get("AGENTSITE_TURN_TIMEOUT", "3600")) + 600,
     "max_attempts": 1,
+    # Tasks a worker runs before django-q2 replaces it with a fresh fork.
+    "recycle": int(os.environ.get("AGENTSITE_Q_RECYCLE", "500")),
     "ack_failures": True,
     "save_limit": -1,
     "catch_up": False,

@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
@@ -66,6 +66,16 @@ def worker_name() -> str:
 
 def lease_seconds() -> float:
     return float(settings.AGENTSITE_TURN_LEASE_SECONDS)
+
+
+def drop_broken_connection() -> None:
+    """After a database error: give back this thread's connection if it no longer works.
+
+    The next query then opens (or takes from the pool) a fresh one instead of
+    failing on the dead one again.
+    """
+    if not connection.in_atomic_block:
+        connection.close_if_unusable_or_obsolete()
 
 
 @dataclass
@@ -153,13 +163,18 @@ class Heartbeat:
                     turn.renew_lease(lease_seconds())
                 except Exception:  # a missed beat only shortens the lease
                     log.exception("heartbeat of %s failed", turn.id)
+                    drop_broken_connection()
             if not turns:
                 connection.close()
 
 
 def run_turn(turn_id: str) -> None:
     """The django-q task: claim the turn and run it; a turn already claimed is left alone."""
-    turn = Turn.objects.select_related("session__deployment__agent").filter(pk=turn_id).first()
+    try:
+        turn = Turn.objects.select_related("session__deployment__agent").filter(pk=turn_id).first()
+    except DatabaseError:  # a connection that died while the worker was idle: once more on a fresh one
+        drop_broken_connection()
+        turn = Turn.objects.select_related("session__deployment__agent").filter(pk=turn_id).first()
     if turn is None or not turn.claim(worker_name(), lease_seconds()):
         return
     try:
@@ -229,17 +244,47 @@ class TurnRunner:
         except Parked:
             return
         except Interrupted:
-            self.finish(messages, error="turn interrupted", status=Turn.Status.INTERRUPTED)
+            ending = {"status": Turn.Status.INTERRUPTED, "error": "turn interrupted"}
         except ProviderError as exc:
-            self.finish(messages, error=str(exc), status=Turn.Status.FAILED, code=exc.code)
+            ending = {"status": Turn.Status.FAILED, "error": str(exc), "code": exc.code}
         except SessionGone:
             raise
+        except DatabaseError as exc:
+            log.exception("turn %s hit a database error", self.turn.id)
+            drop_broken_connection()
+            ending = {"status": Turn.Status.FAILED, "error": f"database error: {type(exc).__name__}: {exc}",
+                      "code": "database_error"}
         except Exception as exc:  # a bug must not leave the session stuck in running
             log.exception("turn %s crashed", self.turn.id)
-            self.finish(messages, error=f"internal error: {type(exc).__name__}: {exc}", status=Turn.Status.FAILED,
-                        code="internal_error")
+            ending = {"status": Turn.Status.FAILED, "error": f"internal error: {type(exc).__name__}: {exc}",
+                      "code": "internal_error"}
         else:
-            self.finish(messages, status=Turn.Status.COMPLETED)
+            ending = {"status": Turn.Status.COMPLETED}
+        self.settle(messages, ending)
+
+    def settle(self, messages: list[dict[str, Any]], ending: dict[str, str]) -> None:
+        """finish(), and if the database refuses that, end the turn with only what is known to be storable.
+
+        The connection may have died, or what the turn produced (its buffered
+        events, its messages) may be what the database refused. Either way
+        the turn must end now with turn.failed, not 30 s later as worker_lost.
+        """
+        unsaved = list(self.emitter.buffer)
+        try:
+            self.finish(messages, **ending)
+            return
+        except SessionGone:
+            raise
+        except DatabaseError as exc:
+            log.exception("turn %s could not be settled; ending it without its unsaved events", self.turn.id)
+            drop_broken_connection()
+            error = f"database error: {type(exc).__name__}: {exc}"
+        # The turn's own output is dropped (it may be what was refused); its input was stored already.
+        self.emitter.buffer = [e for e in unsaved if e[0] in ("message.received", "turn.started")]
+        kept = list(Session.objects.filter(pk=self.session.pk).values_list("conversation", flat=True).first() or [])
+        if not self.turn.state.get("messages"):
+            kept.append({"role": "user", "content": self.turn.message})
+        self.finish(kept, status=Turn.Status.FAILED, error=error, code="database_error")
 
     def system_prompt(self, loaded: LoadedAgent) -> str:
         system = loaded.instructions
