@@ -38,6 +38,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -70,6 +71,7 @@ FULL = {"warmup": 10, "w1": 300, "w2": 300, "w2_window": 50, "w3_clients": 16, "
 QUICK = {"warmup": 3, "w1": 30, "w2": 40, "w2_window": 10, "w3_clients": 16, "w3_seconds": 4.0, "w4": 10,
          "idle_seconds": 1.0, "rss_every": 10}
 
+LOG_ERROR = re.compile(r"Traceback|Error\b|ERROR|CRITICAL|Failed '|failed|couldn't get a connection")
 TURN_TIMEOUT = 30.0          # one turn (create → session.waiting), seconds
 WORKLOAD_DEADLINE = 600.0    # any one sequential workload, seconds
 HTTP_TIMEOUT = httpx.Timeout(connect=5.0, read=TURN_TIMEOUT, write=5.0, pool=TURN_TIMEOUT)
@@ -246,6 +248,17 @@ class Server:
             return "\n".join(self.logs[name].read_text(errors="replace").splitlines()[-lines:])
         except (OSError, KeyError):
             return ""
+
+    def log_errors(self) -> dict[str, Any]:
+        """Lines of the server's logs that report an error: a clean table with these is a failed run."""
+        found: list[str] = []
+        for name, path in self.logs.items():
+            try:
+                lines = path.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            found += [f"{name}: {line.strip()}" for line in lines if LOG_ERROR.search(line)]
+        return {"lines": len(found), "first": found[:10]}
 
     def pid(self, name: str) -> int:
         return self.procs[name].pid
@@ -818,6 +831,10 @@ def run_config(name: str, counts: dict[str, Any], args: argparse.Namespace, tmp:
             report["rss_growth"] = rss_growth(bench.rss_series)
         if server is not None:
             server.stop()
+            report["log_errors"] = server.log_errors()
+            if report["log_errors"]["lines"]:
+                print(f"  ! {report['log_errors']['lines']} error line(s) in the server logs, first: "
+                      f"{report['log_errors']['first'][:3]}")
             if args.keep_state:
                 print(f"  logs kept in {state_root}")
         if cfg.pg_db:
@@ -894,6 +911,8 @@ def print_table(reports: list[dict[str, Any]]) -> None:
                   f"{fmt(w['other_cpu_pct_of_machine'])}")
         if rep.get("aborted"):
             print(f"{rep['config']:9}ABORTED {rep['aborted'].splitlines()[0][:110]}")
+        if "log_errors" in rep:
+            print(f"{rep['config']:9}server log: {rep['log_errors']['lines']} error line(s)")
     print("-" * 130)
     for rep in reports:
         ws = rep.get("workloads", {})
@@ -949,9 +968,12 @@ def main() -> int:
     parser.add_argument("--quiet-wait", type=float, default=120.0, metavar="S",
                         help="before each workload wait up to S seconds for the machine to be idle (0: don't)")
     parser.add_argument("--keep-state", action="store_true", help="keep the temp state root (logs, SQLite db)")
+    parser.add_argument("--w1", type=int, metavar="N", help="W1's number of sequential sessions (default 300)")
     args = parser.parse_args()
 
-    counts = QUICK if args.quick else FULL
+    counts = dict(QUICK if args.quick else FULL)
+    if args.w1:
+        counts["w1"] = args.w1
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     out_path = Path(args.out) if args.out else ROOT / "bench" / "results" / f"turns-{stamp}.json"
 
