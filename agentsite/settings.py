@@ -141,6 +141,7 @@ Q_CLUSTER = {
     "retry": int(os.environ.get("AGENTSITE_TURN_TIMEOUT", "3600")) + 600,
     "max_attempts": 1,
     "ack_failures": True,
+    "recycle": int(os.environ.get("AGENTSITE_Q_RECYCLE", "500")),
     "save_limit": -1,
     "catch_up": False,
     "label": "Tasks",

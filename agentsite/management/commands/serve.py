@@ -3,6 +3,8 @@
 1. Apply migrations and deploy the example agents (and any --agents folders).
 2. Start daphne and `manage.py qcluster` as child processes, each in its own
    process group, with the auth and mode switches passed in the environment.
+   Both run under agentsite.lifeline, so they and every process they fork die
+   with serve, even when serve is killed with SIGKILL.
 3. Print the URLs, then wait. Ctrl-C or SIGTERM stops both children (SIGTERM,
    then SIGKILL after a grace period); if one child dies, the other is stopped.
 """
@@ -71,11 +73,13 @@ class Command(BaseCommand):
             env["AGENTSITE_WORKERS"] = str(opts["workers"])
 
         manage = str(Path(settings.BASE_DIR) / "manage.py")
+        # Started from this (main) thread: the children's tie fires when the forking thread ends.
+        lifeline = [sys.executable, "-m", "agentsite.lifeline", "--parent", str(os.getpid())]
         commands = {
-            "web": [sys.executable, "-m", "daphne", "-b", opts["host"], "-p", str(opts["port"]), "agentsite.asgi:application"],
+            "web": [*lifeline, "-m", "daphne", "-b", opts["host"], "-p", str(opts["port"]), "agentsite.asgi:application"],
         }
         if not opts["no_workers"]:
-            commands["workers"] = [sys.executable, manage, "qcluster"]
+            commands["workers"] = [*lifeline, manage, "qcluster"]
         children = {
             name: subprocess.Popen(cmd, env=env, cwd=settings.BASE_DIR, start_new_session=True)
             for name, cmd in commands.items()
