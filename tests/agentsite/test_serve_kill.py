@@ -128,6 +128,23 @@ def test_after_a_kill_9_nothing_of_serve_is_left_and_a_restart_recovers_the_runn
                 assert [e["type"] for e in events][-2:] == ["turn.completed", "session.waiting"]
 
 
+def test_a_taken_port_fails_at_once_naming_the_port_and_starts_no_workers(tmp_path):
+    state = tmp_path / "state"
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "manage.py", "serve", "--port", str(port), "--state-root", str(state)],
+            cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=60,
+        )
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == [f"CommandError: port {port} on 127.0.0.1 is already in use; "
+                                                "stop what listens there or pass --port"]
+    assert "agentsite serving" not in done.stdout
+    assert not (state / "db.sqlite3").exists(), "nothing ran before the check"
+
+
 def test_when_daphne_dies_serve_stops_the_workers_and_exits_non_zero(tmp_path):
     with run_server(tmp_path / "state") as server:
         serve = psutil.Process(server.process.pid)

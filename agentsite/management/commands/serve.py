@@ -1,6 +1,7 @@
 """`manage.py serve`: the web server (daphne) and the turn workers (qcluster) together.
 
-1. Apply migrations and deploy the example agents (and any --agents folders).
+1. Check that the port is free, apply migrations and deploy the example
+   agents (and any --agents folders).
 2. Start daphne and `manage.py qcluster` as child processes, each in its own
    process group, with the auth and mode switches passed in the environment.
    Both run under agentsite.lifeline, so they and every process they fork die
@@ -10,8 +11,10 @@
 """
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -54,6 +57,8 @@ class Command(BaseCommand):
                 os.execve(sys.executable, [sys.executable, *sys.argv], env)
         if opts["bearer_token"] and opts["allow_anonymous"]:
             raise CommandError("choose --bearer-token or --allow-anonymous, not both")
+
+        _check_port_free(opts["host"], opts["port"])
 
         call_command("migrate", interactive=False, verbosity=0)
         self.deploy(opts)
@@ -152,3 +157,23 @@ def _signal_group(child: subprocess.Popen, sig: int) -> None:
         os.killpg(child.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Fail before starting anything when another process listens on the port.
+
+    SO_REUSEADDR as Twisted sets it, so connections of a killed server left in
+    TIME_WAIT do not count as taken.
+    """
+    try:
+        family, type_, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        raise CommandError(f"cannot serve on {host}:{port}: {exc.strerror}") from None
+    with socket.socket(family, type_, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CommandError(f"port {port} on {host} is already in use; stop what listens there or pass --port") from None
+            raise CommandError(f"cannot serve on {host}:{port}: {exc.strerror}") from None
