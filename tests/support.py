@@ -49,9 +49,10 @@ class Server:
 
 
 @contextlib.contextmanager
-def run_server(state_root: Path, *args: str, env: dict[str, str] | None = None, ready_timeout: float = 40) -> Iterator[Server]:
-    """Start `manage.py serve` on a free port and wait until /healthz answers."""
-    port = free_port()
+def run_server(state_root: Path, *args: str, env: dict[str, str] | None = None, ready_timeout: float = 40,
+               port: int | None = None) -> Iterator[Server]:
+    """Start `manage.py serve` on `port` (default: a free one) and wait until /healthz answers."""
+    port = port or free_port()
     state_root.mkdir(parents=True, exist_ok=True)
     log = state_root / f"serve-{port}.log"
     with open(log, "wb") as out:

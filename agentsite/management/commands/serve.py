@@ -1,15 +1,20 @@
 """`manage.py serve`: the web server (daphne) and the turn workers (qcluster) together.
 
-1. Apply migrations and deploy the example agents (and any --agents folders).
+1. Check that the port is free, apply migrations and deploy the example
+   agents (and any --agents folders).
 2. Start daphne and `manage.py qcluster` as child processes, each in its own
    process group, with the auth and mode switches passed in the environment.
+   Both run under agentsite.lifeline, so they and every process they fork die
+   with serve, even when serve is killed with SIGKILL.
 3. Print the URLs, then wait. Ctrl-C or SIGTERM stops both children (SIGTERM,
    then SIGKILL after a grace period); if one child dies, the other is stopped.
 """
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -53,6 +58,8 @@ class Command(BaseCommand):
         if opts["bearer_token"] and opts["allow_anonymous"]:
             raise CommandError("choose --bearer-token or --allow-anonymous, not both")
 
+        _check_port_free(opts["host"], opts["port"])
+
         call_command("migrate", interactive=False, verbosity=0)
         self.deploy(opts)
 
@@ -71,11 +78,13 @@ class Command(BaseCommand):
             env["AGENTSITE_WORKERS"] = str(opts["workers"])
 
         manage = str(Path(settings.BASE_DIR) / "manage.py")
+        # Started from this (main) thread: the children's tie fires when the forking thread ends.
+        lifeline = [sys.executable, "-m", "agentsite.lifeline", "--parent", str(os.getpid())]
         commands = {
-            "web": [sys.executable, "-m", "daphne", "-b", opts["host"], "-p", str(opts["port"]), "agentsite.asgi:application"],
+            "web": [*lifeline, "-m", "daphne", "-b", opts["host"], "-p", str(opts["port"]), "agentsite.asgi:application"],
         }
         if not opts["no_workers"]:
-            commands["workers"] = [sys.executable, manage, "qcluster"]
+            commands["workers"] = [*lifeline, manage, "qcluster"]
         children = {
             name: subprocess.Popen(cmd, env=env, cwd=settings.BASE_DIR, start_new_session=True)
             for name, cmd in commands.items()
@@ -148,3 +157,23 @@ def _signal_group(child: subprocess.Popen, sig: int) -> None:
         os.killpg(child.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Fail before starting anything when another process listens on the port.
+
+    SO_REUSEADDR as Twisted sets it, so connections of a killed server left in
+    TIME_WAIT do not count as taken.
+    """
+    try:
+        family, type_, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        raise CommandError(f"cannot serve on {host}:{port}: {exc.strerror}") from None
+    with socket.socket(family, type_, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CommandError(f"port {port} on {host} is already in use; stop what listens there or pass --port") from None
+            raise CommandError(f"cannot serve on {host}:{port}: {exc.strerror}") from None
