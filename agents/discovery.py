@@ -89,6 +89,7 @@ class LoadedAgent:
                     "description": t.description,
                     "effect": t.effect,
                     "needsApproval": t.needs_approval,
+                    "directCall": t.direct_call,
                     "timeArgs": list(t.time_args),
                     "execution": t.execution,
                     "inputSchema": t.input_schema(),
@@ -318,6 +319,11 @@ def _tool_problems(t: Tool) -> list[str]:
         problems.append(f"effect must be 'read' or 'write', not {t.effect!r}")
     if t.execution not in ("server", "agent"):
         problems.append(f"execution must be 'server' or 'agent', not {t.execution!r}")
+    not_bool = [o for o in ("needs_approval", "direct_call") if not isinstance(getattr(t, o), bool)]
+    problems.extend(f"{o} must be True or False, not {getattr(t, o)!r}" for o in not_bool)
+    if not not_bool and t.direct_call and not t.needs_approval:
+        problems.append("direct_call=True only lifts the approval of a needs_approval=True tool; "
+                        "remove it (tools without approval can be called directly already)")
     try:
         properties = t.input_schema().get("properties", {})
     except Exception as exc:

@@ -54,6 +54,9 @@ class Tool:
     dry_run_result: Any = None
     time_args: tuple[str, ...] = ()
     execution: Execution = "server"
+    # A needs_approval tool may run without approval when called directly
+    # (the tool-call route, `manage.py call`, schedule handlers) only if it opts in.
+    direct_call: bool = False
 
     def input_schema(self) -> dict[str, Any]:
         return _schema_of(self.input_model)
@@ -77,6 +80,7 @@ def tool(
     dry_run_result: Any = None,
     time_args: list[str] | tuple[str, ...] = (),
     execution: Execution = "server",
+    direct_call: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Declare a tool. The input model is `input=` or the first parameter's annotation."""
 
@@ -91,6 +95,7 @@ def tool(
             dry_run_result=dry_run_result,
             time_args=tuple(time_args),
             execution=execution,
+            direct_call=direct_call,
         )
 
     return decorate

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 
@@ -51,6 +52,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Serves the admin's and the playground's static files from the apps, under daphne too.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before anything acts on a request: writes from another site's pages stop here.
+    "channels_app.origin.cross_site_guard",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -213,6 +216,14 @@ AGENTSITE_DEV = _env_bool("AGENTSITE_DEV")
 # serve --no-schedules turns cron schedules off (reminders still fire).
 AGENTSITE_SCHEDULES = _env_bool("AGENTSITE_SCHEDULES", True)
 AGENTSITE_PUBLIC_URL = os.environ.get("AGENTSITE_PUBLIC_URL", "")
+# Origins besides the server's own whose pages may post here, from
+# AGENTSITE_TRUSTED_ORIGINS (comma-separated, e.g. "https://agents.example.com,
+# https://*.example.org") and AGENTSITE_PUBLIC_URL: the cross-site guard and
+# Django's CSRF check of admin logins trust the same list (channels_app/origin.py).
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("AGENTSITE_TRUSTED_ORIGINS", "").split(",") if o.strip()]
+if AGENTSITE_PUBLIC_URL:
+    _public = urlsplit(AGENTSITE_PUBLIC_URL)
+    CSRF_TRUSTED_ORIGINS.append(f"{_public.scheme}://{_public.netloc}")
 # Agents that name no model get this; empty: a provider with a key in the env, else scripted:echo.
 AGENTSITE_DEFAULT_MODEL = os.environ.get("AGENTSITE_DEFAULT_MODEL", "")
 # A running turn renews its lease every third of this; a lapsed lease means its worker died.

@@ -191,11 +191,6 @@ def policy_chain() -> list[Policy]:
     return [local_dev_strict(), django_login()]
 
 
-def is_loopback_chain() -> bool:
-    """True under the default chain, which trusts whoever reaches loopback."""
-    return not getattr(settings, "AGENTSITE_AUTH_POLICIES", None) and settings.AGENTSITE_AUTH == "local_dev_strict"
-
-
 def authenticate(info: RequestInfo) -> Principal | None:
     for policy in policy_chain():
         principal = policy(info)

@@ -14,34 +14,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from channels_app.auth import RequestInfo, authenticate, host_is_loopback, is_loopback_chain
+from channels_app.auth import RequestInfo, authenticate
+from channels_app.origin import foreign_websocket_origin
 from channels_app.stream import follow_events
 from sessions.admission import AdmissionError, stop_session, submit_message
 from sessions.models import Session
 
 log = logging.getLogger(__name__)
-
-
-def origin_allowed(info: RequestInfo) -> bool:
-    """Browsers always send Origin; it must name the host the socket was opened on.
-
-    Under the loopback default it must also be a loopback origin, so a page on
-    another site cannot drive a local agent through the visitor's browser.
-    """
-    origin = info.headers.get("origin")
-    if origin is None:
-        return True  # not a browser (curl, tests, other servers): the auth chain decides
-    parts = urlsplit(origin)
-    if not parts.netloc:
-        return False
-    if is_loopback_chain() and not host_is_loopback(parts.netloc):
-        return False
-    return parts.netloc.lower() == info.host.lower() or (host_is_loopback(parts.netloc) and host_is_loopback(info.host))
 
 
 @database_sync_to_async
@@ -54,9 +38,10 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         await self.accept()
-        info = RequestInfo.from_scope(self.scope)
-        if not origin_allowed(info):
+        # A page on another site must not follow or drive a session through the visitor's browser.
+        if foreign_websocket_origin(self.scope) is not None:
             return await self.close(code=4403)
+        info = RequestInfo.from_scope(self.scope)
         self.principal = authenticate(info)
         if self.principal is None:
             return await self.close(code=4401)

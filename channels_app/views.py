@@ -345,13 +345,15 @@ class ApprovalResolveView(APIView):
 class ToolCallView(APIView):
     @extend_schema(
         summary="Call a server tool deterministically, without a model turn",
-        request=ToolCallBody, responses={200: dict, 400: dict, 409: dict, 422: dict},
+        request=ToolCallBody, responses={200: dict, 202: dict, 400: dict, 403: dict, 409: dict, 422: dict},
     )
     def post(self, request: Request, slug: str, tool_name: str) -> Response:
         body: ToolCallBody = parse_body(ToolCallBody, request)
         agent = get_agent(slug)
         session = get_owned_session(slug, body.session_id, request.user) if body.session_id else None
-        return Response(call_tool(agent, tool_name, body.input, session=session))
+        result = call_tool(agent, tool_name, body.input, session=session)
+        # A needs_approval tool bound to a session parks until someone decides it.
+        return Response(result, status=202 if result.get("status") == "awaiting_approval" else 200)
 
 
 def render_reminder(r: Reminder) -> dict[str, Any]:

@@ -4,13 +4,20 @@ A session-bound call takes the session's execution lock (its `active_turn`)
 with the same conditional update a turn uses, so it never overlaps a turn:
 while a turn runs the call gets 409 `session_busy`, and turns admitted while
 the call runs queue behind it.
+
+A `needs_approval` tool is never run directly without a decision, unless it
+opts in with `@tool(direct_call=True)` or an operator approves the call
+up front (`manage.py call --approve`). Without a session there is nobody to
+ask, so the call is refused (403 `approval_required`); bound to a session it
+parks like a turn's gated call: stored as awaiting approval, holding the
+session's lock, and resumed by a worker once decided (`resume_call`).
 """
 from __future__ import annotations
 
 import time
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -18,15 +25,25 @@ from pydantic import ValidationError
 
 from agents.discovery import load_deployment
 from agents.models import Agent
-from agents.sdk import SessionInfo, ToolContext
+from agents.sdk import SessionInfo, Tool, ToolContext
 from sessions import tools as calls_
 from sessions.admission import AdmissionError, dispatch_next
 from sessions.events import append_events
 from sessions.models import Session, ToolCall, Turn
 from sessions.timers import Host
 
+if TYPE_CHECKING:
+    from channels_app.auth import Principal
 
-def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | None = None) -> dict[str, Any]:
+
+def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | None = None,
+              approved_by: Principal | None = None) -> dict[str, Any]:
+    """Run one tool call, or park it for approval when bound to a session.
+
+    `approved_by` is a principal approving the call in advance (the operator
+    of `manage.py call --approve`). A parked call returns
+    `{"callId", "toolName", "input", "status": "awaiting_approval", "sessionId", "turnId"}`.
+    """
     deployment = session.deployment if session else agent.active_deployment
     if deployment is None:
         raise AdmissionError("agent_not_deployed", f"agent {agent.slug!r} has no active deployment", 409)
@@ -41,9 +58,15 @@ def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | Non
         details = [{"field": ".".join(str(p) for p in e["loc"]) or "input", "message": e["msg"], "type": e["type"]}
                    for e in exc.errors(include_url=False, include_input=False)]
         raise AdmissionError("invalid_input", calls_.validation_message(exc), 400, details) from None
+    gated = tool.needs_approval and not tool.direct_call and approved_by is None
 
     call_id = f"call_{uuid.uuid4().hex[:16]}"
     if session is None:
+        if gated:
+            raise AdmissionError("approval_required", (
+                f"tool {name!r} needs approval: pass a sessionId to park the call until someone decides it "
+                f"(POST /{agent.slug}/v1/session/<id>/approvals/<callId>), or declare the tool with "
+                "@tool(..., direct_call=True) to allow direct calls"), 403)
         ctx = ToolContext(session=None, call_id=call_id, host=Host(session=None, agent=agent))
         started = time.monotonic()
         try:
@@ -52,42 +75,118 @@ def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | Non
             raise AdmissionError("tool_error", f"{type(exc).__name__}: {exc}", 422) from None
         return {"callId": call_id, "toolName": name, "output": output, "stubbed": False,
                 "durationMs": round((time.monotonic() - started) * 1000, 1)}
-    return _call_in_session(session, tool, name, validated, call_id, loaded.hooks)
+    return _call_in_session(session, tool, name, validated, call_id, loaded.hooks, gated, approved_by)
 
 
-def _call_in_session(session: Session, tool, name: str, validated, call_id: str, hooks) -> dict[str, Any]:
+def _context(session: Session, call_id: str, as_of: datetime | None) -> ToolContext:
     options = session.options or {}
-    as_of = datetime.fromisoformat(options["asOf"]) if options.get("asOf") else None
+    info = SessionInfo(id=session.id, agent=session.agent.slug, mode=session.mode,
+                       principal_id=session.principal_id, dry_run=bool(options.get("dryRun")))
+    return ToolContext(session=info, call_id=call_id, as_of=as_of, host=Host(session=session, agent=session.agent))
+
+
+def _as_of(session: Session) -> datetime | None:
+    raw = (session.options or {}).get("asOf")
+    return datetime.fromisoformat(raw) if raw else None
+
+
+def _call_in_session(session: Session, tool: Tool, name: str, validated, call_id: str, hooks, gated: bool,
+                     approved_by: Principal | None) -> dict[str, Any]:
+    options = session.options or {}
+    as_of = _as_of(session)
     if as_of is not None and tool.time_args:
         if refusal := calls_.check_time_args(tool.time_args, validated, as_of):
             raise AdmissionError("invalid_input", refusal, 400)
+    stubbed = bool(options.get("dryRun")) and tool.effect == "write"
+    parks = gated and not stubbed  # a stub has no effect, so it needs no approval (as in a turn)
+    approved = tool.needs_approval and approved_by is not None and not stubbed
+    requested = {"callId": call_id, "toolName": name, "input": validated.model_dump(mode="json"), "direct": True}
     with transaction.atomic():
-        turn = Turn.objects.create(session=session, trigger=Turn.Trigger.TOOL, status=Turn.Status.RUNNING,
-                                   message=f"{name} call", started_at=timezone.now())
+        # Parked in the same transaction that takes the lock: a decision can never
+        # find the call awaiting approval while its turn is not parked yet.
+        turn = Turn.objects.create(session=session, trigger=Turn.Trigger.TOOL, message=f"{name} call",
+                                   status=Turn.Status.AWAITING_APPROVAL if parks else Turn.Status.RUNNING,
+                                   started_at=timezone.now())
         if not Session.objects.filter(pk=session.pk, active_turn__isnull=True).update(active_turn=turn):
             transaction.set_rollback(True)
             raise AdmissionError("session_busy", "a turn is running on this session; retry when it has settled", 409)
-    row = ToolCall.objects.create(session=session, turn=turn, call_id=call_id, tool=name,
-                                  input=validated.model_dump(mode="json"))
+        decision: dict[str, Any] = {}
+        if parks:
+            decision = {"status": ToolCall.Status.AWAITING_APPROVAL}
+        elif approved:
+            decision = {"status": ToolCall.Status.APPROVED, "decided_by": approved_by.as_dict(),
+                        "reason": "approved when called"}
+        row = ToolCall.objects.create(session=session, turn=turn, call_id=call_id, tool=name,
+                                      input=requested["input"], **decision)
+        events: list[tuple[str, dict[str, Any]]] = [("actions.requested", {"calls": [requested]})]
+        if parks:
+            events.append(("action.approval_requested", {
+                **requested, "description": tool.description, "effect": tool.effect}))
+        elif approved:
+            events.append(("action.approval_resolved", {
+                "callId": call_id, "toolName": name, "decision": "approve", "reason": row.reason,
+                "decidedBy": row.decided_by}))
+        append_events(session.id, events, turn.id, hooks)
+    if parks:
+        return {"callId": call_id, "toolName": name, "input": row.input, "status": ToolCall.Status.AWAITING_APPROVAL,
+                "sessionId": session.id, "turnId": turn.id}
     duration = 0.0
     try:
-        append_events(session.id, [("actions.requested", {"calls": [
-            {"callId": call_id, "toolName": name, "input": row.input, "direct": True}]})], turn.id, hooks)
-        if options.get("dryRun") and tool.effect == "write":
+        if stubbed:
             calls_.stub(row, tool)
         else:
-            info = SessionInfo(id=session.id, agent=session.agent.slug, mode=session.mode,
-                               principal_id=session.principal_id, dry_run=bool(options.get("dryRun")))
-            ctx = ToolContext(session=info, call_id=call_id, as_of=as_of, host=Host(session=session, agent=session.agent))
-            duration = calls_.execute(row, tool, validated, ctx)
+            duration = calls_.execute(row, tool, validated, _context(session, call_id, as_of))
     finally:
         # Released whatever happened, or the session would stay locked.
-        with transaction.atomic():
-            if row.status in (ToolCall.Status.DONE, ToolCall.Status.FAILED):
-                append_events(session.id, [("action.result", calls_.result_payload(row, duration))], turn.id, hooks)
-            Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.COMPLETED, ended_at=timezone.now())
-            Session.objects.filter(pk=session.pk, active_turn=turn).update(active_turn=None)
-            dispatch_next(session.id)
+        _release(session, turn, row, duration, hooks, Turn.Status.COMPLETED)
     if row.status == ToolCall.Status.FAILED:
         raise AdmissionError("tool_error", row.error, 422)
     return calls_.result_payload(row, duration)
+
+
+def resume_call(turn: Turn) -> None:
+    """Finish a parked direct call once it is decided, or its session stopped it (a worker task).
+
+    1. An interrupt (stop, or a preempting follow-up) wins: the call is not run.
+    2. Approved: the call runs, exactly once (`tools.execute` claims it).
+    3. Denied: the denial is its result.
+    Then the session's lock is released and its next queued turn dispatched.
+    """
+    session = turn.session
+    row = ToolCall.objects.filter(turn=turn).first()
+    hooks = session.hooks()
+    duration, status = 0.0, Turn.Status.COMPLETED
+    try:
+        if row is None:
+            return
+        if row.status == ToolCall.Status.DENIED:
+            who = (row.decided_by or {}).get("principalId", "someone")
+            row.error = f"denied by {who}" + (f": {row.reason}" if row.reason else "")
+            row.save(update_fields=["error"])
+        if turn.interrupted():
+            status = Turn.Status.INTERRUPTED
+            if row.status in (ToolCall.Status.AWAITING_APPROVAL, ToolCall.Status.APPROVED):
+                row.status, row.error = ToolCall.Status.INTERRUPTED, "not run: turn interrupted"
+                row.save(update_fields=["status", "error"])
+        elif row.status == ToolCall.Status.APPROVED:
+            tool = load_deployment(session.deployment).tools[row.tool]
+            validated = tool.input_model.model_validate(row.input)
+            duration = calls_.execute(row, tool, validated, _context(session, row.call_id, _as_of(session)))
+    except Exception as exc:  # a bug must not leave the session locked, nor the call looking runnable
+        ToolCall.objects.filter(pk=row.pk, status=ToolCall.Status.APPROVED).update(
+            status=ToolCall.Status.FAILED, error=f"internal error: {type(exc).__name__}: {exc}")
+        row.refresh_from_db()
+        raise
+    finally:
+        _release(session, turn, row, duration, hooks, status)
+
+
+def _release(session: Session, turn: Turn, row: ToolCall | None, duration: float, hooks, status: str) -> None:
+    """Report the call's outcome, end its turn, free the session and start what queued behind it."""
+    settled = (ToolCall.Status.DONE, ToolCall.Status.FAILED, ToolCall.Status.DENIED, ToolCall.Status.INTERRUPTED)
+    with transaction.atomic():
+        if row is not None and row.status in settled:
+            append_events(session.id, [("action.result", calls_.result_payload(row, duration))], turn.id, hooks)
+        Turn.objects.filter(pk=turn.pk).update(status=status, ended_at=timezone.now(), lease_until=None)
+        Session.objects.filter(pk=session.pk, active_turn=turn).update(active_turn=None)
+        dispatch_next(session.id)

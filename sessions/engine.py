@@ -41,6 +41,7 @@ from agents.providers.base import (
 from agents.sdk import SessionInfo, ToolContext
 from sessions import tools as calls_
 from sessions.admission import dispatch_next
+from sessions.direct import resume_call
 from sessions.events import SessionGone, append_event, append_events
 from sessions.models import Session, Turn
 from sessions.timers import Host
@@ -179,7 +180,10 @@ def run_turn(turn_id: str) -> None:
         return
     try:
         with Heartbeat(turn):
-            TurnRunner(turn).run()
+            if turn.trigger == Turn.Trigger.TOOL:  # a parked direct tool call, now decided or stopped
+                resume_call(turn)
+            else:
+                TurnRunner(turn).run()
     except SessionGone:
         log.info("session of turn %s was deleted mid-turn", turn_id)
 

@@ -74,7 +74,9 @@ def fail_lost_turn(turn: Turn) -> bool:
         pending.append(("turn.failed", {"error": LOST_ERROR, "code": "worker_lost", "usage": turn.usage or {}}))
         pending.append(("session.failed", {"error": LOST_ERROR}) if task else ("session.waiting", {}))
         # The conversation keeps the input, so a follow-up turn knows what was asked.
-        messages = list(session.conversation) + [{"role": "user", "content": turn.message}] if turn.message else None
+        # A direct tool call's turn has no model input to keep.
+        kept = turn.message and turn.trigger != Turn.Trigger.TOOL
+        messages = list(session.conversation) + [{"role": "user", "content": turn.message}] if kept else None
         settle(session, turn, pending, messages=messages, usage=None, status=Turn.Status.FAILED, error=LOST_ERROR,
                session_status=Session.Status.FAILED if task else Session.Status.WAITING, hooks=hooks)
     return True
@@ -87,7 +89,7 @@ def sweep(now=None) -> int:
     ended = 0
     running = Turn.objects.filter(status=Turn.Status.RUNNING).filter(
         Q(lease_until__lt=now) | Q(claimed_by__startswith=host_prefix)
-    ).only("id", "session_id", "claimed_by", "lease_until", "message", "usage")
+    ).only("id", "session_id", "trigger", "claimed_by", "lease_until", "message", "usage")
     for turn in running:
         lapsed = turn.lease_until is not None and turn.lease_until < now
         if lapsed or _worker_dead(turn.claimed_by):

@@ -283,6 +283,27 @@ def test_a_tool_with_a_bad_execution_names_the_allowed_ones(tmp_path):
     assert "execution must be 'server' or 'agent', not 'cloud'" in problem.message
 
 
+def test_direct_call_without_needs_approval_says_to_remove_it(tmp_path):
+    root = make_agent(tmp_path, minimal(**{"agent/tools/weather.py": GOOD_TOOL.replace(
+        'description="Say the weather in a city."', 'description="Say the weather.", direct_call=True')}))
+
+    problem = only_problem(root)
+
+    assert problem.path == "agent/tools/weather.py"
+    assert "direct_call=True only lifts the approval of a needs_approval=True tool" in problem.message
+
+
+@pytest.mark.parametrize("option", ["needs_approval", "direct_call"])
+def test_approval_options_that_are_not_booleans_are_refused(tmp_path, option):
+    # "no" is truthy: taken as is, direct_call="no" would allow direct calls.
+    root = make_agent(tmp_path, minimal(**{"agent/tools/weather.py": GOOD_TOOL.replace(
+        'description="Say the weather in a city."', f'description="Say the weather.", {option}="no"')}))
+
+    problem = only_problem(root)
+
+    assert f"{option} must be True or False, not 'no'" in problem.message
+
+
 def test_time_args_naming_a_field_the_input_lacks_says_to_fix_the_name(tmp_path):
     root = make_agent(tmp_path, minimal(**{"agent/tools/weather.py": GOOD_TOOL.replace(
         'description="Say the weather in a city."', 'description="Say the weather.", time_args=["when"]')}))

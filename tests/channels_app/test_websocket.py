@@ -319,10 +319,10 @@ def test_the_loopback_default_refuses_a_non_loopback_host(support_agent, sync_tu
     session_id = started(LOCAL_PRINCIPAL)
     rebound = "rebind.example:8000"
 
-    # A browser on the rebound page sends its own origin: refused as foreign.
+    # A browser on the rebound page sends its own origin, which matches the Host: the auth chain refuses it.
     assert async_to_sync(close_code)(
         socket(ws_path(session_id), host=rebound, origin=f"http://{rebound}")
-    ) == 4403
+    ) == 4401
     # Without an Origin the auth chain decides, and its Host check admits nobody.
     assert async_to_sync(close_code)(socket(ws_path(session_id), host=rebound, origin=None)) == 4401
     # Nor does a loopback Host help a peer that is not on loopback.

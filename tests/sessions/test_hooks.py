@@ -193,13 +193,17 @@ def test_hooks_see_a_turn_failed_by_recovery(alice, watched, sync_turns):
 def test_hooks_see_the_events_of_a_deterministic_session_call(alice, watched, sync_turns, tmp_path):
     recorded_file, _ = watched
     session_id = start(alice, "hello")
-    # send_payment is gated for the model; the deterministic route is the caller acting directly.
+    # send_payment is gated: the direct call parks until approved, then runs in a worker.
     called = post_json(alice, "/watched/v1/tools/send_payment/call", {"input": {"amount": 1}, "sessionId": session_id})
-    assert called.status_code == 200, called.content
+    assert called.status_code == 202, called.content
+    decided = post_json(alice, f"/watched/v1/session/{session_id}/approvals/{called.json()['callId']}",
+                        {"decision": "approve"})
+    assert decided.status_code == 200, decided.content
 
     seen = recorded(recorded_file)
     assert seen == stored(session_id)
-    assert [e["type"] for e in seen][-2:] == ["actions.requested", "action.result"]
+    assert [e["type"] for e in seen][-4:] == [
+        "actions.requested", "action.approval_requested", "action.approval_resolved", "action.result"]
 
 
 def test_a_hook_file_without_a_handler_is_an_error_naming_it(tmp_path, files):

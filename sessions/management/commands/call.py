@@ -1,25 +1,40 @@
 from __future__ import annotations
 
+import getpass
 import json
 
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.models import Agent
+from channels_app.auth import Principal
 from sessions.admission import AdmissionError
 from sessions.direct import call_tool
 from sessions.models import Session
 
 
+def operator() -> Principal:
+    """Whoever runs the command, recorded as the approver of calls made with --approve."""
+    try:
+        name = getpass.getuser()
+    except Exception:  # no login name in some containers
+        name = "operator"
+    return Principal(authenticator="cli", principal_id=name, principal_type="operator")
+
+
 class Command(BaseCommand):
-    help = "Call one server tool of an agent deterministically (no model) and print its result as JSON."
+    help = ("Call one server tool of an agent deterministically (no model) and print its result as JSON. "
+            "A tool declared needs_approval=True is refused unless it allows direct calls or you pass --approve; "
+            "with --session it is parked for a decision instead.")
 
     def add_arguments(self, parser):
         parser.add_argument("slug")
         parser.add_argument("tool")
         parser.add_argument("--input", default="{}", help="the tool input as a JSON object")
         parser.add_argument("--session", help="run under this session's lock, dryRun and asOf")
+        parser.add_argument("--approve", action="store_true",
+                            help="approve a needs_approval tool's call yourself and run it now")
 
-    def handle(self, *args, slug, tool, input, session, **options):
+    def handle(self, *args, slug, tool, input, session, approve, **options):
         agent = Agent.objects.select_related("active_deployment").filter(slug=slug).first()
         if agent is None:
             raise CommandError(f"no agent {slug!r}; deploy it first (`manage.py deploy DIR`)")
@@ -33,7 +48,11 @@ class Command(BaseCommand):
             if bound is None:
                 raise CommandError(f"no session {session!r} on agent {slug!r}")
         try:
-            result = call_tool(agent, tool, payload, session=bound)
+            result = call_tool(agent, tool, payload, session=bound, approved_by=operator() if approve else None)
         except AdmissionError as exc:
-            raise CommandError(f"{exc.code}: {exc.message}") from None
+            hint = "; or pass --approve to approve and run it yourself" if exc.code == "approval_required" else ""
+            raise CommandError(f"{exc.code}: {exc.message}{hint}") from None
         self.stdout.write(json.dumps(result, indent=2))
+        if result.get("status") == "awaiting_approval":
+            self.stderr.write(f"parked: {tool} awaits a decision on session {result['sessionId']} "
+                              f"(POST /{slug}/v1/session/{result['sessionId']}/approvals/{result['callId']})")
