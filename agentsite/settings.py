@@ -54,6 +54,8 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Before anything acts on a request: writes from another site's pages stop here.
     "channels_app.origin.cross_site_guard",
+    # A NUL in a path id or query parameter is a 400 before any view looks it up.
+    "channels_app.middleware.refuse_unstorable_urls",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -177,7 +179,8 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["channels_app.auth.PolicyChainAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["channels_app.auth.HasPrincipal"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # Bounded nesting, finite numbers, text both databases store: 400s with their own codes.
+    "DEFAULT_PARSER_CLASSES": ["channels_app.parsers.BoundedJSONParser"],
     "EXCEPTION_HANDLER": "channels_app.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,

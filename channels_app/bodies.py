@@ -1,17 +1,29 @@
 """Request bodies of the HTTP channel, validated strictly with pydantic.
 
 camelCase on the wire, snake_case here; unknown fields and wrong types are
-400s rather than silently ignored or coerced.
+400s rather than silently ignored or coerced. The JSON itself was checked
+by `channels_app.parsers.load_json` (depth, numbers, storable text).
 """
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from django.conf import settings
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
-MAX_MESSAGE_CHARS = 100_000
+from channels_app.errors import APIError
+
+
+def within_message_limit(value: str) -> str:
+    """AGENTSITE_MAX_MESSAGE_CHARS, read per request (a pydantic max_length is fixed at import)."""
+    limit = settings.AGENTSITE_MAX_MESSAGE_CHARS
+    if len(value) > limit:
+        raise PydanticCustomError("string_too_long", "String should have at most {max_length} characters",
+                                  {"max_length": limit})
+    return value
 
 
 class Body(BaseModel):
@@ -19,14 +31,14 @@ class Body(BaseModel):
 
 
 class MessageBody(Body):
-    message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    message: str = Field(min_length=1)
 
     @field_validator("message")
     @classmethod
     def not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("message must not be blank")
-        return value
+        return within_message_limit(value)
 
 
 class CreateSession(MessageBody):
@@ -56,6 +68,13 @@ class FollowUp(MessageBody):
     admission: Literal["preempt", "coalesce"] = "preempt"
 
 
+class SocketMessage(MessageBody):
+    """A `{"type": "message", ...}` websocket frame; `type` and fields the socket ignores may come along."""
+
+    model_config = ConfigDict(extra="ignore")
+    admission: Literal["preempt", "coalesce"] = "preempt"
+
+
 class ApprovalDecision(Body):
     decision: Literal["approve", "deny"]
     reason: str = Field(default="", max_length=2000)
@@ -70,6 +89,24 @@ class CreateReminder(Body):
     delay: str | None = Field(default=None, max_length=20)
     every: str | None = Field(default=None, max_length=20)
     cron: str | None = Field(default=None, max_length=100)
-    prompt: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    prompt: str = Field(min_length=1)
     until: str = Field(default="", max_length=2000)
     title: str = Field(default="", max_length=200)
+
+    @field_validator("prompt")
+    @classmethod
+    def prompt_within_limit(cls, value: str) -> str:
+        return within_message_limit(value)
+
+
+def validate_body(model: type[BaseModel], data: Any) -> Any:
+    """`data` as `model`, or a 400 `invalid_request` whose details name each bad field."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        details = [
+            {"field": ".".join(str(p) for p in e["loc"]) or "body", "message": e["msg"], "type": e["type"]}
+            for e in exc.errors(include_url=False, include_input=False)
+        ]
+        message = "; ".join(f"{d['field']}: {d['message']}" for d in details)
+        raise APIError(400, "invalid_request", message, details) from None

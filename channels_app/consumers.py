@@ -5,9 +5,10 @@ running the same follower (replay from startIndex, then live). The auth
 chain and ownership are the HTTP routes'. A refused socket is accepted and
 closed at once with a code the page can read: 4401 (no policy admitted
 it), 4403 (foreign Origin or another principal's session), 4404 (unknown
-session), 4400 (bad startIndex). A client may send
-`{"type": "message", "message": "...", "admission": "coalesce"}` to post a
-follow-up through the socket.
+session), 4400 (bad startIndex, or a session id holding NUL). A client may
+send `{"type": "message", "message": "...", "admission": "coalesce"}` to
+post a follow-up through the socket; a bad frame gets an error frame, and
+the socket stays open.
 """
 from __future__ import annotations
 
@@ -20,7 +21,11 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from channels_app.auth import RequestInfo, authenticate
+from channels_app.bodies import SocketMessage, validate_body
+from channels_app.errors import APIError
+from channels_app.middleware import bad_path_id
 from channels_app.origin import foreign_websocket_origin
+from channels_app.parsers import JSONRefused, load_json, parse_count
 from channels_app.stream import follow_events
 from sessions.admission import AdmissionError, stop_session, submit_message
 from sessions.models import Session
@@ -46,17 +51,16 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
         if self.principal is None:
             return await self.close(code=4401)
         kwargs = self.scope["url_route"]["kwargs"]
+        if bad_path_id(kwargs):
+            return await self.close(code=4400)
         self.session = await _load(kwargs["slug"], kwargs["session_id"])
         if self.session is None:
             return await self.close(code=4404)
         if not self.session.is_owned_by(self.principal):
             return await self.close(code=4403)
-        query = parse_qs(self.scope.get("query_string", b"").decode())
-        try:
-            start = int(query.get("startIndex", ["0"])[0])
-        except ValueError:
-            start = -1
-        if start < 0:
+        query = parse_qs(self.scope.get("query_string", b"").decode("utf-8", "replace"))
+        start = parse_count(query.get("startIndex", ["0"])[0])
+        if start is None:
             return await self.close(code=4400)
         self.follower = asyncio.create_task(self.follow(start))
 
@@ -79,19 +83,19 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
         if self.follower is None:
             return
         try:
-            frame = json.loads(text_data or "")
+            frame = load_json(text_data or "", "frame")
             if not isinstance(frame, dict):
                 raise ValueError("a frame is a JSON object")
+        except JSONRefused as exc:
+            return await self.send_error(exc.code, exc.message)
         except ValueError:
             return await self.send_error("invalid_frame", "send a JSON object such as {\"type\": \"message\", \"message\": \"...\"}")
         kind = frame.get("type")
         try:
             if kind == "message":
-                message = frame.get("message")
-                admission = frame.get("admission", "preempt")
-                if not isinstance(message, str) or not message.strip():
-                    return await self.send_error("invalid_request", "message must be a non-empty string")
-                admitted = await database_sync_to_async(submit_message)(self.session, message, admission=admission)
+                body: SocketMessage = validate_body(SocketMessage, frame)
+                admitted = await database_sync_to_async(submit_message)(self.session, body.message,
+                                                                         admission=body.admission)
                 await self.send(text_data=json.dumps({"type": "ack", "turnId": admitted.turn.id}))
             elif kind == "stop":
                 stopping = await database_sync_to_async(stop_session)(self.session)
@@ -100,6 +104,8 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
                 await self.send_error("invalid_frame", "type must be 'message' or 'stop'")
         except AdmissionError as exc:
             await self.send_error(exc.code, exc.message)
+        except APIError as exc:
+            await self.send_error(exc.error_code, exc.message)
 
     async def send_error(self, code: str, message: str) -> None:
         await self.send(text_data=json.dumps({"type": "error", "error": {"code": code, "message": message}}))

@@ -22,6 +22,7 @@ from django.http import StreamingHttpResponse
 
 from channels_app.auth import RequestInfo, authenticate
 from channels_app.errors import error_response
+from channels_app.parsers import parse_count
 from sessions import wakeups
 from sessions.events import TERMINAL_TYPES, read_events
 from sessions.models import Event, Session
@@ -160,9 +161,10 @@ async def stream_view(request, slug: str, session_id: str):
     sse = "text/event-stream" in request.headers.get("Accept", "")
     raw_start = request.GET.get("startIndex")
     if raw_start is None and sse and request.headers.get("Last-Event-ID"):
-        raw_start = str(_int_or(request.headers["Last-Event-ID"], -2) + 1)
-    start = _int_or(raw_start or "0", -1)
-    if start < 0:
+        last = parse_count(request.headers["Last-Event-ID"])
+        raw_start = "-1" if last is None else str(last + 1)
+    start = parse_count(raw_start or "0")
+    if start is None:
         return error_response(400, "invalid_start_index", "startIndex (or Last-Event-ID) must be a non-negative integer")
     refusal = await _lookup(slug, session_id, principal)
     if refusal:
@@ -176,9 +178,3 @@ async def stream_view(request, slug: str, session_id: str):
     response["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
     return response
 
-
-def _int_or(raw: str, default: int) -> int:
-    try:
-        return int(raw)
-    except (TypeError, ValueError):
-        return default

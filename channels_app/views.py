@@ -7,21 +7,23 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import datetime
+import re
+from datetime import datetime, timezone
 from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
 from django.http import HttpResponse, JsonResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.models import Agent
-from channels_app.bodies import ApprovalDecision, CreateReminder, CreateSession, FollowUp, ToolCallBody
+from channels_app.bodies import ApprovalDecision, CreateReminder, CreateSession, FollowUp, ToolCallBody, validate_body
 from channels_app.errors import APIError
+from channels_app.parsers import load_json, parse_count
 from sessions.admission import delete_session, start_session, stop_session, submit_message
 from sessions.approvals import pending_approvals, resolve_approval
 from sessions.direct import call_tool
@@ -31,16 +33,7 @@ from sessions.timers import TimerError, cancel_reminder, create_reminder, fire_r
 
 
 def parse_body(model: type[BaseModel], request: Request) -> Any:
-    data = request.data
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        details = [
-            {"field": ".".join(str(p) for p in e["loc"]) or "body", "message": e["msg"], "type": e["type"]}
-            for e in exc.errors(include_url=False, include_input=False)
-        ]
-        message = "; ".join(f"{d['field']}: {d['message']}" for d in details)
-        raise APIError(400, "invalid_request", message, details) from None
+    return validate_body(model, request.data)
 
 
 def get_agent(slug: str) -> Agent:
@@ -100,12 +93,8 @@ def render_session(session: Session) -> dict[str, Any]:
 
 
 def _start_index(request: Request) -> int:
-    raw = request.query_params.get("startIndex", "0")
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
+    value = parse_count(request.query_params.get("startIndex", "0"))
+    if value is None:
         raise APIError(400, "invalid_start_index", "startIndex must be a non-negative integer")
     return value
 
@@ -205,12 +194,21 @@ class SessionDetailView(APIView):
         return Response(status=204)
 
 
+CURSOR_SESSION_ID = re.compile(r"[A-Za-z0-9_]{1,40}")
+
+
 def _decode_cursor(raw: str) -> tuple[datetime, str]:
+    """The (created_at, id) a cursor points after; anything else a client makes up is a 400."""
     try:
-        created, session_id = json.loads(base64.urlsafe_b64decode(raw.encode() + b"==").decode())
-        return datetime.fromisoformat(created), str(session_id)
-    except Exception:
-        raise APIError(400, "invalid_cursor", "cursor is not one this server issued") from None
+        created, session_id = load_json(base64.urlsafe_b64decode(raw.encode() + b"==").decode(), "cursor")
+        instant = datetime.fromisoformat(created)
+        # Near year 1 or 9999 an offset pushes the instant out of range once it is made UTC.
+        instant = instant.astimezone(timezone.utc) if instant.tzinfo else None
+    except (ValueError, TypeError, OverflowError):  # JSONRefused, UnicodeError and binascii.Error are ValueErrors
+        instant = session_id = None
+    if instant is None or not isinstance(session_id, str) or not CURSOR_SESSION_ID.fullmatch(session_id):
+        raise APIError(400, "invalid_cursor", "cursor is not one this server issued")
+    return instant, session_id
 
 
 def _encode_cursor(session: Session) -> str:
@@ -226,10 +224,7 @@ class SessionListView(APIView):
     )
     def get(self, request: Request, slug: str) -> Response:
         agent = get_agent(slug)
-        try:
-            limit = int(request.query_params.get("limit", "20"))
-        except ValueError:
-            limit = 0
+        limit = parse_count(request.query_params.get("limit", "20")) or 0
         if not 1 <= limit <= 100:
             raise APIError(400, "invalid_limit", "limit must be an integer from 1 to 100")
         rows = (

@@ -572,7 +572,9 @@ def assistant_message(text: str, reasoning: str, signature: str, calls: list[Too
     if signature:
         message["reasoningSignature"] = signature
     if calls:
-        message["toolCalls"] = [{"id": c.call_id, "name": c.name, "input": calls_.json_safe(c.input)} for c in calls]
+        # Cleaned like the ToolCall rows (tools.prepare), so the stored conversation matches them.
+        message["toolCalls"] = [{"id": calls_.clean_text(c.call_id), "name": calls_.clean_text(c.name),
+                                 "input": calls_.json_safe(c.input)} for c in calls]
     return message
 
 

@@ -36,7 +36,8 @@ from sessions.models import Reminder, Schedule, Session, Turn
 
 log = logging.getLogger(__name__)
 
-DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
+# ASCII only: \d would also take '١' (Arabic-Indic one), which int() reads as 1.
+DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$", re.ASCII)
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 RUN_RESULTS = ("stop", "skip", "delivered")
 

@@ -9,6 +9,7 @@ and a new task resumes it once every parked call is decided.
 from __future__ import annotations
 
 import json
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,18 +26,26 @@ from agents.providers.base import ToolSpec
 from agents.sdk import Tool, ToolContext
 from agents.skills import safe_relative
 from sessions.models import ToolCall
+from sessions.storable import clean, clean_text, find_problem
 
 DRY_RUN_ACK = "Operation acknowledged."
 
+# How NUL, lone surrogates and non-finite numbers look in json.dumps output (a hint: clean() decides).
+UNSTORABLE_IN_DUMP = re.compile(r"\\u(?:0000|d[89a-f])|NaN|Infinity")
+
 
 def json_safe(value: Any) -> Any:
+    """`value` as JSON both databases store (tool inputs and outputs, rows and events)."""
     if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
+        value = value.model_dump(mode="json")
     try:
-        json.dumps(value)
-        return value
+        dumped = json.dumps(value)
     except (TypeError, ValueError):
-        return json.loads(json.dumps(value, default=str))
+        value = json.loads(json.dumps(value, default=str))
+        dumped = None
+    if dumped is None or UNSTORABLE_IN_DUMP.search(dumped):
+        return clean(value)
+    return value
 
 
 def check_time_args(names: tuple[str, ...], validated: BaseModel, as_of: datetime) -> str | None:
@@ -169,18 +178,26 @@ class Prepared:
     error: str | None
 
     def requested(self) -> dict[str, Any]:
-        shown = self.validated.model_dump(mode="json") if self.validated is not None else json_safe(self.call.input)
-        return {"callId": self.call.call_id, "toolName": self.call.name, "input": shown}
+        shown = json_safe(self.validated if self.validated is not None else self.call.input)
+        return {"callId": self.row.call_id, "toolName": self.row.tool, "input": shown}
 
 
 def prepare(turn, tools: dict[str, Tool], calls: list[ModelToolCall], as_of: datetime | None) -> list[Prepared]:
-    """Validate each call and store it as a ToolCall row."""
+    """Validate each call and store it as a ToolCall row.
+
+    Input holding text or numbers the databases cannot store is refused like
+    any invalid input (the model sees why and can retry); what is stored and
+    shown of it is a cleaned copy.
+    """
     prepared = []
     for call in calls:
         tool = tools.get(call.name)
         validated, error = None, None
         if tool is None:
             error = f"unknown tool {call.name!r}; available tools: {', '.join(sorted(tools)) or 'none'}"
+        elif unstorable := find_problem(call.input, "input"):
+            path, problem = unstorable
+            error = f"invalid input: {path} {problem}; retry with valid Unicode text and finite numbers"
         else:
             try:
                 validated = tool.input_model.model_validate(call.input)
@@ -188,9 +205,9 @@ def prepare(turn, tools: dict[str, Tool], calls: list[ModelToolCall], as_of: dat
                 error = validation_message(exc)
         if error is None and as_of is not None and tool.time_args:
             error = check_time_args(tool.time_args, validated, as_of)
-        shown = validated.model_dump(mode="json") if validated is not None else json_safe(call.input)
+        shown = json_safe(validated if validated is not None else call.input)
         row = ToolCall.objects.create(
-            session_id=turn.session_id, turn=turn, call_id=call.call_id, tool=call.name,
+            session_id=turn.session_id, turn=turn, call_id=clean_text(call.call_id), tool=clean_text(call.name),
             input=shown if isinstance(shown, dict) else {"raw": shown},
             status=ToolCall.Status.FAILED if error else ToolCall.Status.REQUESTED, error=error or "",
         )
@@ -237,7 +254,7 @@ def execute(row: ToolCall, tool: Tool, validated: BaseModel, ctx: ToolContext) -
         row.output = json_safe(tool(validated, ctx))
         row.status = ToolCall.Status.DONE
     except Exception as exc:  # the model sees tool errors and can act on them
-        row.error = f"{type(exc).__name__}: {exc}"
+        row.error = clean_text(f"{type(exc).__name__}: {exc}")
         row.status = ToolCall.Status.FAILED
     row.ended_at = timezone.now()
     row.save(update_fields=["output", "status", "error", "ended_at"])

@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings as django_settings
 
 from agents.discovery import deploy_agent_folder
-from sessions.models import Session, Turn
+from sessions.models import Reminder, Session, Turn
 
 MISSING = "ses_000000000000000000000000"
 
@@ -204,8 +204,11 @@ def test_a_follow_up_over_the_upload_limit_gets_413(local, session, settings):
 
 # -- query parameters ---------------------------------------------------------------------------
 
+NOT_ASCII_COUNTS = ["٣", "１", "+3", "3_0", " 3", "99999999999999999999"]
+
+
 @pytest.mark.django_db
-@pytest.mark.parametrize("value", ["abc", "-1", "1.5", "", " "])
+@pytest.mark.parametrize("value", ["abc", "-1", "1.5", "", " ", *NOT_ASCII_COUNTS])
 def test_a_bad_start_index_on_events_gets_400(local, session, value):
     error = error_of(local.get(f"/support/v1/session/{session.pk}/events", {"startIndex": value}), 400)
 
@@ -213,7 +216,7 @@ def test_a_bad_start_index_on_events_gets_400(local, session, value):
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("value", ["abc", "-1", "1.5"])
+@pytest.mark.parametrize("value", ["abc", "-1", "1.5", *NOT_ASCII_COUNTS])
 def test_a_bad_start_index_on_the_stream_gets_400(local, session, value):
     error = error_of(local.get(f"/support/v1/session/{session.pk}/stream", {"startIndex": value}), 400)
 
@@ -221,15 +224,16 @@ def test_a_bad_start_index_on_the_stream_gets_400(local, session, value):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_bad_last_event_id_on_the_sse_stream_gets_400(local, session):
+@pytest.mark.parametrize("value", ["soon", "+3", "3_0", "-2"])
+def test_a_bad_last_event_id_on_the_sse_stream_gets_400(local, session, value):
     response = local.get(f"/support/v1/session/{session.pk}/stream",
-                         HTTP_ACCEPT="text/event-stream", HTTP_LAST_EVENT_ID="soon")
+                         HTTP_ACCEPT="text/event-stream", HTTP_LAST_EVENT_ID=value)
 
     assert error_of(response, 400)["code"] == "invalid_start_index"
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("value", ["0", "101", "-5", "ten", "2.5", ""])
+@pytest.mark.parametrize("value", ["0", "101", "-5", "ten", "2.5", "", "٣", "１０", "+5", "1_0"])
 def test_a_bad_limit_on_the_sessions_list_gets_400(local, support_agent, value):
     error = error_of(local.get("/support/v1/sessions", {"limit": value}), 400)
 
@@ -245,11 +249,31 @@ def test_a_bad_limit_on_the_sessions_list_gets_400(local, support_agent, value):
     b64('["yesterday", "ses_x"]'),
     b64('[12, "ses_x"]'),
     b64("null"),
+    b64('["2026-01-01T00:00:00+00:00", "\\ud800"]'),
+    b64('["2026-01-01T00:00:00+00:00", "ses_\\u0000"]'),
+    b64('["2026-01-01T00:00:00+00:00", ["ses_x"]]'),
+    b64('["0001-01-01T00:00:00+14:00", "ses_x"]'),
+    b64('["9999-12-31T23:59:59-14:00", "ses_x"]'),
+    b64('["2026-01-01T00:00:00", "ses_x"]'),
+    b64('["2026-01-01T00:00:00+00:00", 1e999]'),
+    b64("[" * 100_000 + "]" * 100_000),
+    base64.urlsafe_b64encode("\udcff".encode("utf-8", "surrogatepass")).decode(),
 ])
 def test_a_cursor_this_server_did_not_issue_gets_400(local, support_agent, cursor):
     error = error_of(local.get("/support/v1/sessions", {"cursor": cursor}), 400)
 
     assert error["code"] == "invalid_cursor"
+
+
+@pytest.mark.django_db
+def test_the_next_cursor_still_pages_through_the_sessions(local, support_agent):
+    ids = [post_json(local, "/support/v1/session", {"message": f"m{i}"}).json()["sessionId"] for i in range(3)]
+
+    first = local.get("/support/v1/sessions", {"limit": 2}).json()
+    second = local.get("/support/v1/sessions", {"limit": 2, "cursor": first["nextCursor"]}).json()
+
+    assert [s["sessionId"] for s in first["sessions"] + second["sessions"]] == ids[::-1]
+    assert second["nextCursor"] is None
 
 
 # -- 404s --------------------------------------------------------------------------------------
@@ -357,6 +381,117 @@ def test_a_wrong_method_on_the_stream_gets_405(local, session):
     error = error_of(local.post(f"/support/v1/session/{session.pk}/stream"), 405)
 
     assert error["code"] == "method_not_allowed"
+
+
+# -- text the databases cannot store, nesting, numbers -------------------------------------------
+
+def raw_json(value) -> str:
+    """As a client sends it: NUL and lone surrogates travel as \\u escapes."""
+    return json.dumps(value)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("path,body,field", [
+    ("/support/v1/session", {"message": "a\x00b"}, "message"),
+    ("/support/v1/session", {"message": "a\ud800b"}, "message"),
+    ("/support/v1/session", {"message": "hi", "title": "\udfff"}, "title"),
+    ("/support/v1/session", {"message": "hi", "continuationToken": "ct_ses_x\x00.y"}, "continuationToken"),
+    ("/support/v1/session", {"message": "hi", "\x00": 1}, "body"),
+    ("/support/v1/session/{sid}/message", {"message": "\x00"}, "message"),
+    ("/support/v1/session/{sid}/approvals/call_1", {"decision": "deny", "reason": "\ud800"}, "reason"),
+    ("/support/v1/session/{sid}/reminders", {"delay": "1h", "prompt": "wake\x00"}, "prompt"),
+    ("/support/v1/tools/lookup_order/call", {"input": {"order_id": "A100", "notes": ["ok", "\x00"]}}, "input.notes[1]"),
+    ("/support/v1/tools/lookup_order/call", {"input": {"order_id": "A100"}, "sessionId": "ses_\x00"}, "sessionId"),
+])
+def test_text_with_nul_or_a_lone_surrogate_gets_400_invalid_text_naming_the_field(local, session, path, body, field):
+    events_before = session.next_event_index
+
+    error = error_of(post_raw(local, path.format(sid=session.pk), raw_json(body)), 400)
+
+    assert error["code"] == "invalid_text"
+    assert error["details"] == {"field": field}
+    assert error["message"].startswith(field)
+    assert Session.objects.count() == 1
+    session.refresh_from_db()
+    assert session.next_event_index == events_before
+    assert not Reminder.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("method,suffix", [*SESSION_ROUTES, ("get", "/approvals"), ("post", "/approvals/call_1"),
+                                           ("get", "/reminders")])
+def test_a_nul_in_a_path_id_gets_400_naming_it(local, session, method, suffix):
+    error = error_of(call(local, method, f"/support/v1/session/ses_x%00{suffix}"), 400)
+
+    assert (error["code"], error["details"]) == ("invalid_text", {"field": "sessionId"})
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path,field", [
+    ("/support/v1/session/{sid}/approvals/call%00", "callId"),
+    ("/support/v1/reminders/rem_%00", "reminderId"),
+    ("/support/v1/tools/look%00up/call", "toolName"),
+    ("/support/v1/sessions?cursor=%00", "cursor"),
+    ("/playground/support?sessionId=ses_%00", "sessionId"),
+])
+def test_a_nul_in_any_other_id_or_query_parameter_gets_400_naming_it(local, session, path, field):
+    response = local.delete(path.format(sid=session.pk)) if "reminders/" in path else (
+        local.get(path) if "?" in path else post_json(local, path.format(sid=session.pk), {"decision": "deny"}))
+
+    error = error_of(response, 400)
+
+    assert (error["code"], error["details"]) == ("invalid_text", {"field": field})
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("raw", [
+    "[" * 50_000 + "]" * 50_000,
+    '{"a":' * 50_000 + "1" + "}" * 50_000,
+    "[" * 50_000,
+    '{"message": "hi", "title": ' + "[" * 65 + "]" * 65 + "}",
+])
+def test_a_body_nested_past_the_limit_gets_400_body_too_deep(local, support_agent, raw):
+    error = error_of(post_raw(local, "/support/v1/session", raw), 400)
+
+    assert (error["code"], error["details"]) == ("body_too_deep", {"maxDepth": 64})
+    assert Session.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_body_nested_up_to_the_limit_is_taken(local, support_agent):
+    deep: list = []
+    for _ in range(61):  # 62 arrays, in the body and `input` objects: 64 levels
+        deep = [deep]
+
+    response = post_json(local, "/support/v1/tools/lookup_order/call", {"input": {"order_id": "A100", "deep": deep}})
+
+    assert response.status_code == 200, response.content
+    assert response.json()["output"]["orderId"] == "A100"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("raw", [
+    '{"message": 1e999}', '{"message": "hi", "dryRun": -1e999}', '{"message": NaN}', '{"message": Infinity}',
+    '{"message": "hi", "x": ' + "7" * 5000 + "}",
+])
+def test_numbers_that_are_not_finite_or_too_long_get_400_invalid_number(local, support_agent, raw):
+    error = error_of(post_raw(local, "/support/v1/session", raw), 400)
+
+    assert error["code"] == "invalid_number"
+    assert Session.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_the_message_limit_is_read_from_the_setting(local, session, settings):
+    settings.AGENTSITE_MAX_MESSAGE_CHARS = 10
+
+    assert post_json(local, "/support/v1/session", {"message": "x" * 10}).status_code == 201
+    for path in ("/support/v1/session", f"/support/v1/session/{session.pk}/message"):
+        error = error_of(post_json(local, path, {"message": "x" * 11}), 400)
+        assert [(d["field"], d["type"]) for d in error["details"]] == [("message", "string_too_long")]
+        assert "at most 10 characters" in error["message"]
+    error = error_of(post_json(local, f"/support/v1/session/{session.pk}/reminders", {"delay": "1h", "prompt": "x" * 11}), 400)
+    assert error["details"][0]["field"] == "prompt"
 
 
 # -- never a 500 -------------------------------------------------------------------------------

@@ -397,3 +397,50 @@ def test_stop_and_malformed_frames_are_answered_on_the_socket(support_agent, two
     assert unknown["type"] == "error" and unknown["error"]["code"] == "invalid_frame"
     assert blank["type"] == "error" and blank["error"]["code"] == "invalid_request"
     assert Event.objects.filter(session_id=session_id).count() == 10, "no frame wrote anything"
+
+
+@transactional
+def test_frames_with_text_the_databases_cannot_store_get_error_frames(support_agent, two_principals, sync_turns, settings):
+    settings.AGENTSITE_MAX_MESSAGE_CHARS = 20
+    session_id = started(ALICE)
+    frames = [
+        json.dumps({"type": "message", "message": "a\ud800"}),
+        json.dumps({"type": "message", "message": "a\x00"}),
+        json.dumps({"type": "message", "message": "hi", "\x00": 1}),
+        json.dumps({"type": "message", "message": "x" * 21}),
+        "[" * 50_000 + "]" * 50_000,
+        '{"type": "message", "message": 1e999}',
+        json.dumps({"type": "message", "message": "hi", "admission": "later"}),
+    ]
+
+    async def scenario() -> list[dict]:
+        communicator = socket(ws_path(session_id, start=10), token=ALICE_TOKEN)
+        connected, _ = await communicator.connect(timeout=WAIT)
+        assert connected
+        try:
+            replies = []
+            for frame in [*frames, json.dumps({"type": "message", "message": "x" * 20})]:
+                await communicator.send_to(text_data=frame)
+                replies.append(json.loads(await communicator.receive_from(timeout=WAIT)))
+            return replies
+        finally:
+            await communicator.disconnect()
+
+    *refused, accepted = async_to_sync(scenario)()
+
+    assert [r["error"]["code"] for r in refused] == [
+        "invalid_text", "invalid_text", "invalid_text", "invalid_request", "body_too_deep", "invalid_number",
+        "invalid_request",
+    ]
+    assert refused[0]["error"]["message"].startswith("message holds a lone surrogate")
+    assert "at most 20 characters" in refused[3]["error"]["message"]
+    assert accepted["type"] == "ack", "the socket still takes good frames"
+    assert Turn.objects.filter(session_id=session_id).count() == 2
+
+
+@transactional
+@pytest.mark.parametrize("session_id,start", [("ses_x%00", "0"), ("{sid}", "%D9%A3"), ("{sid}", "%2B3"), ("{sid}", "3_0")])
+def test_a_nul_session_id_or_a_non_ascii_start_index_gets_4400(support_agent, two_principals, sync_turns, session_id, start):
+    path = ws_path(session_id.format(sid=started(ALICE)), start=start)
+
+    assert async_to_sync(close_code)(socket(path, token=ALICE_TOKEN)) == 4400

@@ -86,7 +86,8 @@ def received(session: Session, source: str = "reminder") -> list[dict]:
 def test_durations_take_seconds_minutes_hours_and_days():
     assert [parse_duration(s) for s in ("5s", "20m", "2h", "1d", " 90s ")] == [
         timedelta(seconds=5), timedelta(minutes=20), timedelta(hours=2), timedelta(days=1), timedelta(seconds=90)]
-    for bad in ("20", "0m", "-5m", "1.5h", "20 minutes", "", None, 20, "9" * 18 + "d"):
+    for bad in ("20", "0m", "-5m", "1.5h", "20 minutes", "", None, 20, "9" * 18 + "d", "١m", "٣h", "９m", "1_0m",
+                "+5m", "\u20035m"):
         with pytest.raises(TimerError):
             parse_duration(bad)
 
@@ -375,6 +376,8 @@ def test_deleting_a_session_cancels_its_reminders(alice, support_agent, sync_tur
     ({"cron": "* * * *", "prompt": "x"}, "exactly 5 fields"),
     ({"cron": "garbage is not a cron", "prompt": "x"}, "not a valid cron"),
     ({"cron": "0 0 30 2 *", "prompt": "x"}, "never fires"),
+    ({"delay": "١m", "prompt": "x"}, "not a duration"),
+    ({"every": "٣h", "prompt": "x"}, "not a duration"),
     ({"delay": "20m", "every": "30m", "prompt": "x"}, "exactly one of"),
     ({"prompt": "x"}, "exactly one of"),
     ({"delay": "20m"}, "prompt"),
