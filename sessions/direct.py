@@ -100,7 +100,7 @@ def _call_in_session(session: Session, tool: Tool, name: str, validated, call_id
     stubbed = bool(options.get("dryRun")) and tool.effect == "write"
     parks = gated and not stubbed  # a stub has no effect, so it needs no approval (as in a turn)
     approved = tool.needs_approval and approved_by is not None and not stubbed
-    requested = {"callId": call_id, "toolName": name, "input": validated.model_dump(mode="json"), "direct": True}
+    requested = {"callId": call_id, "toolName": name, "input": calls_.json_safe(validated), "direct": True}
     with transaction.atomic():
         # Parked in the same transaction that takes the lock: a decision can never
         # find the call awaiting approval while its turn is not parked yet.

@@ -44,6 +44,7 @@ from sessions.admission import dispatch_next
 from sessions.direct import resume_call
 from sessions.events import SessionGone, append_event, append_events
 from sessions.models import Session, Turn
+from sessions.storable import clean_text, find_problem
 from sessions.timers import Host
 from sessions.models import ToolCall as ToolCallRow
 
@@ -344,11 +345,13 @@ class TurnRunner:
             if self.should_stop():
                 raise Interrupted()
             if isinstance(event, TextDelta):
-                text.append(event.text)
-                self.emitter.emit("message.appended", {"delta": event.text})
+                delta = clean_text(event.text)  # a model's NUL or lone surrogate would not store
+                text.append(delta)
+                self.emitter.emit("message.appended", {"delta": delta})
             elif isinstance(event, ReasoningDelta):
-                reasoning.append(event.text)
-                self.emitter.emit("reasoning.appended", {"delta": event.text})
+                delta = clean_text(event.text)
+                reasoning.append(delta)
+                self.emitter.emit("reasoning.appended", {"delta": delta})
             elif isinstance(event, ReasoningSignature):
                 signature.append(event.signature)
             elif isinstance(event, ToolCall):
@@ -483,7 +486,10 @@ class TurnRunner:
     def run_inline(self, tool, call: ToolCall) -> tuple[str, bool]:
         """A subagent's tool call: validated and bounded like the parent's, never approval-gated."""
         if tool is None:
-            return f"unknown tool {call.name!r}", True
+            return f"unknown tool {clean_text(call.name)!r}", True
+        if unstorable := find_problem(call.input, "input"):
+            path, problem = unstorable
+            return f"invalid input: {path} {problem}; retry with valid Unicode text and finite numbers", True
         if tool.needs_approval:
             return "this tool needs approval, which a subagent cannot ask for: leave it to the parent", True
         try:
@@ -582,7 +588,7 @@ def _collect(stream) -> tuple[str, list[ToolCall], dict[str, int]]:
     text, calls, usage = [], [], usage_dict()
     for event in stream:
         if isinstance(event, TextDelta):
-            text.append(event.text)
+            text.append(clean_text(event.text))
         elif isinstance(event, ToolCall):
             calls.append(event)
         elif isinstance(event, Usage):

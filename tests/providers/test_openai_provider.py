@@ -97,3 +97,16 @@ def test_cached_prompt_tokens_are_reported_as_cache_reads(local, agent_on_model,
     session_id = start(local, "remote", "hi")
     usage = Event.objects.get(session_id=session_id, type="turn.completed").data["usage"]
     assert usage == {"inputTokens": 40, "outputTokens": 4, "cacheReadTokens": 60, "cacheWriteTokens": 0}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_model_text_the_databases_cannot_store_is_cleaned_and_the_turn_completes(local, agent_on_model, openai_server,
+                                                                                   sync_turns):
+    agent_on_model("openai:gpt-test")
+    openai_server.replies.append(Reply(events=oa_text("nul \x00 and surrogate \ud800 end", pieces=1)))
+    session_id = start(local, "remote", "say something odd")
+
+    assert event_types(session_id)[-2:] == ["turn.completed", "session.waiting"]
+    text = Event.objects.get(session_id=session_id, type="message.completed").data["text"]
+    assert text == "nul \ufffd and surrogate \ufffd end"
+    assert Session.objects.get(pk=session_id).conversation[-1]["content"] == text
