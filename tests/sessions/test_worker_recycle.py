@@ -120,6 +120,7 @@ def test_concurrent_turns_survive_worker_replacement(pg_server):
 
 
 def test_a_turn_whose_database_connection_dies_fails_at_once_and_the_session_goes_on(pg_server):
+    """The worker's connections are killed mid-turn: turn.failed (database_error) at once, not worker_lost 30 s later."""
     with pg_server.client(timeout=20) as client:
         created = client.post("/support/v1/session", json={"message": "/sleep 5000"}).json()
         stream_url = f"/support/v1/session/{created['sessionId']}/stream?startIndex=0"
@@ -150,6 +151,10 @@ def test_a_turn_whose_database_connection_dies_fails_at_once_and_the_session_goe
         assert [f["data"]["code"] for f in failed] == ["database_error"]
         assert "database error" in failed[0]["data"]["error"]
 
+        # As after a database restart: every connection of every process dies; pooled ones are checked before use.
+        with psycopg.connect(pg_server.database, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                         "WHERE datname = current_database() AND pid <> pg_backend_pid()")
         follow_up = client.post(f"/support/v1/session/{created['sessionId']}/message",
                                 json={"message": "still there?", "continuationToken": created["continuationToken"]})
         assert follow_up.status_code == 202, follow_up.text
