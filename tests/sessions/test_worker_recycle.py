@@ -1,12 +1,14 @@
-"""Turns on PostgreSQL + Redis while django-q2 keeps replacing its workers.
+"""PostgreSQL + Redis while django-q2 keeps replacing its workers, and while connections die.
 
 django-q2 forks a replacement worker from its sentinel process after a
 worker has run `recycle` tasks. The sentinel talks to the database too (its
 scheduler runs every 30 s), so a replacement must never use a connection it
 inherited: parent and child would interleave their messages on one socket.
-This runs concurrent sessions for longer than the sentinel's first
-scheduler run with a worker replaced every few turns, then checks that every
-turn completed and that the server log is clean.
+The first test runs concurrent sessions for longer than the sentinel's first
+scheduler run with a worker replaced every few turns, and checks that no two
+processes ever hold one PostgreSQL connection, that every turn completed and
+that the server log is clean. The second kills a running turn's database
+connections, then every connection of the server, as a database restart would.
 """
 from __future__ import annotations
 
