@@ -100,10 +100,9 @@ def _database_from_env() -> dict:
                 "max_size": int(os.environ.get("AGENTSITE_DB_POOL_MAX", "20")),
                 "timeout": 30,
             }
-            # An idle pooled connection may have died (a database restart, a killed
-            # backend): with health checks the pool tests each one before handing
-            # it out, so a request or a turn never gets a dead one.
-            config["CONN_HEALTH_CHECKS"] = True
+            # The pool tests each connection before handing it out, so a request or a
+            # turn never gets one that died (a database restart, a killed backend).
+            config["ENGINE"] = "agentsite.postgresql"
     else:
         config = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(STATE_ROOT / "db.sqlite3")}
     if config["ENGINE"] == "django.db.backends.sqlite3":
