@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -13,8 +14,12 @@ from pathlib import Path
 from typing import Iterator
 
 import httpx
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
 def free_port() -> int:
@@ -101,3 +106,46 @@ def read_stream_until(client: httpx.Client, url: str, until_type: str, *, count:
                 if seen >= count:
                     break
     return events
+
+
+@contextlib.contextmanager
+def postgres_database() -> Iterator[str]:
+    """A throwaway PostgreSQL database, dropped afterwards."""
+    import psycopg
+
+    name = f"agentsite_live_{secrets.token_hex(4)}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgres://postgres@127.0.0.1:5432/{name}"
+    finally:
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.contextmanager
+def redis_database() -> Iterator[str]:
+    """An empty Redis database of our own, so no other cluster takes our turns from its queue.
+
+    Scanned upwards from 1: bench/turns.py takes empty ones downwards from 15.
+    """
+    import redis
+
+    for number in range(1, 16):
+        client = redis.Redis(host="127.0.0.1", port=6379, db=number)
+        # Claim it with a key, so a concurrent run skips it as non-empty.
+        if client.dbsize() == 0 and client.set("agentsite-tests:claimed", "1", nx=True, ex=3600):
+            break
+    else:
+        pytest.fail("no empty Redis database among 1..15")
+    try:
+        yield f"redis://127.0.0.1:6379/{number}"
+    finally:
+        client.flushdb()
+
+
+def backend_env(stack: contextlib.ExitStack, backend: str) -> dict[str, str]:
+    """The environment of a server on `backend` ("sqlite" or "postgres+redis"); throwaway databases on `stack`."""
+    if backend != "postgres+redis":
+        return {}
+    return {"DATABASE_URL": stack.enter_context(postgres_database()), "REDIS_URL": stack.enter_context(redis_database())}

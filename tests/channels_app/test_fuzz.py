@@ -24,8 +24,8 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from tests.sessions.test_live_stream import RawWebsocket, dump, is_type, postgres_database, read_ndjson, redis_database
-from tests.support import Server, run_server
+from tests.sessions.test_live_stream import RawWebsocket, dump, is_type, read_ndjson
+from tests.support import Server, backend_env, run_server
 
 NUL, SURROGATE = "\x00", "\ud800"
 DEEP = 50_000
@@ -35,10 +35,7 @@ MAX_BODY = 1024 * 1024  # serve's default AGENTSITE_MAX_BODY_BYTES
 @pytest.fixture(scope="module", params=["sqlite", "postgres+redis"])
 def server(request, tmp_path_factory) -> Iterator[Server]:
     with contextlib.ExitStack() as stack:
-        env = {}
-        if request.param == "postgres+redis":
-            env["DATABASE_URL"] = stack.enter_context(postgres_database())
-            env["REDIS_URL"] = stack.enter_context(redis_database())
+        env = backend_env(stack, request.param)
         root = tmp_path_factory.mktemp(f"fuzz-{request.param.replace('+', '-')}")
         yield stack.enter_context(run_server(root, env=env))
 

@@ -19,8 +19,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from tests.sessions.test_live_stream import postgres_database, redis_database
-from tests.support import Server, read_stream_until, run_server
+from tests.support import Server, backend_env, read_stream_until, run_server
 
 EVIL = "http://evil.example"
 
@@ -50,10 +49,7 @@ def server(request, tmp_path_factory) -> Iterator[Server]:
     (agents / "desk" / "agent" / "instructions.md").write_text("You manage accounts.\n")
     (tools / "close_account.py").write_text(GATED_TOOL.format(path=str(ledger)))
     with contextlib.ExitStack() as stack:
-        env = {}
-        if request.param == "postgres+redis":
-            env["DATABASE_URL"] = stack.enter_context(postgres_database())
-            env["REDIS_URL"] = stack.enter_context(redis_database())
+        env = backend_env(stack, request.param)
         root = tmp_path_factory.mktemp(f"state-{request.param.replace('+', '-')}")
         server = stack.enter_context(run_server(root, "--agents", str(agents), env=env))
         server.ledger = ledger

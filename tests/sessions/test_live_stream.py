@@ -11,7 +11,6 @@ import base64
 import contextlib
 import json
 import os
-import secrets
 import socket
 import struct
 import threading
@@ -21,9 +20,8 @@ from typing import Callable, Iterator
 import httpx
 import pytest
 
-from tests.support import Server, run_server
+from tests.support import Server, backend_env, postgres_database, redis_database, run_server  # noqa: F401
 
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 SLOW_AGENT = """\
 from agents.sdk import Agent
@@ -37,42 +35,6 @@ agent = Agent(model="scripted:echo", params={"chunk_delay_ms": 40})
 LONG_MESSAGE = " ".join(f"w{i:03d}" for i in range(150))
 
 
-@contextlib.contextmanager
-def postgres_database() -> Iterator[str]:
-    """A throwaway PostgreSQL database, dropped afterwards."""
-    import psycopg
-
-    name = f"agentsite_live_{secrets.token_hex(4)}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgres://postgres@127.0.0.1:5432/{name}"
-    finally:
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@contextlib.contextmanager
-def redis_database() -> Iterator[str]:
-    """An empty Redis database of our own, so no other cluster takes our turns from its queue.
-
-    Scanned upwards from 1: bench/turns.py takes empty ones downwards from 15.
-    """
-    import redis
-
-    for number in range(1, 16):
-        client = redis.Redis(host="127.0.0.1", port=6379, db=number)
-        # Claim it with a key, so a concurrent run skips it as non-empty.
-        if client.dbsize() == 0 and client.set("agentsite-tests:claimed", "1", nx=True, ex=3600):
-            break
-    else:
-        pytest.fail("no empty Redis database among 1..15")
-    try:
-        yield f"redis://127.0.0.1:6379/{number}"
-    finally:
-        client.flushdb()
-
-
 @pytest.fixture(scope="module", params=["sqlite", "postgres+redis"])
 def server(request, tmp_path_factory) -> Iterator[Server]:
     agents = tmp_path_factory.mktemp("agents")
@@ -80,10 +42,7 @@ def server(request, tmp_path_factory) -> Iterator[Server]:
     (agents / "slow" / "agent" / "agent.py").write_text(SLOW_AGENT)
     (agents / "slow" / "agent" / "instructions.md").write_text("Echo the user, slowly.\n")
     with contextlib.ExitStack() as stack:
-        env = {}
-        if request.param == "postgres+redis":
-            env["DATABASE_URL"] = stack.enter_context(postgres_database())
-            env["REDIS_URL"] = stack.enter_context(redis_database())
+        env = backend_env(stack, request.param)
         root = tmp_path_factory.mktemp(f"state-{request.param.replace('+', '-')}")
         server = stack.enter_context(run_server(root, "--agents", str(agents), env=env))
         server.backend = request.param

@@ -24,8 +24,7 @@ import psutil
 import psycopg
 import pytest
 
-from tests.sessions.test_live_stream import postgres_database, redis_database
-from tests.support import Server, run_server
+from tests.support import Server, postgres_database, redis_database, run_server
 
 RECYCLE = 4
 CLIENTS = 6
