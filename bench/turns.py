@@ -18,7 +18,8 @@ latency) and measures:
 
 For every workload: the server's CPU ms per turn (user+system of the web
 process and of the qcluster process tree, psutil, delta over the workload /
-turns), RSS (and USS) of each tree afterwards, and the idle CPU of each tree
+turns; on `pg` also the PostgreSQL backends serving its database, counted
+in the total since SQLite does that work inside the server's processes), RSS (and USS) of each tree afterwards, and the idle CPU of each tree
 for a moment after the workload. RSS is also sampled every 50 W1 sessions,
 to tell whether it grows with the number of sessions.
 
@@ -28,6 +29,8 @@ cleaned at the end).
 
     .venv/bin/python bench/turns.py --config both
     .venv/bin/python bench/turns.py --config embedded --quick
+    .venv/bin/python bench/turns.py --config pg --only W3 --profile /tmp/prof   # py-spy stacks per workload
+    .venv/bin/python bench/profile_summary.py /tmp/prof/pg-W3-web.txt
 
 Loopback only. Every loop is bounded in count and time; the server processes
 are stopped at the end, on error and on Ctrl-C / SIGTERM.
@@ -140,6 +143,23 @@ def tree_cpu(pid: int) -> float:
         except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
             pass
     return total
+
+
+def pg_backend_cpu(dbname: str | None) -> dict[int, float]:
+    """CPU seconds of each PostgreSQL backend serving `dbname` (the server's share of a turn's cost;
+    a backend that exits between two readings loses its time, so this undercounts a little)."""
+    out: dict[int, float] = {}
+    if not dbname:
+        return out
+    for p in psutil.process_iter(["name", "cmdline"]):
+        try:
+            cmd = " ".join(p.info["cmdline"] or [])
+            if cmd.startswith("postgres: ") and f" {dbname} " in cmd:
+                t = p.cpu_times()
+                out[p.pid] = t.user + t.system
+        except (psutil.Error, OSError):
+            pass
+    return out
 
 
 def tree_mem(pid: int, uss: bool = True) -> dict[str, float]:
@@ -537,6 +557,7 @@ class Bench:
         self.rss_series: list[dict[str, Any]] = []
         self.results: dict[str, Any] = {}
         self.quiet_wait = 0.0
+        self.profile_dir: Path | None = None
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.server.base_url, timeout=HTTP_TIMEOUT)
@@ -550,11 +571,16 @@ class Bench:
         """Run one workload with CPU accounting, then memory and idle CPU afterwards."""
         busy_before = wait_quiet(self.quiet_wait) if self.quiet_wait else None
         self.server.check_alive()
+        profilers = self.start_profilers(name)
         sys0 = _busy_seconds()
+        db0 = pg_backend_cpu(self.cfg.pg_db)
         cpu0, client0, t0 = self.server.cpu(), time.process_time(), time.perf_counter()
         out = run()
         cpu1, client1, elapsed = self.server.cpu(), time.process_time(), time.perf_counter() - t0
+        db1 = pg_backend_cpu(self.cfg.pg_db)
+        cpu0["db"], cpu1["db"] = 0.0, sum(v - db0.get(pid, 0.0) for pid, v in db1.items())
         sys1 = _busy_seconds()
+        stop_profilers(profilers)
         turns = max(out.get("turns_ok", 0), 1)
         cpu = {n: round((cpu1[n] - cpu0[n]) * 1000 / turns, 2) for n in cpu0}
         cpu["total"] = round(sum(cpu.values()), 2)
@@ -580,6 +606,19 @@ class Bench:
         self.server.check_alive()
         self.results[name] = out
         return out
+
+    def start_profilers(self, workload: str) -> list[subprocess.Popen]:
+        """py-spy on the web process and the worker tree while a workload runs (--profile)."""
+        if not self.profile_dir:
+            return []
+        procs = []
+        for name in ("web", "worker"):
+            out = self.profile_dir / f"{self.cfg.name}-{workload}-{name}.txt"
+            cmd = [str(Path(PYTHON).with_name("py-spy")), "record", "--pid", str(self.server.pid(name)),
+                   "--format", "raw", "--output", str(out), "--rate", "200", "--subprocesses", "--nonblocking"]
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(0.5)  # attached before the first request
+        return procs
 
     def sequential(self, n: int, message: str, want_tool: bool, rss_every: int = 0) -> tuple[list[TurnResult], float]:
         results: list[TurnResult] = []
@@ -800,6 +839,9 @@ def run_config(name: str, counts: dict[str, Any], args: argparse.Namespace, tmp:
         print(f"  web pid {server.pid('web')} on {server.base_url}, worker pid {server.pid('worker')}")
         bench = Bench(cfg, server, counts)
         bench.quiet_wait = args.quiet_wait
+        if args.profile:
+            bench.profile_dir = Path(args.profile).resolve()
+            bench.profile_dir.mkdir(parents=True, exist_ok=True)
         reports.append(report)
         report.update(describe=cfg.describe(), settings=args.settings or "agentsite.settings",
                       workloads=bench.results, rss_series=bench.rss_series)
@@ -849,6 +891,16 @@ def run_config(name: str, counts: dict[str, Any], args: argparse.Namespace, tmp:
                 print(f"  ! could not clean Redis db {cfg.redis_db}: {exc}", file=sys.stderr)
 
 
+def stop_profilers(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        proc.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+    for proc in procs:
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def rss_growth(series: list[dict[str, Any]]) -> dict[str, Any]:
     """MB per 1,000 sessions between the first post-warm-up sample and the last one."""
     base = next((s for s in series if s["label"] == "after warm-up"), None)
@@ -891,20 +943,20 @@ def fmt(v: Any, width: int = 8) -> str:
 
 
 def print_table(reports: list[dict[str, Any]]) -> None:
-    print("\n" + "=" * 130)
+    print("\n" + "=" * 138)
     head = (f"{'config':9}{'load':5}{'ok/n':>10}{'p50':>8}{'p95':>8}{'p99':>8}{'turns/s':>9}"
-            f"{'cpu web':>9}{'cpu wrk':>9}{'cpu tot':>9}{'client':>8}{'rss web':>9}{'rss wrk':>9}{'idle%w/k':>11}"
+            f"{'cpu web':>9}{'cpu wrk':>9}{'cpu db':>8}{'cpu tot':>9}{'client':>8}{'rss web':>9}{'rss wrk':>9}{'idle%w/k':>11}"
             f"{'db w/k':>8}{'other%':>8}")
     print(head)
-    print(f"{'':14}{'':>10}{'ms':>8}{'ms':>8}{'ms':>8}{'':>9}{'ms/turn':>9}{'ms/turn':>9}{'ms/turn':>9}{'ms/turn':>8}"
+    print(f"{'':14}{'':>10}{'ms':>8}{'ms':>8}{'ms':>8}{'':>9}{'ms/turn':>9}{'ms/turn':>9}{'ms/turn':>8}{'ms/turn':>9}{'ms/turn':>8}"
           f"{'MB':>9}{'MB':>9}{'':>11}{'conns':>8}{'load':>8}")
-    print("-" * 130)
+    print("-" * 138)
     for rep in reports:
         for label, w in sorted(rep.get("workloads", {}).items()):
             lat, cpu, mem, idle = w["latency_ms"], w["cpu_ms_per_turn"], w["mem_after"], w["idle_cpu_pct"]
             print(f"{rep['config']:9}{label:5}{(str(w['turns_ok']) + '/' + str(w['turns'])):>10}"
                   f"{fmt(lat['p50'])}{fmt(lat['p95'])}{fmt(lat['p99'])}{fmt(w.get('turns_per_s'), 9)}"
-                  f"{fmt(cpu['web'], 9)}{fmt(cpu['worker'], 9)}{fmt(cpu['total'], 9)}{fmt(cpu['client'])}"
+                  f"{fmt(cpu['web'], 9)}{fmt(cpu['worker'], 9)}{fmt(cpu.get('db') or None)}{fmt(cpu['total'], 9)}{fmt(cpu['client'])}"
                   f"{fmt(mem['web']['rss_mb'], 9)}{fmt(mem['worker']['rss_mb'], 9)}"
                   f"{(str(idle['web']) + '/' + str(idle['worker'])):>11}"
                   f"{(str(w['db_connections']['web']) + '/' + str(w['db_connections']['worker'])):>8}"
@@ -913,7 +965,7 @@ def print_table(reports: list[dict[str, Any]]) -> None:
             print(f"{rep['config']:9}ABORTED {rep['aborted'].splitlines()[0][:110]}")
         if "log_errors" in rep:
             print(f"{rep['config']:9}server log: {rep['log_errors']['lines']} error line(s)")
-    print("-" * 130)
+    print("-" * 138)
     for rep in reports:
         ws = rep.get("workloads", {})
         if "W2" in ws:
@@ -936,7 +988,7 @@ def print_table(reports: list[dict[str, Any]]) -> None:
                   f"web USS {g.get('w1_web_uss_mb_per_1k_sessions')} MB/1k, worker USS "
                   f"{g.get('w1_worker_uss_mb_per_1k_sessions')} MB/1k -> "
                   f"{'GROWS' if g.get('web_grows') else 'flat'}")
-    print("-" * 130)
+    print("-" * 138)
     targets = {"embedded": 20.0, "pg": 8.0}
     for rep in reports:
         w1 = rep.get("workloads", {}).get("W1")
@@ -949,7 +1001,7 @@ def print_table(reports: list[dict[str, Any]]) -> None:
             flat = w2["last_over_first"] <= 1.25
             print(f"target {rep['config']:9} W2 flat (last/first p50 <= 1.25): x{w2['last_over_first']} -> "
                   f"{'meets' if flat else 'MISSES'}")
-    print("=" * 130)
+    print("=" * 138)
 
 
 def main() -> int:
@@ -968,6 +1020,8 @@ def main() -> int:
     parser.add_argument("--quiet-wait", type=float, default=120.0, metavar="S",
                         help="before each workload wait up to S seconds for the machine to be idle (0: don't)")
     parser.add_argument("--keep-state", action="store_true", help="keep the temp state root (logs, SQLite db)")
+    parser.add_argument("--profile", metavar="DIR", help="record py-spy profiles (raw collapsed stacks) of the web"
+                        " process and the worker tree during each workload into DIR")
     parser.add_argument("--w1", type=int, metavar="N", help="W1's number of sequential sessions (default 300)")
     args = parser.parse_args()
 

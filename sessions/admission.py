@@ -16,6 +16,7 @@ from django.db import transaction
 
 from agents.models import Agent
 from sessions import wakeups
+from sessions.broker import shared_broker
 from sessions.events import append_events
 from sessions.models import Session, Turn
 
@@ -49,7 +50,7 @@ def enqueue_turn(turn_id: str) -> None:
         return
     from django_q.tasks import async_task
 
-    async_task("sessions.engine.run_turn", turn_id, task_name=turn_id, ack_failure=True)
+    async_task("sessions.engine.run_turn", turn_id, task_name=turn_id, ack_failure=True, broker=shared_broker())
 
 
 def dispatch_next(session_id: str) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from django.utils import timezone
+from django_q.brokers import Broker, get_broker
 from django_q.brokers.orm import ORM
 from django_q.conf import Conf
 
@@ -37,3 +38,17 @@ class DoorbellORM(ORM):
             self.bell = doorbell.Bell("broker")
         self.bell.wait(Conf.POLL)
         return None
+
+
+_by_pid: dict[int, Broker] = {}
+
+
+def shared_broker() -> Broker:
+    """This process's broker. django-q2 builds a new one per task unless given one,
+    and with Redis that is a new connection (and its handshake) per enqueued turn.
+    Keyed by pid: a forked child builds its own rather than use its parent's."""
+    pid = os.getpid()
+    broker = _by_pid.get(pid)
+    if broker is None:
+        broker = _by_pid.setdefault(pid, get_broker())
+    return broker

@@ -8,11 +8,31 @@ many dead idle connections would stall for seconds, or time out, on its
 first query. Here the first failed check sweeps every idle connection of the
 pool at once (`ConnectionPool.check()` tests them without backoff and
 replaces the dead ones), so the next attempt gets a working connection.
+
+The check itself costs no round trip when the connection's socket has nothing
+to read, which is what a healthy idle connection looks like; only a readable
+socket (the server said something, or hung up) gets a test query.
 """
 from __future__ import annotations
 
+import select
+
 from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.postgresql import base
+
+
+def idle_and_quiet(conn) -> bool:
+    """True when an idle connection has nothing to read: the common case, answered
+    without a round trip. A server that ended the connection (a restart, a killed
+    backend) leaves its socket readable (an error message, then EOF), and so does
+    anything else unexpected; those get the full check, a query to the server."""
+    if conn.closed or conn.broken:
+        return False
+    try:
+        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    return not readable
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
@@ -32,6 +52,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
             holder: list[ConnectionPool] = []
 
             def check(conn) -> None:
+                if idle_and_quiet(conn):
+                    return
                 try:
                     ConnectionPool.check_connection(conn)
                 except Exception:
