@@ -1,11 +1,17 @@
 """ASGI entry point: HTTP through Django, websockets through Channels."""
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 # Django must be set up before anything imports models (consumers do).
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)
+
+from django.conf import settings  # noqa: E402
+
+from agentsite.threads import PooledThreadsASGIHandler  # noqa: E402
+
+django_asgi_app = PooledThreadsASGIHandler(settings.AGENTSITE_WEB_THREADS)
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

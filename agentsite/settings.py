@@ -236,6 +236,9 @@ AGENTSITE_DEFAULT_MODEL = os.environ.get("AGENTSITE_DEFAULT_MODEL", "")
 AGENTSITE_TURN_LEASE_SECONDS = float(os.environ.get("AGENTSITE_TURN_LEASE_SECONDS", "30"))
 # How often the qcluster process looks for turns of dead workers.
 AGENTSITE_SWEEP_SECONDS = float(os.environ.get("AGENTSITE_SWEEP_SECONDS", "1"))
+# Threads that run the web process's synchronous code (views, database calls), shared by all
+# requests (agentsite/threads.py); each keeps its database connection between requests.
+AGENTSITE_WEB_THREADS = int(os.environ.get("AGENTSITE_WEB_THREADS", "8"))
 AGENTSITE_MAX_STEPS = int(os.environ.get("AGENTSITE_MAX_STEPS", "12"))
 AGENTSITE_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTSITE_MAX_MESSAGE_CHARS", "100000"))
 # Readers poll the event table in case a wake-up was lost. Redis carries every

@@ -213,10 +213,19 @@ def child_env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def web_command(asgi: str, port: int) -> list[str]:
+    """The web process as `manage.py serve --asgi` starts it."""
+    if asgi == "uvicorn":
+        return [PYTHON, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port), "--loop", "uvloop",
+                "--http", "httptools", "--no-access-log", "--lifespan", "off", "agentsite.asgi:application"]
+    return [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "agentsite.asgi:application"]
+
+
 class Server:
     """The web process and the worker process tree of one configuration."""
 
-    def __init__(self, src: Path, state_root: Path, env: dict[str, str]):
+    def __init__(self, src: Path, state_root: Path, env: dict[str, str], asgi: str = "daphne"):
+        self.asgi = asgi
         self.src = src
         self.state_root = state_root
         self.env = env
@@ -236,7 +245,7 @@ class Server:
         self.manage("migrate", "--noinput")
         print("  " + self.manage("deploy", str(self.src / "examples" / AGENT)).strip())
         commands = {
-            "web": [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "agentsite.asgi:application"],
+            "web": web_command(self.asgi, self.port),
             "worker": [PYTHON, str(self.src / "manage.py"), "qcluster"],
         }
         for name, cmd in commands.items():
@@ -615,7 +624,7 @@ class Bench:
         for name in ("web", "worker"):
             out = self.profile_dir / f"{self.cfg.name}-{workload}-{name}.txt"
             cmd = [str(Path(PYTHON).with_name("py-spy")), "record", "--pid", str(self.server.pid(name)),
-                   "--format", "raw", "--output", str(out), "--rate", "200", "--subprocesses", "--nonblocking"]
+                   "--format", "raw", "--output", str(out), "--rate", "200", "--subprocesses", "--nonblocking", "--gil"]
             procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(0.5)  # attached before the first request
         return procs
@@ -834,7 +843,7 @@ def run_config(name: str, counts: dict[str, Any], args: argparse.Namespace, tmp:
             cfg.db_path = state_root / "db.sqlite3"
         cfg.env = extra
         print(f"\n== {name}: {cfg.describe()}  (state root {state_root})")
-        server = Server(src, state_root, child_env(extra))
+        server = Server(src, state_root, child_env(extra), asgi=args.asgi)
         server.start()
         print(f"  web pid {server.pid('web')} on {server.base_url}, worker pid {server.pid('worker')}")
         bench = Bench(cfg, server, counts)
@@ -1022,6 +1031,7 @@ def main() -> int:
     parser.add_argument("--keep-state", action="store_true", help="keep the temp state root (logs, SQLite db)")
     parser.add_argument("--profile", metavar="DIR", help="record py-spy profiles (raw collapsed stacks) of the web"
                         " process and the worker tree during each workload into DIR")
+    parser.add_argument("--asgi", choices=["daphne", "uvicorn"], default="daphne", help="the web server (uvicorn needs uvicorn, uvloop and httptools installed)")
     parser.add_argument("--w1", type=int, metavar="N", help="W1's number of sequential sessions (default 300)")
     args = parser.parse_args()
 
