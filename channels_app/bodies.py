@@ -23,15 +23,13 @@ from channels_app.errors import APIError
 NO_NUL = r"^[^\u0000]*$"
 NOT_BLANK = r"^[^\u0000]*[^\u0000\s][^\u0000]*$"
 TEXT = {"pattern": NO_NUL}
+# sessions.timers.DURATION, spelled for any regex engine; zero and more than ten years are refused too.
+DURATION = {"pattern": r"^(?:[ \t\n\r\f\v]*[0-9]+[ \t\n\r\f\v]*[smhd][ \t\n\r\f\v]*)?$"}  # empty: absent
 
 
 def message_schema(schema: dict[str, Any]) -> None:
-    """A message: not blank, and within AGENTSITE_MAX_MESSAGE_CHARS as configured now."""
+    """A message or a prompt: not blank, and within AGENTSITE_MAX_MESSAGE_CHARS as configured now."""
     schema.update(pattern=NOT_BLANK, maxLength=settings.AGENTSITE_MAX_MESSAGE_CHARS)
-
-
-def prompt_schema(schema: dict[str, Any]) -> None:
-    schema.update(pattern=NO_NUL, maxLength=settings.AGENTSITE_MAX_MESSAGE_CHARS)
 
 
 def within_message_limit(value: str) -> str:
@@ -103,10 +101,16 @@ class ToolCallBody(Body):
 
 
 class CreateReminder(Body):
-    delay: str | None = Field(default=None, max_length=20, json_schema_extra=TEXT)
-    every: str | None = Field(default=None, max_length=20, json_schema_extra=TEXT)
+    """Exactly one of delay, every, cron (an empty one counts as absent), as `create_reminder` wants."""
+
+    model_config = ConfigDict(json_schema_extra={"oneOf": [
+        {"required": [name], "properties": {name: {"type": "string", "minLength": 1}}}
+        for name in ("delay", "every", "cron")
+    ]})
+    delay: str | None = Field(default=None, max_length=20, json_schema_extra=DURATION)
+    every: str | None = Field(default=None, max_length=20, json_schema_extra=DURATION)
     cron: str | None = Field(default=None, max_length=100, json_schema_extra=TEXT)
-    prompt: str = Field(min_length=1, json_schema_extra=prompt_schema)
+    prompt: str = Field(min_length=1, json_schema_extra=message_schema)
     until: str = Field(default="", max_length=2000, json_schema_extra=TEXT)
     title: str = Field(default="", max_length=200, json_schema_extra=TEXT)
 

@@ -19,6 +19,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.http import StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
 
 from channels_app.auth import RequestInfo, authenticate
 from channels_app.errors import APIError, error_response
@@ -150,6 +151,7 @@ async def _sse(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
         yield f"id: {event['index']}\nevent: {event['type']}\ndata: {body}\n\n".encode()
 
 
+@csrf_exempt  # GET only: any other method gets the JSON 405 below, not Django's CSRF page
 async def stream_view(request, slug: str, session_id: str):
     if request.method != "GET":
         response = error_response(405, "method_not_allowed", f"{request.method} is not allowed here; use GET")
