@@ -26,7 +26,7 @@ import pytest
 from tests.support import Server, backend_env, child_env, run_server
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
-MAX_EXAMPLES = 20  # per operation and phase: about half a minute a backend
+MAX_EXAMPLES = 10  # per operation, in fuzzing and stateful: under a minute a backend on an idle machine
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres+redis"])
