@@ -181,7 +181,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("AGENTSITE_MAX_BODY_BYTES", str
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["channels_app.auth.PolicyChainAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["channels_app.auth.HasPrincipal"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["channels_app.responses.JSONRenderer"],
     # Bounded nesting, finite numbers, text both databases store: 400s with their own codes.
     "DEFAULT_PARSER_CLASSES": ["channels_app.parsers.BoundedJSONParser"],
     "EXCEPTION_HANDLER": "channels_app.errors.exception_handler",
@@ -203,6 +203,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "channels_app.schema.add_streaming_routes",
+        "channels_app.schema.document_security",
     ],
 }
 

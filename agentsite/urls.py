@@ -3,14 +3,14 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from channels_app.views import healthz
+from channels_app.views.agents import HealthView
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/playground/", permanent=False)),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
-    path("healthz", healthz, name="healthz"),
+    path("healthz", HealthView.as_view(), name="healthz"),
     path("", include("channels_app.playground")),
     path("", include("channels_app.urls")),
 ]

@@ -17,6 +17,21 @@ from pydantic_core import PydanticCustomError
 from channels_app.errors import APIError
 
 
+# Text either database stores: no NUL (what `load_json` refuses, said in the OpenAPI document).
+# Lone surrogates are refused too, but no JSON generator produces them and not every
+# regex engine can spell them.
+NO_NUL = r"^[^\u0000]*$"
+NOT_BLANK = r"^[^\u0000]*[^\u0000\s][^\u0000]*$"
+TEXT = {"pattern": NO_NUL}
+# sessions.timers.DURATION, spelled for any regex engine; zero and more than ten years are refused too.
+DURATION = {"pattern": r"^(?:[ \t\n\r\f\v]*[0-9]+[ \t\n\r\f\v]*[smhd][ \t\n\r\f\v]*)?$"}  # empty: absent
+
+
+def message_schema(schema: dict[str, Any]) -> None:
+    """A message or a prompt: not blank, and within AGENTSITE_MAX_MESSAGE_CHARS as configured now."""
+    schema.update(pattern=NOT_BLANK, maxLength=settings.AGENTSITE_MAX_MESSAGE_CHARS)
+
+
 def within_message_limit(value: str) -> str:
     """AGENTSITE_MAX_MESSAGE_CHARS, read per request (a pydantic max_length is fixed at import)."""
     limit = settings.AGENTSITE_MAX_MESSAGE_CHARS
@@ -31,7 +46,7 @@ class Body(BaseModel):
 
 
 class MessageBody(Body):
-    message: str = Field(min_length=1)
+    message: str = Field(min_length=1, json_schema_extra=message_schema)
 
     @field_validator("message")
     @classmethod
@@ -42,11 +57,11 @@ class MessageBody(Body):
 
 
 class CreateSession(MessageBody):
-    title: str | None = Field(default=None, max_length=200)
+    title: str | None = Field(default=None, max_length=200, json_schema_extra=TEXT)
     mode: Literal["chat", "task"] = "chat"
     dry_run: bool = False
-    as_of: str | None = None
-    continuation_token: str | None = Field(default=None, max_length=200)
+    as_of: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    continuation_token: str | None = Field(default=None, max_length=200, json_schema_extra=TEXT)
     admission: Literal["preempt", "coalesce"] = "preempt"
 
     @field_validator("as_of")
@@ -64,7 +79,7 @@ class CreateSession(MessageBody):
 
 
 class FollowUp(MessageBody):
-    continuation_token: str | None = Field(default=None, max_length=200)
+    continuation_token: str | None = Field(default=None, max_length=200, json_schema_extra=TEXT)
     admission: Literal["preempt", "coalesce"] = "preempt"
 
 
@@ -77,21 +92,27 @@ class SocketMessage(MessageBody):
 
 class ApprovalDecision(Body):
     decision: Literal["approve", "deny"]
-    reason: str = Field(default="", max_length=2000)
+    reason: str = Field(default="", max_length=2000, json_schema_extra=TEXT)
 
 
 class ToolCallBody(Body):
-    input: dict[str, Any] = Field(default_factory=dict)
-    session_id: str | None = Field(default=None, max_length=40)
+    input: dict[str, Any] = Field(default_factory=dict)  # documented as JSON without NUL by channels_app.schema
+    session_id: str | None = Field(default=None, max_length=40, json_schema_extra=TEXT)
 
 
 class CreateReminder(Body):
-    delay: str | None = Field(default=None, max_length=20)
-    every: str | None = Field(default=None, max_length=20)
-    cron: str | None = Field(default=None, max_length=100)
-    prompt: str = Field(min_length=1)
-    until: str = Field(default="", max_length=2000)
-    title: str = Field(default="", max_length=200)
+    """Exactly one of delay, every, cron (an empty one counts as absent), as `create_reminder` wants."""
+
+    model_config = ConfigDict(json_schema_extra={"oneOf": [
+        {"required": [name], "properties": {name: {"type": "string", "minLength": 1}}}
+        for name in ("delay", "every", "cron")
+    ]})
+    delay: str | None = Field(default=None, max_length=20, json_schema_extra=DURATION)
+    every: str | None = Field(default=None, max_length=20, json_schema_extra=DURATION)
+    cron: str | None = Field(default=None, max_length=100, json_schema_extra=TEXT)
+    prompt: str = Field(min_length=1, json_schema_extra=message_schema)
+    until: str = Field(default="", max_length=2000, json_schema_extra=TEXT)
+    title: str = Field(default="", max_length=200, json_schema_extra=TEXT)
 
     @field_validator("prompt")
     @classmethod

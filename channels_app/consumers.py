@@ -25,17 +25,16 @@ from channels_app.bodies import SocketMessage, validate_body
 from channels_app.errors import APIError
 from channels_app.middleware import bad_path_id
 from channels_app.origin import foreign_websocket_origin
-from channels_app.parsers import JSONRefused, load_json, parse_count
+from channels_app.ownership import get_owned_session
+from channels_app.parsers import JSONRefused, load_json, parse_start_index
 from channels_app.stream import follow_events
 from sessions.admission import AdmissionError, stop_session, submit_message
-from sessions.models import Session
 
 log = logging.getLogger(__name__)
 
 
-@database_sync_to_async
-def _load(slug: str, session_id: str) -> Session | None:
-    return Session.objects.select_related("agent").filter(pk=session_id, agent__slug=slug).first()
+# A refused socket closes with 4000 + the HTTP status the same request would get.
+_owned_session = database_sync_to_async(get_owned_session)
 
 
 class SessionEventsConsumer(AsyncWebsocketConsumer):
@@ -53,15 +52,12 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
         kwargs = self.scope["url_route"]["kwargs"]
         if bad_path_id(kwargs):
             return await self.close(code=4400)
-        self.session = await _load(kwargs["slug"], kwargs["session_id"])
-        if self.session is None:
-            return await self.close(code=4404)
-        if not self.session.is_owned_by(self.principal):
-            return await self.close(code=4403)
         query = parse_qs(self.scope.get("query_string", b"").decode("utf-8", "replace"))
-        start = parse_count(query.get("startIndex", ["0"])[0])
-        if start is None:
-            return await self.close(code=4400)
+        try:
+            self.session = await _owned_session(kwargs["slug"], kwargs["session_id"], self.principal)
+            start = parse_start_index(query.get("startIndex", [None])[0])
+        except APIError as exc:
+            return await self.close(code=4000 + exc.status_code)
         self.follower = asyncio.create_task(self.follow(start))
 
     async def follow(self, start: int) -> None:

@@ -101,3 +101,21 @@ def parse_count(raw: str | None) -> int | None:
     if raw is None or not COUNT.fullmatch(raw):
         return None
     return int(raw)
+
+
+def parse_start_index(raw: str | None, last_event_id: str | None = None) -> int:
+    """Where a reader of the event log starts: `startIndex` (default 0), or one past an SSE `Last-Event-ID`.
+
+    `last_event_id` is passed only by SSE readers and counts only without a
+    `startIndex`. Anything but a count is a 400 `invalid_start_index`.
+    """
+    if raw is None and last_event_id:
+        last = parse_count(last_event_id)
+        start = None if last is None else last + 1
+        names = "Last-Event-ID"
+    else:
+        start = parse_count("0" if raw is None else raw)
+        names = "startIndex"
+    if start is None:
+        raise APIError(400, "invalid_start_index", f"{names} must be a non-negative integer")
+    return start

@@ -16,6 +16,8 @@ from django.urls import path
 
 from agents.models import Agent
 from channels_app.auth import Principal, RequestInfo, authenticate
+from channels_app.errors import APIError
+from channels_app.ownership import get_owned_session
 from sessions.models import Event, Reminder, Session
 
 
@@ -90,12 +92,14 @@ def _owned_session(request: HttpRequest, slug: str, session_id: str) -> tuple[Se
     principal = _principal(request)
     if principal is None:
         return None, _refuse(request, 401, "Not signed in", "No auth policy admitted this request.")
-    session = Session.objects.select_related("agent", "deployment").filter(pk=session_id, agent__slug=slug).first()
-    if session is None:
+    try:
+        return get_owned_session(slug, session_id, principal), None
+    except APIError as exc:
+        if exc.status_code == 403:
+            return None, _refuse(request, 403, "Not your session", "This session belongs to another principal.")
+        if exc.error_code == "agent_not_found":
+            return None, _refuse(request, 404, "No such agent", f"There is no agent {slug!r} on this server.")
         return None, _refuse(request, 404, "No such session", f"There is no session {session_id!r} on {slug!r}.")
-    if not session.is_owned_by(principal):
-        return None, _refuse(request, 403, "Not your session", "This session belongs to another principal.")
-    return session, None
 
 
 def session_page(request: HttpRequest, slug: str, session_id: str) -> HttpResponse:

@@ -1,45 +1,162 @@
-"""OpenAPI additions for routes that are not DRF views."""
+"""The OpenAPI document: refusals, parameters, security and the routes that are not DRF views.
+
+Every operation lists each status it can answer, errors with the one error
+body. The statuses every route shares:
+
+- 400: bad input, including text neither database stores (NUL) in a path
+  id or a query parameter, refused before any view runs;
+- 401: no auth policy admitted the caller (every route but liveness);
+- 403: another principal's session, or a state-changing request from a
+  page on another site (`foreign_origin`);
+- 404: an unknown agent, session, reminder, approval, tool or schedule;
+- 413 and 415: a body over the size limit, or not JSON.
+
+The document is built per request, so `security` says what this server's
+auth chain really asks for (see `security_requirement`).
+"""
 from __future__ import annotations
 
+from typing import Any
+
+from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+
+from channels_app.bodies import NO_NUL
+from channels_app.responses import ErrorBody, EventEnvelope
+
+SLUG = "^[-a-zA-Z0-9_]+$"  # Django's slug path converter
+# A count as parse_count reads it: ASCII digits, at most 18 of them.
+MAX_COUNT = 10**18 - 1
+
+WHY = {
+    400: "Bad input: the error names the field and what is wrong with it",
+    401: "No auth policy admitted the request",
+    403: "Another principal's session, a cross-site request, or a route this server does not offer",
+    404: "Unknown agent, session or other resource named in the path",
+    409: "The request conflicts with the session's state (see the error code)",
+    413: "The body is over the upload limit",
+    415: "The body is not application/json",
+    422: "The tool raised an error",
+}
+SESSION = (400, 401, 403, 404)  # a route naming a session (or another owned resource)
+BODY = (413, 415)  # a route that reads a JSON body
+
+
+def refusals(*statuses: int) -> dict[int, OpenApiResponse]:
+    return {status: OpenApiResponse(ErrorBody, description=WHY[status]) for status in statuses}
+
+
+START_INDEX = {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}
+EVENTS_PARAMETERS = [
+    OpenApiParameter("startIndex", START_INDEX, description="The first event index to send (default 0)"),
+]
+LIST_PARAMETERS = [
+    OpenApiParameter("cursor", {"type": "string", "pattern": NO_NUL},
+                     description="`nextCursor` of the previous page, as this server issued it"),
+    OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": 100},
+                     description="Sessions per page (default 20)"),
+]
+NDJSON_EVENTS = {
+    (200, "application/x-ndjson"): OpenApiResponse(
+        {"type": "string"},
+        description="One event envelope per line: {type, index, sessionId, turnId, at, data} (see EventEnvelope)",
+    ),
+}
 
 
 class PolicyChainScheme(OpenApiAuthenticationExtension):
-    """Documents the chain as bearer auth (loopback callers need no header by default)."""
+    """The auth chain; which of its schemes an operation requires is settled in `document_security`."""
 
     target_class = "channels_app.auth.PolicyChainAuthentication"
-    name = "bearerAuth"
+    name = ["bearerAuth", "cookieAuth"]
 
-    def get_security_definition(self, auto_schema):
-        return {
-            "type": "http",
-            "scheme": "bearer",
-            "description": "Required under `serve --bearer-token`; the default chain admits loopback callers only.",
-        }
+    def get_security_definition(self, auto_schema) -> list[dict[str, Any]]:
+        return [
+            {"type": "http", "scheme": "bearer", "description": "A token given to `serve --bearer-token`."},
+            {"type": "apiKey", "in": "cookie", "name": settings.SESSION_COOKIE_NAME,
+             "description": "A Django admin login (state-changing requests also need the CSRF token)."},
+        ]
+
+
+def security_requirement() -> list[dict[str, list]]:
+    """What the configured chain asks of a caller, as an OpenAPI `security` list.
+
+    The loopback policies (the default) and `allow_all` take no credentials:
+    a loopback caller, or anyone, is admitted as it is (others get 401).
+    `serve --bearer-token` wants the token or an admin login. A custom chain
+    may admit anyone, so its credentials are optional.
+    """
+    if getattr(settings, "AGENTSITE_AUTH_POLICIES", None):
+        return [{"bearerAuth": []}, {}]
+    if settings.AGENTSITE_AUTH == "bearer":
+        return [{"bearerAuth": []}, {"cookieAuth": []}]
+    return []
 
 
 def add_streaming_routes(result, generator, request, public):
+    path_parameter = {"in": "path", "required": True, "schema": {"type": "string", "pattern": NO_NUL}}
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
     result.setdefault("paths", {})["/{slug}/v1/session/{session_id}/stream"] = {
         "get": {
             "operationId": "session_stream",
             "summary": "Replay events from startIndex, then follow live (NDJSON, or SSE with Accept: text/event-stream)",
             "tags": ["session"],
             "parameters": [
-                {"name": "slug", "in": "path", "required": True, "schema": {"type": "string"}},
-                {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}},
-                {"name": "startIndex", "in": "query", "schema": {"type": "integer", "minimum": 0}},
-                {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}},
+                {**path_parameter, "name": "slug", "schema": {"type": "string", "pattern": SLUG}},
+                {**path_parameter, "name": "session_id"},
+                {"name": "startIndex", "in": "query", "schema": START_INDEX},
+                {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"},
+                 "description": "SSE only, without startIndex: resume after this index"},
             ],
+            "security": [{"bearerAuth": []}],  # replaced by document_security
             "responses": {
                 "200": {
                     "description": "One event envelope per line: {type, index, sessionId, turnId, at, data}",
                     "content": {"application/x-ndjson": {"schema": {"type": "string"}},
                                 "text/event-stream": {"schema": {"type": "string"}}},
                 },
-                "401": {"description": "No auth policy admitted the request"},
-                "403": {"description": "The session belongs to another principal"},
-                "404": {"description": "Unknown agent or session"},
+                **{str(s): {"description": WHY[s], "content": error} for s in SESSION},
             },
         }
     }
     return result
+
+
+def document_security(result, generator, request, public):
+    """Each operation's real requirement; liveness routes (no authenticators) need nothing.
+
+    Also: path ids as the middleware takes them (no NUL), tool input as
+    `load_json` takes it (any JSON without NUL, which pydantic cannot say),
+    and the event envelope schema that the NDJSON routes describe in prose.
+    """
+    requirement = security_requirement()
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            operation["security"] = requirement if "security" in operation else []
+            for parameter in operation.get("parameters", []):
+                schema = parameter.get("schema", {})
+                if parameter["in"] == "path" and schema.get("type") == "string" and "pattern" not in schema:
+                    schema["pattern"] = SLUG if parameter["name"] == "slug" else NO_NUL
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    schemas.setdefault("JSONValue", JSON_VALUE)
+    if "ToolCallBody" in schemas:
+        schemas["ToolCallBody"]["properties"]["input"].update(
+            propertyNames={"pattern": NO_NUL}, additionalProperties={"$ref": "#/components/schemas/JSONValue"})
+    schemas.setdefault("EventEnvelope", EventEnvelope.model_json_schema(mode="serialization"))
+    if not requirement:
+        result["components"].pop("securitySchemes", None)
+    return result
+
+
+# Any JSON without NUL in its text: what `load_json` takes (tool input).
+JSON_VALUE = {
+    "description": "Any JSON value; no text in it may hold NUL",
+    "anyOf": [
+        {"type": ["null", "boolean", "number"]},
+        {"type": "string", "pattern": NO_NUL},
+        {"type": "array", "items": {"$ref": "#/components/schemas/JSONValue"}},
+        {"type": "object", "propertyNames": {"pattern": NO_NUL},
+         "additionalProperties": {"$ref": "#/components/schemas/JSONValue"}},
+    ],
+}

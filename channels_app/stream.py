@@ -19,10 +19,12 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.http import StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
 
 from channels_app.auth import RequestInfo, authenticate
-from channels_app.errors import error_response
-from channels_app.parsers import parse_count
+from channels_app.errors import APIError, error_response
+from channels_app.ownership import get_owned_session
+from channels_app.parsers import parse_start_index
 from sessions import wakeups
 from sessions.events import TERMINAL_TYPES, read_events
 from sessions.models import Event, Session
@@ -124,13 +126,12 @@ def _retrieve(task: asyncio.Future) -> None:
 
 
 @database_sync_to_async
-def _lookup(slug: str, session_id: str, principal) -> tuple[int, str, str] | None:
-    """None if the caller may read the session, else (status, code, message)."""
-    session = Session.objects.filter(pk=session_id, agent__slug=slug).only("principal_id", "authenticator").first()
-    if session is None:
-        return 404, "session_not_found", f"no session {session_id!r} on agent {slug!r}"
-    if not session.is_owned_by(principal):
-        return 403, "forbidden", "this session belongs to another principal"
+def _refusal(slug: str, session_id: str, principal) -> APIError | None:
+    """Why the caller may not read the session, or None if it may."""
+    try:
+        get_owned_session(slug, session_id, principal)
+    except APIError as exc:
+        return exc
     return None
 
 
@@ -150,25 +151,24 @@ async def _sse(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
         yield f"id: {event['index']}\nevent: {event['type']}\ndata: {body}\n\n".encode()
 
 
+@csrf_exempt  # GET only: any other method gets the JSON 405 below, not Django's CSRF page
 async def stream_view(request, slug: str, session_id: str):
     if request.method != "GET":
-        return error_response(405, "method_not_allowed", f"{request.method} is not allowed here; use GET")
+        response = error_response(405, "method_not_allowed", f"{request.method} is not allowed here; use GET")
+        response["Allow"] = "GET"
+        return response
     principal = authenticate(RequestInfo.from_django(request))
     if principal is None:
         response = error_response(401, "unauthorized", "authentication required: no auth policy admitted this request")
         response["WWW-Authenticate"] = 'Bearer realm="agentsite"'
         return response
     sse = "text/event-stream" in request.headers.get("Accept", "")
-    raw_start = request.GET.get("startIndex")
-    if raw_start is None and sse and request.headers.get("Last-Event-ID"):
-        last = parse_count(request.headers["Last-Event-ID"])
-        raw_start = "-1" if last is None else str(last + 1)
-    start = parse_count(raw_start or "0")
-    if start is None:
-        return error_response(400, "invalid_start_index", "startIndex (or Last-Event-ID) must be a non-negative integer")
-    refusal = await _lookup(slug, session_id, principal)
-    if refusal:
-        return error_response(*refusal)
+    try:
+        start = parse_start_index(request.GET.get("startIndex"), request.headers.get("Last-Event-ID") if sse else None)
+    except APIError as exc:
+        return error_response(exc.status_code, exc.error_code, exc.message)
+    if refusal := await _refusal(slug, session_id, principal):
+        return error_response(refusal.status_code, refusal.error_code, refusal.message)
     events = follow_events(session_id, start)
     response = StreamingHttpResponse(
         _sse(events) if sse else _ndjson(events),
@@ -177,4 +177,3 @@ async def stream_view(request, slug: str, session_id: str):
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
     return response
-

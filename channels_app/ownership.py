@@ -1,0 +1,61 @@
+"""Who may reach a session: the one lookup every surface runs.
+
+The HTTP views, the NDJSON/SSE stream, the websocket and the playground
+pages all find a session the same way: it must belong to the agent in the
+URL (404 otherwise) and to the caller (403 otherwise). Each function raises
+an `APIError` carrying status, code and message; the JSON routes answer it
+as is, the websocket turns the status into a close code (4404, 4403) and the
+playground into a page. One query on success; the agent is only looked up
+again to tell an unknown agent from an unknown session when the first found
+nothing.
+"""
+from __future__ import annotations
+
+from agents.models import Agent
+from channels_app.errors import APIError
+from sessions.models import Reminder, Session
+
+
+def get_agent(slug: str) -> Agent:
+    agent = Agent.objects.select_related("active_deployment").filter(slug=slug).first()
+    if agent is None:
+        raise APIError(404, "agent_not_found", f"no agent {slug!r} on this server")
+    return agent
+
+
+def require_owner(session: Session, principal) -> Session:
+    if not session.is_owned_by(principal):
+        raise APIError(403, "forbidden", "this session belongs to another principal")
+    return session
+
+
+def get_owned_session(slug: str, session_id: str, principal) -> Session:
+    """The session `session_id` of agent `slug`, if `principal` owns it (else 404 or 403)."""
+    session = Session.objects.select_related("agent", "deployment").filter(pk=session_id, agent__slug=slug).first()
+    if session is None:
+        get_agent(slug)
+        raise APIError(404, "session_not_found", f"no session {session_id!r} on agent {slug!r}")
+    return require_owner(session, principal)
+
+
+def get_session_by_token(agent: Agent, token: str, principal) -> Session:
+    """The session of `agent` a continuation token names, if `principal` owns it (else 404 or 403).
+
+    Staleness is the admission's business (409): this only finds the conversation.
+    """
+    session_id = Session.id_from_token(token)
+    session = Session.objects.select_related("agent", "deployment").filter(pk=session_id or "", agent=agent).first()
+    if session is None:
+        raise APIError(404, "session_not_found", "no session on this agent matches that continuation token")
+    return require_owner(session, principal)
+
+
+def get_owned_reminder(slug: str, reminder_id: str, principal) -> Reminder:
+    """A reminder of agent `slug` bound to a session `principal` owns (else 404 or 403)."""
+    reminder = Reminder.objects.select_related("session").filter(pk=reminder_id, agent__slug=slug).first()
+    if reminder is None:
+        get_agent(slug)
+        raise APIError(404, "reminder_not_found", f"no reminder {reminder_id!r} on agent {slug!r}")
+    if reminder.session is None or not reminder.session.is_owned_by(principal):
+        raise APIError(403, "forbidden", "this reminder belongs to another principal's session")
+    return reminder

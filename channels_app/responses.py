@@ -1,0 +1,275 @@
+"""Response bodies of the HTTP channel, as pydantic models, and the renderer that writes them.
+
+Fields are snake_case here and camelCase on the wire (`to_camel` aliases),
+like the request bodies in `bodies.py`; the same models give the OpenAPI
+document its response schemas, so what is documented is what is sent.
+Views build them from rows they already loaded: rendering costs no query.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+from rest_framework import renderers
+
+from agents.models import Deployment
+from sessions.models import Reminder as ReminderRow, Session, ToolCall
+
+
+class Reply(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True,
+                              json_schema_serialization_defaults_required=True)
+    # Fields left unset are left out of the body (results whose keys depend on the outcome).
+    omit_unset: ClassVar[bool] = False
+
+
+class JSONRenderer(renderers.JSONRenderer):
+    """DRF's JSON renderer, which also writes a `Reply` (by alias, straight from pydantic-core)."""
+
+    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+        if isinstance(data, Reply):
+            return data.model_dump_json(exclude_unset=data.omit_unset).encode()
+        return super().render(data, accepted_media_type, renderer_context)
+
+
+# -- errors -------------------------------------------------------------------------------
+
+class ErrorDetail(Reply):
+    code: str
+    message: str
+    details: Any = None
+
+
+class ErrorBody(Reply):
+    """Every refusal: `{"error": {"code", "message", "details"}}`."""
+
+    error: ErrorDetail
+
+
+# -- agents -------------------------------------------------------------------------------
+
+class DeploymentRef(Reply):
+    version: int
+    content_hash: str
+
+    @classmethod
+    def of(cls, deployment: Deployment) -> DeploymentRef:
+        return cls(version=deployment.version, content_hash=deployment.content_hash)
+
+
+class AgentSummary(Reply):
+    slug: str
+    name: str
+    description: str
+    model: str
+    deployment: DeploymentRef
+
+
+class AgentList(Reply):
+    agents: list[AgentSummary]
+
+
+class DeploymentDetail(DeploymentRef):
+    source: str
+    status: str
+    created_at: datetime | None
+    activated_at: datetime | None
+
+
+class ChannelRef(Reply):
+    id: str
+    kind: str
+
+
+class AgentInfo(Reply):
+    slug: str
+    name: str
+    description: str
+    model: str
+    params: dict[str, Any]
+    max_steps: int | None
+    tools: list[dict[str, Any]]
+    skills: list[Any]
+    subagents: list[Any]
+    channels: list[ChannelRef]
+    schedules: list[dict[str, Any]]
+    abs: list[Any]
+    deployment: DeploymentDetail | None
+
+
+class AgentHealth(Reply):
+    status: Literal["ok"]
+    agent: str
+    deployed: bool
+
+
+class Health(Reply):
+    status: Literal["ok"]
+
+
+# -- sessions -----------------------------------------------------------------------------
+
+class SessionLinks(Reply):
+    stream_url: str
+    events_url: str
+    playground_url: str
+
+
+class SessionCreated(SessionLinks):
+    session_id: str
+    continuation_token: str
+    turn_id: str
+    status: str
+    mode: str
+
+
+class FollowUpAccepted(SessionLinks):
+    session_id: str
+    continuation_token: str
+    turn_id: str
+    status: str
+    admission: Literal["preempt", "coalesce"]
+
+
+class StopAccepted(Reply):
+    session_id: str
+    stopping: bool
+
+
+class PrincipalRef(Reply):
+    authenticator: str
+    principal_id: str
+    principal_type: str
+
+
+class SessionDetail(Reply):
+    session_id: str
+    agent: str
+    status: str
+    mode: str
+    title: str
+    channel: str
+    principal: PrincipalRef
+    usage: dict[str, Any]
+    options: dict[str, Any]
+    ab_variants: dict[str, Any]
+    deployment: DeploymentRef
+    active_turn_id: str | None
+    last_event_index: int
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, session: Session) -> SessionDetail:
+        return cls(
+            session_id=session.id, agent=session.agent.slug, status=session.status, mode=session.mode,
+            title=session.title, channel=session.channel,
+            principal=PrincipalRef(authenticator=session.authenticator, principal_id=session.principal_id,
+                                   principal_type=session.principal_type),
+            usage=session.usage, options=session.options, ab_variants={},
+            deployment=DeploymentRef.of(session.deployment), active_turn_id=session.active_turn_id,
+            last_event_index=session.next_event_index - 1,
+            created_at=session.created_at, updated_at=session.updated_at,
+        )
+
+
+class SessionPage(Reply):
+    """One page of the caller's sessions, newest first; `nextCursor` is null on the last page."""
+
+    sessions: list[SessionDetail]
+    next_cursor: str | None
+
+
+class EventEnvelope(Reply):
+    """One line of the NDJSON event log (documentation only: the log is written as it is stored)."""
+
+    type: str
+    index: int
+    session_id: str
+    turn_id: str | None = None
+    at: datetime
+    data: dict[str, Any]
+
+
+# -- tools and approvals ------------------------------------------------------------------
+
+class Approval(Reply):
+    call_id: str
+    tool_name: str
+    input: Any
+    status: str
+    turn_id: str
+    decided_by: dict[str, Any] | None
+    reason: str
+    requested_at: datetime
+
+    @classmethod
+    def of(cls, row: ToolCall) -> Approval:
+        return cls(call_id=row.call_id, tool_name=row.tool, input=row.input, status=row.status, turn_id=row.turn_id,
+                   decided_by=row.decided_by, reason=row.reason, requested_at=row.created_at)
+
+
+class ApprovalList(Reply):
+    approvals: list[Approval]
+
+
+class ToolResult(Reply):
+    """A finished direct call: `output`, or `error` when a stubbed or denied call carries one."""
+
+    model_config = ConfigDict(extra="allow")
+    omit_unset: ClassVar[bool] = True
+    call_id: str
+    tool_name: str
+    output: Any = None
+    error: str | None = None
+    stubbed: bool
+    duration_ms: float
+
+
+class ParkedToolCall(Reply):
+    """A call bound to a session that waits for a decision at `.../approvals/{callId}`."""
+
+    model_config = ConfigDict(extra="allow")
+    call_id: str
+    tool_name: str
+    input: Any
+    status: Literal["awaiting_approval"]
+    session_id: str
+    turn_id: str
+
+
+# -- reminders and schedules --------------------------------------------------------------
+
+class Reminder(Reply):
+    reminder_id: str
+    session_id: str | None
+    title: str
+    kind: str
+    spec: str
+    form: Literal["run", "prompt"]
+    prompt: str
+    until: str
+    status: str
+    reason: str
+    fire_count: int
+    next_fire_at: datetime | None
+    last_fired_at: datetime | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, r: ReminderRow) -> Reminder:
+        return cls(reminder_id=r.id, session_id=r.session_id, title=r.title, kind=r.kind, spec=r.spec,
+                   form="run" if r.is_run_form else "prompt", prompt=r.prompt, until=r.until, status=r.status,
+                   reason=r.reason, fire_count=r.fire_count, next_fire_at=r.next_fire_at,
+                   last_fired_at=r.last_fired_at, created_at=r.created_at)
+
+
+class ReminderList(Reply):
+    reminders: list[Reminder]
+
+
+class ScheduleFired(Reply):
+    schedule_id: str
+    session_ids: list[str]

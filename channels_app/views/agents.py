@@ -1,0 +1,76 @@
+"""The agents on this server: list, info, liveness."""
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents.models import Agent
+from channels_app.ownership import get_agent
+from channels_app.responses import (
+    AgentHealth, AgentInfo, AgentList, AgentSummary, ChannelRef, DeploymentDetail, DeploymentRef, Health,
+)
+from channels_app.schema import refusals
+from sessions.models import Schedule
+
+
+class AgentListView(APIView):
+    @extend_schema(summary="The agents on this server", responses={200: AgentList, **refusals(400, 401)})
+    def get(self, request: Request) -> Response:
+        agents = Agent.objects.select_related("active_deployment").exclude(active_deployment=None)
+        return Response(AgentList(agents=[
+            AgentSummary(slug=a.slug, name=a.name or a.slug, description=a.description, model=a.model_id,
+                         deployment=DeploymentRef.of(a.active_deployment))
+            for a in agents
+        ]))
+
+
+class AgentInfoView(APIView):
+    @extend_schema(summary="The agent: model, tools with their input schemas, deployment",
+                   responses={200: AgentInfo, **refusals(400, 401, 404)})
+    def get(self, request: Request, slug: str) -> Response:
+        agent = get_agent(slug)
+        deployment = agent.active_deployment
+        manifest = deployment.manifest if deployment else {}
+        schedule_state = {
+            s.schedule_id: {"nextFireAt": iso(s.next_fire_at), "lastFiredAt": iso(s.last_fired_at),
+                            "fireCount": s.fire_count}
+            for s in Schedule.objects.filter(agent=agent, active=True)
+        }
+        return Response(AgentInfo(
+            slug=agent.slug, name=agent.name or agent.slug, description=agent.description,
+            model=manifest.get("model", ""), params=manifest.get("params", {}), max_steps=manifest.get("maxSteps"),
+            tools=manifest.get("tools", []), skills=manifest.get("skills", []),
+            subagents=manifest.get("subagents", []), channels=[ChannelRef(id="http", kind="http")],
+            schedules=[{**s, **schedule_state.get(s["id"], {})} for s in manifest.get("schedules", [])],
+            abs=[],
+            deployment=DeploymentDetail(
+                version=deployment.version, content_hash=deployment.content_hash, source=deployment.source,
+                status=deployment.status, created_at=deployment.created_at, activated_at=deployment.activated_at,
+            ) if deployment else None,
+        ))
+
+
+def iso(value) -> str | None:
+    """An instant inside a free-form manifest entry, written as the models write theirs."""
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+class AgentHealthView(APIView):
+    authentication_classes: list = []
+    permission_classes: list = []
+
+    @extend_schema(summary="Liveness of one agent", responses={200: AgentHealth, **refusals(400, 404)})
+    def get(self, request: Request, slug: str) -> Response:
+        agent = get_agent(slug)
+        return Response(AgentHealth(status="ok", agent=agent.slug, deployed=agent.active_deployment_id is not None))
+
+
+class HealthView(APIView):
+    authentication_classes: list = []
+    permission_classes: list = []
+
+    @extend_schema(summary="Liveness of the server", responses={200: Health, **refusals(400)})
+    def get(self, request: Request) -> Response:
+        return Response(Health(status="ok"))

@@ -1,0 +1,126 @@
+"""Sessions: create, follow up, stop, read, list, delete, and the one-time event dump."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from channels_app.errors import APIError
+from channels_app.bodies import CreateSession, FollowUp, validate_body
+from channels_app.ownership import get_agent, get_owned_session, get_session_by_token
+from channels_app.pagination import SessionCursorPagination
+from channels_app.parsers import parse_start_index
+from channels_app.responses import FollowUpAccepted, SessionCreated, SessionDetail, SessionPage, StopAccepted
+from channels_app.schema import BODY, EVENTS_PARAMETERS, LIST_PARAMETERS, NDJSON_EVENTS, SESSION, refusals
+from sessions.admission import delete_session, start_session, stop_session, submit_message
+from sessions.events import read_events
+from sessions.models import Session
+
+
+def session_links(request: Request, session: Session) -> dict[str, str]:
+    base = f"/{session.agent.slug}/v1/session/{session.id}"
+    origin = settings.AGENTSITE_PUBLIC_URL.rstrip("/") or request.build_absolute_uri("/").rstrip("/")
+    return {
+        "stream_url": f"{origin}{base}/stream",
+        "events_url": f"{origin}{base}/events",
+        "playground_url": f"{origin}/playground/{session.agent.slug}?sessionId={session.id}",
+    }
+
+
+class SessionCreateView(APIView):
+    @extend_schema(
+        summary="Create a session and start its first turn (or follow up with continuationToken)",
+        request=CreateSession,
+        responses={
+            201: OpenApiResponse(SessionCreated, description="A new session; its first turn is queued"),
+            202: OpenApiResponse(FollowUpAccepted, description="With continuationToken: a follow-up was admitted"),
+            **refusals(400, 401, 403, 404, 409, *BODY),
+        },
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        body: CreateSession = validate_body(CreateSession, request.data)
+        agent = get_agent(slug)
+        if body.continuation_token is not None:
+            session = get_session_by_token(agent, body.continuation_token, request.user)
+            return follow_up(request, session, body.message, body.continuation_token, body.admission)
+        options: dict[str, Any] = {}
+        if body.dry_run:
+            options["dryRun"] = True
+        if body.as_of:
+            options["asOf"] = body.as_of
+        admitted = start_session(agent, request.user, body.message, title=body.title or "", mode=body.mode,
+                                 options=options)
+        session = admitted.session
+        return Response(SessionCreated(
+            session_id=session.id, continuation_token=admitted.continuation_token, turn_id=admitted.turn.id,
+            status=session.status, mode=session.mode, **session_links(request, session),
+        ), status=201)
+
+
+def follow_up(request: Request, session: Session, message: str, token: str | None, admission: str) -> Response:
+    admitted = submit_message(session, message, admission=admission, continuation_token=token)
+    return Response(FollowUpAccepted(
+        session_id=session.id, continuation_token=admitted.continuation_token, turn_id=admitted.turn.id,
+        status=admitted.session.status, admission=admission, **session_links(request, session),
+    ), status=202)
+
+
+class SessionMessageView(APIView):
+    @extend_schema(summary="Send a follow-up message", request=FollowUp,
+                   responses={202: FollowUpAccepted, **refusals(*SESSION, 409, *BODY)})
+    def post(self, request: Request, slug: str, session_id: str) -> Response:
+        body: FollowUp = validate_body(FollowUp, request.data)
+        session = get_owned_session(slug, session_id, request.user)
+        return follow_up(request, session, body.message, body.continuation_token, body.admission)
+
+
+class SessionStopView(APIView):
+    @extend_schema(summary="Interrupt the running turn", request=None,
+                   responses={202: StopAccepted, **refusals(*SESSION, 409)})
+    def post(self, request: Request, slug: str, session_id: str) -> Response:
+        session = get_owned_session(slug, session_id, request.user)
+        if not stop_session(session):
+            raise APIError(409, "not_running", "no turn is running on this session")
+        return Response(StopAccepted(session_id=session.id, stopping=True), status=202)
+
+
+class SessionDetailView(APIView):
+    @extend_schema(summary="Session detail", responses={200: SessionDetail, **refusals(*SESSION)})
+    def get(self, request: Request, slug: str, session_id: str) -> Response:
+        return Response(SessionDetail.of(get_owned_session(slug, session_id, request.user)))
+
+    @extend_schema(summary="Delete a session and its events",
+                   responses={204: OpenApiResponse(description="Deleted"), **refusals(*SESSION)})
+    def delete(self, request: Request, slug: str, session_id: str) -> Response:
+        delete_session(get_owned_session(slug, session_id, request.user))
+        return Response(status=204)
+
+
+class SessionListView(APIView):
+    @extend_schema(
+        summary="The caller's sessions, newest first",
+        parameters=LIST_PARAMETERS,
+        responses={200: SessionPage, **refusals(400, 401, 404)},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        agent = get_agent(slug)
+        rows = Session.objects.for_principal(request.user).filter(agent=agent).select_related("agent", "deployment")
+        paginator = SessionCursorPagination()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response([SessionDetail.of(s) for s in page])
+
+
+class SessionEventsView(APIView):
+    @extend_schema(summary="All events from startIndex, as NDJSON, once", parameters=EVENTS_PARAMETERS,
+                   responses={**NDJSON_EVENTS, **refusals(*SESSION)})
+    def get(self, request: Request, slug: str, session_id: str) -> HttpResponse:
+        session = get_owned_session(slug, session_id, request.user)
+        start = parse_start_index(request.query_params.get("startIndex"))
+        lines = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in read_events(session.id, start))
+        return HttpResponse(lines, content_type="application/x-ndjson")

@@ -1,0 +1,52 @@
+"""Tools called without a model turn, and the approvals that gate tool calls."""
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from channels_app.bodies import ApprovalDecision, ToolCallBody, validate_body
+from channels_app.ownership import get_agent, get_owned_session
+from channels_app.responses import Approval, ApprovalList, ParkedToolCall, ToolResult
+from channels_app.schema import BODY, SESSION, refusals
+from sessions.approvals import pending_approvals, resolve_approval
+from sessions.direct import call_tool
+
+
+class ApprovalListView(APIView):
+    @extend_schema(summary="Tool calls parked for approval", responses={200: ApprovalList, **refusals(*SESSION)})
+    def get(self, request: Request, slug: str, session_id: str) -> Response:
+        session = get_owned_session(slug, session_id, request.user)
+        return Response(ApprovalList(approvals=[Approval.of(r) for r in pending_approvals(session)]))
+
+
+class ApprovalResolveView(APIView):
+    @extend_schema(summary="Approve or deny a parked tool call", request=ApprovalDecision,
+                   responses={200: Approval, **refusals(*SESSION, 409, *BODY)})
+    def post(self, request: Request, slug: str, session_id: str, call_id: str) -> Response:
+        body: ApprovalDecision = validate_body(ApprovalDecision, request.data)
+        session = get_owned_session(slug, session_id, request.user)
+        row = resolve_approval(session, call_id, body.decision, request.user, body.reason)
+        return Response(Approval.of(row))
+
+
+class ToolCallView(APIView):
+    @extend_schema(
+        summary="Call a server tool deterministically, without a model turn",
+        request=ToolCallBody,
+        responses={
+            200: OpenApiResponse(ToolResult, description="The call ran (or was stubbed in a dryRun session)"),
+            202: OpenApiResponse(ParkedToolCall, description="Bound to a session, the call waits for approval"),
+            **refusals(*SESSION, 409, 422, *BODY),
+        },
+    )
+    def post(self, request: Request, slug: str, tool_name: str) -> Response:
+        body: ToolCallBody = validate_body(ToolCallBody, request.data)
+        agent = get_agent(slug)
+        session = get_owned_session(slug, body.session_id, request.user) if body.session_id else None
+        result = call_tool(agent, tool_name, body.input, session=session)
+        # A needs_approval tool bound to a session parks until someone decides it.
+        if result.get("status") == "awaiting_approval":
+            return Response(ParkedToolCall.model_validate(result), status=202)
+        return Response(ToolResult.model_validate(result))
