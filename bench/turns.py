@@ -163,13 +163,14 @@ def pg_backend_cpu(dbname: str | None) -> dict[int, float]:
 
 
 def tree_mem(pid: int, uss: bool = True) -> dict[str, float]:
-    rss = uss_total = 0
+    rss = uss_total = pss_total = 0
     procs = 0
     for p in tree(pid):
         try:
             if uss:
                 m = p.memory_full_info()
                 uss_total += m.uss
+                pss_total += m.pss  # shared pages split among their sharers: sums to the tree's real footprint
             else:
                 m = p.memory_info()
             rss += m.rss
@@ -179,6 +180,7 @@ def tree_mem(pid: int, uss: bool = True) -> dict[str, float]:
     out = {"rss_mb": round(rss / 2**20, 1), "procs": procs}
     if uss:
         out["uss_mb"] = round(uss_total / 2**20, 1)
+        out["pss_mb"] = round(pss_total / 2**20, 1)
     return out
 
 
@@ -954,7 +956,7 @@ def fmt(v: Any, width: int = 8) -> str:
 def print_table(reports: list[dict[str, Any]]) -> None:
     print("\n" + "=" * 138)
     head = (f"{'config':9}{'load':5}{'ok/n':>10}{'p50':>8}{'p95':>8}{'p99':>8}{'turns/s':>9}"
-            f"{'cpu web':>9}{'cpu wrk':>9}{'cpu db':>8}{'cpu tot':>9}{'client':>8}{'rss web':>9}{'rss wrk':>9}{'idle%w/k':>11}"
+            f"{'cpu web':>9}{'cpu wrk':>9}{'cpu db':>8}{'cpu tot':>9}{'client':>8}{'pss web':>9}{'pss wrk':>9}{'idle%w/k':>11}"
             f"{'db w/k':>8}{'other%':>8}")
     print(head)
     print(f"{'':14}{'':>10}{'ms':>8}{'ms':>8}{'ms':>8}{'':>9}{'ms/turn':>9}{'ms/turn':>9}{'ms/turn':>8}{'ms/turn':>9}{'ms/turn':>8}"
@@ -966,7 +968,7 @@ def print_table(reports: list[dict[str, Any]]) -> None:
             print(f"{rep['config']:9}{label:5}{(str(w['turns_ok']) + '/' + str(w['turns'])):>10}"
                   f"{fmt(lat['p50'])}{fmt(lat['p95'])}{fmt(lat['p99'])}{fmt(w.get('turns_per_s'), 9)}"
                   f"{fmt(cpu['web'], 9)}{fmt(cpu['worker'], 9)}{fmt(cpu.get('db') or None)}{fmt(cpu['total'], 9)}{fmt(cpu['client'])}"
-                  f"{fmt(mem['web']['rss_mb'], 9)}{fmt(mem['worker']['rss_mb'], 9)}"
+                  f"{fmt(mem['web'].get('pss_mb'), 9)}{fmt(mem['worker'].get('pss_mb'), 9)}"
                   f"{(str(idle['web']) + '/' + str(idle['worker'])):>11}"
                   f"{(str(w['db_connections']['web']) + '/' + str(w['db_connections']['worker'])):>8}"
                   f"{fmt(w['other_cpu_pct_of_machine'])}")

@@ -2,33 +2,30 @@
 
 1. Check that the port is free, apply migrations and deploy the example
    agents (and any --agents folders).
-2. Start daphne and `manage.py qcluster` as child processes, each in its own
+2. Plan daphne and `manage.py qcluster` as child processes, each in its own
    process group, with the auth and mode switches passed in the environment.
    Both run under agentsite.lifeline, so they and every process they fork die
    with serve, even when serve is killed with SIGKILL.
-3. Print the URLs, then wait. Ctrl-C or SIGTERM stops both children (SIGTERM,
-   then SIGKILL after a grace period); if one child dies, the other is stopped.
+3. Replace itself (exec, same pid) with agentsite.supervise, a small process
+   without Django that starts them, prints the URLs and waits. Ctrl-C or
+   SIGTERM stops both children (SIGTERM, then SIGKILL after a grace period);
+   if one child dies, the other is stopped.
 """
 from __future__ import annotations
 
 import errno
 import os
-import signal
 import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from agentsite.supervise import exec_supervisor
 from agents.discovery import AgentFolderError, deploy_agent_folder, find_agent_folders
 from channels_app.auth import token_hash
-
-GRACE_SECONDS = 10
-
 
 class Command(BaseCommand):
     help = "Serve agentsite: HTTP/websocket server and turn workers, on the embedded default unless configured."
@@ -78,48 +75,24 @@ class Command(BaseCommand):
             env["AGENTSITE_WORKERS"] = str(opts["workers"])
 
         manage = str(Path(settings.BASE_DIR) / "manage.py")
-        # Started from this (main) thread: the children's tie fires when the forking thread ends.
+        # Same pid after the exec below: the supervisor is the parent the children are tied to.
         lifeline = [sys.executable, "-m", "agentsite.lifeline", "--parent", str(os.getpid())]
         commands = {
             "web": [*lifeline, "-m", "daphne", "-b", opts["host"], "-p", str(opts["port"]), "agentsite.asgi:application"],
         }
         if not opts["no_workers"]:
             commands["workers"] = [*lifeline, manage, "qcluster"]
-        children = {
-            name: subprocess.Popen(cmd, env=env, cwd=settings.BASE_DIR, start_new_session=True)
-            for name, cmd in commands.items()
-        }
-
-        stopping = False
-
-        def stop(signum, frame):
-            nonlocal stopping
-            stopping = True
-
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGTERM, stop)
-
         host = f"[{opts['host']}]" if ":" in opts["host"] else opts["host"]
         base = f"http://{host}:{opts['port']}"
-        self.stdout.write(f"agentsite serving on {base}  (state: {settings.STATE_ROOT})")
-        self.stdout.write(f"  agents     {base}/v1/agents")
-        self.stdout.write(f"  API docs   {base}/api/docs/")
-        self.stdout.write(f"  admin      {base}/admin/")
-        self.stdout.write(f"  health     {base}/healthz")
-        self.stdout.write("Press Ctrl-C to stop.")
-        self.stdout.flush()
-
-        exit_code = 0
-        while not stopping:
-            for name, child in children.items():
-                if child.poll() is not None:
-                    self.stderr.write(f"{name} exited with status {child.returncode}; stopping")
-                    exit_code = child.returncode or 1
-                    stopping = True
-            time.sleep(0.2)
-        self.shutdown(children)
-        if exit_code:
-            sys.exit(exit_code)
+        banner = [
+            f"agentsite serving on {base}  (state: {settings.STATE_ROOT})",
+            f"  agents     {base}/v1/agents",
+            f"  API docs   {base}/api/docs/",
+            f"  admin      {base}/admin/",
+            f"  health     {base}/healthz",
+            "Press Ctrl-C to stop.",
+        ]
+        exec_supervisor(commands, env, str(settings.BASE_DIR), banner)
 
     def deploy(self, opts) -> None:
         dirs = [Path(d) for d in opts["agents"]]
@@ -131,32 +104,6 @@ class Command(BaseCommand):
                 self.stdout.write(f"agent {d.agent.slug}: v{d.version} ({d.manifest.get('model')}) from {root}")
         except AgentFolderError as exc:
             raise CommandError(f"{exc.root}: invalid agent folder\n" + "\n".join(f"  {p}" for p in exc.problems)) from None
-
-    def shutdown(self, children: dict[str, subprocess.Popen]) -> None:
-        # SIGTERM the child only, not its group: qcluster's main process stops
-        # its sentinel and workers through a shared multiprocessing Event, and
-        # a sentinel killed by the group signal while holding that Event's lock
-        # leaves qcluster blocked forever in stop_event.set().
-        for child in children.values():
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + GRACE_SECONDS
-        for child in children.values():
-            try:
-                child.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _signal_group(child, signal.SIGKILL)
-                child.wait()
-        for child in children.values():  # leftovers of a group (qcluster's workers)
-            _signal_group(child, signal.SIGKILL)
-        self.stdout.write("agentsite stopped")
-
-
-def _signal_group(child: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(child.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _check_port_free(host: str, port: int) -> None:
