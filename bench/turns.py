@@ -317,6 +317,27 @@ class Server:
             out[name] = count
         return out
 
+    def pin(self, cpus: set[int]) -> None:
+        """Put the server's processes on `cpus`; processes they fork later inherit it."""
+        for proc in self.procs.values():
+            for p in tree(proc.pid):
+                try:
+                    p.cpu_affinity(sorted(cpus))
+                except psutil.Error:
+                    pass
+
+    def db_counts(self) -> dict[str, int]:
+        """Statements and commits of every server process so far (bench/counting/sitecustomize.py)."""
+        total = {"queries": 0, "commits": 0}
+        for path in Path(self.env["AGENTSITE_BENCH_COUNT_DIR"]).glob("*.json"):
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            for k in total:
+                total[k] += int(data.get(k, 0))
+        return total
+
     def web_connections(self) -> int | None:
         try:
             return sum(1 for c in psutil.Process(self.pid("web")).net_connections("tcp")
@@ -584,6 +605,7 @@ class Bench:
         self.server.check_alive()
         profilers = self.start_profilers(name)
         sys0 = _busy_seconds()
+        q0 = self.server.db_counts()
         db0 = pg_backend_cpu(self.cfg.pg_db)
         cpu0, client0, t0 = self.server.cpu(), time.process_time(), time.perf_counter()
         out = run()
@@ -612,6 +634,8 @@ class Bench:
         time.sleep(idle_s)
         i1 = self.server.cpu()
         out["idle_cpu_pct"] = {n: round((i1[n] - i0[n]) / idle_s * 100, 1) for n in i0}
+        q1 = self.server.db_counts()  # read after the idle pause: the processes write them twice a second
+        out["db_per_turn"] = {k: round((q1[k] - q0[k]) / turns, 1) for k in q0}
         out["web_established_conns"] = self.server.web_connections()
         out["db_connections"] = self.server.db_handles(None if self.cfg.pg_db else self.cfg.db_path)
         self.server.check_alive()
@@ -845,8 +869,15 @@ def run_config(name: str, counts: dict[str, Any], args: argparse.Namespace, tmp:
             cfg.db_path = state_root / "db.sqlite3"
         cfg.env = extra
         print(f"\n== {name}: {cfg.describe()}  (state root {state_root})")
+        counts_dir = state_root / "counts"
+        counts_dir.mkdir()
+        extra["AGENTSITE_BENCH_COUNT_DIR"] = str(counts_dir)
+        extra["PYTHONPATH"] = str(src / "bench" / "counting")  # its sitecustomize counts statements
         server = Server(src, state_root, child_env(extra), asgi=args.asgi)
         server.start()
+        if args.pin:
+            server.pin({0})
+            os.sched_setaffinity(0, set(range(1, os.cpu_count() or 2)) or {0})
         print(f"  web pid {server.pid('web')} on {server.base_url}, worker pid {server.pid('worker')}")
         bench = Bench(cfg, server, counts)
         bench.quiet_wait = args.quiet_wait
@@ -954,14 +985,14 @@ def fmt(v: Any, width: int = 8) -> str:
 
 
 def print_table(reports: list[dict[str, Any]]) -> None:
-    print("\n" + "=" * 138)
+    print("\n" + "=" * 154)
     head = (f"{'config':9}{'load':5}{'ok/n':>10}{'p50':>8}{'p95':>8}{'p99':>8}{'turns/s':>9}"
             f"{'cpu web':>9}{'cpu wrk':>9}{'cpu db':>8}{'cpu tot':>9}{'client':>8}{'pss web':>9}{'pss wrk':>9}{'idle%w/k':>11}"
-            f"{'db w/k':>8}{'other%':>8}")
+            f"{'db w/k':>8}{'q/turn':>8}{'c/turn':>8}{'other%':>8}")
     print(head)
     print(f"{'':14}{'':>10}{'ms':>8}{'ms':>8}{'ms':>8}{'':>9}{'ms/turn':>9}{'ms/turn':>9}{'ms/turn':>8}{'ms/turn':>9}{'ms/turn':>8}"
-          f"{'MB':>9}{'MB':>9}{'':>11}{'conns':>8}{'load':>8}")
-    print("-" * 138)
+          f"{'MB':>9}{'MB':>9}{'':>11}{'conns':>8}{'':>8}{'':>8}{'load':>8}")
+    print("-" * 154)
     for rep in reports:
         for label, w in sorted(rep.get("workloads", {}).items()):
             lat, cpu, mem, idle = w["latency_ms"], w["cpu_ms_per_turn"], w["mem_after"], w["idle_cpu_pct"]
@@ -971,12 +1002,13 @@ def print_table(reports: list[dict[str, Any]]) -> None:
                   f"{fmt(mem['web'].get('pss_mb'), 9)}{fmt(mem['worker'].get('pss_mb'), 9)}"
                   f"{(str(idle['web']) + '/' + str(idle['worker'])):>11}"
                   f"{(str(w['db_connections']['web']) + '/' + str(w['db_connections']['worker'])):>8}"
+                  f"{fmt(w.get('db_per_turn', {}).get('queries'))}{fmt(w.get('db_per_turn', {}).get('commits'))}"
                   f"{fmt(w['other_cpu_pct_of_machine'])}")
         if rep.get("aborted"):
             print(f"{rep['config']:9}ABORTED {rep['aborted'].splitlines()[0][:110]}")
         if "log_errors" in rep:
             print(f"{rep['config']:9}server log: {rep['log_errors']['lines']} error line(s)")
-    print("-" * 138)
+    print("-" * 154)
     for rep in reports:
         ws = rep.get("workloads", {})
         if "W2" in ws:
@@ -999,7 +1031,7 @@ def print_table(reports: list[dict[str, Any]]) -> None:
                   f"web USS {g.get('w1_web_uss_mb_per_1k_sessions')} MB/1k, worker USS "
                   f"{g.get('w1_worker_uss_mb_per_1k_sessions')} MB/1k -> "
                   f"{'GROWS' if g.get('web_grows') else 'flat'}")
-    print("-" * 138)
+    print("-" * 154)
     targets = {"embedded": 20.0, "pg": 8.0}
     for rep in reports:
         w1 = rep.get("workloads", {}).get("W1")
@@ -1012,7 +1044,7 @@ def print_table(reports: list[dict[str, Any]]) -> None:
             flat = w2["last_over_first"] <= 1.25
             print(f"target {rep['config']:9} W2 flat (last/first p50 <= 1.25): x{w2['last_over_first']} -> "
                   f"{'meets' if flat else 'MISSES'}")
-    print("=" * 138)
+    print("=" * 154)
 
 
 def main() -> int:
@@ -1034,6 +1066,8 @@ def main() -> int:
     parser.add_argument("--profile", metavar="DIR", help="record py-spy profiles (raw collapsed stacks) of the web"
                         " process and the worker tree during each workload into DIR")
     parser.add_argument("--asgi", choices=["daphne", "uvicorn"], default="daphne", help="the web server (uvicorn needs uvicorn, uvloop and httptools installed)")
+    parser.add_argument("--pin", action="store_true", help="server processes on CPU 0, this client on the others"
+                        " (PostgreSQL and Redis stay unpinned)")
     parser.add_argument("--w1", type=int, metavar="N", help="W1's number of sequential sessions (default 300)")
     args = parser.parse_args()
 
