@@ -27,8 +27,8 @@ from channels_app.middleware import bad_path_id
 from channels_app.origin import foreign_websocket_origin
 from channels_app.ownership import get_owned_session
 from channels_app.parsers import JSONRefused, load_json, parse_start_index
-from channels_app.stream import follow_events
 from sessions.admission import AdmissionError, stop_session, submit_message
+from sessions.follow import follow_events
 
 log = logging.getLogger(__name__)
 

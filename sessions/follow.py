@@ -1,0 +1,138 @@
+"""Replay, then follow: a session's event log as a live async iterator.
+
+Delivery apart from generation: workers append events (sessions.events),
+readers come here. The reader subscribes to the session's wake-up group
+before it reads, so nothing written between the replay and the
+subscription is missed; after every wake-up or poll timeout it reads the
+table again from the next index it has not yielded, so it never repeats or
+skips an index. It polls fast while a turn runs (a worker in another
+process may not be able to wake it) and slowly while the session is idle.
+
+The HTTP stream (NDJSON, SSE) and the websocket only translate what this
+yields into their formats.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from sessions import wakeups
+from sessions.events import TERMINAL_TYPES, read_events
+from sessions.models import Event, Session
+
+# After a wake-up, poll fast for a while even if the log looks idle: a
+# follow-up was just admitted and its turn has not written anything yet.
+FAST_AFTER_WAKEUP_SECONDS = 2.0
+BATCH = 500
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Opening:
+    """Where a reader starts: the session's mode, the type of the event before
+    the start (how a reader resumed past the end knows the session is idle
+    or over) and the first batch of events."""
+    mode: str
+    last_type: str
+    events: list[dict[str, Any]]
+
+
+def open_log(session_id: str, start: int) -> Opening | None:
+    """Everything a reader needs to begin, in one trip to a thread; None if the session is gone."""
+    mode = Session.objects.filter(pk=session_id).values_list("mode", flat=True).first()
+    if mode is None:
+        return None
+    last_type = ""
+    if start > 0:
+        earlier = Event.objects.filter(session_id=session_id, index__lt=start).order_by("-index")
+        last_type = earlier.values_list("type", flat=True).first() or ""
+    return Opening(mode, last_type, read_events(session_id, start, BATCH))
+
+
+_open = database_sync_to_async(open_log)
+
+
+@database_sync_to_async
+def _read(session_id: str, start: int) -> list[dict[str, Any]]:
+    return read_events(session_id, start, BATCH)
+
+
+@database_sync_to_async
+def _exists(session_id: str) -> bool:
+    return Session.objects.filter(pk=session_id).exists()
+
+
+async def follow_events(session_id: str, start: int) -> AsyncIterator[dict[str, Any]]:
+    """Yield envelopes from `start` on, live, until the caller stops iterating.
+
+    Ends by itself when the session is deleted or a task session has ended.
+    """
+    await wakeups.listen_for_other_processes()
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(wakeups.group_name(session_id), channel)
+    wakeup: asyncio.Future | None = None
+    try:
+        opening = await _open(session_id, start)
+        if opening is None:
+            return
+        mode, last_type, events = opening.mode, opening.last_type, opening.events
+        next_index = start
+        fast_until = 0.0
+        next_gone_check = 0.0
+        while True:
+            for event in events:
+                yield event
+                next_index = event["index"] + 1
+                last_type = event["type"]
+            if len(events) == BATCH:
+                events = await _read(session_id, next_index)
+                continue
+            if mode == Session.Mode.TASK and last_type in ("session.completed", "session.failed"):
+                return
+            idle = last_type in TERMINAL_TYPES and time.monotonic() > fast_until
+            timeout = settings.AGENTSITE_STREAM_POLL_IDLE if idle else settings.AGENTSITE_STREAM_POLL_RUNNING
+            # One receive stays pending across polls instead of being cancelled by
+            # each poll timeout: channels_redis takes a cancelled receive for a
+            # consumer that left, and a cancel landing in its Redis read can be
+            # swallowed, stalling the reader until the read timeout raises.
+            if wakeup is None:
+                wakeup = asyncio.ensure_future(layer.receive(channel))
+                wakeup.add_done_callback(_retrieve)
+            done, _ = await asyncio.wait([wakeup], timeout=timeout)
+            if done:
+                error = None if wakeup.cancelled() else wakeup.exception()
+                wakeup = None
+                if error is not None:
+                    # Wake-ups are hints: keep polling the table, at the poll pace.
+                    log.debug("wake-up receive failed on session %s: %r", session_id, error)
+                    await asyncio.sleep(timeout)
+                else:
+                    fast_until = time.monotonic() + FAST_AFTER_WAKEUP_SECONDS
+            else:
+                # A session deleted mid-turn never writes a terminal event, so look
+                # for deletion while running too, but no oftener than the idle poll.
+                now = time.monotonic()
+                if idle or now >= next_gone_check:
+                    next_gone_check = now + settings.AGENTSITE_STREAM_POLL_IDLE
+                    if not await _exists(session_id):
+                        return  # deleted
+            events = await _read(session_id, next_index)
+    finally:
+        if wakeup is not None:
+            wakeup.cancel()
+        await layer.group_discard(wakeups.group_name(session_id), channel)
+
+
+def _retrieve(task: asyncio.Future) -> None:
+    """Mark a receive's failure as seen, so asyncio does not log it as unhandled."""
+    if not task.cancelled():
+        task.exception()
