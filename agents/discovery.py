@@ -23,8 +23,9 @@ from agents import providers
 from agents.models import Agent as AgentRow
 from agents.models import Deployment, validate_slug
 from agents.modules import import_file
-from agents.sdk import Agent, Hook, Tool
 from agents.schedules import LoadedSchedule, load_schedules
+from agents.sdk import Agent, Hook, Tool
+from agents.signals import deployment_activated
 from agents.skills import LoadedSkill, load_skills
 
 TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -347,7 +348,7 @@ def deploy_agent_folder(root: Path | str, slug: str | None = None) -> Deployment
     active = agent.active_deployment
     # The manifest counts too: the default model can change with the environment.
     if active and active.content_hash == loaded.content_hash and active.manifest == manifest and Path(active.snapshot_path).is_dir():
-        _sync_schedules(agent, loaded)
+        deployment_activated.send(sender=Deployment, agent=agent, deployment=active, loaded=loaded)
         return active
 
     snapshot = Path(settings.STATE_ROOT) / "deployments" / loaded.slug / loaded.content_hash[:16]
@@ -371,15 +372,8 @@ def deploy_agent_folder(root: Path | str, slug: str | None = None) -> Deployment
         )
         AgentRow.objects.filter(pk=agent.pk).update(name=manifest["name"], description=manifest["description"])
         deployment.activate()
-        _sync_schedules(agent, loaded)
+        deployment_activated.send(sender=Deployment, agent=agent, deployment=deployment, loaded=loaded)
     return deployment
-
-
-def _sync_schedules(agent: AgentRow, loaded: LoadedAgent) -> None:
-    """Deploying an agent syncs its schedules: new files start, removed files stop."""
-    from sessions.timers import sync_schedules  # sessions builds on agents, not the reverse
-
-    sync_schedules(agent, loaded)
 
 
 _cache: dict[tuple[int, str], LoadedAgent] = {}

@@ -16,26 +16,9 @@ from typing import Any, Callable, Iterable, Mapping
 from django.conf import settings
 from rest_framework import authentication, permissions
 
+from sessions.principal import Principal
+
 FORWARDING_HEADERS = ("x-forwarded-for", "x-real-ip", "forwarded", "x-forwarded-host")
-
-
-@dataclass(frozen=True)
-class Principal:
-    authenticator: str
-    principal_id: str
-    principal_type: str = "user"
-    attributes: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
-
-    # DRF treats request.user as a user object.
-    is_authenticated = True
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "authenticator": self.authenticator,
-            "principalId": self.principal_id,
-            "principalType": self.principal_type,
-            "attributes": self.attributes,
-        }
 
 
 @dataclass(frozen=True)

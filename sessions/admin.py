@@ -10,7 +10,7 @@ from django.contrib import admin, messages
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from channels_app.auth import Principal
+from sessions.principal import Principal
 from sessions.admission import delete_session, interrupt, stop_session
 from sessions.approvals import resolve_approval
 from sessions.models import Event, Reminder, Schedule, Session, ToolCall, Turn
