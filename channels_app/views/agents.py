@@ -44,7 +44,6 @@ class AgentInfoView(APIView):
             tools=manifest.get("tools", []), skills=manifest.get("skills", []),
             subagents=manifest.get("subagents", []), channels=[ChannelRef(id="http", kind="http")],
             schedules=[{**s, **schedule_state.get(s["id"], {})} for s in manifest.get("schedules", [])],
-            abs=[],
             deployment=DeploymentDetail(
                 version=deployment.version, content_hash=deployment.content_hash, source=deployment.source,
                 status=deployment.status, created_at=deployment.created_at, activated_at=deployment.activated_at,
