@@ -13,7 +13,7 @@ import shutil
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -22,9 +22,10 @@ from django.db import transaction
 from agents import providers
 from agents.models import Agent as AgentRow
 from agents.models import Deployment, validate_slug
-from agents.modules import import_file
-from agents.sdk import Agent, Hook, Tool
+from agents.modules import find_in_file
 from agents.schedules import LoadedSchedule, load_schedules
+from agents.sdk import Agent, Hook, Tool
+from agents.signals import deployment_activated
 from agents.skills import LoadedSkill, load_skills
 
 TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -173,16 +174,11 @@ def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
     config = Agent()
     agent_py = base / "agent.py"
     if agent_py.is_file():
-        try:
-            module = import_file(agent_py, f"{namespace}.agent")
-        except Exception as exc:
-            problems.append(Problem("agent/agent.py", f"failed to import: {type(exc).__name__}: {exc}"))
-        else:
-            found = getattr(module, "agent", None)
-            if not isinstance(found, Agent):
-                problems.append(Problem("agent/agent.py", "define `agent = Agent(...)` (from agents.sdk import Agent)"))
-            else:
-                config = found
+        found = find_in_file(agent_py, f"{namespace}.agent", Agent, _reporter(problems, "agent/agent.py"), name="agent")
+        if found == []:
+            problems.append(Problem("agent/agent.py", "define `agent = Agent(...)` (from agents.sdk import Agent)"))
+        elif found:
+            config = found[0]
 
     model = config.model or default_model()
     try:
@@ -206,15 +202,12 @@ def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
             if not TOOL_NAME.match(name):
                 problems.append(Problem(rel, "rename the file: tool names are lowercase letters, digits and '_', starting with a letter"))
                 continue
-            try:
-                module = import_file(path, f"{namespace}.tools.{name}")
-            except Exception as exc:
-                problems.append(Problem(rel, f"failed to import: {type(exc).__name__}: {exc}"))
+            found_tools = find_in_file(path, f"{namespace}.tools.{name}", Tool, _reporter(problems, rel))
+            if found_tools is None:
                 continue
             if name in BUILTIN_TOOLS:
                 problems.append(Problem(rel, f"{name!r} is a built-in tool name: rename the file"))
                 continue
-            found_tools = [v for v in vars(module).values() if isinstance(v, Tool)]
             if len(found_tools) != 1:
                 problems.append(Problem(rel, f"define exactly one tool with @tool(...) (found {len(found_tools)})"))
                 continue
@@ -267,18 +260,14 @@ def _load_subagents(
         if not (path / "agent.py").is_file():
             problems.append(Problem(f"{rel}/agent.py", "missing: define `agent = Agent(description=...)`"))
         else:
-            try:
-                module = import_file(path / "agent.py", f"{namespace}.subagents.{path.name.replace('-', '_')}")
-                config = getattr(module, "agent", None)
-            except Exception as exc:
-                problems.append(Problem(f"{rel}/agent.py", f"failed to import: {type(exc).__name__}: {exc}"))
-            else:
-                if not isinstance(config, Agent):
-                    problems.append(Problem(f"{rel}/agent.py", "define `agent = Agent(description=...)`"))
-                    config = None
-                elif not config.description.strip():
-                    problems.append(Problem(f"{rel}/agent.py", "add a description: the parent reads it to decide when to delegate"))
-                    config = None
+            configs = find_in_file(path / "agent.py", f"{namespace}.subagents.{path.name.replace('-', '_')}", Agent,
+                                   _reporter(problems, f"{rel}/agent.py"), name="agent")
+            if configs == []:
+                problems.append(Problem(f"{rel}/agent.py", "define `agent = Agent(description=...)`"))
+            elif configs and not configs[0].description.strip():
+                problems.append(Problem(f"{rel}/agent.py", "add a description: the parent reads it to decide when to delegate"))
+            elif configs:
+                config = configs[0]
         if config is None or not instructions:
             continue
         model = config.model or parent_model
@@ -299,16 +288,17 @@ def _load_hooks(folder: Path, namespace: str, problems: list[Problem]) -> list[H
         if path.name.startswith("_"):
             continue
         rel = f"agent/hooks/{path.name}"
-        try:
-            module = import_file(path, f"{namespace}.hooks.{path.stem}")
-        except Exception as exc:
-            problems.append(Problem(rel, f"failed to import: {type(exc).__name__}: {exc}"))
+        found = find_in_file(path, f"{namespace}.hooks.{path.stem}", Hook, _reporter(problems, rel))
+        if found is None:
             continue
-        found = [v for v in vars(module).values() if isinstance(v, Hook)]
         if not found:
             problems.append(Problem(rel, "define at least one handler with @hook('<event type>') (from agents.sdk import hook)"))
         hooks.extend(found)
     return hooks
+
+
+def _reporter(problems: list[Problem], rel: str) -> Callable[[str], None]:
+    return lambda message: problems.append(Problem(rel, message))
 
 
 def _tool_problems(t: Tool) -> list[str]:
@@ -347,7 +337,7 @@ def deploy_agent_folder(root: Path | str, slug: str | None = None) -> Deployment
     active = agent.active_deployment
     # The manifest counts too: the default model can change with the environment.
     if active and active.content_hash == loaded.content_hash and active.manifest == manifest and Path(active.snapshot_path).is_dir():
-        _sync_schedules(agent, loaded)
+        deployment_activated.send(sender=Deployment, agent=agent, deployment=active, loaded=loaded)
         return active
 
     snapshot = Path(settings.STATE_ROOT) / "deployments" / loaded.slug / loaded.content_hash[:16]
@@ -371,15 +361,8 @@ def deploy_agent_folder(root: Path | str, slug: str | None = None) -> Deployment
         )
         AgentRow.objects.filter(pk=agent.pk).update(name=manifest["name"], description=manifest["description"])
         deployment.activate()
-        _sync_schedules(agent, loaded)
+        deployment_activated.send(sender=Deployment, agent=agent, deployment=deployment, loaded=loaded)
     return deployment
-
-
-def _sync_schedules(agent: AgentRow, loaded: LoadedAgent) -> None:
-    """Deploying an agent syncs its schedules: new files start, removed files stop."""
-    from sessions.timers import sync_schedules  # sessions builds on agents, not the reverse
-
-    sync_schedules(agent, loaded)
 
 
 _cache: dict[tuple[int, str], LoadedAgent] = {}

@@ -43,10 +43,8 @@ class Agent(models.Model):
 
 class Deployment(models.Model):
     class Status(models.TextChoices):
-        PENDING = "pending"
         VALIDATING = "validating"
         RUNNING = "running"
-        FAILED = "failed"
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="deployments")
     version = models.PositiveIntegerField()
@@ -54,8 +52,7 @@ class Deployment(models.Model):
     snapshot_path = models.CharField(max_length=1000, blank=True, help_text="Immutable copy that workers load.")
     content_hash = models.CharField(max_length=64)
     manifest = models.JSONField(default=dict)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
-    error = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.VALIDATING)
     created_at = models.DateTimeField(auto_now_add=True)
     activated_at = models.DateTimeField(null=True, blank=True)
 

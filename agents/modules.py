@@ -5,6 +5,9 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
 
 
 def import_file(path: Path, module_name: str) -> ModuleType:
@@ -19,3 +22,18 @@ def import_file(path: Path, module_name: str) -> ModuleType:
         sys.modules.pop(module_name, None)
         raise
     return module
+
+
+def find_in_file(path: Path, module_name: str, kind: type[T], report: Callable[[str], None],
+                 *, name: str | None = None) -> list[T] | None:
+    """Import `path` and return its module-level values of type `kind`, in definition order.
+
+    With `name`, only the value bound to that name counts (`agent = Agent(...)`).
+    A file that fails to import is reported through `report` and gives None.
+    """
+    try:
+        module = import_file(path, module_name)
+    except Exception as exc:
+        report(f"failed to import: {type(exc).__name__}: {exc}")
+        return None
+    return [value for key, value in vars(module).items() if isinstance(value, kind) and name in (None, key)]

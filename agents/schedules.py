@@ -12,7 +12,7 @@ from typing import Any, Callable
 import frontmatter
 from croniter import CroniterBadDateError, croniter
 
-from agents.modules import import_file
+from agents.modules import find_in_file
 from agents.sdk import Schedule
 
 SCHEDULE_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -90,15 +90,14 @@ def _markdown(path: Path, rel: str, problems: list[tuple[str, str]]) -> LoadedSc
 
 
 def _handler(path: Path, rel: str, namespace: str, problems: list[tuple[str, str]]) -> LoadedSchedule | None:
-    try:
-        module = import_file(path, f"{namespace}.schedules.{path.stem.replace('-', '_')}")
-    except Exception as exc:
-        problems.append((rel, f"failed to import: {type(exc).__name__}: {exc}"))
+    schedules = find_in_file(path, f"{namespace}.schedules.{path.stem.replace('-', '_')}", Schedule,
+                             lambda message: problems.append((rel, message)), name="schedule")
+    if schedules is None:
         return None
-    found = getattr(module, "schedule", None)
-    if not isinstance(found, Schedule):
+    if not schedules:
         problems.append((rel, "define `schedule = Schedule(cron=..., run=handler)` (from agents.sdk import Schedule)"))
         return None
+    found = schedules[0]
     if problem := cron_problem(found.cron):
         problems.append((rel, problem))
         return None

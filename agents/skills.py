@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 
 import frontmatter
 
-from agents.modules import import_file
+from agents.modules import find_in_file
 from agents.sdk import Skill
 
 SKILL_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -124,15 +124,14 @@ def _load_packaged(path: Path, name: str, rel: str, problems: list[tuple[str, st
 
 
 def _load_generated(path: Path, name: str, rel: str, namespace: str, problems: list[tuple[str, str]]) -> LoadedSkill | None:
-    try:
-        module = import_file(path, f"{namespace}.skills.{name}")
-    except Exception as exc:
-        problems.append((rel, f"failed to import: {type(exc).__name__}: {exc}"))
+    skills = find_in_file(path, f"{namespace}.skills.{name}", Skill, lambda message: problems.append((rel, message)),
+                          name="skill")
+    if skills is None:
         return None
-    found = getattr(module, "skill", None)
-    if not isinstance(found, Skill):
+    if not skills:
         problems.append((rel, "define `skill = Skill(description=..., markdown=...)` (from agents.sdk import Skill)"))
         return None
+    found = skills[0]
     if not found.description.strip():
         problems.append((rel, "give the skill a description: Skill(description=...)"))
         return None

@@ -240,6 +240,9 @@ AGENTSITE_SWEEP_SECONDS = float(os.environ.get("AGENTSITE_SWEEP_SECONDS", "1"))
 # Threads that run the web process's synchronous code (views, database calls), shared by all
 # requests (agentsite/threads.py); each keeps its database connection between requests.
 AGENTSITE_WEB_THREADS = int(os.environ.get("AGENTSITE_WEB_THREADS", "8"))
+# Run each turn in the process that starts it instead of handing it to a qcluster worker:
+# `manage.py run` and processes with no cluster beside them turn it on (sessions/admission.py).
+AGENTSITE_INLINE_TURNS = False
 AGENTSITE_MAX_STEPS = int(os.environ.get("AGENTSITE_MAX_STEPS", "12"))
 AGENTSITE_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTSITE_MAX_MESSAGE_CHARS", "100000"))
 # Readers poll the event table in case a wake-up was lost. Redis carries every

@@ -7,7 +7,6 @@ websockets share the chain) and returning a `Principal` or None.
 """
 from __future__ import annotations
 
-import hashlib
 import hmac
 import ipaddress
 from dataclasses import dataclass, field
@@ -16,26 +15,10 @@ from typing import Any, Callable, Iterable, Mapping
 from django.conf import settings
 from rest_framework import authentication, permissions
 
+from sessions.models import hash_token
+from sessions.principal import Principal
+
 FORWARDING_HEADERS = ("x-forwarded-for", "x-real-ip", "forwarded", "x-forwarded-host")
-
-
-@dataclass(frozen=True)
-class Principal:
-    authenticator: str
-    principal_id: str
-    principal_type: str = "user"
-    attributes: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
-
-    # DRF treats request.user as a user object.
-    is_authenticated = True
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "authenticator": self.authenticator,
-            "principalId": self.principal_id,
-            "principalType": self.principal_type,
-            "attributes": self.attributes,
-        }
 
 
 @dataclass(frozen=True)
@@ -117,10 +100,6 @@ def local_dev_strict() -> Policy:
     return policy
 
 
-def token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
 def bearer_auth(
     tokens: Mapping[str, str] | Iterable[str] | None = None,
     *,
@@ -139,7 +118,7 @@ def bearer_auth(
             continue
         pairs = source.items() if isinstance(source, Mapping) else ((t, "") for t in source)
         for secret, name in pairs:
-            digest = secret if hashed else token_hash(secret)
+            digest = secret if hashed else hash_token(secret)
             known[digest] = name or f"token:{digest[:12]}"
 
     def policy(info: RequestInfo) -> Principal | None:
@@ -149,7 +128,7 @@ def bearer_auth(
             return None
         if verifier is not None:
             return verifier(presented)
-        digest = token_hash(presented)
+        digest = hash_token(presented)
         match = None
         for candidate, name in known.items():  # no early exit: time does not tell which failed
             if hmac.compare_digest(candidate, digest):

@@ -95,7 +95,6 @@ class AgentInfo(Reply):
     subagents: list[Any]
     channels: list[ChannelRef]
     schedules: list[dict[str, Any]]
-    abs: list[Any]
     deployment: DeploymentDetail | None
 
 
@@ -154,7 +153,6 @@ class SessionDetail(Reply):
     principal: PrincipalRef
     usage: dict[str, Any]
     options: dict[str, Any]
-    ab_variants: dict[str, Any]
     deployment: DeploymentRef
     active_turn_id: str | None
     last_event_index: int
@@ -168,7 +166,7 @@ class SessionDetail(Reply):
             title=session.title, channel=session.channel,
             principal=PrincipalRef(authenticator=session.authenticator, principal_id=session.principal_id,
                                    principal_type=session.principal_type),
-            usage=session.usage, options=session.options, ab_variants={},
+            usage=session.usage, options=session.options,
             deployment=DeploymentRef.of(session.deployment), active_turn_id=session.active_turn_id,
             last_event_index=session.next_event_index - 1,
             created_at=session.created_at, updated_at=session.updated_at,

@@ -10,9 +10,10 @@ from django.contrib import admin, messages
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from channels_app.auth import Principal
+from sessions.principal import Principal
 from sessions.admission import delete_session, interrupt, stop_session
 from sessions.approvals import resolve_approval
+from sessions.instants import iso_z
 from sessions.models import Event, Reminder, Schedule, Session, ToolCall, Turn
 from sessions.timers import cancel_reminder
 
@@ -26,7 +27,7 @@ LATEST_TURNS = LATEST_TOOL_CALLS = 30
 
 
 def _when(moment) -> str:
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z") if moment else "-"
+    return iso_z(moment, "milliseconds") or "-"
 
 
 def _clip(text: str, limit: int = 240) -> str:

@@ -8,8 +8,13 @@ class SessionsConfig(AppConfig):
     verbose_name = "Sessions"
 
     def ready(self) -> None:
+        # Imported here, not at the top: these modules import models, which
+        # cannot load before the app registry is ready.
         from django_q.signals import post_spawn
 
+        from agents.signals import deployment_activated
+        from sessions.receivers import sync_deployed_schedules
         from sessions.recovery import start_sweeper
 
         post_spawn.connect(start_sweeper, dispatch_uid="agentsite-turn-recovery")
+        deployment_activated.connect(sync_deployed_schedules, dispatch_uid="agentsite-sync-schedules")

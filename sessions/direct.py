@@ -33,7 +33,7 @@ from sessions.models import Session, ToolCall, Turn
 from sessions.timers import Host
 
 if TYPE_CHECKING:
-    from channels_app.auth import Principal
+    from sessions.principal import Principal
 
 
 def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | None = None,

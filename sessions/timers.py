@@ -121,7 +121,7 @@ def claim_schedule(schedule: Schedule, due: datetime, now: datetime) -> bool:
 
 
 def schedule_principal(schedule: Schedule):
-    from channels_app.auth import Principal
+    from sessions.principal import Principal
 
     return Principal(authenticator="schedule", principal_id=f"schedule:{schedule.agent.slug}/{schedule.schedule_id}",
                      principal_type="app")

@@ -1,6 +1,6 @@
 """Model providers behind one interface, selected by `provider:model` ids.
 
-Providers register by import path and load on first use: the vendor SDKs
+Providers are named by import path and load on first use: the vendor SDKs
 take seconds to import, which no scripted turn should pay.
 """
 from __future__ import annotations
@@ -15,11 +15,6 @@ _registry: dict[str, str | Callable[[], Provider]] = {
     "openai": "agents.providers.openai:OpenAIProvider",
     "anthropic": "agents.providers.anthropic:AnthropicProvider",
 }
-
-
-def register(name: str, factory: str | Callable[[], Provider]) -> None:
-    """Add a provider: a factory, or "module:Class" to import when first used."""
-    _registry[name] = factory
 
 
 def parse_model_id(model_id: str) -> tuple[str, str]:

@@ -69,12 +69,11 @@ ModelEvent = Union[TextDelta, ReasoningDelta, ReasoningSignature, ToolCall, Usag
 
 
 class ProviderError(Exception):
-    """A model call failed. `retryable` errors are worth another attempt."""
+    """A model call failed; `code` is the machine-readable reason."""
 
-    def __init__(self, message: str, *, code: str = "model_error", retryable: bool = False):
+    def __init__(self, message: str, *, code: str = "model_error"):
         super().__init__(message)
         self.code = code
-        self.retryable = retryable
 
 
 def classify_error(exc: Exception, sdk: Any) -> ProviderError:
@@ -88,12 +87,11 @@ def classify_error(exc: Exception, sdk: Any) -> ProviderError:
     if isinstance(exc, sdk.AuthenticationError | sdk.PermissionDeniedError):
         return ProviderError(f"model provider refused the credentials: {exc}", code="auth_error")
     if isinstance(exc, sdk.RateLimitError):
-        return ProviderError(f"model provider rate limit, retries exhausted: {exc}", code="rate_limited", retryable=True)
+        return ProviderError(f"model provider rate limit, retries exhausted: {exc}", code="rate_limited")
     if isinstance(exc, sdk.APIStatusError):
-        return ProviderError(f"model provider error {exc.status_code}: {exc}", code="model_error",
-                             retryable=exc.status_code >= 500)
+        return ProviderError(f"model provider error {exc.status_code}: {exc}", code="model_error")
     if isinstance(exc, sdk.APIConnectionError):
-        return ProviderError(f"cannot reach the model provider: {exc}", code="connection_error", retryable=True)
+        return ProviderError(f"cannot reach the model provider: {exc}", code="connection_error")
     return ProviderError(f"model call failed: {exc}", code="model_error")
 
 

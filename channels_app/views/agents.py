@@ -12,6 +12,7 @@ from channels_app.responses import (
     AgentHealth, AgentInfo, AgentList, AgentSummary, ChannelRef, DeploymentDetail, DeploymentRef, Health,
 )
 from channels_app.schema import refusals
+from sessions.instants import iso_z
 from sessions.models import Schedule
 
 
@@ -34,7 +35,7 @@ class AgentInfoView(APIView):
         deployment = agent.active_deployment
         manifest = deployment.manifest if deployment else {}
         schedule_state = {
-            s.schedule_id: {"nextFireAt": iso(s.next_fire_at), "lastFiredAt": iso(s.last_fired_at),
+            s.schedule_id: {"nextFireAt": iso_z(s.next_fire_at), "lastFiredAt": iso_z(s.last_fired_at),
                             "fireCount": s.fire_count}
             for s in Schedule.objects.filter(agent=agent, active=True)
         }
@@ -44,17 +45,11 @@ class AgentInfoView(APIView):
             tools=manifest.get("tools", []), skills=manifest.get("skills", []),
             subagents=manifest.get("subagents", []), channels=[ChannelRef(id="http", kind="http")],
             schedules=[{**s, **schedule_state.get(s["id"], {})} for s in manifest.get("schedules", [])],
-            abs=[],
             deployment=DeploymentDetail(
                 version=deployment.version, content_hash=deployment.content_hash, source=deployment.source,
                 status=deployment.status, created_at=deployment.created_at, activated_at=deployment.activated_at,
             ) if deployment else None,
         ))
-
-
-def iso(value) -> str | None:
-    """An instant inside a free-form manifest entry, written as the models write theirs."""
-    return value.isoformat().replace("+00:00", "Z") if value else None
 
 
 class AgentHealthView(APIView):

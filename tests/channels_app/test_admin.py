@@ -63,18 +63,26 @@ def test_the_admin_requires_a_staff_login(busy_session):
 
 
 @transactional
-def test_the_index_and_every_list_page_render(operator, busy_session):
-    for path in (
-        "/admin/",
-        "/admin/agent_sessions/session/",
-        "/admin/agent_sessions/turn/",
-        "/admin/agent_sessions/toolcall/",
-        "/admin/agent_sessions/event/",
-        "/admin/agents/agent/",
-        "/admin/agents/deployment/",
-    ):
+def test_the_index_and_every_list_page_show_the_rows_of_a_session(operator, busy_session):
+    turns = list(Turn.objects.filter(session_id=busy_session).values_list("id", flat=True))
+    calls = list(ToolCall.objects.filter(session_id=busy_session).values_list("call_id", flat=True))
+    assert len(turns) == len(calls) == 2
+    deployment = Session.objects.get(pk=busy_session).deployment
+    expected = {
+        "/admin/": ["/admin/agent_sessions/session/", "/admin/agents/deployment/"],
+        "/admin/agent_sessions/session/": [busy_session],
+        "/admin/agent_sessions/turn/": turns,
+        "/admin/agent_sessions/toolcall/": [*calls, "lookup_order", "cancel_order"],
+        "/admin/agent_sessions/event/": [busy_session, "action.approval_requested"],
+        "/admin/agents/agent/": ["support"],
+        "/admin/agents/deployment/": [deployment.content_hash],
+    }
+    for path, shown in expected.items():
         response = operator.get(path)
         assert response.status_code == 200, path
+        page = response.content.decode()
+        for text in shown:
+            assert text in page, f"{path} does not show {text!r}"
 
 
 @transactional

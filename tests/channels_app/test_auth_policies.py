@@ -52,9 +52,10 @@ def call(client: Client, method: str, path: str, **extra):
 
 def assert_unauthorized(response) -> None:
     assert response.status_code == 401, response.content
-    assert response.json()["error"]["code"] == "unauthorized"
-    assert response.json()["error"]["message"]
-    assert response["WWW-Authenticate"].startswith("Bearer")
+    assert response.json()["error"] == {
+        "code": "unauthorized", "message": "authentication required: no auth policy admitted this request", "details": None,
+    }
+    assert response["WWW-Authenticate"] == 'Bearer realm="agentsite"'
 
 
 def info(peer: str = "127.0.0.1", host: str = "127.0.0.1:8000", **headers: str) -> RequestInfo:
@@ -73,10 +74,12 @@ def test_local_dev_strict_admits_a_loopback_caller_with_a_loopback_host(default_
 
 
 @pytest.mark.django_db
-def test_local_dev_strict_admits_an_ipv6_loopback_peer(default_chain, support_agent):
-    response = Client(HTTP_HOST="[::1]:8000", REMOTE_ADDR="::1").get("/v1/agents")
+def test_local_dev_strict_admits_an_ipv6_loopback_peer_as_the_local_principal(default_chain, support_agent):
+    response = call(Client(HTTP_HOST="[::1]:8000", REMOTE_ADDR="::1"), "post", "/support/v1/session")
 
-    assert response.status_code == 200
+    assert response.status_code == 201, response.content
+    session = Session.objects.get(pk=response.json()["sessionId"])
+    assert (session.authenticator, session.principal_id, session.principal_type) == ("local", "local", "user")
 
 
 @pytest.mark.django_db

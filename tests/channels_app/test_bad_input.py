@@ -300,7 +300,7 @@ def call(client, method: str, path: str):
 def test_an_unknown_agent_gets_404(local, support_agent, method, path):
     error = error_of(call(local, method, path), 404)
 
-    assert error["code"] in ("agent_not_found", "session_not_found")
+    assert (error["code"], error["message"]) == ("agent_not_found", "no agent 'nobody' on this server")
 
 
 @pytest.mark.django_db
@@ -362,25 +362,30 @@ def test_an_unknown_route_gets_404_in_the_error_shape(local, support_agent, path
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("method,path", [
-    ("get", "/support/v1/session"),
-    ("put", "/support/v1/session"),
-    ("delete", "/support/v1/sessions"),
-    ("get", f"/support/v1/session/{MISSING}/message"),
-    ("post", "/support/v1/info"),
-    ("post", "/v1/agents"),
+@pytest.mark.parametrize("method,path,allowed", [
+    ("get", "/support/v1/session", "POST, OPTIONS"),
+    ("put", "/support/v1/session", "POST, OPTIONS"),
+    ("delete", "/support/v1/sessions", "GET, HEAD, OPTIONS"),
+    ("get", f"/support/v1/session/{MISSING}/message", "POST, OPTIONS"),
+    ("post", "/support/v1/info", "GET, HEAD, OPTIONS"),
+    ("post", "/v1/agents", "GET, HEAD, OPTIONS"),
 ])
-def test_a_wrong_method_gets_405_in_the_error_shape(local, support_agent, method, path):
-    error = error_of(getattr(local, method)(path), 405)
+def test_a_wrong_method_gets_405_naming_it_and_the_allowed_ones(local, support_agent, method, path, allowed):
+    response = getattr(local, method)(path)
+    error = error_of(response, 405)
 
-    assert error["code"] == "method_not_allowed"
+    assert (error["code"], error["message"]) == ("method_not_allowed", f'Method "{method.upper()}" not allowed.')
+    assert response["Allow"] == allowed
+    assert Session.objects.count() == 0
 
 
 @pytest.mark.django_db
-def test_a_wrong_method_on_the_stream_gets_405(local, session):
-    error = error_of(local.post(f"/support/v1/session/{session.pk}/stream"), 405)
+def test_a_wrong_method_on_the_stream_gets_405_with_allow_get(local, session):
+    response = local.post(f"/support/v1/session/{session.pk}/stream")
+    error = error_of(response, 405)
 
-    assert error["code"] == "method_not_allowed"
+    assert (error["code"], error["message"]) == ("method_not_allowed", "POST is not allowed here; use GET")
+    assert response["Allow"] == "GET"
 
 
 # -- text the databases cannot store, nesting, numbers -------------------------------------------

@@ -25,7 +25,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agentsite.supervise import exec_supervisor
 from agents.discovery import AgentFolderError, deploy_agent_folder, find_agent_folders
-from channels_app.auth import token_hash
+from sessions.models import hash_token
 
 class Command(BaseCommand):
     help = "Serve agentsite: HTTP/websocket server and turn workers, on the embedded default unless configured."
@@ -64,7 +64,7 @@ class Command(BaseCommand):
         if opts["bearer_token"]:
             env["AGENTSITE_AUTH"] = "bearer"
             # Children get only the digests; the tokens never leave this process's arguments.
-            env["AGENTSITE_BEARER_TOKEN_HASHES"] = ",".join(token_hash(t) for t in opts["bearer_token"])
+            env["AGENTSITE_BEARER_TOKEN_HASHES"] = ",".join(hash_token(t) for t in opts["bearer_token"])
         elif opts["allow_anonymous"]:
             env["AGENTSITE_AUTH"] = "allow_all"
         if opts["dev"]:

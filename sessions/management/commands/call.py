@@ -6,7 +6,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.models import Agent
-from channels_app.auth import Principal
+from sessions.principal import Principal
 from sessions.admission import AdmissionError
 from sessions.direct import call_tool
 from sessions.models import Session

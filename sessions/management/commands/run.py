@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.test.utils import override_settings
 
 from agents.models import Agent
-from channels_app.auth import Principal
+from sessions.principal import Principal
 from sessions.admission import AdmissionError, start_session
 from sessions.events import read_events
 from sessions.trajectory import build_trajectory

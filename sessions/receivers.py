@@ -1,0 +1,13 @@
+"""What sessions does when the agents layer below it signals (connected in apps.py)."""
+from __future__ import annotations
+
+from typing import Any
+
+from agents.discovery import LoadedAgent
+from agents.models import Agent
+from sessions.timers import sync_schedules
+
+
+def sync_deployed_schedules(sender: Any, *, agent: Agent, loaded: LoadedAgent, **kwargs: Any) -> None:
+    """Deploying an agent syncs its schedules: new files start, removed files stop."""
+    sync_schedules(agent, loaded)

@@ -1,0 +1,87 @@
+"""The agents on the server: list, info, health, and the OpenAPI document.
+
+Bad input is in tests/channels_app/test_bad_input.py, who may do what in test_auth_policies.py."""
+from __future__ import annotations
+
+import pytest
+
+
+# -- agents, info, health, OpenAPI ---------------------------------------------------------
+
+@pytest.mark.django_db
+def test_the_agents_list_shows_each_deployed_agent(local, support_agent):
+    response = local.get("/v1/agents")
+
+    assert response.status_code == 200
+    [agent] = response.json()["agents"]
+    assert agent["slug"] == "support"
+    assert agent["name"] == "Shop support"
+    assert agent["description"] == "Answers questions about orders and issues refunds."
+    assert agent["model"] == "scripted:echo"
+    assert agent["deployment"]["version"] == 1
+
+
+@pytest.mark.django_db
+def test_info_describes_the_agent_and_its_tools_with_json_schemas(local, support_agent):
+    response = local.get("/support/v1/info")
+
+    assert response.status_code == 200
+    info = response.json()
+    assert info["slug"] == "support"
+    assert info["model"] == "scripted:echo"
+    tools = {t["name"]: t for t in info["tools"]}
+    assert set(tools) == {"cancel_order", "lookup_order", "refund_order"}
+    assert tools["lookup_order"]["effect"] == "read"
+    assert tools["refund_order"]["effect"] == "write"
+    schema = tools["lookup_order"]["inputSchema"]
+    assert schema["type"] == "object"
+    assert schema["required"] == ["order_id"]
+    assert schema["properties"]["order_id"]["pattern"] == r"^[A-Z]\d{3}$"
+    assert info["deployment"]["version"] == 1
+    assert info["deployment"]["status"] == "running"
+    assert info["deployment"]["contentHash"] == support_agent.active_deployment.content_hash
+
+
+@pytest.mark.django_db
+def test_health_routes_answer_without_credentials(support_agent):
+    from django.test import Client
+
+    outsider = Client(HTTP_HOST="example.com", REMOTE_ADDR="203.0.113.9")
+
+    assert outsider.get("/healthz").json() == {"status": "ok"}
+    agent = outsider.get("/support/v1/health")
+    assert agent.status_code == 200
+    assert agent.json() == {"status": "ok", "agent": "support", "deployed": True}
+
+
+@pytest.mark.django_db
+def test_the_openapi_document_lists_the_session_routes(local):
+    response = local.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+
+    assert response.status_code == 200
+    document = response.json()
+    assert document["openapi"].startswith("3.")
+    paths = document["paths"]
+    for route, method in [
+        ("/{slug}/v1/session", "post"),
+        ("/{slug}/v1/sessions", "get"),
+        ("/{slug}/v1/session/{session_id}", "get"),
+        ("/{slug}/v1/session/{session_id}", "delete"),
+        ("/{slug}/v1/session/{session_id}/message", "post"),
+        ("/{slug}/v1/session/{session_id}/stop", "post"),
+        ("/{slug}/v1/session/{session_id}/events", "get"),
+        ("/{slug}/v1/session/{session_id}/stream", "get"),
+        ("/{slug}/v1/info", "get"),
+        ("/v1/agents", "get"),
+    ]:
+        assert method in paths.get(route, {}), f"{method.upper()} {route} is not in the OpenAPI document"
+    create_body = paths["/{slug}/v1/session"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert create_body  # the body model is documented, not left blank
+
+
+@pytest.mark.django_db
+def test_the_api_docs_page_answers_200(local):
+    response = local.get("/api/docs/")
+
+    assert response.status_code == 200
+    assert b"swagger" in response.content.lower()
