@@ -278,7 +278,7 @@ class ReminderContext:
 
     def followup(self, message: str) -> str:
         """Wake the session with a message (queued behind a running turn); returns the turn id."""
-        return submit_message(self.session, message, admission="coalesce", trigger=Turn.Trigger.REMINDER,
+        return submit_message(self.session, message, admission=Turn.Admission.COALESCE, trigger=Turn.Trigger.REMINDER,
                               source_ref=self.reminder.id).turn.id
 
 
@@ -325,7 +325,7 @@ def run_reminder(reminder: Reminder) -> None:
         # firing too, instead of a pile of identical wakes running back to back later.
         return
     try:
-        submit_message(session, reminder_message(reminder), admission="coalesce", trigger=Turn.Trigger.REMINDER,
+        submit_message(session, reminder_message(reminder), admission=Turn.Admission.COALESCE, trigger=Turn.Trigger.REMINDER,
                        source_ref=reminder.id)
     except AdmissionError as exc:
         cancel_reminder(reminder, exc.code)
