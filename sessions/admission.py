@@ -15,7 +15,6 @@ from django.db import transaction
 
 from agents.models import Agent
 from sessions import lifecycle, wakeups
-from sessions.events import append_events
 from sessions.lifecycle import dispatch_next, interrupt, interrupt_in_flight  # noqa: F401 (callers import them here)
 from sessions.models import EventType, Session, Turn
 
@@ -76,26 +75,21 @@ def start_session(
             options=options or {},
         )
         token = session.issue_token()
-        lifecycle.open_session(session, turn)
-        append_events(
-            session.id,
-            [
-                (EventType.SESSION_STARTED, {
-                    "mode": session.mode,
-                    "title": session.title,
-                    "channel": channel,
-                    "agent": agent.slug,
-                    "principal": principal.as_dict(),
-                    "options": session.options,
-                }),
-                (EventType.AGENT_BOUND, {
-                    "agent": agent.slug,
-                    "deployment": {"version": deployment.version, "contentHash": deployment.content_hash},
-                    "model": deployment.manifest.get("model", ""),
-                }),
-            ],
-            hooks=hooks,
-        )
+        lifecycle.open_session(session, turn, [
+            (EventType.SESSION_STARTED, {
+                "mode": session.mode,
+                "title": session.title,
+                "channel": channel,
+                "agent": agent.slug,
+                "principal": principal.as_dict(),
+                "options": session.options,
+            }),
+            (EventType.AGENT_BOUND, {
+                "agent": agent.slug,
+                "deployment": {"version": deployment.version, "contentHash": deployment.content_hash},
+                "model": deployment.manifest.get("model", ""),
+            }),
+        ], hooks)
     # The turn may already have run (inline turns): report the status as it is now.
     session.status = Session.objects.filter(pk=session.pk).values_list("status", flat=True).first() or session.status
     return Admitted(session=session, turn=turn, continuation_token=token)

@@ -50,18 +50,22 @@ def _enqueue_on_commit(turn_id: str) -> None:
 # --- queue → activate ---------------------------------------------------------------
 
 
-def open_session(session: Session, turn: Turn) -> None:
-    """Insert a new session with its first turn already active, and enqueue that turn after commit.
+def open_session(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, Any]]],
+                 hooks: Sequence[Hook] = ()) -> None:
+    """Insert a new session with its first turn already active and its opening events; enqueue the turn.
 
-    Call inside the caller's transaction (events of the start go in with it).
-    The FK from session to turn is checked at commit, so the two inserts may go in either order.
+    One transaction: the FK from session to turn is checked at commit, so the
+    two inserts may go in either order. The enqueue is registered after the
+    events' hooks, so hooks see the opening events before any of the turn's.
     """
-    session.status = Session.Status.RUNNING
-    session.active_turn_id = turn.id
-    session.save(force_insert=True)
-    turn.session = session
-    turn.save(force_insert=True)
-    _enqueue_on_commit(turn.id)
+    with transaction.atomic(savepoint=False):
+        session.status = Session.Status.RUNNING
+        session.active_turn_id = turn.id
+        session.save(force_insert=True)
+        turn.session = session
+        turn.save(force_insert=True)
+        append_events(session.id, events, hooks=hooks)
+        _enqueue_on_commit(turn.id)
 
 
 def queue_turn(session: Session, **fields: Any) -> Turn:

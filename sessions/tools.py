@@ -27,7 +27,7 @@ from agents.providers.base import ToolSpec
 from agents.sdk import SessionInfo, Tool, ToolContext
 from sessions.models import Session, ToolCall, Turn
 from sessions.storable import clean, clean_text, find_problem
-from sessions.timers import Host
+from sessions.reminders import Host
 
 DRY_RUN_ACK = "Operation acknowledged."
 EXECUTION_UNAVAILABLE = "execution_unavailable"
