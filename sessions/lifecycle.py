@@ -5,6 +5,13 @@ Every move is a model transition (a conditional update that says whether it
 won) composed here inside one transaction, and a turn is enqueued only from
 `transaction.on_commit`, so a worker never looks for a row that has not
 committed. The states and who triggers each move are drawn in ARCHITECTURE.md.
+
+Lock order: every transaction here that writes several rows takes tool
+calls first, then the session row (an event append or a Session update),
+then the turn. A follow-up holds the session row while it interrupts the
+turn; taking them the other way round deadlocks on PostgreSQL. So a move
+whose winner a turn update decides makes its session writes first and rolls
+them back if it lost.
 """
 from __future__ import annotations
 
@@ -15,7 +22,6 @@ from typing import Any, Iterable, Sequence
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from django_q.tasks import async_task
@@ -94,9 +100,7 @@ def requeue_lost_task(turn_id: str, now: datetime, stale: datetime, retry_at: da
     sweep adds no further task; claiming is conditional, so a duplicate is harmless.
     """
     with transaction.atomic():
-        won = Turn.objects.filter(pk=turn_id, status=Turn.Status.QUEUED).filter(
-            Q(lease_until__isnull=True, created_at__lt=stale) | Q(lease_until__lt=now)
-        ).update(lease_until=retry_at)
+        won = Turn.mark_reenqueued(turn_id, now, stale, retry_at)
         if won:
             _enqueue_on_commit(turn_id)
     return bool(won)
@@ -140,10 +144,11 @@ def park(turn: Turn, state: dict[str, Any], events: Iterable[tuple[str, dict[str
     turn is queued again at once, since no decision is left to do it.
     """
     with transaction.atomic():
-        if not turn.park(state):
-            return False
         append_events(turn.session_id, events, turn.id, hooks=hooks)
         Session.set_status_while_active(turn.session_id, turn.id, Session.Status.AWAITING_APPROVAL)
+        if not turn.park(state):
+            transaction.set_rollback(True)
+            return False
         if not ToolCall.objects.filter(turn=turn, status=ToolCall.Status.AWAITING_APPROVAL).exists():
             resume_parked(turn.id)
     return True
@@ -152,12 +157,12 @@ def park(turn: Turn, state: dict[str, Any], events: Iterable[tuple[str, dict[str
 def resume_parked(turn_id: str) -> bool:
     """awaiting_approval → queued, and enqueue it: a worker resumes it where it stopped."""
     with transaction.atomic():
-        won = Turn.requeue(turn_id)
-        if won:
-            Session.objects.filter(active_turn=turn_id, status=Session.Status.AWAITING_APPROVAL).update(
-                status=Session.Status.RUNNING)
-            _enqueue_on_commit(turn_id)
-    return won
+        Session.set_status_while_active(None, turn_id, Session.Status.RUNNING, expect=Session.Status.AWAITING_APPROVAL)
+        if not Turn.requeue(turn_id):
+            transaction.set_rollback(True)
+            return False
+        _enqueue_on_commit(turn_id)
+    return True
 
 
 # --- interrupt --------------------------------------------------------------------------
@@ -191,14 +196,13 @@ def settle(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, A
            count_usage: bool = False, session_status: str | None = None, hooks: Sequence[Hook] = ()) -> bool:
     """running → completed | failed | interrupted, in one transaction with everything that goes with it:
 
-    1. the turn's outcome (a conditional update: False, and nothing written, if it was not ours any more);
-    2. its last events;
-    3. the session: lock released, status, conversation, usage totals;
+    1. the turn's last events;
+    2. the session: lock released, status, conversation, usage totals;
+    3. the turn's outcome, a conditional update: if the turn was no longer
+       ours (recovery ended it), all of it is rolled back and this returns False;
     4. the session's next queued turn dispatched (chat sessions).
     """
-    with transaction.atomic(savepoint=False):
-        if not turn.end(status, error=error, usage=usage):
-            return False
+    with transaction.atomic():
         append_events(session.id, events, turn.id, hooks=hooks)
         update: dict[str, Any] = {"updated_at": timezone.now()}
         if session_status:
@@ -211,6 +215,9 @@ def settle(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, A
             current = Session.objects.filter(pk=session.pk).values_list("usage", flat=True).first() or {}
             update["usage"] = add_usage(current, usage)
         Session.release_lock(session.pk, turn.pk, **update)
+        if not turn.end(status, error=error, usage=usage):
+            transaction.set_rollback(True)  # not ours any more: whoever ended it settled it
+            return False
         if session.mode != Session.Mode.TASK:
             dispatch_next(session.id)
     return True

@@ -151,9 +151,15 @@ class Session(models.Model):
         return bool(Session.objects.filter(pk=session_id, active_turn__isnull=True).update(**update))
 
     @staticmethod
-    def set_status_while_active(session_id: str, turn_id: str, status: str, *, expect: str | None = None) -> bool:
-        """Change the status of a session whose active turn is still `turn_id` (and whose status is `expect`)."""
-        rows = Session.objects.filter(pk=session_id, active_turn=turn_id)
+    def set_status_while_active(session_id: str | None, turn_id: str, status: str, *,
+                                expect: str | None = None) -> bool:
+        """Change the status of the session whose active turn is still `turn_id` (and whose status is `expect`).
+
+        `session_id` may be None: the active turn names its session (the FK is indexed).
+        """
+        rows = Session.objects.filter(active_turn=turn_id)
+        if session_id is not None:
+            rows = rows.filter(pk=session_id)
         if expect is not None:
             rows = rows.filter(status=expect)
         return bool(rows.update(status=status))
@@ -253,6 +259,16 @@ class Turn(models.Model):
         """awaiting_approval → queued: its approvals are decided (or it is interrupted)."""
         return bool(Turn.objects.filter(pk=turn_id, status=Turn.Status.AWAITING_APPROVAL).update(
             status=Turn.Status.QUEUED))
+
+    @staticmethod
+    def mark_reenqueued(turn_id: str, now: datetime, stale: datetime, retry_at: datetime) -> bool:
+        """A queued turn not handed out since `stale` (or since its last retry) is due another task.
+
+        `lease_until` of a queued turn marks when it was last re-enqueued.
+        """
+        return bool(Turn.objects.filter(pk=turn_id, status=Turn.Status.QUEUED).filter(
+            models.Q(lease_until__isnull=True, created_at__lt=stale) | models.Q(lease_until__lt=now)
+        ).update(lease_until=retry_at))
 
     def end(self, status: str, *, error: str = "", usage: dict[str, int] | None = None) -> bool:
         """running (claimed by this holder) → completed | failed | interrupted.
