@@ -205,7 +205,6 @@ class TurnRunner:
         self.called_tools = True
         last_step_calls = {c["id"] for c in self.turn.state["messages"][-1].get("toolCalls", [])}
         rows = [r for r in ToolCall.objects.filter(turn=self.turn).order_by("id") if r.call_id in last_step_calls]
-        self.interrupts.check()
         return self.runner.resume_tools(rows)
 
     def park(self, messages: list[dict[str, Any]], step: int) -> None:

@@ -221,7 +221,9 @@ class Runner:
 
     def resume_tools(self, rows: list[ToolCallRow]) -> list[dict[str, Any]]:
         """Finish a parked step once decided: run approved calls once, report denied ones."""
-        durations = self.executor.run_decided(rows)
+        self.executor.explain_denials(rows)
+        self.interrupts.check()  # an interrupt while parked wins over the approvals
+        durations = self.executor.run_approved(rows)
         for row in rows:
             if row.pk in durations or row.status == ToolCallRow.Status.DENIED:
                 self.emitter.emit(EventType.ACTION_RESULT, result_payload(row, durations.get(row.pk, 0.0)))

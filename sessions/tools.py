@@ -243,13 +243,17 @@ class Executor:
                 if p.row.status == ToolCall.Status.REQUESTED]
         return dict(zip((job[0].pk for job in jobs), execute_many(jobs)))
 
-    def run_decided(self, rows: list[ToolCall]) -> dict[int, float]:
-        """After a parked step's decisions: run the approved calls once; a denied call's error is its denial."""
-        jobs = []
+    def explain_denials(self, rows: list[ToolCall]) -> None:
+        """A denied call's error is its denial, so the model sees who said no and why."""
         for row in rows:
             if row.status == ToolCall.Status.DENIED:
                 row.explain_denial("; do not retry this call")
-            elif row.status == ToolCall.Status.APPROVED:
+
+    def run_approved(self, rows: list[ToolCall]) -> dict[int, float]:
+        """Run a parked step's approved calls, once each; their durations (ms) by row id."""
+        jobs = []
+        for row in rows:
+            if row.status == ToolCall.Status.APPROVED:
                 tool = self.tools.get(row.tool)
                 jobs.append((row, tool, tool.input_model.model_validate(row.input), self.context(row.call_id)))
         return dict(zip((job[0].pk for job in jobs), execute_many(jobs)))
