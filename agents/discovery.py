@@ -309,6 +309,10 @@ def _tool_problems(t: Tool) -> list[str]:
         problems.append(f"effect must be 'read' or 'write', not {t.effect!r}")
     if t.execution not in ("server", "agent"):
         problems.append(f"execution must be 'server' or 'agent', not {t.execution!r}")
+    elif t.execution == "agent":
+        # Fail closed: the tool would otherwise run on the server, not where its author meant.
+        problems.append("execution='agent' runs a tool in the agent's workspace, which this server does not "
+                        "provide yet: remove execution='agent' to run the tool on the server")
     not_bool = [o for o in ("needs_approval", "direct_call") if not isinstance(getattr(t, o), bool)]
     problems.extend(f"{o} must be True or False, not {getattr(t, o)!r}" for o in not_bool)
     if not not_bool and t.direct_call and not t.needs_approval:

@@ -158,6 +158,10 @@ def build_trace(rows: list[tuple[int, str, str, dict, datetime]]) -> list[dict[s
                 if item["kind"] == "subagent" and item["label"] == data.get("subagent"):
                     item["end"] = at
                     break
+        elif type_ == "action.approval_requested":
+            turn["status"] = "awaiting_approval"
+        elif type_ == "action.approval_resolved":
+            turn["status"] = "running"
         elif type_ == "turn.completed":
             turn.update(status="completed", usage=data.get("usage", {}))
         elif type_ == "turn.failed":

@@ -11,7 +11,8 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from sessions.principal import Principal
-from sessions.admission import delete_session, interrupt, stop_session
+from sessions.admission import delete_session, stop_session
+from sessions.lifecycle import interrupt
 from sessions.approvals import resolve_approval
 from sessions.instants import iso_z
 from sessions.models import Event, Reminder, Schedule, Session, ToolCall, Turn
@@ -169,16 +170,16 @@ class ToolCallAdmin(admin.ModelAdmin):
         for row in queryset.filter(status=ToolCall.Status.AWAITING_APPROVAL).select_related("session"):
             resolve_approval(row.session, row.call_id, decision, _principal(request), reason="decided in the admin")
             decided += 1
-        done = {"approve": "Approved", "deny": "Denied"}[decision]
+        done = {ToolCall.Decision.APPROVE: "Approved", ToolCall.Decision.DENY: "Denied"}[decision]
         self.message_user(request, f"{done} {decided} parked call(s).", messages.SUCCESS)
 
     @admin.action(description="Approve the selected parked calls", permissions=["change"])
     def approve(self, request, queryset) -> None:
-        self._decide(request, queryset, "approve")
+        self._decide(request, queryset, ToolCall.Decision.APPROVE)
 
     @admin.action(description="Deny the selected parked calls", permissions=["change"])
     def deny(self, request, queryset) -> None:
-        self._decide(request, queryset, "deny")
+        self._decide(request, queryset, ToolCall.Decision.DENY)
 
 
 @admin.register(Event)

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from sessions.admission import AdmissionError, resume_parked
+from sessions import lifecycle
+from sessions.admission import AdmissionError
 from sessions.events import append_event
-from sessions.models import Session, ToolCall
+from sessions.models import EventType, Session, ToolCall
 
 
 def pending_approvals(session: Session) -> list[ToolCall]:
@@ -17,7 +18,7 @@ def resolve_approval(session: Session, call_id: str, decision: str, principal, r
 
     Raises AdmissionError 404 for an unknown call and 409 for one already decided.
     """
-    if decision not in ("approve", "deny"):
+    if decision not in ToolCall.Decision.values:
         raise AdmissionError("invalid_decision", "decision must be 'approve' or 'deny'", 400)
     rows = ToolCall.objects.filter(session=session, call_id=call_id).order_by("-id")
     row = rows.filter(status=ToolCall.Status.AWAITING_APPROVAL).first() or rows.first()
@@ -31,10 +32,10 @@ def resolve_approval(session: Session, call_id: str, decision: str, principal, r
             raise AdmissionError(
                 "already_resolved", f"tool call {call_id!r} is not awaiting approval (it is {row.status})", 409
             )
-        append_event(session.id, "action.approval_resolved", {
+        append_event(session.id, EventType.ACTION_APPROVAL_RESOLVED, {
             "callId": row.call_id, "toolName": row.tool, "decision": decision, "reason": reason,
             "decidedBy": decided_by,
         }, row.turn_id, hooks)
         if not ToolCall.objects.filter(turn_id=row.turn_id, status=ToolCall.Status.AWAITING_APPROVAL).exists():
-            resume_parked(row.turn_id)
+            lifecycle.resume_parked(row.turn_id)
     return row

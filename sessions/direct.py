@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
@@ -25,12 +24,21 @@ from pydantic import ValidationError
 
 from agents.discovery import load_deployment
 from agents.models import Agent
-from agents.sdk import SessionInfo, Tool, ToolContext
-from sessions import tools as calls_
-from sessions.admission import AdmissionError, dispatch_next
+from agents.sdk import Tool
+from sessions import lifecycle
+from sessions.admission import AdmissionError
 from sessions.events import append_events
-from sessions.models import Session, ToolCall, Turn
-from sessions.timers import Host
+from sessions.models import EventType, Session, ToolCall, Turn
+from sessions.tools import (
+    check_time_args,
+    execute,
+    execution_problem,
+    json_safe,
+    result_payload,
+    stub_output,
+    tool_context,
+    validation_message,
+)
 
 if TYPE_CHECKING:
     from sessions.principal import Principal
@@ -57,7 +65,9 @@ def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | Non
     except ValidationError as exc:
         details = [{"field": ".".join(str(p) for p in e["loc"]) or "input", "message": e["msg"], "type": e["type"]}
                    for e in exc.errors(include_url=False, include_input=False)]
-        raise AdmissionError("invalid_input", calls_.validation_message(exc), 400, details) from None
+        raise AdmissionError("invalid_input", validation_message(exc), 400, details) from None
+    if problem := execution_problem(name, tool):
+        raise AdmissionError("execution_unavailable", problem, 422)
     gated = tool.needs_approval and not tool.direct_call and approved_by is None
 
     call_id = f"call_{uuid.uuid4().hex[:16]}"
@@ -67,10 +77,9 @@ def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | Non
                 f"tool {name!r} needs approval: pass a sessionId to park the call until someone decides it "
                 f"(POST /{agent.slug}/v1/session/<id>/approvals/<callId>), or declare the tool with "
                 "@tool(..., direct_call=True) to allow direct calls"), 403)
-        ctx = ToolContext(session=None, call_id=call_id, host=Host(session=None, agent=agent))
         started = time.monotonic()
         try:
-            output = calls_.json_safe(tool(validated, ctx))
+            output = json_safe(tool(validated, tool_context(None, call_id, agent)))
         except Exception as exc:
             raise AdmissionError("tool_error", f"{type(exc).__name__}: {exc}", 422) from None
         return {"callId": call_id, "toolName": name, "output": output, "stubbed": False,
@@ -78,53 +87,43 @@ def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | Non
     return _call_in_session(session, tool, name, validated, call_id, loaded.hooks, gated, approved_by)
 
 
-def _context(session: Session, call_id: str, as_of: datetime | None) -> ToolContext:
-    options = session.options or {}
-    info = SessionInfo(id=session.id, agent=session.agent.slug, mode=session.mode,
-                       principal_id=session.principal_id, dry_run=bool(options.get("dryRun")))
-    return ToolContext(session=info, call_id=call_id, as_of=as_of, host=Host(session=session, agent=session.agent))
-
-
-def _as_of(session: Session) -> datetime | None:
-    raw = (session.options or {}).get("asOf")
-    return datetime.fromisoformat(raw) if raw else None
-
-
 def _call_in_session(session: Session, tool: Tool, name: str, validated, call_id: str, hooks, gated: bool,
                      approved_by: Principal | None) -> dict[str, Any]:
-    options = session.options or {}
-    as_of = _as_of(session)
-    if as_of is not None and tool.time_args:
-        if refusal := calls_.check_time_args(tool.time_args, validated, as_of):
+    options = session.run_options
+    if options.as_of is not None and tool.time_args:
+        if refusal := check_time_args(tool.time_args, validated, options.as_of):
             raise AdmissionError("invalid_input", refusal, 400)
-    stubbed = bool(options.get("dryRun")) and tool.effect == "write"
+    stubbed = options.dry_run and tool.effect == "write"
     parks = gated and not stubbed  # a stub has no effect, so it needs no approval (as in a turn)
     approved = tool.needs_approval and approved_by is not None and not stubbed
-    requested = {"callId": call_id, "toolName": name, "input": calls_.json_safe(validated), "direct": True}
+    requested = {"callId": call_id, "toolName": name, "input": json_safe(validated), "direct": True}
+    row_fields: dict[str, Any] = {"status": ToolCall.Status.REQUESTED}
+    if parks:
+        row_fields = {"status": ToolCall.Status.AWAITING_APPROVAL}
+    elif stubbed:
+        row_fields = {"status": ToolCall.Status.DONE, "stubbed": True, "output": stub_output(tool),
+                      "ended_at": timezone.now()}
+    elif approved:
+        row_fields = {"status": ToolCall.Status.APPROVED, "decided_by": approved_by.as_dict(),
+                      "reason": "approved when called"}
     with transaction.atomic():
         # Parked in the same transaction that takes the lock: a decision can never
         # find the call awaiting approval while its turn is not parked yet.
-        turn = Turn.objects.create(session=session, trigger=Turn.Trigger.TOOL, message=f"{name} call",
-                                   status=Turn.Status.AWAITING_APPROVAL if parks else Turn.Status.RUNNING,
-                                   started_at=timezone.now())
-        if not Session.objects.filter(pk=session.pk, active_turn__isnull=True).update(active_turn=turn):
+        turn = Turn(session=session, trigger=Turn.Trigger.TOOL, message=f"{name} call",
+                    status=Turn.Status.AWAITING_APPROVAL if parks else Turn.Status.RUNNING,
+                    claimed_by="" if parks else lifecycle.worker_name(), started_at=timezone.now())
+        if not lifecycle.lock_for_call(session, turn, parks=parks):
             transaction.set_rollback(True)
             raise AdmissionError("session_busy", "a turn is running on this session; retry when it has settled", 409)
-        decision: dict[str, Any] = {}
-        if parks:
-            decision = {"status": ToolCall.Status.AWAITING_APPROVAL}
-        elif approved:
-            decision = {"status": ToolCall.Status.APPROVED, "decided_by": approved_by.as_dict(),
-                        "reason": "approved when called"}
         row = ToolCall.objects.create(session=session, turn=turn, call_id=call_id, tool=name,
-                                      input=requested["input"], **decision)
-        events: list[tuple[str, dict[str, Any]]] = [("actions.requested", {"calls": [requested]})]
+                                      input=requested["input"], **row_fields)
+        events: list[tuple[str, dict[str, Any]]] = [(EventType.ACTIONS_REQUESTED, {"calls": [requested]})]
         if parks:
-            events.append(("action.approval_requested", {
+            events.append((EventType.ACTION_APPROVAL_REQUESTED, {
                 **requested, "description": tool.description, "effect": tool.effect}))
         elif approved:
-            events.append(("action.approval_resolved", {
-                "callId": call_id, "toolName": name, "decision": "approve", "reason": row.reason,
+            events.append((EventType.ACTION_APPROVAL_RESOLVED, {
+                "callId": call_id, "toolName": name, "decision": ToolCall.Decision.APPROVE, "reason": row.reason,
                 "decidedBy": row.decided_by}))
         append_events(session.id, events, turn.id, hooks)
     if parks:
@@ -132,16 +131,14 @@ def _call_in_session(session: Session, tool: Tool, name: str, validated, call_id
                 "sessionId": session.id, "turnId": turn.id}
     duration = 0.0
     try:
-        if stubbed:
-            calls_.stub(row, tool)
-        else:
-            duration = calls_.execute(row, tool, validated, _context(session, call_id, as_of))
+        if not stubbed:
+            duration = execute(row, tool, validated, tool_context(session, call_id))
     finally:
         # Released whatever happened, or the session would stay locked.
         _release(session, turn, row, duration, hooks, Turn.Status.COMPLETED)
     if row.status == ToolCall.Status.FAILED:
         raise AdmissionError("tool_error", row.error, 422)
-    return calls_.result_payload(row, duration)
+    return result_payload(row, duration)
 
 
 def resume_call(turn: Turn) -> None:
@@ -160,21 +157,16 @@ def resume_call(turn: Turn) -> None:
         if row is None:
             return
         if row.status == ToolCall.Status.DENIED:
-            who = (row.decided_by or {}).get("principalId", "someone")
-            row.error = f"denied by {who}" + (f": {row.reason}" if row.reason else "")
-            row.save(update_fields=["error"])
+            row.explain_denial()
         if turn.interrupted():
             status = Turn.Status.INTERRUPTED
-            if row.status in (ToolCall.Status.AWAITING_APPROVAL, ToolCall.Status.APPROVED):
-                row.status, row.error = ToolCall.Status.INTERRUPTED, "not run: turn interrupted"
-                row.save(update_fields=["status", "error"])
+            row.abandon("not run: turn interrupted")
         elif row.status == ToolCall.Status.APPROVED:
             tool = load_deployment(session.deployment).tools[row.tool]
             validated = tool.input_model.model_validate(row.input)
-            duration = calls_.execute(row, tool, validated, _context(session, row.call_id, _as_of(session)))
+            duration = execute(row, tool, validated, tool_context(session, row.call_id))
     except Exception as exc:  # a bug must not leave the session locked, nor the call looking runnable
-        ToolCall.objects.filter(pk=row.pk, status=ToolCall.Status.APPROVED).update(
-            status=ToolCall.Status.FAILED, error=f"internal error: {type(exc).__name__}: {exc}")
+        row.fail(f"internal error: {type(exc).__name__}: {exc}", expect=(ToolCall.Status.APPROVED,))
         row.refresh_from_db()
         raise
     finally:
@@ -183,10 +175,5 @@ def resume_call(turn: Turn) -> None:
 
 def _release(session: Session, turn: Turn, row: ToolCall | None, duration: float, hooks, status: str) -> None:
     """Report the call's outcome, end its turn, free the session and start what queued behind it."""
-    settled = (ToolCall.Status.DONE, ToolCall.Status.FAILED, ToolCall.Status.DENIED, ToolCall.Status.INTERRUPTED)
-    with transaction.atomic():
-        if row is not None and row.status in settled:
-            append_events(session.id, [("action.result", calls_.result_payload(row, duration))], turn.id, hooks)
-        Turn.objects.filter(pk=turn.pk).update(status=status, ended_at=timezone.now(), lease_until=None)
-        Session.objects.filter(pk=session.pk, active_turn=turn).update(active_turn=None)
-        dispatch_next(session.id)
+    events = [(EventType.ACTION_RESULT, result_payload(row, duration))] if row and row.status in ToolCall.SETTLED else []
+    lifecycle.release_call(session, turn, events, status, hooks)

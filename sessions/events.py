@@ -16,11 +16,11 @@ from django.utils import timezone
 
 from agents.sdk import Hook
 from sessions import wakeups
-from sessions.models import Event, Session
+from sessions.models import Event, EventType, Session
 
 log = logging.getLogger(__name__)
 
-TERMINAL_TYPES = frozenset({"session.waiting", "session.completed", "session.failed"})
+TERMINAL_TYPES = frozenset({EventType.SESSION_WAITING, EventType.SESSION_COMPLETED, EventType.SESSION_FAILED})
 
 
 class SessionGone(Exception):
@@ -47,7 +47,7 @@ def append_events(
         first = row[0] - len(items)
         now = timezone.now()
         events = [
-            Event(session_id=session_id, index=first + i, turn_id=turn_id, type=type_, data=data, at=now)
+            Event(session_id=session_id, index=first + i, turn_id=turn_id, type=str(type_), data=data, at=now)
             for i, (type_, data) in enumerate(items)
         ]
         _insert(events)
@@ -85,7 +85,7 @@ def _insert(events: list[Event]) -> None:
         cursor.executemany(f"INSERT INTO {Event._meta.db_table} ({columns}) VALUES ({placeholders})", rows)
 
 
-def append_event(session_id: str, type_: str, data: dict[str, Any], turn_id: str = "", hooks: Sequence[Hook] = ()) -> Event:
+def append_event(session_id: str, type_: EventType, data: dict[str, Any], turn_id: str = "", hooks: Sequence[Hook] = ()) -> Event:
     return append_events(session_id, [(type_, data)], turn_id, hooks)[0]
 
 

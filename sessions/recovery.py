@@ -21,10 +21,10 @@ from django.db import close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from sessions import tools as calls_
-from sessions.admission import enqueue_turn
 from sessions.events import SessionGone
-from sessions.models import Session, ToolCall, Turn
+from sessions.lifecycle import ending_events, requeue_lost_task, settle
+from sessions.models import EventType, Session, ToolCall, Turn
+from sessions.tools import result_payload
 
 log = logging.getLogger(__name__)
 
@@ -49,36 +49,32 @@ def _worker_dead(claimed_by: str) -> bool:
 
 
 def fail_lost_turn(turn: Turn) -> bool:
-    """End one lost turn; False if it was not lost after all (or someone else ended it)."""
-    from sessions.engine import settle
+    """End one lost turn; False if it was not lost after all (or someone else ended it).
 
+    `turn` must carry the `claimed_by` the sweep saw: the end is conditional on
+    it, so a turn claimed again meanwhile is left alone.
+    """
     session = Session.objects.filter(pk=turn.session_id).first()
     if session is None:
         return False
     hooks = session.hooks()  # loaded before the write lock is taken
     with transaction.atomic():
-        won = Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING, claimed_by=turn.claimed_by).update(
-            status=Turn.Status.FAILED, error=LOST_ERROR, ended_at=timezone.now(), lease_until=None,
-        )
-        if not won:
-            return False
         pending = []
-        for row in ToolCall.objects.filter(turn=turn).exclude(status__in=[ToolCall.Status.DONE, ToolCall.Status.FAILED, ToolCall.Status.DENIED]):
+        for row in ToolCall.objects.filter(turn=turn).exclude(status__in=ToolCall.SETTLED):
             started = row.status == ToolCall.Status.RUNNING
-            row.status = ToolCall.Status.INTERRUPTED
-            row.error = ("interrupted: the worker running this call was lost; it was not run again" if started
-                         else "not run: the worker running this turn was lost")
-            row.save(update_fields=["status", "error"])
-            pending.append(("action.result", calls_.result_payload(row, 0.0)))
-        task = session.mode == Session.Mode.TASK
-        pending.append(("turn.failed", {"error": LOST_ERROR, "code": "worker_lost", "usage": turn.usage or {}}))
-        pending.append(("session.failed", {"error": LOST_ERROR}) if task else ("session.waiting", {}))
+            if row.abandon("interrupted: the worker running this call was lost; it was not run again" if started
+                           else "not run: the worker running this turn was lost"):
+                pending.append((EventType.ACTION_RESULT, result_payload(row, 0.0)))
+        # Its usage is unknown: the steps it ran were never reported.
+        events, session_status = ending_events(session, Turn.Status.FAILED, LOST_ERROR, "worker_lost", None, None)
         # The conversation keeps the input, so a follow-up turn knows what was asked.
         # A direct tool call's turn has no model input to keep.
         kept = turn.message and turn.trigger != Turn.Trigger.TOOL
         messages = list(session.conversation) + [{"role": "user", "content": turn.message}] if kept else None
-        settle(session, turn, pending, messages=messages, usage=None, status=Turn.Status.FAILED, error=LOST_ERROR,
-               session_status=Session.Status.FAILED if task else Session.Status.WAITING, hooks=hooks)
+        if not settle(session, turn, pending + events, status=Turn.Status.FAILED, error=LOST_ERROR,
+                      messages=messages, usage=None, session_status=session_status, hooks=hooks):
+            transaction.set_rollback(True)  # not ours: the calls it abandoned stay as they were
+            return False
     return True
 
 
@@ -89,7 +85,7 @@ def sweep(now=None) -> int:
     ended = 0
     running = Turn.objects.filter(status=Turn.Status.RUNNING).filter(
         Q(lease_until__lt=now) | Q(claimed_by__startswith=host_prefix)
-    ).only("id", "session_id", "trigger", "claimed_by", "lease_until", "message", "usage")
+    ).only("id", "session_id", "trigger", "claimed_by", "lease_until", "message")
     for turn in running:
         lapsed = turn.lease_until is not None and turn.lease_until < now
         if lapsed or _worker_dead(turn.claimed_by):
@@ -101,11 +97,7 @@ def sweep(now=None) -> int:
     retry_at = now + timezone.timedelta(seconds=REQUEUE_AFTER_SECONDS)
     active_queued = Session.objects.filter(active_turn__status=Turn.Status.QUEUED).values_list("active_turn_id", flat=True)
     for turn_id in active_queued:
-        # lease_until of a queued turn marks when it was last re-enqueued, so each sweep does not add another task.
-        if Turn.objects.filter(pk=turn_id, status=Turn.Status.QUEUED).filter(
-            Q(lease_until__isnull=True, created_at__lt=stale) | Q(lease_until__lt=now)
-        ).update(lease_until=retry_at):
-            enqueue_turn(turn_id)
+        requeue_lost_task(turn_id, now, stale, retry_at)
     return ended
 
 

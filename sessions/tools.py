@@ -1,10 +1,13 @@
-"""Running tool calls: validation, asOf bounds, dry runs, approvals, built-ins.
+"""Running tool calls: validation, asOf bounds, dry runs, approvals, exactly-once execution.
 
-Every call is stored as a ToolCall row before it runs and moved to
-`running` with a conditional update, so a call is never executed twice
-(after a crash it is reported as interrupted, never retried). Calls that
-need approval are parked as `awaiting_approval`; the turn then ends its run
-and a new task resumes it once every parked call is decided.
+Every call (a subagent's included) is stored as a ToolCall row before it runs
+and moved to `running` with a conditional update, so a call is never executed
+twice (after a crash it is reported as interrupted, never retried). Calls
+that need approval are stored as `awaiting_approval`; the turn then ends its
+run and a new task resumes it once every parked call is decided.
+
+The session's options (dryRun, asOf) and a call's ToolContext are built here
+only, for turns and direct calls alike.
 """
 from __future__ import annotations
 
@@ -14,21 +17,20 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from django.db import close_old_connections, connection
-from django.utils import timezone
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
-from agents.discovery import LoadedAgent
 from agents.providers.base import ToolCall as ModelToolCall
 from agents.providers.base import ToolSpec
-from agents.sdk import Tool, ToolContext
-from agents.skills import safe_relative
-from sessions.models import ToolCall
+from agents.sdk import SessionInfo, Tool, ToolContext
+from sessions.models import Session, ToolCall, Turn
 from sessions.storable import clean, clean_text, find_problem
+from sessions.reminders import Host
 
 DRY_RUN_ACK = "Operation acknowledged."
+EXECUTION_UNAVAILABLE = "execution_unavailable"
 
 # How NUL, lone surrogates and non-finite numbers look in json.dumps output (a hint: clean() decides).
 UNSTORABLE_IN_DUMP = re.compile(r"\\u(?:0000|d[89a-f])|NaN|Infinity")
@@ -74,145 +76,32 @@ def validation_message(exc: ValidationError) -> str:
     )
 
 
-# --- built-in tools ------------------------------------------------------------
+def execution_problem(name: str, tool: Tool) -> str | None:
+    """Fail closed: a tool meant to run in the agent's workspace never silently runs on the server."""
+    if tool.execution == "server":
+        return None
+    return (f"{EXECUTION_UNAVAILABLE}: tool {name!r} declares execution={tool.execution!r}, and this server has "
+            "no agent workspace to run it in; it was not run")
 
 
-class LoadSkillInput(BaseModel):
-    name: str = Field(description="The skill to load")
+def stub_output(tool: Tool) -> Any:
+    """What a write tool returns in a dryRun session instead of running."""
+    return json_safe(tool.dry_run_result) if tool.dry_run_result is not None else DRY_RUN_ACK
 
 
-class ReadSkillFileInput(BaseModel):
-    skill: str = Field(description="The skill the file belongs to")
-    path: str = Field(description="The file's path inside the skill, e.g. references/checklist.md")
-
-
-class DelegateInput(BaseModel):
-    subagent: str = Field(description="The subagent's id")
-    task: str = Field(description="What the subagent should do, with everything it needs to know")
-
-
-class RemindMeInput(BaseModel):
-    delay: str | None = Field(default=None, description="Fire once after this long, e.g. '20m', '2h'")
-    every: str | None = Field(default=None, description="Fire repeatedly at this interval, e.g. '30m'")
-    cron: str | None = Field(default=None, description="Fire on this 5-field UTC cron schedule")
-    prompt: str = Field(description="The message you will receive when it fires")
-    until: str = Field(default="", description="For repeating reminders: when to stop (stated back to you)")
-
-
-def remind_me(input: RemindMeInput, ctx) -> dict[str, Any]:
-    reminder = ctx.host.reminders.create(delay=input.delay, every=input.every, cron=input.cron, prompt=input.prompt,
-                                         until=input.until, created_by={"tool": "remind_me"})
-    return {"reminderId": reminder.id, "nextFireAt": reminder.next_fire_at.isoformat()}
-
-
-class CancelReminderInput(BaseModel):
-    reminder_id: str = Field(description="The reminderId that remind_me returned")
-
-
-def cancel_reminder_tool(input: CancelReminderInput, ctx) -> dict[str, Any]:
-    """Only this conversation's reminders: the model acts on its own `until`."""
-    mine = {r.id for r in ctx.host.reminders.list()}
-    if input.reminder_id not in mine:
-        raise LookupError(f"no armed reminder {input.reminder_id!r} in this conversation; armed: {', '.join(sorted(mine)) or 'none'}")
-    return {"reminderId": input.reminder_id, "cancelled": ctx.host.reminders.cancel(input.reminder_id)}
-
-
-def builtin_tools(loaded: LoadedAgent, delegate: Callable[[str, str], str] | None) -> dict[str, Tool]:
-    """The built-ins this agent gets: skill loading with skills, delegation with subagents,
-    `remind_me` and `cancel_reminder` when the agent opts in."""
-    tools: dict[str, Tool] = {}
-    if loaded.config.reminders_tool:
-        tools["remind_me"] = Tool("Set a reminder that wakes this conversation later with a prompt: exactly one of "
-                                  "delay, every or cron.", RemindMeInput, remind_me, effect="write")
-        tools["cancel_reminder"] = Tool("Cancel one of this conversation's reminders, e.g. when its `until` "
-                                        "condition is met.", CancelReminderInput, cancel_reminder_tool, effect="write")
-    if loaded.skills:
-        catalog = "; ".join(f"{s.name}: {s.description}" for s in loaded.skills.values())
-
-        def load_skill(input: LoadSkillInput, ctx) -> str:
-            skill = loaded.skills.get(input.name)
-            if skill is None:
-                raise LookupError(f"no skill {input.name!r}; skills: {', '.join(loaded.skills)}")
-            listing = "".join(f"\n- {f}" for f in sorted(skill.files))
-            return skill.markdown + (f"\n\nFiles (read with read_skill_file):{listing}" if listing else "")
-
-        tools["load_skill"] = Tool(f"Load a skill's full instructions by name. Skills: {catalog}",
-                                   LoadSkillInput, load_skill)
-        if any(s.files for s in loaded.skills.values()):
-            def read_skill_file(input: ReadSkillFileInput, ctx) -> str:
-                skill = loaded.skills.get(input.skill)
-                path = safe_relative(input.path)
-                if skill is None:
-                    raise LookupError(f"no skill {input.skill!r}")
-                if path is None or path not in skill.files:
-                    raise LookupError(f"skill {input.skill!r} has no file {input.path!r}; files: {', '.join(sorted(skill.files))}")
-                return skill.files[path]
-
-            tools["read_skill_file"] = Tool("Read a file that ships with a skill.", ReadSkillFileInput, read_skill_file)
-    if loaded.subagents and delegate is not None:
-        roster = "; ".join(f"{a.id}: {a.description}" for a in loaded.subagents.values())
-
-        def delegate_tool(input: DelegateInput, ctx) -> str:
-            if input.subagent not in loaded.subagents:
-                raise LookupError(f"no subagent {input.subagent!r}; subagents: {', '.join(loaded.subagents)}")
-            return delegate(input.subagent, input.task)
-
-        tools["delegate"] = Tool(f"Delegate a task to a specialist subagent and get its answer. Subagents: {roster}",
-                                 DelegateInput, delegate_tool)
-    return tools
+def tool_context(session: Session | None, call_id: str, agent: Any = None) -> ToolContext:
+    """The `ctx` a tool function gets: the session, its frozen instant, `ctx.host`."""
+    if session is None:
+        return ToolContext(session=None, call_id=call_id, host=Host(session=None, agent=agent))
+    options = session.run_options
+    info = SessionInfo(id=session.id, agent=session.agent.slug, mode=session.mode,
+                       principal_id=session.principal_id, dry_run=options.dry_run)
+    return ToolContext(session=info, call_id=call_id, as_of=options.as_of,
+                       host=Host(session=session, agent=session.agent))
 
 
 def tool_specs(tools: dict[str, Tool]) -> list[ToolSpec]:
     return [ToolSpec(name, t.description, t.input_schema()) for name, t in sorted(tools.items())]
-
-
-# --- preparing and running calls ----------------------------------------------
-
-
-@dataclass
-class Prepared:
-    call: ModelToolCall
-    row: ToolCall
-    tool: Tool | None
-    validated: BaseModel | None
-    error: str | None
-
-    def requested(self) -> dict[str, Any]:
-        shown = json_safe(self.validated if self.validated is not None else self.call.input)
-        return {"callId": self.row.call_id, "toolName": self.row.tool, "input": shown}
-
-
-def prepare(turn, tools: dict[str, Tool], calls: list[ModelToolCall], as_of: datetime | None) -> list[Prepared]:
-    """Validate each call and store it as a ToolCall row.
-
-    Input holding text or numbers the databases cannot store is refused like
-    any invalid input (the model sees why and can retry); what is stored and
-    shown of it is a cleaned copy.
-    """
-    prepared = []
-    for call in calls:
-        tool = tools.get(call.name)
-        validated, error = None, None
-        if tool is None:
-            error = f"unknown tool {call.name!r}; available tools: {', '.join(sorted(tools)) or 'none'}"
-        elif unstorable := find_problem(call.input, "input"):
-            path, problem = unstorable
-            error = f"invalid input: {path} {problem}; retry with valid Unicode text and finite numbers"
-        else:
-            try:
-                validated = tool.input_model.model_validate(call.input)
-            except ValidationError as exc:
-                error = validation_message(exc)
-        if error is None and as_of is not None and tool.time_args:
-            error = check_time_args(tool.time_args, validated, as_of)
-        shown = json_safe(validated if validated is not None else call.input)
-        row = ToolCall.objects.create(
-            session_id=turn.session_id, turn=turn, call_id=clean_text(call.call_id), tool=clean_text(call.name),
-            input=shown if isinstance(shown, dict) else {"raw": shown},
-            status=ToolCall.Status.FAILED if error else ToolCall.Status.REQUESTED, error=error or "",
-        )
-        prepared.append(Prepared(call, row, tool, validated, error))
-    return prepared
 
 
 def result_payload(row: ToolCall, duration_ms: float) -> dict[str, Any]:
@@ -225,39 +114,26 @@ def result_payload(row: ToolCall, duration_ms: float) -> dict[str, Any]:
     return payload
 
 
-def tool_message(row: ToolCall) -> dict[str, Any]:
+def tool_message(row: ToolCall, call_id: str | None = None) -> dict[str, Any]:
     """The neutral `tool` message the model sees for a finished call."""
     ok = row.status == ToolCall.Status.DONE
     content = row.output if ok else row.error
-    return {"role": "tool", "callId": row.call_id, "name": row.tool,
+    return {"role": "tool", "callId": call_id or row.call_id, "name": row.tool,
             "content": content if isinstance(content, str) else json.dumps(content), "isError": not ok}
-
-
-def stub(row: ToolCall, tool: Tool) -> None:
-    row.stubbed = True
-    row.status = ToolCall.Status.DONE
-    row.output = json_safe(tool.dry_run_result) if tool.dry_run_result is not None else DRY_RUN_ACK
-    row.ended_at = timezone.now()
-    row.save(update_fields=["stubbed", "status", "output", "ended_at"])
 
 
 def execute(row: ToolCall, tool: Tool, validated: BaseModel, ctx: ToolContext) -> float:
     """Run one call exactly once; returns its duration in ms. Errors become the call's error."""
     started = time.monotonic()
-    won = ToolCall.objects.filter(
-        pk=row.pk, status__in=[ToolCall.Status.REQUESTED, ToolCall.Status.APPROVED]
-    ).update(status=ToolCall.Status.RUNNING, started_at=timezone.now())
-    if not won:  # already run (or being run) elsewhere: never twice
+    if not row.start():  # already run (or being run) elsewhere: never twice
         row.refresh_from_db()
         return 0.0
     try:
-        row.output = json_safe(tool(validated, ctx))
-        row.status = ToolCall.Status.DONE
+        output = json_safe(tool(validated, ctx))
     except Exception as exc:  # the model sees tool errors and can act on them
-        row.error = clean_text(f"{type(exc).__name__}: {exc}")
-        row.status = ToolCall.Status.FAILED
-    row.ended_at = timezone.now()
-    row.save(update_fields=["output", "status", "error", "ended_at"])
+        row.fail(clean_text(f"{type(exc).__name__}: {exc}"))
+    else:
+        row.succeed(output)
     return (time.monotonic() - started) * 1000
 
 
@@ -276,3 +152,108 @@ def execute_many(jobs: list[tuple[ToolCall, Tool, BaseModel, ToolContext]]) -> l
         durations = list(pool.map(run, jobs))
     close_old_connections()
     return durations
+
+
+@dataclass
+class Prepared:
+    call: ModelToolCall
+    row: ToolCall
+    tool: Tool | None
+    validated: BaseModel | None  # None unless the call may run
+    shown: Any  # the input as events show it
+
+    def requested(self) -> dict[str, Any]:
+        return {"callId": self.row.call_id, "toolName": self.row.tool, "input": self.shown}
+
+
+class Executor:
+    """Validates, stores and runs the tool calls of one agent loop: a turn's agent or one of its subagents.
+
+    `can_park`: a gated call may wait for approval (a subagent cannot ask: its
+    gated calls are refused). `call_prefix` keeps a subagent's call ids apart
+    from the parent's within the turn.
+    """
+
+    def __init__(self, session: Session, turn: Turn, tools: dict[str, Tool], *, can_park: bool = True,
+                 call_prefix: str = "", name_tools: bool = True):
+        self.session = session
+        self.turn = turn
+        self.tools = tools
+        self.options = session.run_options
+        self.can_park = can_park
+        self.call_prefix = call_prefix
+        self.name_tools = name_tools
+
+    def context(self, call_id: str) -> ToolContext:
+        return tool_context(self.session, call_id)
+
+    def check(self, name: str, raw: Any) -> tuple[Tool | None, BaseModel | None, str | None]:
+        """The tool, its validated input, or why the call cannot run."""
+        tool = self.tools.get(name)
+        if tool is None:
+            offered = f"; available tools: {', '.join(sorted(self.tools)) or 'none'}" if self.name_tools else ""
+            return None, None, f"unknown tool {name!r}{offered}"
+        if unstorable := find_problem(raw, "input"):
+            path, problem = unstorable
+            return tool, None, f"invalid input: {path} {problem}; retry with valid Unicode text and finite numbers"
+        try:
+            validated = tool.input_model.model_validate(raw)
+        except ValidationError as exc:
+            return tool, None, validation_message(exc)
+        if self.options.as_of is not None and tool.time_args:
+            if refusal := check_time_args(tool.time_args, validated, self.options.as_of):
+                return tool, validated, refusal
+        return tool, validated, execution_problem(name, tool)
+
+    def initial_status(self, tool: Tool) -> dict[str, Any]:
+        """Where a valid call starts: stubbed (dryRun write), parked (gated), or ready to run."""
+        if self.options.dry_run and tool.effect == "write":
+            # A stub has no effect, so it needs no approval.
+            return {"status": ToolCall.Status.DONE, "stubbed": True, "output": stub_output(tool)}
+        if tool.needs_approval:
+            if not self.can_park:
+                return {"status": ToolCall.Status.FAILED,
+                        "error": "this tool needs approval, which a subagent cannot ask for: leave it to the parent"}
+            return {"status": ToolCall.Status.AWAITING_APPROVAL}
+        return {"status": ToolCall.Status.REQUESTED}
+
+    def prepare(self, calls: list[ModelToolCall]) -> list[Prepared]:
+        """Check each call and store them all as ToolCall rows (one INSERT).
+
+        Input holding text or numbers the databases cannot store is refused like
+        any invalid input (the model sees why and can retry); what is stored and
+        shown of it is a cleaned copy.
+        """
+        prepared, rows = [], []
+        for call in calls:
+            tool, validated, error = self.check(call.name, call.input)
+            shown = json_safe(validated if validated is not None else call.input)
+            fields = {"status": ToolCall.Status.FAILED, "error": error} if error else self.initial_status(tool)
+            row = ToolCall(session_id=self.turn.session_id, turn=self.turn,
+                           call_id=self.call_prefix + clean_text(call.call_id), tool=clean_text(call.name),
+                           input=shown if isinstance(shown, dict) else {"raw": shown}, **fields)
+            rows.append(row)
+            prepared.append(Prepared(call, row, tool, None if error else validated, shown))
+        ToolCall.objects.bulk_create(rows)
+        return prepared
+
+    def run(self, prepared: list[Prepared]) -> dict[int, float]:
+        """Run the calls ready to run, in parallel; their durations (ms) by row id."""
+        jobs = [(p.row, p.tool, p.validated, self.context(p.row.call_id)) for p in prepared
+                if p.row.status == ToolCall.Status.REQUESTED]
+        return dict(zip((job[0].pk for job in jobs), execute_many(jobs)))
+
+    def explain_denials(self, rows: list[ToolCall]) -> None:
+        """A denied call's error is its denial, so the model sees who said no and why."""
+        for row in rows:
+            if row.status == ToolCall.Status.DENIED:
+                row.explain_denial("; do not retry this call")
+
+    def run_approved(self, rows: list[ToolCall]) -> dict[int, float]:
+        """Run a parked step's approved calls, once each; their durations (ms) by row id."""
+        jobs = []
+        for row in rows:
+            if row.status == ToolCall.Status.APPROVED:
+                tool = self.tools.get(row.tool)
+                jobs.append((row, tool, tool.input_model.model_validate(row.input), self.context(row.call_id)))
+        return dict(zip((job[0].pk for job in jobs), execute_many(jobs)))

@@ -3,8 +3,18 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from sessions.models import EventType, Session, Turn
+from sessions.usage import add_usage, zero
+
+SESSION_ENDINGS = {
+    EventType.SESSION_WAITING: Session.Status.WAITING,
+    EventType.SESSION_COMPLETED: Session.Status.COMPLETED,
+    EventType.SESSION_FAILED: Session.Status.FAILED,
+}
+
 
 def build_trajectory(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Turns as the events tell them; a turn's and the total `usage` is None where unknown."""
     turns: list[dict[str, Any]] = []
     by_call: dict[str, dict[str, Any]] = {}
     session_id = status = None
@@ -12,39 +22,46 @@ def build_trajectory(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
     for event in events:
         session_id = event["sessionId"]
         kind, data = event["type"], event["data"]
-        if kind == "message.received":
+        if kind == EventType.MESSAGE_RECEIVED:
             current = {"turnId": event["turnId"], "source": data.get("source"), "input": data.get("text"),
-                       "reply": "", "reasoning": "", "toolCalls": [], "usage": {}, "status": "running", "error": None}
+                       "reply": "", "reasoning": "", "toolCalls": [], "usage": {}, "status": Turn.Status.RUNNING,
+                       "error": None}
             turns.append(current)
         elif current is None:
-            if kind in ("session.completed", "session.failed", "session.waiting"):
-                status = kind.split(".", 1)[1]
+            status = SESSION_ENDINGS.get(kind, status)
             continue
-        elif kind == "message.completed":
+        elif kind == EventType.MESSAGE_COMPLETED:
             current["reply"] = (current["reply"] + "\n\n" + data["text"]).strip() if current["reply"] else data["text"]
-        elif kind == "reasoning.completed":
+        elif kind == EventType.REASONING_COMPLETED:
             current["reasoning"] += data.get("text", "")
-        elif kind == "actions.requested":
+        elif kind == EventType.ACTIONS_REQUESTED and "subagent" not in data:
             for call in data.get("calls", []):
                 entry = {"callId": call["callId"], "toolName": call["toolName"], "input": call.get("input")}
                 by_call[call["callId"]] = entry
                 current["toolCalls"].append(entry)
-        elif kind == "action.result":
+        elif kind == EventType.ACTION_RESULT:
             entry = by_call.get(data.get("callId"), {})
             for key in ("output", "error", "durationMs", "stubbed"):
                 if key in data:
                     entry[key] = data[key]
-        elif kind == "turn.completed":
-            current.update(status="completed", usage=data.get("usage", {}), durationMs=data.get("durationMs"))
-        elif kind == "turn.failed":
-            current.update(status="failed", error=data.get("error"), usage=data.get("usage", {}), durationMs=data.get("durationMs"))
-        if kind in ("session.completed", "session.failed", "session.waiting"):
-            status = kind.split(".", 1)[1]
+        elif kind == EventType.ACTION_APPROVAL_REQUESTED:
+            status = Session.Status.AWAITING_APPROVAL
+            if event["turnId"] == current["turnId"]:  # (a parked direct call has a turn of its own)
+                current["status"] = Turn.Status.AWAITING_APPROVAL
+        elif kind == EventType.ACTION_APPROVAL_RESOLVED and status == Session.Status.AWAITING_APPROVAL:
+            status = Session.Status.RUNNING
+            if current["status"] == Turn.Status.AWAITING_APPROVAL:
+                current["status"] = Turn.Status.RUNNING
+        elif kind == EventType.TURN_COMPLETED:
+            current.update(status=Turn.Status.COMPLETED, usage=data.get("usage", {}), durationMs=data.get("durationMs"))
+        elif kind == EventType.TURN_FAILED:
+            current.update(status=Turn.Status.FAILED, error=data.get("error"), usage=data.get("usage", {}),
+                           durationMs=data.get("durationMs"))
+        status = SESSION_ENDINGS.get(kind, status)
     last = turns[-1] if turns else {}
-    total: dict[str, int] = {}
+    total: dict[str, int] | None = zero() if turns else {}
     for turn in turns:
-        for key, value in turn["usage"].items():
-            total[key] = total.get(key, 0) + value
+        total = add_usage(total, turn["usage"])
     return {
         "sessionId": session_id,
         "status": status,

@@ -283,6 +283,16 @@ def test_a_tool_with_a_bad_execution_names_the_allowed_ones(tmp_path):
     assert "execution must be 'server' or 'agent', not 'cloud'" in problem.message
 
 
+def test_a_tool_to_run_in_the_agents_workspace_is_refused_until_workspaces_exist(tmp_path):
+    root = make_agent(tmp_path, minimal(**{"agent/tools/weather.py": GOOD_TOOL.replace(
+        'description="Say the weather in a city."', 'description="Say the weather.", execution="agent"')}))
+
+    problem = only_problem(root)
+
+    assert problem.path == "agent/tools/weather.py"
+    assert "execution='agent'" in problem.message and "remove execution='agent'" in problem.message
+
+
 def test_direct_call_without_needs_approval_says_to_remove_it(tmp_path):
     root = make_agent(tmp_path, minimal(**{"agent/tools/weather.py": GOOD_TOOL.replace(
         'description="Say the weather in a city."', 'description="Say the weather.", direct_call=True')}))

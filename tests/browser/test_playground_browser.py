@@ -196,6 +196,8 @@ def test_approving_a_parked_call_in_the_page_runs_it(page):
     card = page.locator(".tool-call")
     expect(card.locator(".args")).to_contain_text('"order_id": "A102"')
     expect(card.locator(".result")).to_be_hidden()
+    expect(page.locator("#status")).to_have_text("awaiting_approval")
+    expect(page.locator("#stop")).to_be_enabled()
 
     approval.get_by_role("button", name="Approve").click()
 

@@ -95,7 +95,7 @@ def test_the_session_list_shows_the_session_with_a_playground_link(operator, bus
 
 @transactional
 def test_the_session_list_filters_and_searches(operator, busy_session):
-    assert busy_session in operator.get("/admin/agent_sessions/session/?status__exact=running").content.decode()
+    assert busy_session in operator.get("/admin/agent_sessions/session/?status__exact=awaiting_approval").content.decode()
     assert busy_session not in operator.get("/admin/agent_sessions/session/?status__exact=completed").content.decode()
     assert busy_session in operator.get(f"/admin/agent_sessions/session/?q={busy_session}").content.decode()
 

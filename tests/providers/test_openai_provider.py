@@ -100,6 +100,23 @@ def test_cached_prompt_tokens_are_reported_as_cache_reads(local, agent_on_model,
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_server_that_reports_no_usage_leaves_the_turns_usage_unknown_not_zero(local, agent_on_model, openai_server,
+                                                                                 sync_turns):
+    from sessions.models import Turn
+    from tests.providers.loopback import oa_chunk
+
+    agent_on_model("openai:gpt-test")
+    openai_server.replies.append(Reply(events=[oa_chunk({"content": "ok"}), oa_chunk({}, "stop")]))  # no usage chunk
+    session_id = start(local, "remote", "hi")
+
+    assert Event.objects.get(session_id=session_id, type="step.completed").data["usage"] is None
+    assert Event.objects.get(session_id=session_id, type="turn.completed").data["usage"] is None
+    assert Turn.objects.get(session_id=session_id).usage is None
+    # The session's totals count only what is known.
+    assert Session.objects.get(pk=session_id).usage == {}
+
+
+@pytest.mark.django_db(transaction=True)
 def test_model_text_the_databases_cannot_store_is_cleaned_and_the_turn_completes(local, agent_on_model, openai_server,
                                                                                    sync_turns):
     agent_on_model("openai:gpt-test")

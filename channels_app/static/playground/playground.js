@@ -132,7 +132,7 @@ class SessionView {
   setStatus(status) {
     this.status.textContent = status;
     this.status.className = `status status-${status}`;
-    this.stopButton.disabled = status !== "running";
+    this.stopButton.disabled = status !== "running" && status !== "awaiting_approval";
   }
 
   turn(turnId) {
@@ -217,10 +217,12 @@ class SessionView {
       }
       case "action.approval_requested":
         this.addApproval(data);
+        this.setStatus("awaiting_approval");
         break;
       case "action.approval_resolved": {
         const who = data.decidedBy ? data.decidedBy.principalId : "someone";
         this.removeApproval(data.callId);
+        if (!this.approvals.querySelector(".approval")) this.setStatus("running");
         const card = this.calls.get(data.callId);
         if (card) card.querySelector(".head").append(el("span", { class: "badge", text: `${data.decision}d by ${who}` }));
         break;
@@ -237,9 +239,10 @@ class SessionView {
           el("pre", { text: data.error ? `error: ${data.error}` : data.reply })));
         break;
       case "turn.completed": {
-        const usage = data.usage || {};
+        const usage = data.usage;  // null: the provider reported none
+        const tokens = usage ? `in ${usage.inputTokens ?? 0} / out ${usage.outputTokens ?? 0} tokens` : "usage unknown";
         this.item(event, el("div", { class: "turn-meta",
-          text: `in ${usage.inputTokens ?? 0} / out ${usage.outputTokens ?? 0} tokens · ${((data.durationMs || 0) / 1000).toFixed(2)} s` }));
+          text: `${tokens} · ${((data.durationMs || 0) / 1000).toFixed(2)} s` }));
         break;
       }
       case "turn.failed":

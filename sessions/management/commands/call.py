@@ -9,7 +9,7 @@ from agents.models import Agent
 from sessions.principal import Principal
 from sessions.admission import AdmissionError
 from sessions.direct import call_tool
-from sessions.models import Session
+from sessions.models import Session, ToolCall
 
 
 def operator() -> Principal:
@@ -53,6 +53,6 @@ class Command(BaseCommand):
             hint = "; or pass --approve to approve and run it yourself" if exc.code == "approval_required" else ""
             raise CommandError(f"{exc.code}: {exc.message}{hint}") from None
         self.stdout.write(json.dumps(result, indent=2))
-        if result.get("status") == "awaiting_approval":
+        if result.get("status") == ToolCall.Status.AWAITING_APPROVAL:
             self.stderr.write(f"parked: {tool} awaits a decision on session {result['sessionId']} "
                               f"(POST /{slug}/v1/session/{result['sessionId']}/approvals/{result['callId']})")

@@ -1,8 +1,17 @@
+"""Session and Turn: a conversation and one run of its model loop.
+
+The transitions of both are methods doing conditional updates; only
+`sessions.lifecycle` calls the ones that move `Session.active_turn`.
+"""
 from __future__ import annotations
 
 import hashlib
 import logging
 import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+from typing import Any
 
 from django.db import models
 from django.utils import timezone
@@ -22,6 +31,22 @@ def new_turn_id() -> str:
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """`Session.options` parsed once: what every tool call of the session runs under."""
+
+    dry_run: bool = False
+    as_of: datetime | None = None
+    runtime: str = ""
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any] | None) -> RunOptions:
+        raw = raw or {}
+        as_of = raw.get("asOf")
+        return cls(dry_run=bool(raw.get("dryRun")), as_of=datetime.fromisoformat(as_of) if as_of else None,
+                   runtime=str(raw.get("runtime") or ""))
 
 
 class SessionManager(models.Manager):
@@ -44,6 +69,8 @@ class Session(models.Model):
     class Status(models.TextChoices):
         IDLE = "idle"
         RUNNING = "running"
+        # Its turn (or direct tool call) is parked until someone decides its approvals.
+        AWAITING_APPROVAL = "awaiting_approval"
         WAITING = "waiting"
         COMPLETED = "completed"
         FAILED = "failed"
@@ -53,7 +80,7 @@ class Session(models.Model):
     deployment = models.ForeignKey("agents.Deployment", on_delete=models.PROTECT, related_name="sessions")
     channel = models.CharField(max_length=64, default="http")
     mode = models.CharField(max_length=8, choices=Mode.choices, default=Mode.CHAT)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.IDLE)
+    status = models.CharField(max_length=24, choices=Status.choices, default=Status.IDLE)
     title = models.CharField(max_length=200, blank=True)
     principal_id = models.CharField(max_length=200)
     principal_type = models.CharField(max_length=32, default="user")
@@ -65,7 +92,7 @@ class Session(models.Model):
     # The provider-neutral conversation, so any worker can run the next turn.
     conversation = models.JSONField(default=list, blank=True)
     usage = models.JSONField(default=dict, blank=True)
-    # The one turn allowed to run; claimed with a conditional update.
+    # The one turn allowed to run (the session's execution lock); moved only by sessions.lifecycle.
     active_turn = models.ForeignKey("Turn", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -78,6 +105,10 @@ class Session(models.Model):
 
     def __str__(self) -> str:
         return self.id
+
+    @cached_property
+    def run_options(self) -> RunOptions:
+        return RunOptions.parse(self.options)
 
     def issue_token(self) -> str:
         """Rotate the continuation token; only its hash is stored."""
@@ -110,6 +141,34 @@ class Session(models.Model):
             logging.getLogger(__name__).exception("cannot load the hooks of %s", self.deployment_id)
             return []
 
+    # -- the execution lock (called by sessions.lifecycle only) ----------------
+    @staticmethod
+    def take_lock(session_id: str, turn_id: str, status: str | None = None) -> bool:
+        """No active turn → `turn_id`; True only for the one caller whose update won."""
+        update: dict[str, Any] = {"active_turn": turn_id}
+        if status is not None:
+            update["status"] = status
+        return bool(Session.objects.filter(pk=session_id, active_turn__isnull=True).update(**update))
+
+    @staticmethod
+    def set_status_while_active(session_id: str | None, turn_id: str, status: str, *,
+                                expect: str | None = None) -> bool:
+        """Change the status of the session whose active turn is still `turn_id` (and whose status is `expect`).
+
+        `session_id` may be None: the active turn names its session (the FK is indexed).
+        """
+        rows = Session.objects.filter(active_turn=turn_id)
+        if session_id is not None:
+            rows = rows.filter(pk=session_id)
+        if expect is not None:
+            rows = rows.filter(status=expect)
+        return bool(rows.update(status=status))
+
+    @staticmethod
+    def release_lock(session_id: str, turn_id: str, **update: Any) -> bool:
+        """Active turn `turn_id` → none, with whatever else settles with it (status, conversation, usage)."""
+        return bool(Session.objects.filter(pk=session_id, active_turn=turn_id).update(active_turn=None, **update))
+
 
 class Turn(models.Model):
     class Trigger(models.TextChoices):
@@ -118,6 +177,10 @@ class Turn(models.Model):
         SCHEDULE = "schedule"
         CHANNEL = "channel"
         TOOL = "tool"  # a deterministic tool call holding the session's lock
+
+    class Admission(models.TextChoices):
+        PREEMPT = "preempt"  # interrupt the running turn, then run
+        COALESCE = "coalesce"  # queue behind it
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -135,13 +198,14 @@ class Turn(models.Model):
     message = models.TextField(blank=True)
     # What triggered it beyond the kind: a reminder or schedule id.
     source_ref = models.CharField(max_length=100, blank=True)
-    admission = models.CharField(max_length=16, default="preempt")
+    admission = models.CharField(max_length=16, choices=Admission.choices, default=Admission.PREEMPT)
     status = models.CharField(max_length=24, choices=Status.choices, default=Status.QUEUED)
     claimed_by = models.CharField(max_length=100, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True)
     interrupt_requested = models.BooleanField(default=False)
     error = models.TextField(blank=True)
-    usage = models.JSONField(default=dict, blank=True)
+    # Token counts; null when the provider reported none (unknown, not zero).
+    usage = models.JSONField(default=dict, blank=True, null=True)
     # Where a parked turn resumes: the messages so far and the step it reached.
     state = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -159,12 +223,12 @@ class Turn(models.Model):
         return self.id
 
     def claim(self, worker: str, lease_seconds: float) -> bool:
-        """Move queued → running; True only for the one caller whose update won."""
+        """queued → running; True only for the one caller whose update won."""
         now = timezone.now()
         fields = {
             "status": self.Status.RUNNING,
             "claimed_by": worker,
-            "started_at": now,
+            "started_at": self.started_at or now,
             "lease_until": now + timezone.timedelta(seconds=lease_seconds),
         }
         won = Turn.objects.filter(pk=self.pk, status=self.Status.QUEUED).update(**fields)
@@ -181,6 +245,45 @@ class Turn(models.Model):
             )
         )
 
+    def park(self, state: dict[str, Any]) -> bool:
+        """running → awaiting_approval, storing where the run resumes; no lease (no worker holds it)."""
+        won = Turn.objects.filter(pk=self.pk, status=self.Status.RUNNING, claimed_by=self.claimed_by).update(
+            status=self.Status.AWAITING_APPROVAL, state=state, lease_until=None,
+        )
+        if won:
+            self.status, self.state, self.lease_until = self.Status.AWAITING_APPROVAL, state, None
+        return bool(won)
+
+    @staticmethod
+    def requeue(turn_id: str) -> bool:
+        """awaiting_approval → queued: its approvals are decided (or it is interrupted)."""
+        return bool(Turn.objects.filter(pk=turn_id, status=Turn.Status.AWAITING_APPROVAL).update(
+            status=Turn.Status.QUEUED))
+
+    @staticmethod
+    def mark_reenqueued(turn_id: str, now: datetime, stale: datetime, retry_at: datetime) -> bool:
+        """A queued turn not handed out since `stale` (or since its last retry) is due another task.
+
+        `lease_until` of a queued turn marks when it was last re-enqueued.
+        """
+        return bool(Turn.objects.filter(pk=turn_id, status=Turn.Status.QUEUED).filter(
+            models.Q(lease_until__isnull=True, created_at__lt=stale) | models.Q(lease_until__lt=now)
+        ).update(lease_until=retry_at))
+
+    def end(self, status: str, *, error: str = "", usage: dict[str, int] | None = None) -> bool:
+        """running (claimed by this holder) → completed | failed | interrupted.
+
+        False when the turn was no longer ours: recovery ended it as lost, so
+        this run must not write its outcome over that one.
+        """
+        assert status in self.FINISHED, status
+        won = Turn.objects.filter(pk=self.pk, status=self.Status.RUNNING, claimed_by=self.claimed_by).update(
+            status=status, error=error, usage=usage, ended_at=timezone.now(), lease_until=None, state={},
+        )
+        if won:
+            self.status, self.error, self.usage = status, error, usage
+        return bool(won)
+
     def request_interrupt(self) -> bool:
         return bool(
             Turn.objects.filter(pk=self.pk)
@@ -188,170 +291,12 @@ class Turn(models.Model):
             .update(interrupt_requested=True)
         )
 
+    @staticmethod
+    def interrupt_queued(session_id: str) -> int:
+        """Flag every queued turn of a session: each ends with "turn interrupted" as soon as it starts."""
+        return Turn.objects.filter(session_id=session_id, status=Turn.Status.QUEUED).update(interrupt_requested=True)
+
     def interrupted(self) -> bool:
         # A turn deleted with its session counts as interrupted: deleting stops the
         # turn first, but the flag goes with the row before a worker can read it.
         return not Turn.objects.filter(pk=self.pk, interrupt_requested=False).exists()
-
-
-class ToolCall(models.Model):
-    """One tool call of a turn, stored before it runs so it is never run twice."""
-
-    class Status(models.TextChoices):
-        REQUESTED = "requested"
-        AWAITING_APPROVAL = "awaiting_approval"
-        APPROVED = "approved"
-        DENIED = "denied"
-        RUNNING = "running"
-        DONE = "done"
-        FAILED = "failed"
-        INTERRUPTED = "interrupted"
-
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="tool_calls")
-    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="tool_calls")
-    call_id = models.CharField(max_length=100)
-    tool = models.CharField(max_length=100)
-    input = models.JSONField(default=dict, blank=True)
-    status = models.CharField(max_length=24, choices=Status.choices, default=Status.REQUESTED)
-    stubbed = models.BooleanField(default=False)
-    output = models.JSONField(null=True, blank=True)
-    error = models.TextField(blank=True)
-    decided_by = models.JSONField(null=True, blank=True)
-    reason = models.TextField(blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-    started_at = models.DateTimeField(null=True, blank=True)
-    ended_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["created_at", "id"]
-        constraints = [models.UniqueConstraint(fields=["turn", "call_id"], name="toolcall_turn_call_unique")]
-        indexes = [models.Index(fields=["session", "status"], name="toolcall_session_status")]
-
-    def __str__(self) -> str:
-        return f"{self.call_id} {self.tool} ({self.status})"
-
-    def resolve(self, decision: str, decided_by: dict, reason: str = "") -> bool:
-        """awaiting_approval → approved | denied; False if someone already decided."""
-        status = self.Status.APPROVED if decision == "approve" else self.Status.DENIED
-        won = ToolCall.objects.filter(pk=self.pk, status=self.Status.AWAITING_APPROVAL).update(
-            status=status, decided_by=decided_by, reason=reason
-        )
-        if won:
-            self.status, self.decided_by, self.reason = status, decided_by, reason
-        return bool(won)
-
-
-class Event(models.Model):
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events")
-    index = models.PositiveIntegerField()
-    turn_id = models.CharField(max_length=40, blank=True)
-    type = models.CharField(max_length=64)
-    data = models.JSONField(default=dict)
-    at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["session", "index"]
-        constraints = [models.UniqueConstraint(fields=["session", "index"], name="event_session_index_unique")]
-
-    def __str__(self) -> str:
-        return f"{self.session_id}#{self.index} {self.type}"
-
-    def envelope(self) -> dict:
-        return {
-            "type": self.type,
-            "index": self.index,
-            "sessionId": self.session_id,
-            "turnId": self.turn_id or None,
-            "at": self.at.isoformat().replace("+00:00", "Z"),
-            "data": self.data,
-        }
-
-
-
-def new_reminder_id() -> str:
-    return new_id("rem")
-
-
-class Schedule(models.Model):
-    """A deploy-time cron schedule of an agent: `agent/schedules/<id>.md` or `.py`."""
-
-    class Kind(models.TextChoices):
-        MARKDOWN = "markdown"
-        HANDLER = "handler"
-
-    agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="schedules")
-    schedule_id = models.CharField(max_length=64)
-    kind = models.CharField(max_length=16, choices=Kind.choices)
-    cron = models.CharField(max_length=100)
-    title = models.CharField(max_length=200, blank=True)
-    prompt = models.TextField(blank=True)
-    # False once a deployment no longer has the file: removing it stops the schedule.
-    active = models.BooleanField(default=True)
-    next_fire_at = models.DateTimeField(null=True, blank=True)
-    last_fired_at = models.DateTimeField(null=True, blank=True)
-    fire_count = models.PositiveIntegerField(default=0)
-    last_session_ids = models.JSONField(default=list, blank=True)
-    last_error = models.TextField(blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["agent", "schedule_id"]
-        constraints = [models.UniqueConstraint(fields=["agent", "schedule_id"], name="schedule_agent_id_unique")]
-        indexes = [models.Index(fields=["active", "next_fire_at"], name="schedule_due")]
-
-    def __str__(self) -> str:
-        return f"{self.agent.slug}/{self.schedule_id}"
-
-
-class Reminder(models.Model):
-    """A run-time timer bound to one session: wakes it with a prompt, or calls a handler."""
-
-    class Kind(models.TextChoices):
-        DELAY = "delay"
-        EVERY = "every"
-        CRON = "cron"
-
-    class Status(models.TextChoices):
-        ARMED = "armed"
-        DONE = "done"
-        CANCELLED = "cancelled"
-        DISARMED = "disarmed"
-
-    id = models.CharField(primary_key=True, max_length=40, default=new_reminder_id, editable=False)
-    session = models.ForeignKey(Session, null=True, blank=True, on_delete=models.SET_NULL, related_name="reminders")
-    agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="reminders")
-    title = models.CharField(max_length=200, blank=True)
-    kind = models.CharField(max_length=8, choices=Kind.choices)
-    spec = models.CharField(max_length=100, help_text="'20m', '2h' or a cron expression")
-    prompt = models.TextField(blank=True, help_text="prompt form: the message that wakes the session")
-    until = models.TextField(blank=True, help_text="prompt form: when the model should stop, stated to it")
-    # Run form: the handler lives only in the memory of the process that made it.
-    handler_owner = models.CharField(max_length=100, blank=True)
-    next_fire_at = models.DateTimeField(null=True, blank=True)
-    last_fired_at = models.DateTimeField(null=True, blank=True)
-    fire_count = models.PositiveIntegerField(default=0)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ARMED)
-    reason = models.CharField(max_length=200, blank=True)
-    created_by = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["next_fire_at", "created_at"]
-        indexes = [models.Index(fields=["status", "next_fire_at"], name="reminder_due")]
-
-    def __str__(self) -> str:
-        return f"{self.id} ({self.kind} {self.spec}, {self.status})"
-
-    @property
-    def is_run_form(self) -> bool:
-        return bool(self.handler_owner)
-
-    def end(self, status: str, reason: str = "") -> bool:
-        """armed → done | cancelled | disarmed; False if it had already ended."""
-        won = Reminder.objects.filter(pk=self.pk, status=self.Status.ARMED).update(
-            status=status, reason=reason, next_fire_at=None
-        )
-        if won:
-            self.status, self.reason, self.next_fire_at = status, reason, None
-        return bool(won)

@@ -1,0 +1,24 @@
+"""The sessions app's models, one module per aggregate.
+
+Each model owns its state machine: every transition is a method doing a
+conditional update (`filter(<expected state>).update(<new state>)`) that
+returns whether it won, so racing processes never both make the same move.
+`sessions.lifecycle` composes them into the turn lifecycle.
+"""
+from sessions.models.event import Event, EventType
+from sessions.models.session import (
+    RunOptions,
+    Session,
+    Turn,
+    hash_token,
+    new_id,
+    new_session_id,
+    new_turn_id,
+)
+from sessions.models.timer import Reminder, Schedule, new_reminder_id
+from sessions.models.toolcall import ToolCall
+
+__all__ = [
+    "Event", "EventType", "Reminder", "RunOptions", "Schedule", "Session", "ToolCall", "Turn", "hash_token",
+    "new_id", "new_reminder_id", "new_session_id", "new_turn_id",
+]

@@ -1,0 +1,58 @@
+"""The event log's row and its vocabulary (DESIGN.md, "Events")."""
+from __future__ import annotations
+
+from enum import StrEnum
+
+from django.db import models
+from django.utils import timezone
+
+
+class EventType(StrEnum):
+    SESSION_STARTED = "session.started"
+    AB_ASSIGNED = "ab.assigned"
+    SESSION_WAITING = "session.waiting"
+    SESSION_COMPLETED = "session.completed"
+    SESSION_FAILED = "session.failed"
+    AGENT_BOUND = "agent.bound"
+    MESSAGE_RECEIVED = "message.received"
+    TURN_STARTED = "turn.started"
+    TURN_COMPLETED = "turn.completed"
+    TURN_FAILED = "turn.failed"
+    STEP_STARTED = "step.started"
+    STEP_COMPLETED = "step.completed"
+    REASONING_APPENDED = "reasoning.appended"
+    REASONING_COMPLETED = "reasoning.completed"
+    MESSAGE_APPENDED = "message.appended"
+    MESSAGE_COMPLETED = "message.completed"
+    ACTIONS_REQUESTED = "actions.requested"
+    ACTION_RESULT = "action.result"
+    ACTION_APPROVAL_REQUESTED = "action.approval_requested"
+    ACTION_APPROVAL_RESOLVED = "action.approval_resolved"
+    SUBAGENT_CALLED = "subagent.called"
+    SUBAGENT_COMPLETED = "subagent.completed"
+
+
+class Event(models.Model):
+    session = models.ForeignKey("Session", on_delete=models.CASCADE, related_name="events")
+    index = models.PositiveIntegerField()
+    turn_id = models.CharField(max_length=40, blank=True)
+    type = models.CharField(max_length=64)
+    data = models.JSONField(default=dict)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["session", "index"]
+        constraints = [models.UniqueConstraint(fields=["session", "index"], name="event_session_index_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.index} {self.type}"
+
+    def envelope(self) -> dict:
+        return {
+            "type": self.type,
+            "index": self.index,
+            "sessionId": self.session_id,
+            "turnId": self.turn_id or None,
+            "at": self.at.isoformat().replace("+00:00", "Z"),
+            "data": self.data,
+        }
