@@ -11,7 +11,8 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from sessions.principal import Principal
-from sessions.admission import delete_session, stop_session
+from sessions.admission import stop_session
+from sessions.deletion import delete_session
 from sessions.lifecycle import interrupt
 from sessions.approvals import resolve_approval
 from sessions.instants import iso_z

@@ -139,17 +139,3 @@ def stop_session(session: Session) -> bool:
     if not turn_id:
         return False
     return lifecycle.interrupt_in_flight(session.pk, turn_id)
-
-
-def delete_session(session: Session) -> None:
-    from sessions.timers import cancel_session_reminders
-
-    stop_session(session)
-    cancel_session_reminders(session)
-    with transaction.atomic():
-        # Lock the row before the cascade is collected. A worker still finishing
-        # the turn would otherwise add events after the collection, and on
-        # PostgreSQL the delete then fails its deferred foreign-key check; with
-        # the lock, the worker's next append waits and finds the session gone.
-        Session.objects.select_for_update().filter(pk=session.pk).values_list("pk", flat=True).first()
-        Session.objects.filter(pk=session.pk).delete()

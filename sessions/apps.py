@@ -13,8 +13,13 @@ class SessionsConfig(AppConfig):
         from django_q.signals import post_spawn
 
         from agents.signals import deployment_activated
+        from sessions import ticker
         from sessions.receivers import sync_deployed_schedules
-        from sessions.recovery import start_sweeper
+        from sessions.recovery import sweep_and_report
+        from sessions.timers import tick
 
-        post_spawn.connect(start_sweeper, dispatch_uid="agentsite-turn-recovery")
+        # The ticker's jobs, in order: end lost turns first, then fire due timers.
+        ticker.add_job("recovery sweep", sweep_and_report)
+        ticker.add_job("timer tick", tick)
+        post_spawn.connect(ticker.start_ticker, dispatch_uid="agentsite-turn-recovery")
         deployment_activated.connect(sync_deployed_schedules, dispatch_uid="agentsite-sync-schedules")

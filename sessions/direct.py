@@ -29,6 +29,7 @@ from sessions import lifecycle
 from sessions.admission import AdmissionError
 from sessions.events import append_events
 from sessions.models import EventType, Session, ToolCall, Turn
+from sessions.processes import process_id
 from sessions.tools import (
     check_time_args,
     execute,
@@ -111,7 +112,7 @@ def _call_in_session(session: Session, tool: Tool, name: str, validated, call_id
         # find the call awaiting approval while its turn is not parked yet.
         turn = Turn(session=session, trigger=Turn.Trigger.TOOL, message=f"{name} call",
                     status=Turn.Status.AWAITING_APPROVAL if parks else Turn.Status.RUNNING,
-                    claimed_by="" if parks else lifecycle.worker_name(), started_at=timezone.now())
+                    claimed_by="" if parks else process_id(), started_at=timezone.now())
         if not lifecycle.lock_for_call(session, turn, parks=parks):
             transaction.set_rollback(True)
             raise AdmissionError("session_busy", "a turn is running on this session; retry when it has settled", 409)

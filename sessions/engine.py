@@ -25,6 +25,7 @@ from sessions.builtins import builtin_tools
 from sessions.direct import resume_call
 from sessions.events import SessionGone
 from sessions.models import EventType, Session, ToolCall, Turn
+from sessions.processes import process_id
 from sessions.runner import Emitter, Interrupted, InterruptWatch, Parked, Profile, Runner
 from sessions.tools import Executor, result_payload, tool_message
 from sessions.usage import add_usage, zero
@@ -100,7 +101,7 @@ def run_turn(turn_id: str) -> None:
     except DatabaseError:  # a connection that died while the worker was idle: once more on a fresh one
         drop_broken_connection()
         turn = Turn.objects.select_related("session__deployment__agent").filter(pk=turn_id).first()
-    if turn is None or not turn.claim(lifecycle.worker_name(), lease_seconds()):
+    if turn is None or not turn.claim(process_id(), lease_seconds()):
         return
     try:
         with Heartbeat(turn):

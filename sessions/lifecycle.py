@@ -15,8 +15,6 @@ them back if it lost.
 """
 from __future__ import annotations
 
-import os
-import socket
 from datetime import datetime
 from typing import Any, Iterable, Sequence
 
@@ -34,11 +32,6 @@ from sessions.usage import Usage, add_usage
 
 # The django-q task that runs a turn (a dotted path: queued tasks outlive a deploy).
 RUN_TURN_TASK = "sessions.engine.run_turn"
-
-
-def worker_name() -> str:
-    """Who holds a claimed turn: recovery treats a dead process on this host as a lost worker."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def enqueue_turn(turn_id: str) -> None:

@@ -11,41 +11,23 @@ task was lost (claiming is conditional, so a duplicate task is harmless).
 from __future__ import annotations
 
 import logging
-import os
 import socket
-import threading
-import time
 
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from sessions.events import SessionGone
 from sessions.lifecycle import ending_events, requeue_lost_task, settle
 from sessions.models import EventType, Session, ToolCall, Turn
+from sessions.processes import process_gone
 from sessions.tools import result_payload
 
 log = logging.getLogger(__name__)
 
 LOST_ERROR = "worker lost: the process running this turn stopped"
 REQUEUE_AFTER_SECONDS = 30
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _worker_dead(claimed_by: str) -> bool:
-    """True only when the claiming process was on this host and is gone."""
-    host, _, pid = claimed_by.rpartition(":")
-    return host == socket.gethostname() and pid.isdigit() and not _pid_alive(int(pid))
 
 
 def fail_lost_turn(turn: Turn) -> bool:
@@ -88,7 +70,7 @@ def sweep(now=None) -> int:
     ).only("id", "session_id", "trigger", "claimed_by", "lease_until", "message")
     for turn in running:
         lapsed = turn.lease_until is not None and turn.lease_until < now
-        if lapsed or _worker_dead(turn.claimed_by):
+        if lapsed or process_gone(turn.claimed_by):
             try:
                 ended += fail_lost_turn(turn)
             except SessionGone:
@@ -101,35 +83,7 @@ def sweep(now=None) -> int:
     return ended
 
 
-class Sweeper(threading.Thread):
-    """A process's ticker: the recovery sweep, then due timers, every AGENTSITE_SWEEP_SECONDS.
-
-    One runs in each qcluster worker process, and in any process holding a
-    run-form reminder's handler (see sessions.timers.ensure_ticker).
-    """
-
-    def __init__(self) -> None:
-        super().__init__(name="ticker", daemon=True)
-
-    def run(self) -> None:
-        while True:
-            try:
-                close_old_connections()
-                if ended := sweep():
-                    log.warning("recovered %d turn(s) of lost workers", ended)
-            except Exception:
-                log.exception("recovery sweep failed")
-            try:
-                from sessions.timers import tick
-
-                tick()
-            except Exception:
-                log.exception("timer tick failed")
-            time.sleep(settings.AGENTSITE_SWEEP_SECONDS)
-
-
-def start_sweeper(sender=None, **kwargs) -> None:
-    """django-q2's post_spawn: every worker process ticks, so a dead one is covered by the others."""
-    from sessions.timers import ensure_ticker
-
-    ensure_ticker()
+def sweep_and_report() -> None:
+    """The ticker's recovery job (sessions.ticker)."""
+    if ended := sweep():
+        log.warning("recovered %d turn(s) of lost workers", ended)

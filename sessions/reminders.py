@@ -10,10 +10,7 @@ conditional update, so it happens once however many processes tick.
 from __future__ import annotations
 
 import logging
-import os
 import re
-import socket
-import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable
@@ -24,6 +21,9 @@ from django.utils import timezone
 from agents.schedules import cron_problem, next_after
 from sessions.admission import AdmissionError, submit_message
 from sessions.models import Reminder, Session, Turn
+from sessions.processes import process_gone
+from sessions.processes import process_id as owner_id
+from sessions.ticker import ensure_ticker
 
 log = logging.getLogger(__name__)
 
@@ -54,16 +54,6 @@ def parse_duration(text: Any) -> timedelta:
     if seconds > MAX_DURATION.total_seconds():
         raise TimerError(f"{text!r} is too long: durations go up to {MAX_DURATION.days}d (ten years)")
     return timedelta(seconds=seconds)
-
-
-def owner_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _owner_gone(owner: str) -> bool:
-    from sessions.recovery import _worker_dead
-
-    return _worker_dead(owner)
 
 
 def next_due(kind: str, spec: str, due: datetime, now: datetime) -> datetime | None:
@@ -232,7 +222,7 @@ def fire_reminder_now(reminder: Reminder, now: datetime | None = None) -> bool:
     if reminder.status != Reminder.Status.ARMED or due is None:
         return False
     if (reminder.is_run_form and reminder.handler_owner != owner_id() and reminder.id not in _handlers
-            and not _owner_gone(reminder.handler_owner)):
+            and not process_gone(reminder.handler_owner)):
         raise TimerError(
             f"this reminder's run handler lives in the memory of process {reminder.handler_owner}, not this one; "
             "it fires there on that process's ticker (not under --dev). Prefer the prompt form to fire it by hand.",
@@ -248,33 +238,12 @@ def disarm_lost_handlers() -> int:
     """Run-form reminders whose process is gone can never fire: disarm them, saying why."""
     count = 0
     for reminder in Reminder.objects.filter(status=Reminder.Status.ARMED).exclude(handler_owner=""):
-        if reminder.handler_owner != owner_id() and _owner_gone(reminder.handler_owner):
+        if reminder.handler_owner != owner_id() and process_gone(reminder.handler_owner):
             count += reminder.end(Reminder.Status.DISARMED, "handler_lost_on_restart")
         elif reminder.handler_owner == owner_id() and reminder.id not in _handlers:
             count += reminder.end(Reminder.Status.DISARMED, "handler_lost_on_restart")
     return count
 
-
-
-_ticker_lock = threading.Lock()
-_ticker_pid: int | None = None
-
-
-def ensure_ticker() -> None:
-    """Start this process's ticker thread (recovery sweep and timers) once."""
-    global _ticker_pid
-    from django_q.conf import Conf
-
-    from sessions.recovery import Sweeper
-
-    # In sync mode (tests) "spawning" a worker runs tasks in the caller's process: tests tick by hand.
-    if Conf.SYNC:
-        return
-    with _ticker_lock:
-        if _ticker_pid == os.getpid():
-            return
-        _ticker_pid = os.getpid()
-        Sweeper().start()
 
 
 @dataclass

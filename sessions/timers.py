@@ -23,9 +23,12 @@ from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
+from agents.discovery import load_deployment
 from agents.schedules import next_after
 from sessions.admission import start_session
+from sessions.direct import call_tool
 from sessions.models import Reminder, Schedule, Session, Turn
+from sessions.principal import Principal
 from sessions.reminders import (  # noqa: F401 (the timers API: views, the admin and tests import it here)
     MAX_DURATION,
     Host,
@@ -82,17 +85,13 @@ def claim_schedule(schedule: Schedule, due: datetime, now: datetime) -> bool:
     )
 
 
-def schedule_principal(schedule: Schedule):
-    from sessions.principal import Principal
-
+def schedule_principal(schedule: Schedule) -> Principal:
     return Principal(authenticator="schedule", principal_id=f"schedule:{schedule.agent.slug}/{schedule.schedule_id}",
                      principal_type="app")
 
 
 def run_schedule(schedule: Schedule, due: datetime) -> list[str]:
     """Do the work of one claimed firing; returns the sessions it started."""
-    from agents.discovery import load_deployment
-
     agent = schedule.agent
     principal = schedule_principal(schedule)
     session_ids: list[str] = []
@@ -138,8 +137,6 @@ class ScheduleContext:
         return admitted.session.id
 
     def call_tool(self, name: str, input: dict[str, Any] | None = None) -> Any:
-        from sessions.direct import call_tool
-
         return call_tool(self.schedule.agent, name, input or {})["output"]
 
 

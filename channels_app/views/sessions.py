@@ -18,7 +18,8 @@ from channels_app.pagination import SessionCursorPagination
 from channels_app.parsers import parse_start_index
 from channels_app.responses import FollowUpAccepted, SessionCreated, SessionDetail, SessionPage, StopAccepted
 from channels_app.schema import BODY, EVENTS_PARAMETERS, LIST_PARAMETERS, NDJSON_EVENTS, SESSION, refusals
-from sessions.admission import delete_session, start_session, stop_session, submit_message
+from sessions.admission import start_session, stop_session, submit_message
+from sessions.deletion import delete_session
 from sessions.events import read_events
 from sessions.models import Session
 

@@ -16,6 +16,8 @@ from typing import Any
 from django.db import models
 from django.utils import timezone
 
+from agents.discovery import load_deployment
+
 
 def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(12)}"
@@ -133,8 +135,6 @@ class Session(models.Model):
 
         A release that no longer loads has no hooks: observing must never stop an event being written.
         """
-        from agents.discovery import load_deployment
-
         try:
             return load_deployment(self.deployment).hooks
         except Exception:
