@@ -19,6 +19,7 @@ from channels_app.auth import Principal, RequestInfo, authenticate
 from channels_app.errors import APIError
 from channels_app.ownership import get_owned_session
 from sessions.models import Event, Reminder, Session
+from sessions.trajectory import fold_turn_outcome
 
 
 def dev_mode(request: HttpRequest) -> dict[str, Any]:
@@ -158,14 +159,8 @@ def build_trace(rows: list[tuple[int, str, str, dict, datetime]]) -> list[dict[s
                 if item["kind"] == "subagent" and item["label"] == data.get("subagent"):
                     item["end"] = at
                     break
-        elif type_ == "action.approval_requested":
-            turn["status"] = "awaiting_approval"
-        elif type_ == "action.approval_resolved":
-            turn["status"] = "running"
-        elif type_ == "turn.completed":
-            turn.update(status="completed", usage=data.get("usage", {}))
-        elif type_ == "turn.failed":
-            turn.update(status="failed", usage=data.get("usage", {}), error=data.get("error", ""))
+        else:
+            fold_turn_outcome(turn, type_, data)
     for turn in turns:
         total = max((turn["end"] - turn["start"]).total_seconds() * 1000, 0.001)
         turn["durationMs"] = round(total, 1)

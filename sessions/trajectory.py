@@ -13,6 +13,23 @@ SESSION_ENDINGS = {
 }
 
 
+def fold_turn_outcome(turn: dict[str, Any], kind: str, data: dict[str, Any]) -> None:
+    """What an event says of its turn's state: parked, running again, or ended (status, usage, error, duration).
+
+    The one reading of a turn's outcome from its events, shared by this trajectory and the playground's trace.
+    """
+    if kind == EventType.ACTION_APPROVAL_REQUESTED:
+        turn["status"] = Turn.Status.AWAITING_APPROVAL
+    elif kind == EventType.ACTION_APPROVAL_RESOLVED and turn["status"] == Turn.Status.AWAITING_APPROVAL:
+        turn["status"] = Turn.Status.RUNNING
+    elif kind in (EventType.TURN_COMPLETED, EventType.TURN_FAILED):
+        turn["status"] = Turn.Status.COMPLETED if kind == EventType.TURN_COMPLETED else Turn.Status.FAILED
+        turn["usage"] = data.get("usage", {})
+        turn["durationMs"] = data.get("durationMs")
+        if kind == EventType.TURN_FAILED:
+            turn["error"] = data.get("error", turn["error"])
+
+
 def build_trajectory(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Turns as the events tell them; a turn's and the total `usage` is None where unknown."""
     turns: list[dict[str, Any]] = []
@@ -47,16 +64,12 @@ def build_trajectory(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
         elif kind == EventType.ACTION_APPROVAL_REQUESTED:
             status = Session.Status.AWAITING_APPROVAL
             if event["turnId"] == current["turnId"]:  # (a parked direct call has a turn of its own)
-                current["status"] = Turn.Status.AWAITING_APPROVAL
+                fold_turn_outcome(current, kind, data)
         elif kind == EventType.ACTION_APPROVAL_RESOLVED and status == Session.Status.AWAITING_APPROVAL:
             status = Session.Status.RUNNING
-            if current["status"] == Turn.Status.AWAITING_APPROVAL:
-                current["status"] = Turn.Status.RUNNING
-        elif kind == EventType.TURN_COMPLETED:
-            current.update(status=Turn.Status.COMPLETED, usage=data.get("usage", {}), durationMs=data.get("durationMs"))
-        elif kind == EventType.TURN_FAILED:
-            current.update(status=Turn.Status.FAILED, error=data.get("error"), usage=data.get("usage", {}),
-                           durationMs=data.get("durationMs"))
+            fold_turn_outcome(current, kind, data)
+        elif kind in (EventType.TURN_COMPLETED, EventType.TURN_FAILED):
+            fold_turn_outcome(current, kind, data)
         status = SESSION_ENDINGS.get(kind, status)
     last = turns[-1] if turns else {}
     total: dict[str, int] | None = zero() if turns else {}
