@@ -872,7 +872,9 @@ def run_config(name: str, counts: dict[str, Any], args: argparse.Namespace, tmp:
         counts_dir = state_root / "counts"
         counts_dir.mkdir()
         extra["AGENTSITE_BENCH_COUNT_DIR"] = str(counts_dir)
-        extra["PYTHONPATH"] = str(src / "bench" / "counting")  # its sitecustomize counts statements
+        # Its sitecustomize counts statements; a PYTHONPATH of the caller's (a --settings module) stays on the path.
+        extra["PYTHONPATH"] = os.pathsep.join(p for p in (str(src / "bench" / "counting"),
+                                                          os.environ.get("PYTHONPATH", "")) if p)
         server = Server(src, state_root, child_env(extra), asgi=args.asgi)
         server.start()
         if args.pin:
