@@ -6,6 +6,8 @@ from enum import StrEnum
 from django.db import models
 from django.utils import timezone
 
+from sessions.instants import iso_z
+
 
 class EventType(StrEnum):
     SESSION_STARTED = "session.started"
@@ -53,6 +55,6 @@ class Event(models.Model):
             "index": self.index,
             "sessionId": self.session_id,
             "turnId": self.turn_id or None,
-            "at": self.at.isoformat().replace("+00:00", "Z"),
+            "at": iso_z(self.at),
             "data": self.data,
         }
