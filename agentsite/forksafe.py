@@ -19,6 +19,7 @@ connections: only it uses them.
 """
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -64,5 +65,8 @@ def install() -> None:
     """Run once per process (AppConfig.ready); the hook then covers every later fork."""
     global _installed
     if not _installed and hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=forget_inherited_clients)
+        # Frozen objects are left out of the cyclic collector, so a child's collections
+        # never write to the pages it shares with its parent: each of django-q2's forks
+        # then keeps sharing the parent's loaded code and objects instead of copying them.
+        os.register_at_fork(before=gc.freeze, after_in_child=forget_inherited_clients)
         _installed = True
