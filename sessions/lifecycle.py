@@ -205,9 +205,10 @@ def settle(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, A
             # A failed turn's input stays in the conversation: the next turn's model sees what was asked.
             update["conversation"] = messages
         if count_usage and usage:
-            # Totals count what is known; a turn whose usage is unknown adds nothing.
-            current = Session.objects.filter(pk=session.pk).values_list("usage", flat=True).first() or {}
-            update["usage"] = add_usage(current, usage)
+            # Totals count what is known; a turn whose usage is unknown adds nothing. Only a settle
+            # writes the totals, under the lock this turn holds, so `session` as loaded once the
+            # turn was claimed already has them: no need to read them again.
+            update["usage"] = add_usage(session.usage or {}, usage)
         Session.release_lock(session.pk, turn.pk, **update)
         if not turn.end(status, error=error, usage=usage):
             transaction.set_rollback(True)  # not ours any more: whoever ended it settled it

@@ -159,3 +159,19 @@ def test_a_tool_for_the_agents_workspace_fails_closed_when_called_directly(alice
 
     assert response.status_code == 422
     assert response.json()["error"]["code"] == "execution_unavailable"
+
+
+@transactional
+def test_the_sessions_usage_totals_add_up_every_turn_a_parked_one_included(alice, helper, sync_turns):
+    created = post_json(alice, "/helper/v1/session", {"message": call_line("pay", {"amount": 5})}).json()
+    session_id = created["sessionId"]
+    [call] = alice.get(f"/helper/v1/session/{session_id}/approvals").json()["approvals"]
+    assert post_json(alice, f"/helper/v1/session/{session_id}/approvals/{call['callId']}",
+                     {"decision": "approve"}).status_code == 200
+    follow_up = {"message": "and now?", "continuationToken": created["continuationToken"]}
+    assert post_json(alice, "/helper/v1/session", follow_up).status_code == 202
+
+    ended = [e["data"]["usage"] for e in read_events(session_id) if e["type"] == "turn.completed"]
+    assert len(ended) == 2 and all(u["inputTokens"] > 0 for u in ended)
+    totals = Session.objects.get(pk=session_id).usage
+    assert totals == {k: sum(u[k] for u in ended) for k in ended[0]}
