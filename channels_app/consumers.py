@@ -62,7 +62,7 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
 
     async def follow(self, start: int) -> None:
         try:
-            async for event in follow_events(self.session.id, start):
+            async for event in follow_events(self.session.id, start, self.session.mode):
                 await self.send(text_data=json.dumps(event, separators=(",", ":")))
             await self.close(code=1000)  # a task session ended, or the session was deleted
         except asyncio.CancelledError:

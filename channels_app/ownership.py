@@ -38,16 +38,18 @@ def get_owned_session(slug: str, session_id: str, principal) -> Session:
     return require_owner(session, principal)
 
 
-def check_reader(slug: str, session_id: str, principal) -> None:
-    """As get_owned_session, for a reader that needs no more than the answer:
-    it loads two columns, not the session with its agent and deployment."""
-    owner = (Session.objects.filter(pk=session_id, agent__slug=slug)
-             .values_list("principal_id", "authenticator").first())
-    if owner is None:
+def check_reader(slug: str, session_id: str, principal) -> str:
+    """As get_owned_session, for a reader that needs no more than the answer and
+    the session's mode (which it returns): three columns, not the session with
+    its agent and deployment."""
+    row = (Session.objects.filter(pk=session_id, agent__slug=slug)
+           .values_list("principal_id", "authenticator", "mode").first())
+    if row is None:
         get_agent(slug)
         raise APIError(404, "session_not_found", f"no session {session_id!r} on agent {slug!r}")
-    if owner != (principal.principal_id, principal.authenticator):
+    if row[:2] != (principal.principal_id, principal.authenticator):
         raise APIError(403, "forbidden", "this session belongs to another principal")
+    return row[2]
 
 
 def get_session_by_token(agent: Agent, token: str, principal) -> Session:

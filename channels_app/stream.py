@@ -20,13 +20,12 @@ from sessions.follow import follow_events
 
 
 @database_sync_to_async
-def _refusal(slug: str, session_id: str, principal) -> APIError | None:
-    """Why the caller may not read the session, or None if it may."""
+def _access(slug: str, session_id: str, principal) -> str | APIError:
+    """The session's mode if the caller may read it, else why not."""
     try:
-        check_reader(slug, session_id, principal)
+        return check_reader(slug, session_id, principal)
     except APIError as exc:
         return exc
-    return None
 
 
 async def _ndjson(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
@@ -61,9 +60,10 @@ async def stream_view(request, slug: str, session_id: str):
         start = parse_start_index(request.GET.get("startIndex"), request.headers.get("Last-Event-ID") if sse else None)
     except APIError as exc:
         return error_response(exc.status_code, exc.error_code, exc.message)
-    if refusal := await _refusal(slug, session_id, principal):
-        return error_response(refusal.status_code, refusal.error_code, refusal.message)
-    events = follow_events(session_id, start)
+    mode = await _access(slug, session_id, principal)
+    if isinstance(mode, APIError):
+        return error_response(mode.status_code, mode.error_code, mode.message)
+    events = follow_events(session_id, start, mode)
     response = StreamingHttpResponse(
         _sse(events) if sse else _ndjson(events),
         content_type="text/event-stream" if sse else "application/x-ndjson",

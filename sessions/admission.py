@@ -90,8 +90,9 @@ def start_session(
                 "model": deployment.manifest.get("model", ""),
             }),
         ], hooks)
-    # The turn may already have run (inline turns): report the status as it is now.
-    session.status = Session.objects.filter(pk=session.pk).values_list("status", flat=True).first() or session.status
+    if lifecycle.runs_inline():
+        # The turn ran at commit, in this process: report the status it left.
+        session.status = Session.objects.filter(pk=session.pk).values_list("status", flat=True).first() or session.status
     return Admitted(session=session, turn=turn, continuation_token=token)
 
 

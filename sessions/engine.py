@@ -97,11 +97,14 @@ class Heartbeat:
 def run_turn(turn_id: str) -> None:
     """The django-q task: claim the turn and run it; a turn already claimed is left alone."""
     try:
-        turn = Turn.objects.select_related("session__deployment__agent").filter(pk=turn_id).first()
+        won = Turn.claim(turn_id, process_id(), lease_seconds())
     except DatabaseError:  # a connection that died while the worker was idle: once more on a fresh one
         drop_broken_connection()
-        turn = Turn.objects.select_related("session__deployment__agent").filter(pk=turn_id).first()
-    if turn is None or not turn.claim(process_id(), lease_seconds()):
+        won = Turn.claim(turn_id, process_id(), lease_seconds())
+    if not won:
+        return
+    turn = Turn.objects.select_related("session__deployment__agent").filter(pk=turn_id).first()
+    if turn is None:  # its session was deleted in between
         return
     try:
         with Heartbeat(turn):
@@ -120,7 +123,7 @@ class TurnRunner:
         self.turn = turn
         self.session: Session = turn.session
         self.emitter = Emitter(self.session.id, turn.id, settings.AGENTSITE_DELTA_FLUSH_SECONDS)
-        self.interrupts = InterruptWatch(turn)
+        self.interrupts = InterruptWatch(turn, fresh=True)  # run_turn read the row after its claim
         state = turn.state or {}
         self.usage_so_far = state["usage"] if "usage" in state else zero()  # a resumed turn's steps so far
         self.started = time.monotonic() - state.get("elapsedMs", 0) / 1000

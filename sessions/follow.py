@@ -45,11 +45,15 @@ class Opening:
     events: list[dict[str, Any]]
 
 
-def open_log(session_id: str, start: int) -> Opening | None:
-    """Everything a reader needs to begin, in one trip to a thread; None if the session is gone."""
-    mode = Session.objects.filter(pk=session_id).values_list("mode", flat=True).first()
+def open_log(session_id: str, start: int, mode: str | None = None) -> Opening | None:
+    """Everything a reader needs to begin, in one trip to a thread; None if the session is gone.
+
+    A caller that already read the session's `mode` (with its access check) passes it.
+    """
     if mode is None:
-        return None
+        mode = Session.objects.filter(pk=session_id).values_list("mode", flat=True).first()
+        if mode is None:
+            return None
     last_type = ""
     if start > 0:
         earlier = Event.objects.filter(session_id=session_id, index__lt=start).order_by("-index")
@@ -70,10 +74,11 @@ def _exists(session_id: str) -> bool:
     return Session.objects.filter(pk=session_id).exists()
 
 
-async def follow_events(session_id: str, start: int) -> AsyncIterator[dict[str, Any]]:
+async def follow_events(session_id: str, start: int, mode: str | None = None) -> AsyncIterator[dict[str, Any]]:
     """Yield envelopes from `start` on, live, until the caller stops iterating.
 
     Ends by itself when the session is deleted or a task session has ended.
+    `mode`: the session's, when the caller knows it.
     """
     await wakeups.listen_for_other_processes()
     layer = get_channel_layer()
@@ -81,7 +86,7 @@ async def follow_events(session_id: str, start: int) -> AsyncIterator[dict[str, 
     await layer.group_add(wakeups.group_name(session_id), channel)
     wakeup: asyncio.Future | None = None
     try:
-        opening = await _open(session_id, start)
+        opening = await _open(session_id, start, mode)
         if opening is None:
             return
         mode, last_type, events = opening.mode, opening.last_type, opening.events

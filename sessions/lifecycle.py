@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
+from django_q.conf import Conf
 from django_q.tasks import async_task
 
 from agents.sdk import Hook
@@ -32,6 +33,11 @@ from sessions.usage import Usage, add_usage
 
 # The django-q task that runs a turn (a dotted path: queued tasks outlive a deploy).
 RUN_TURN_TASK = "sessions.engine.run_turn"
+
+
+def runs_inline() -> bool:
+    """Whether an enqueued turn runs at once in this process (`manage.py run`, django-q2's sync mode)."""
+    return bool(getattr(settings, "AGENTSITE_INLINE_TURNS", False) or Conf.SYNC)
 
 
 def enqueue_turn(turn_id: str) -> None:

@@ -50,10 +50,13 @@ class Interrupted(Exception):
 class InterruptWatch:
     """Whether the turn was asked to stop, read from the database at most every INTERRUPT_CHECK_SECONDS."""
 
-    def __init__(self, turn):
+    def __init__(self, turn, fresh: bool = False):
         self.turn = turn
         self._next_check = 0.0
-        self._interrupted = False
+        # `fresh`: the turn row was read just after its claim, so its flag is
+        # current and the first check() need not read it again.
+        self._interrupted = bool(fresh and turn.interrupt_requested)
+        self._fresh = fresh
 
     def should_stop(self) -> bool:
         if self._interrupted:
@@ -66,6 +69,11 @@ class InterruptWatch:
 
     def check(self) -> None:
         """Read the flag now (between steps, before resuming) and raise Interrupted if set."""
+        if self._fresh:
+            self._fresh = False
+            if self._interrupted:
+                raise Interrupted()
+            return
         self._next_check = 0.0
         if self.should_stop():
             raise Interrupted()

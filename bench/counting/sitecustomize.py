@@ -13,6 +13,9 @@ import threading
 import time
 
 _dir = os.environ.get("AGENTSITE_BENCH_COUNT_DIR")
+# With AGENTSITE_BENCH_SQL_TRACE=1 every statement is also appended to
+# <dir>/<pid>.sql (its first 300 characters), to see what a turn runs.
+_trace = os.environ.get("AGENTSITE_BENCH_SQL_TRACE") == "1"
 
 
 def _install() -> None:
@@ -28,6 +31,9 @@ def _install() -> None:
             counts["queries"] += 1
             if not in_atomic and not sql.lstrip()[:6].upper() == "SELECT":
                 counts["commits"] += 1  # a write that autocommit commits by itself
+            if _trace:
+                with open(os.path.join(_dir, f"{os.getpid()}.sql"), "a") as f:
+                    f.write(f"{'T' if in_atomic else '-'} {' '.join(sql.split())[:300]}\n")
         return execute(sql, params, many, context)
 
     def on_connection(sender, connection, **kwargs):
@@ -38,6 +44,9 @@ def _install() -> None:
             def counted_commit():
                 with lock:
                     counts["commits"] += 1
+                    if _trace:
+                        with open(os.path.join(_dir, f"{os.getpid()}.sql"), "a") as f:
+                            f.write("- COMMIT\n")
                 return commit()
 
             connection.commit = counted_commit

@@ -14,6 +14,8 @@ from functools import cached_property
 from typing import Any
 
 from django.db import models
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agents.discovery import load_deployment
@@ -222,21 +224,20 @@ class Turn(models.Model):
     def __str__(self) -> str:
         return self.id
 
-    def claim(self, worker: str, lease_seconds: float) -> bool:
-        """queued → running; True only for the one caller whose update won."""
+    @staticmethod
+    def claim(turn_id: str, worker: str, lease_seconds: float) -> bool:
+        """queued → running; True only for the one caller whose update won.
+
+        The winner reads the row afterwards: what it reads then (an interrupt
+        flagged while the turn was queued included) is current.
+        """
         now = timezone.now()
-        fields = {
-            "status": self.Status.RUNNING,
-            "claimed_by": worker,
-            "started_at": self.started_at or now,
-            "lease_until": now + timezone.timedelta(seconds=lease_seconds),
-        }
-        won = Turn.objects.filter(pk=self.pk, status=self.Status.QUEUED).update(**fields)
-        if won:
-            # The winner's row is now exactly this: no need to read it back.
-            for name, value in fields.items():
-                setattr(self, name, value)
-        return bool(won)
+        return bool(Turn.objects.filter(pk=turn_id, status=Turn.Status.QUEUED).update(
+            status=Turn.Status.RUNNING,
+            claimed_by=worker,
+            started_at=Coalesce(F("started_at"), Value(now, output_field=models.DateTimeField())),  # a resumed turn keeps its first start
+            lease_until=now + timezone.timedelta(seconds=lease_seconds),
+        ))
 
     def renew_lease(self, lease_seconds: float) -> bool:
         return bool(
