@@ -247,8 +247,9 @@ AGENTSITE_MAX_STEPS = int(os.environ.get("AGENTSITE_MAX_STEPS", "12"))
 AGENTSITE_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTSITE_MAX_MESSAGE_CHARS", "100000"))
 # Readers poll the event table in case a wake-up was lost. Redis carries every
 # process's wake-ups to every reader, so there the poll is only a slow backstop;
-# the embedded default's doorbells are best-effort datagrams, so it polls fast.
-AGENTSITE_STREAM_POLL_RUNNING = float(os.environ.get("AGENTSITE_STREAM_POLL_RUNNING", "0.25" if REDIS_URL else "0.01"))
+# the embedded default's doorbells are datagrams that a full socket buffer drops,
+# so it polls faster (each poll is a read of the event table: not too fast).
+AGENTSITE_STREAM_POLL_RUNNING = float(os.environ.get("AGENTSITE_STREAM_POLL_RUNNING", "0.25" if REDIS_URL else "0.05"))
 AGENTSITE_STREAM_POLL_IDLE = float(os.environ.get("AGENTSITE_STREAM_POLL_IDLE", "0.25"))
 # Text deltas are coalesced for this long before they are written.
 AGENTSITE_DELTA_FLUSH_SECONDS = float(os.environ.get("AGENTSITE_DELTA_FLUSH_SECONDS", "0.03"))

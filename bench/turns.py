@@ -294,6 +294,18 @@ class Server:
     def pid(self, name: str) -> int:
         return self.procs[name].pid
 
+    def defunct(self) -> list[str]:
+        """Zombie processes in the server's trees (a child that exited and was never reaped)."""
+        found = []
+        for name, proc in self.procs.items():
+            for p in tree(proc.pid):
+                try:
+                    if p.status() == psutil.STATUS_ZOMBIE:
+                        found.append(f"{name}:{p.pid}")
+                except psutil.NoSuchProcess:
+                    pass
+        return found
+
     def cpu(self) -> dict[str, float]:
         return {name: tree_cpu(p.pid) for name, p in self.procs.items()}
 
@@ -638,6 +650,9 @@ class Bench:
         out["db_per_turn"] = {k: round((q1[k] - q0[k]) / turns, 1) for k in q0}
         out["web_established_conns"] = self.server.web_connections()
         out["db_connections"] = self.server.db_handles(None if self.cfg.pg_db else self.cfg.db_path)
+        out["defunct"] = self.server.defunct()
+        if out["defunct"]:
+            print(f"    ! defunct processes in the server trees: {out['defunct']}")
         self.server.check_alive()
         self.results[name] = out
         return out

@@ -62,8 +62,9 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
 
     async def follow(self, start: int) -> None:
         try:
-            async for event in follow_events(self.session.id, start, self.session.mode):
-                await self.send(text_data=json.dumps(event, separators=(",", ":")))
+            async for batch in follow_events(self.session.id, start, self.session.mode):
+                for line in batch:
+                    await self.send(text_data=line.json)
             await self.close(code=1000)  # a task session ended, or the session was deleted
         except asyncio.CancelledError:
             raise

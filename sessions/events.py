@@ -9,14 +9,20 @@ after commit, so a reader never looks for a row that is not there yet.
 """
 from __future__ import annotations
 
+import functools
+import json
 import logging
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from django.db import connection, transaction
+from django.db.models import TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from agents.sdk import Hook
 from sessions import wakeups
+from sessions.instants import iso_z
 from sessions.models import Event, EventType, Session
 
 log = logging.getLogger(__name__)
@@ -133,6 +139,38 @@ def _insert(events: list[Event]) -> None:
 
 def append_event(session_id: str, type_: EventType, data: dict[str, Any], turn_id: str = "", hooks: Sequence[Hook] = ()) -> Event:
     return append_events(session_id, [(type_, data)], turn_id, hooks)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One event as readers send it: its envelope already serialized as JSON."""
+    index: int
+    type: str
+    json: str
+
+
+def read_lines(session_id: str, start_index: int = 0, limit: int | None = None) -> list[Line]:
+    """The session's events from `start_index` on, serialized, in order.
+
+    The envelope is the same as `Event.envelope()`, but `data` is spliced in
+    as the text the database holds: a replay never decodes and re-encodes
+    every event's payload (most of the cost of sending a long log).
+    """
+    rows = (Event.objects.filter(session_id=session_id, index__gte=start_index).order_by("index")
+            .annotate(text=Cast("data", TextField())).values_list("index", "type", "turn_id", "at", "text"))
+    if limit is not None:
+        rows = rows[:limit]
+    session = json.dumps(session_id)
+    return [
+        Line(index, type_, f'{{"type":{_quoted(type_)},"index":{index},"sessionId":{session},'
+                           f'"turnId":{json.dumps(turn_id) if turn_id else "null"},"at":"{iso_z(at)}","data":{text}}}')
+        for index, type_, turn_id, at, text in rows
+    ]
+
+
+@functools.lru_cache(maxsize=256)
+def _quoted(value: str) -> str:
+    return json.dumps(value)
 
 
 def read_events(session_id: str, start_index: int = 0, limit: int | None = None) -> list[dict[str, Any]]:

@@ -17,20 +17,20 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import AsyncIterator
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
 from sessions import wakeups
-from sessions.events import TERMINAL_TYPES, read_events
+from sessions.events import TERMINAL_TYPES, Line, read_lines
 from sessions.models import Event, Session
 
 # After a wake-up, poll fast for a while even if the log looks idle: a
 # follow-up was just admitted and its turn has not written anything yet.
 FAST_AFTER_WAKEUP_SECONDS = 2.0
-BATCH = 500
+BATCH = 2000  # events per read: a long replay is a few reads, each one write to the client
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class Opening:
     or over) and the first batch of events."""
     mode: str
     last_type: str
-    events: list[dict[str, Any]]
+    events: list[Line]
 
 
 def open_log(session_id: str, start: int, mode: str | None = None) -> Opening | None:
@@ -58,15 +58,15 @@ def open_log(session_id: str, start: int, mode: str | None = None) -> Opening | 
     if start > 0:
         earlier = Event.objects.filter(session_id=session_id, index__lt=start).order_by("-index")
         last_type = earlier.values_list("type", flat=True).first() or ""
-    return Opening(mode, last_type, read_events(session_id, start, BATCH))
+    return Opening(mode, last_type, read_lines(session_id, start, BATCH))
 
 
 _open = database_sync_to_async(open_log)
 
 
 @database_sync_to_async
-def _read(session_id: str, start: int) -> list[dict[str, Any]]:
-    return read_events(session_id, start, BATCH)
+def _read(session_id: str, start: int) -> list[Line]:
+    return read_lines(session_id, start, BATCH)
 
 
 @database_sync_to_async
@@ -74,8 +74,9 @@ def _exists(session_id: str) -> bool:
     return Session.objects.filter(pk=session_id).exists()
 
 
-async def follow_events(session_id: str, start: int, mode: str | None = None) -> AsyncIterator[dict[str, Any]]:
-    """Yield envelopes from `start` on, live, until the caller stops iterating.
+async def follow_events(session_id: str, start: int, mode: str | None = None) -> AsyncIterator[list[Line]]:
+    """Yield the serialized events from `start` on, live, a batch at a time
+    (all that one read found), until the caller stops iterating.
 
     Ends by itself when the session is deleted or a task session has ended.
     `mode`: the session's, when the caller knows it.
@@ -94,10 +95,10 @@ async def follow_events(session_id: str, start: int, mode: str | None = None) ->
         fast_until = 0.0
         next_gone_check = 0.0
         while True:
-            for event in events:
-                yield event
-                next_index = event["index"] + 1
-                last_type = event["type"]
+            if events:
+                yield events
+                next_index = events[-1].index + 1
+                last_type = events[-1].type
             if len(events) == BATCH:
                 events = await _read(session_id, next_index)
                 continue

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import socket
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone

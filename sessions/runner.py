@@ -52,9 +52,9 @@ class InterruptWatch:
 
     def __init__(self, turn, fresh: bool = False):
         self.turn = turn
-        self._next_check = 0.0
         # `fresh`: the turn row was read just after its claim, so its flag is
-        # current and the first check() need not read it again.
+        # current: the first check() need not read it again, nor should_stop() for a while.
+        self._next_check = time.monotonic() + INTERRUPT_CHECK_SECONDS if fresh else 0.0
         self._interrupted = bool(fresh and turn.interrupt_requested)
         self._fresh = fresh
 

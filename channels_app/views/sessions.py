@@ -1,7 +1,6 @@
 """Sessions: create, follow up, stop, read, list, delete, and the one-time event dump."""
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.conf import settings
@@ -20,7 +19,7 @@ from channels_app.responses import FollowUpAccepted, SessionCreated, SessionDeta
 from channels_app.schema import BODY, EVENTS_PARAMETERS, LIST_PARAMETERS, NDJSON_EVENTS, SESSION, refusals
 from sessions.admission import start_session, stop_session, submit_message
 from sessions.deletion import delete_session
-from sessions.events import read_events
+from sessions.events import read_lines
 from sessions.models import Session
 
 
@@ -123,5 +122,5 @@ class SessionEventsView(APIView):
     def get(self, request: Request, slug: str, session_id: str) -> HttpResponse:
         session = get_owned_session(slug, session_id, request.user)
         start = parse_start_index(request.query_params.get("startIndex"))
-        lines = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in read_events(session.id, start))
+        lines = "".join(f"{line.json}\n" for line in read_lines(session.id, start))
         return HttpResponse(lines, content_type="application/x-ndjson")
