@@ -16,13 +16,12 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from django.db import connection, transaction
-from django.db.models import TextField
+from django.db.models import F, Func, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
 from agents.sdk import Hook
 from sessions import wakeups
-from sessions.instants import iso_z
 from sessions.models import Event, EventType, Session
 
 log = logging.getLogger(__name__)
@@ -157,15 +156,35 @@ def read_lines(session_id: str, start_index: int = 0, limit: int | None = None) 
     every event's payload (most of the cost of sending a long log).
     """
     rows = (Event.objects.filter(session_id=session_id, index__gte=start_index).order_by("index")
-            .annotate(text=Cast("data", TextField())).values_list("index", "type", "turn_id", "at", "text"))
+            .annotate(text=Cast("data", TextField()), instant=_instant_text())
+            .values_list("index", "type", "turn_id", "instant", "text"))
     if limit is not None:
         rows = rows[:limit]
     session = json.dumps(session_id)
     return [
         Line(index, type_, f'{{"type":{_quoted(type_)},"index":{index},"sessionId":{session},'
-                           f'"turnId":{json.dumps(turn_id) if turn_id else "null"},"at":"{iso_z(at)}","data":{text}}}')
+                           f'"turnId":{json.dumps(turn_id) if turn_id else "null"},"at":"{_iso_z(at)}",'
+                           f'"data":{text}}}')
         for index, type_, turn_id, at, text in rows
     ]
+
+
+def _instant_text() -> Func:
+    """`at` as text the database writes (parsing 10,000 datetimes only to format them again costs).
+
+    PostgreSQL: `YYYY-MM-DDTHH:MM:SS.ffffff` in UTC. SQLite holds Django's
+    text already: `YYYY-MM-DD HH:MM:SS[.ffffff]`, UTC.
+    """
+    if connection.vendor == "postgresql":
+        return Func(F("at"), template="to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')",
+                    output_field=TextField())
+    return Cast("at", TextField())
+
+
+def _iso_z(text: str) -> str:
+    """The database's UTC text as sessions.instants.iso_z writes it (no fraction when it is zero)."""
+    text = text.replace(" ", "T", 1)
+    return f"{text[:-7] if text.endswith('.000000') else text}Z"
 
 
 @functools.lru_cache(maxsize=256)
