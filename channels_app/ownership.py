@@ -11,16 +11,43 @@ nothing.
 """
 from __future__ import annotations
 
+from django.db import connection
+
 from agents.models import Agent
 from channels_app.errors import APIError
 from sessions.models import Reminder, Session
 
 
+# Agents with their active deployment, by slug, as last loaded by this process.
+# Every lookup still asks the database which row is current (one narrow,
+# prebuilt statement); only the full load, the ORM's costliest query on the
+# create path, is skipped while the row is unchanged. A deploy, a rollback or
+# an edit moves `updated_at` or `active_deployment_id`, and so misses.
+_agents: dict[str, tuple[tuple, Agent]] = {}
+_AGENTS_KEPT = 256
+
+
 def get_agent(slug: str) -> Agent:
-    agent = Agent.objects.select_related("active_deployment").filter(slug=slug).first()
-    if agent is None:
+    """The agent `slug` with its active deployment (404 if there is none). Treat it as read-only: it is shared."""
+    with connection.cursor() as cursor:
+        cursor.execute(_CURRENT_SQL, [slug])
+        current = cursor.fetchone()
+    if current is None:
         raise APIError(404, "agent_not_found", f"no agent {slug!r} on this server")
+    current = tuple(current)
+    cached = _agents.get(slug)
+    if cached is not None and cached[0] == current:
+        return cached[1]
+    agent = Agent.objects.select_related("active_deployment").filter(slug=slug).first()
+    if agent is None:  # deleted in between
+        raise APIError(404, "agent_not_found", f"no agent {slug!r} on this server")
+    if len(_agents) >= _AGENTS_KEPT:
+        _agents.clear()
+    _agents[slug] = (current, agent)  # keyed by the narrow row as read (raw values compare with raw values)
     return agent
+
+
+_CURRENT_SQL = (f"SELECT id, active_deployment_id, updated_at FROM {Agent._meta.db_table} WHERE slug = %s")
 
 
 def require_owner(session: Session, principal) -> Session:

@@ -114,3 +114,26 @@ def test_a_chat_turn_whose_model_fails_leaves_the_session_usable(local, support_
 
     assert again.status_code == 202
     assert event_types(session_id)[-2:] == ["turn.completed", "session.waiting"]
+
+
+@transactional
+def test_a_new_session_starts_on_the_release_active_now(local, support_agent, tmp_path):
+    """The web process keeps the agent it loaded; a deploy or a rollback in between must still be seen."""
+    import shutil
+
+    from agents.discovery import deploy_agent_folder
+    from agents.models import Deployment
+    from tests.conftest import EXAMPLE
+
+    first = created(local, "hello")["sessionId"]
+    copy = tmp_path / "support"
+    shutil.copytree(EXAMPLE, copy)
+    (copy / "agent" / "instructions.md").write_text("Changed instructions.\n")
+    second_release = deploy_agent_folder(copy, slug="support")
+    second = created(local, "hello")["sessionId"]
+    Deployment.objects.get(agent=support_agent, version=1).activate()  # rollback
+    third = created(local, "hello")["sessionId"]
+
+    versions = [Session.objects.get(pk=s).deployment.version for s in (first, second, third)]
+    assert second_release.version == 2
+    assert versions == [1, 2, 1]
