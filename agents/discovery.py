@@ -22,6 +22,7 @@ from django.db import transaction
 from agents import providers
 from agents.models import Agent as AgentRow
 from agents.models import Deployment, validate_slug
+from agents.mcp import McpServer, load_mcp_json, server_problems
 from agents.modules import find_in_file
 from agents.schedules import LoadedSchedule, load_schedules
 from agents.sdk import Agent, Hook, Tool
@@ -74,6 +75,7 @@ class LoadedAgent:
     subagents: dict[str, LoadedSubagent] = field(default_factory=dict)
     hooks: list[Hook] = field(default_factory=list)
     schedules: dict[str, LoadedSchedule] = field(default_factory=dict)
+    mcp: list[McpServer] = field(default_factory=list)
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -111,6 +113,7 @@ class LoadedAgent:
                 for k in self.schedules.values()
             ],
             "remindersTool": self.config.reminders_tool,
+            "mcp": [server.describe() for server in self.mcp],
         }
 
 
@@ -222,14 +225,36 @@ def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
     schedule_problems: list[tuple[str, str]] = []
     schedules = load_schedules(base / "schedules", namespace, schedule_problems)
     problems.extend(Problem(path, message) for path, message in schedule_problems)
+    mcp_servers = _load_mcp(base, config, problems)
 
     if problems:
         raise AgentFolderError(root, problems)
     return LoadedAgent(
         slug=slug, root=root, config=config, model=model, instructions=instructions,
         tools=tools, content_hash=digest, warnings=warnings, skills=skills, subagents=subagents, hooks=hooks,
-        schedules=schedules,
+        schedules=schedules, mcp=mcp_servers,
     )
+
+
+def _load_mcp(base: Path, config: Agent, problems: list[Problem]) -> list[McpServer]:
+    """Servers from agent/mcp.json and `Agent(mcp=[...])`; a name used twice is a problem."""
+    servers: list[McpServer] = []
+    path = base / "mcp.json"
+    if path.is_file():
+        found, found_problems = load_mcp_json(path)
+        problems.extend(Problem("agent/mcp.json", message) for message in found_problems)
+        servers += found
+    declared = list(config.mcp or ())
+    for server in declared:
+        if not isinstance(server, McpServer):
+            problems.append(Problem("agent/agent.py", "mcp= takes servers made with mcp_stdio(...) or mcp_http(...)"))
+            continue
+        problems.extend(Problem("agent/agent.py", message) for message in server_problems(server))
+        servers.append(server)
+    names = [s.name for s in servers]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(Problem("agent/mcp.json", f"MCP server {name!r} is declared twice: rename one"))
+    return servers
 
 
 def _load_subagents(

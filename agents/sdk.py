@@ -6,6 +6,8 @@
 
     # agent/tools/lookup_order.py
     from pydantic import BaseModel
+
+from agents.mcp import McpServer, mcp_http, mcp_stdio  # noqa: F401 (part of the SDK agent folders import)
     from agents.sdk import tool
 
     class Input(BaseModel):
@@ -25,6 +27,8 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel
 
+from agents.mcp import McpServer, mcp_http, mcp_stdio  # noqa: F401 (part of the SDK agent folders import)
+
 Effect = Literal["read", "write"]
 Execution = Literal["server", "agent"]
 
@@ -40,6 +44,8 @@ class Agent:
     name: str = ""
     # Opt in to the built-in `remind_me` tool (reminders the model sets itself).
     reminders_tool: bool = False
+    # MCP servers whose tools the model gets (`mcp_stdio(...)`, `mcp_http(...)`), besides agent/mcp.json.
+    mcp: tuple[McpServer, ...] | list[McpServer] = ()
 
 
 @dataclass(frozen=True)

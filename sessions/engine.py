@@ -24,6 +24,7 @@ from sessions import lifecycle
 from sessions.builtins import builtin_tools
 from sessions.direct import resume_call
 from sessions.events import SessionGone
+from sessions.mcp import mcp_tools
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.processes import process_id
 from sessions.runner import Emitter, Interrupted, InterruptWatch, Parked, Profile, Runner
@@ -171,6 +172,8 @@ class TurnRunner:
                 self.emitter.emit(EventType.TURN_STARTED, {"trigger": self.turn.trigger,
                                                            "admission": self.turn.admission})
             self.tools = {**builtin_tools(loaded, self.delegate), **loaded.tools}
+            if loaded.mcp:
+                self.tools.update(mcp_tools(loaded.mcp, loaded.root))
             profile = Profile(loaded.model, self.system_prompt(loaded), dict(loaded.config.params),
                               loaded.config.max_steps or settings.AGENTSITE_MAX_STEPS)
             self.runner = Runner(profile, Executor(self.session, self.turn, self.tools), self.emitter,

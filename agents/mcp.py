@@ -1,0 +1,144 @@
+"""MCP server declarations: `agent/mcp.json` and `Agent(mcp=[...])`.
+
+    {"mcpServers": {
+        "notes":  {"command": "python", "args": ["servers/notes.py"], "env": {"TOKEN": "${NOTES_TOKEN}"}},
+        "search": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ${SEARCH_TOKEN}"},
+                   "needsApproval": ["delete_index"], "timeout": 20}
+    }}
+
+A server is either a command started over stdio (run in the agent folder)
+or a streamable-HTTP URL. `${VAR}` in `env`, `headers` and `url` is read
+from the server's environment when the connection opens, so no secret is
+stored in the folder. Its tools reach the model as `<server>__<tool>`.
+Connections themselves live in sessions.mcp.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SERVER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,31}$")
+VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+SEPARATOR = "__"  # between the server's name and its tool's in the name the model sees
+KNOWN_KEYS = {"command", "args", "env", "url", "headers", "needsApproval", "timeout", "connectTimeout"}
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """One MCP server an agent uses. Build it with `mcp_stdio(...)` or `mcp_http(...)`."""
+
+    name: str
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    url: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    # True: every tool of the server waits for approval; a tuple: only those tools.
+    needs_approval: bool | tuple[str, ...] = False
+    timeout: float = 30.0           # one call, seconds
+    connect_timeout: float = 15.0   # start (or reach) the server and list its tools, seconds
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command else "http"
+
+    def tool_needs_approval(self, tool: str) -> bool:
+        return self.needs_approval if isinstance(self.needs_approval, bool) else tool in self.needs_approval
+
+    def describe(self) -> dict[str, Any]:
+        """For the manifest and /info: never the values of env or headers (they may hold secrets)."""
+        return {"name": self.name, "transport": self.transport,
+                **({"command": self.command, "args": list(self.args)} if self.command else {"url": self.url}),
+                "envKeys": sorted(self.env), "headerKeys": sorted(self.headers),
+                "needsApproval": self.needs_approval if isinstance(self.needs_approval, bool) else list(self.needs_approval),
+                "timeout": self.timeout}
+
+
+def mcp_stdio(name: str, command: str, args: list[str] | tuple[str, ...] = (), *, env: dict[str, str] | None = None,
+              needs_approval: bool | list[str] | tuple[str, ...] = False, timeout: float = 30.0,
+              connect_timeout: float = 15.0) -> McpServer:
+    """A server the agent starts as a subprocess and talks to over stdin/stdout."""
+    return McpServer(name=name, command=command, args=tuple(args), env=dict(env or {}),
+                     needs_approval=_approval(needs_approval), timeout=timeout, connect_timeout=connect_timeout)
+
+
+def mcp_http(name: str, url: str, *, headers: dict[str, str] | None = None,
+             needs_approval: bool | list[str] | tuple[str, ...] = False, timeout: float = 30.0,
+             connect_timeout: float = 15.0) -> McpServer:
+    """A server reached over streamable HTTP."""
+    return McpServer(name=name, url=url, headers=dict(headers or {}), needs_approval=_approval(needs_approval),
+                     timeout=timeout, connect_timeout=connect_timeout)
+
+
+def _approval(value: Any) -> bool | tuple[str, ...]:
+    return value if isinstance(value, bool) else tuple(value)
+
+
+def expand(value: str, environ: dict[str, str] | None = None) -> str:
+    """`${VAR}` replaced from the environment; a variable that is not set is an error naming it."""
+    environ = os.environ if environ is None else environ
+
+    def one(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in environ:
+            raise KeyError(f"environment variable {name} is not set")
+        return environ[name]
+
+    return VARIABLE.sub(one, value)
+
+
+def server_problems(server: McpServer) -> list[str]:
+    """What is wrong with one declaration, each message saying the fix."""
+    problems = []
+    if not isinstance(server.name, str) or not SERVER_NAME.match(server.name) or SEPARATOR in server.name:
+        problems.append(f"server name {server.name!r}: use letters, digits, '-' and single '_' (at most 32)")
+    if bool(server.command) == bool(server.url):
+        problems.append(f"server {server.name!r}: give exactly one of command (stdio) or url (streamable HTTP)")
+    if server.url and not re.match(r"^https?://", VARIABLE.sub("x", server.url)):
+        problems.append(f"server {server.name!r}: url must start with http:// or https://")
+    for label, mapping in (("env", server.env), ("headers", server.headers)):
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()):
+            problems.append(f"server {server.name!r}: {label} maps names to strings")
+    if not all(isinstance(a, str) for a in server.args):
+        problems.append(f"server {server.name!r}: args is a list of strings")
+    for label, value in (("timeout", server.timeout), ("connectTimeout", server.connect_timeout)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 600:
+            problems.append(f"server {server.name!r}: {label} is a number of seconds, above 0 and at most 600")
+    if not isinstance(server.needs_approval, bool) and not all(isinstance(t, str) for t in server.needs_approval):
+        problems.append(f"server {server.name!r}: needsApproval is true, false or a list of tool names")
+    return problems
+
+
+def load_mcp_json(path: Path) -> tuple[list[McpServer], list[str]]:
+    """The servers `agent/mcp.json` declares, and its problems."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return [], [f"not valid JSON ({exc}): fix the syntax"]
+    if not isinstance(raw, dict) or not isinstance(raw.get("mcpServers"), dict) or set(raw) - {"mcpServers"}:
+        return [], ['write {"mcpServers": {"<name>": {"command": ...} or {"url": ...}}}']
+    servers, problems = [], []
+    for name, entry in raw["mcpServers"].items():
+        if not isinstance(entry, dict):
+            problems.append(f"server {name!r}: an object with command or url")
+            continue
+        if unknown := sorted(set(entry) - KNOWN_KEYS):
+            problems.append(f"server {name!r}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(KNOWN_KEYS))})")
+            continue
+        approval = entry.get("needsApproval", False)
+        server = McpServer(
+            name=name, command=entry.get("command", ""), args=tuple(entry.get("args", ()) or ()),
+            env=dict(entry.get("env", {}) or {}), url=entry.get("url", ""), headers=dict(entry.get("headers", {}) or {}),
+            needs_approval=approval if isinstance(approval, bool) else tuple(approval if isinstance(approval, list) else [approval]),
+            timeout=entry.get("timeout", 30.0), connect_timeout=entry.get("connectTimeout", 15.0),
+        )
+        if not isinstance(server.command, str) or not isinstance(server.url, str):
+            problems.append(f"server {name!r}: command and url are strings")
+            continue
+        problems.extend(server_problems(server))
+        servers.append(server)
+    return servers, problems

@@ -1,0 +1,288 @@
+"""MCP connections of a process, and the tools they give the model.
+
+Each process (a worker, or the web process for direct tool calls) keeps one
+connection per declared server, opened on first use and reused by every
+turn: for a stdio server that is one subprocess, started in the agent's
+folder. The official SDK's client is asynchronous, so the connections live
+on one event loop thread per process; turns, which are synchronous, reach
+it with run_coroutine_threadsafe and bounded waits.
+
+A server's tools become `agents.sdk.Tool`s named `<server>__<tool>`, so they
+pass through the same ToolCall rows, approvals and dry-run rules as server
+tools. Nothing here can hang a turn: starting a server and every call are
+bounded by the declaration's timeouts, and a server that fails, times out
+or dies mid-call ends the call with an error the model sees. A dead
+connection is opened again on a later use, at most every RETRY_SECONDS.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import threading
+import time
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from agents.mcp import SEPARATOR, McpServer, expand
+from agents.sdk import Tool
+
+log = logging.getLogger(__name__)
+
+RETRY_SECONDS = 2.0
+MAX_NAME = 64  # providers refuse longer tool names
+
+
+class McpUnavailable(Exception):
+    """The server could not be reached, did not answer in time, or went away."""
+
+
+class McpToolError(Exception):
+    """The server ran the tool and reported an error."""
+
+
+class McpArguments(BaseModel):
+    """Any JSON object: the server validates its own tools' input and says what is wrong."""
+    model_config = ConfigDict(extra="allow")
+
+
+@dataclass(frozen=True)
+class McpTool(Tool):
+    """A tool of an MCP server; its input schema is the server's."""
+    schema: dict[str, Any] = field(default_factory=dict)
+    server: str = ""
+    remote_name: str = ""
+    family: str = "mcp"
+
+    def input_schema(self) -> dict[str, Any]:
+        return self.schema
+
+
+class _Loop:
+    """The process's event loop thread for MCP (a forked process starts its own)."""
+
+    def __init__(self) -> None:
+        self.pid = 0
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.lock = threading.Lock()
+
+    def get(self) -> asyncio.AbstractEventLoop:
+        with self.lock:
+            if self.loop is None or self.pid != os.getpid():
+                self.pid = os.getpid()
+                self.loop = asyncio.new_event_loop()
+                threading.Thread(target=self.loop.run_forever, name="mcp", daemon=True).start()
+            return self.loop
+
+
+_loop = _Loop()
+
+
+class Connection:
+    """One open client session to one server, owned by a task on the MCP loop.
+
+    The SDK's client must be entered and left in the same task, so that task
+    holds it open until `close()` or until the server goes away.
+    """
+
+    def __init__(self, server: McpServer, cwd: Path):
+        self.server = server
+        self.cwd = cwd
+        self.client: Any = None
+        self.tools: list[Any] = []
+        self.error: str = ""
+        self.ready = asyncio.Event()
+        self.stop = asyncio.Event()
+        self.task: asyncio.Task | None = None
+
+    def _target(self) -> Any:
+        from mcp.client.stdio import StdioServerParameters
+        from mcp.client.streamable_http import streamable_http_client
+
+        s = self.server
+        if s.command:
+            env = {k: expand(v) for k, v in s.env.items()}
+            command = sys.executable if s.command in ("python", "python3") else s.command
+            return StdioServerParameters(command=command, args=[expand(a) for a in s.args], env=env, cwd=str(self.cwd))
+        import httpx2
+
+        headers = {k: expand(v) for k, v in s.headers.items()}
+        http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(s.timeout, connect=s.connect_timeout))
+        return streamable_http_client(expand(s.url), http_client=http)
+
+    async def run(self) -> None:
+        from mcp import Client
+
+        try:
+            async with Client(self._target(), read_timeout_seconds=self.server.timeout) as client:
+                self.tools = list((await client.list_tools()).tools)
+                self.client = client
+                self.ready.set()
+                await self.stop.wait()
+        except BaseException as exc:  # noqa: BLE001 (any failure ends this connection; the next use opens another)
+            self.error = _describe(exc)
+            if not isinstance(exc, (Exception, asyncio.CancelledError)):
+                raise
+        finally:
+            self.client = None
+            self.ready.set()
+
+    @property
+    def alive(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+
+def _describe(exc: BaseException) -> str:
+    """The innermost useful message of an exception (the SDK wraps failures in exception groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, KeyError) and exc.args:  # expand(): "environment variable X is not set"
+        return str(exc.args[0])
+    return str(exc) or type(exc).__name__
+
+
+class Hub:
+    """The process's connections, by (agent folder, server name)."""
+
+    def __init__(self) -> None:
+        self.connections: dict[tuple[str, str], Connection] = {}
+        self.last_attempt: dict[tuple[str, str], float] = {}
+        self.known_tools: dict[tuple[str, str], list[Any]] = {}
+        self.lock = threading.Lock()
+        self.pid = os.getpid()
+
+    def _run(self, coro, timeout: float) -> Any:
+        future = asyncio.run_coroutine_threadsafe(coro, _loop.get())
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            future.cancel()
+            raise
+
+    def connect(self, server: McpServer, cwd: Path) -> Connection:
+        """An open connection to `server`, opening it if needed; raises McpUnavailable."""
+        key = (str(cwd), server.name)
+        with self.lock:
+            conn = self.connections.get(key)
+            if conn is None or (not conn.alive and conn.ready.is_set()):
+                since = time.monotonic() - self.last_attempt.get(key, -RETRY_SECONDS)
+                if conn is not None and since < RETRY_SECONDS:
+                    raise McpUnavailable(f"MCP server {server.name!r} is unavailable: {conn.error or 'it stopped'}")
+                self.last_attempt[key] = time.monotonic()
+                conn = Connection(server, cwd)
+                self.connections[key] = conn
+
+                async def start() -> None:
+                    conn.task = asyncio.get_running_loop().create_task(conn.run())
+
+                self._run(start(), 5)
+        try:
+            self._run(asyncio.wait_for(conn.ready.wait(), server.connect_timeout), server.connect_timeout + 1)
+        except (asyncio.TimeoutError, FutureTimeout):
+            self.close(key)
+            raise McpUnavailable(f"MCP server {server.name!r} did not start within {server.connect_timeout:g} s") from None
+        if conn.client is None:
+            raise McpUnavailable(f"MCP server {server.name!r} could not be started: {conn.error or 'it stopped'}")
+        self.known_tools[key] = conn.tools
+        return conn
+
+    def close(self, key: tuple[str, str]) -> None:
+        conn = self.connections.get(key)
+        if conn is not None:
+            _loop.get().call_soon_threadsafe(conn.stop.set)
+
+    def close_all(self) -> None:
+        for key in list(self.connections):
+            self.close(key)
+
+    def tools(self, server: McpServer, cwd: Path) -> list[Any]:
+        """The server's tools, as last listed (connecting if this process never has)."""
+        key = (str(cwd), server.name)
+        if key in self.known_tools:
+            return self.known_tools[key]
+        return self.connect(server, cwd).tools
+
+    def call(self, server: McpServer, cwd: Path, tool: str, arguments: dict[str, Any]) -> Any:
+        """Run one tool; its result as JSON-able data. Raises McpUnavailable or McpToolError."""
+        conn = self.connect(server, cwd)
+        try:
+            result = self._run(asyncio.wait_for(conn.client.call_tool(tool, arguments), server.timeout),
+                               server.timeout + 1)
+        except (asyncio.TimeoutError, FutureTimeout):
+            self.close((str(cwd), server.name))  # a server that stopped answering is not trusted with the next call
+            raise McpUnavailable(f"MCP server {server.name!r} did not answer {tool!r} within {server.timeout:g} s") from None
+        except Exception as exc:  # the connection broke: the server exited, the HTTP endpoint went away
+            self.close((str(cwd), server.name))  # the next use opens a new one
+            raise McpUnavailable(f"MCP server {server.name!r} failed during {tool!r}: {_describe(exc)}") from None
+        return _result(result)
+
+
+def _result(result: Any) -> Any:
+    texts = [block.text for block in result.content if getattr(block, "type", "") == "text"]
+    if result.is_error:
+        raise McpToolError("\n".join(texts) or "the tool reported an error")
+    if result.structured_content is not None:
+        return result.structured_content
+    others = [{"type": block.type, **({"mimeType": block.mime_type} if getattr(block, "mime_type", None) else {})}
+              for block in result.content if getattr(block, "type", "") != "text"]
+    if not others and len(texts) == 1:
+        return texts[0]
+    return {"content": [{"type": "text", "text": t} for t in texts] + others}
+
+
+_hub: Hub | None = None
+_hub_lock = threading.Lock()
+
+
+def hub() -> Hub:
+    global _hub
+    with _hub_lock:
+        if _hub is None or _hub.pid != os.getpid():  # a forked process opens its own connections
+            _hub = Hub()
+        return _hub
+
+
+def mcp_tools(servers: list[McpServer], cwd: Path) -> dict[str, Tool]:
+    """The tools of the agent's MCP servers, by the name the model sees.
+
+    A server this process cannot reach now and never listed contributes
+    nothing (logged); one listed before keeps its tools, and their calls say
+    why they fail.
+    """
+    tools: dict[str, Tool] = {}
+    for server in servers:
+        try:
+            listed = hub().tools(server, cwd)
+        except McpUnavailable as exc:
+            log.warning("%s; its tools are not offered", exc)
+            continue
+        for remote in listed:
+            name = f"{server.name}{SEPARATOR}{remote.name}"
+            if len(name) > MAX_NAME:
+                log.warning("MCP tool %s is not offered: its name is longer than %d characters", name, MAX_NAME)
+                continue
+            tools[name] = _tool(server, cwd, remote)
+    return tools
+
+
+def _tool(server: McpServer, cwd: Path, remote: Any) -> McpTool:
+    def run(validated: McpArguments, ctx) -> Any:
+        return hub().call(server, cwd, remote.name, validated.model_dump())
+
+    annotations = getattr(remote, "annotations", None)
+    read_only = bool(annotations and annotations.read_only_hint)
+    return McpTool(
+        description=remote.description or remote.title or remote.name,
+        input_model=McpArguments,
+        function=run,
+        effect="read" if read_only else "write",
+        needs_approval=server.tool_needs_approval(remote.name),
+        schema=dict(remote.input_schema or {"type": "object"}),
+        server=server.name,
+        remote_name=remote.name,
+    )
