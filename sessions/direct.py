@@ -28,6 +28,7 @@ from agents.sdk import Tool
 from sessions import lifecycle
 from sessions.admission import AdmissionError
 from sessions.events import append_events
+from sessions.mcp import find_mcp_tool
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.processes import process_id
 from sessions.tools import (
@@ -57,7 +58,7 @@ def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | Non
     if deployment is None:
         raise AdmissionError("agent_not_deployed", f"agent {agent.slug!r} has no active deployment", 409)
     loaded = load_deployment(deployment)
-    tool = loaded.tools.get(name)
+    tool = loaded.tools.get(name) or find_mcp_tool(loaded.mcp, loaded.root, name)
     if tool is None:
         raise AdmissionError("tool_not_found", f"agent {agent.slug!r} has no tool {name!r}; tools: "
                              f"{', '.join(sorted(loaded.tools)) or 'none'}", 404)
@@ -163,9 +164,13 @@ def resume_call(turn: Turn) -> None:
             status = Turn.Status.INTERRUPTED
             row.abandon("not run: turn interrupted")
         elif row.status == ToolCall.Status.APPROVED:
-            tool = load_deployment(session.deployment).tools[row.tool]
-            validated = tool.input_model.model_validate(row.input)
-            duration = execute(row, tool, validated, tool_context(session, row.call_id))
+            loaded = load_deployment(session.deployment)
+            tool = loaded.tools.get(row.tool) or find_mcp_tool(loaded.mcp, loaded.root, row.tool)
+            if tool is None:  # an MCP server that cannot be reached now
+                row.fail(f"tool {row.tool!r} is not available now", expect=(ToolCall.Status.APPROVED,))
+            else:
+                validated = tool.input_model.model_validate(row.input)
+                duration = execute(row, tool, validated, tool_context(session, row.call_id))
     except Exception as exc:  # a bug must not leave the session locked, nor the call looking runnable
         row.fail(f"internal error: {type(exc).__name__}: {exc}", expect=(ToolCall.Status.APPROVED,))
         row.refresh_from_db()

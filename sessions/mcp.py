@@ -270,6 +270,13 @@ def mcp_tools(servers: list[McpServer], cwd: Path) -> dict[str, Tool]:
     return tools
 
 
+def find_mcp_tool(servers: list[McpServer], cwd: Path, name: str) -> Tool | None:
+    """The MCP tool `<server>__<tool>`, for a direct call: only that server is reached."""
+    server_name, separator, _ = name.partition(SEPARATOR)
+    server = next((s for s in servers if s.name == server_name), None) if separator else None
+    return mcp_tools([server], cwd).get(name) if server else None
+
+
 def _tool(server: McpServer, cwd: Path, remote: Any) -> McpTool:
     def run(validated: McpArguments, ctx) -> Any:
         return hub().call(server, cwd, remote.name, validated.model_dump())

@@ -279,3 +279,17 @@ def test_agent_py_declares_servers_and_the_manifest_keeps_no_secret(tmp_path):
     [server] = loaded.manifest()["mcp"]
     assert server == {"name": "search", "transport": "http", "url": "https://mcp.example.com/mcp", "envKeys": [],
                       "headerKeys": ["Authorization"], "needsApproval": True, "timeout": 30.0}
+
+
+@transactional
+def test_a_direct_call_reaches_the_servers_tool(local, tmp_path, notes_file):
+    deploy_agent_folder(write_agent(tmp_path / "notes", {"notes": stdio_entry()}))
+
+    response = local.post("/notes/v1/tools/notes__add/call", json.dumps({"input": {"a": 4, "b": 5}}),
+                          content_type="application/json")
+    missing = local.post("/notes/v1/tools/notes__nothing/call", json.dumps({"input": {}}),
+                         content_type="application/json")
+
+    assert response.status_code == 200, response.content
+    assert response.json()["output"] == {"result": 9}
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "tool_not_found"
