@@ -1,4 +1,6 @@
-"""The SDK that agent folders import: `Agent`, `tool`, `Skill`, `Schedule`, `hook`.
+"""The SDK that agent folders import: `Agent`, `tool`, `Skill`, `Schedule`, `hook`,
+and the runtimes and filesystems of workspaces (`local_runtime`, `virtual_runtime`,
+`memory_fs`, `union_fs`, `skills_fs`).
 
     # agent/agent.py
     from agents.sdk import Agent
@@ -25,6 +27,14 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel
 
+from agents.filesystems import WorkspaceError, memory_fs, skills_fs, union_fs
+from agents.runtimes import SessionContext, local_runtime, virtual_runtime
+
+__all__ = [
+    "Agent", "tool", "Tool", "Skill", "Schedule", "hook", "Hook", "ToolContext", "SessionInfo", "SessionContext",
+    "local_runtime", "virtual_runtime", "memory_fs", "union_fs", "skills_fs", "WorkspaceError",
+]
+
 Effect = Literal["read", "write"]
 Execution = Literal["server", "agent"]
 
@@ -40,6 +50,11 @@ class Agent:
     name: str = ""
     # Opt in to the built-in `remind_me` tool (reminders the model sets itself).
     reminders_tool: bool = False
+    # Where file and shell tools act: local_runtime() (the default) or virtual_runtime(fs).
+    runtime: Any = None
+    # Narrows the workspace tools offered (read, ls, glob, grep, write, edit, delete, shell);
+    # None: every tool the workspace implements; []: none.
+    tools: list[str] | tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +193,8 @@ class ToolContext:
     call_id: str
     as_of: datetime | None = None
     host: Any = None
+    # Whether the turn was asked to stop (polled by long-running tools such as `shell`).
+    should_stop: Callable[[], bool] = lambda: False
 
     def now(self) -> datetime:
         """The session's frozen instant under `asOf`, else the current time (UTC)."""

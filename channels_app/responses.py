@@ -96,6 +96,10 @@ class AgentInfo(Reply):
     channels: list[ChannelRef]
     schedules: list[dict[str, Any]]
     deployment: DeploymentDetail | None
+    # Where file and shell tools act: kind (local | virtual), its limits, the workspace tools.
+    runtime: dict[str, Any] | None = None
+    # Every tool the model is offered: name, family (server | workspace | builtin), input schema.
+    offered_tools: list[dict[str, Any]] = []
 
 
 class AgentHealth(Reply):
