@@ -499,7 +499,14 @@ class UnionFS:
             raise WorkspaceError(f"nothing is mounted at {join(parts)}; mounts: "
                                  f"{', '.join(join(p) for p in sorted(self.mounts))}")
         prefix, fs = routed
-        return self._rebase(self._method(fs, verb, join(prefix))(args.model_copy(update={"path": join(parts[len(prefix):])}), **kwargs), prefix)
+        inner = join(parts[len(prefix):])
+        method = self._method(fs, verb, join(prefix))
+        try:
+            return self._rebase(method(args.model_copy(update={"path": inner}), **kwargs), prefix)
+        except WorkspaceError as exc:
+            if inner != "/" and inner in str(exc):  # say the path as the model named it
+                raise WorkspaceError(str(exc).replace(inner, join(parts))) from None
+            raise
 
     @staticmethod
     def _rebase(result: Any, prefix: tuple[str, ...]) -> Any:
