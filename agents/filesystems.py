@@ -115,6 +115,14 @@ ARGS: dict[str, type[BaseModel]] = {
 }
 
 
+def name_of(fs: Any) -> str:
+    """A filesystem as manifests and briefs name it: its repr, or its class when the repr
+    would only be an address (a manifest must not change from one load to the next)."""
+    if type(fs).__repr__ is object.__repr__:
+        return f"{type(fs).__name__}()"
+    return repr(fs)
+
+
 def methods_of(fs: Any) -> frozenset[str]:
     """The verbs a filesystem implements: its capabilities."""
     return frozenset(v for v in VERBS if callable(getattr(fs, v, None)))
@@ -447,14 +455,14 @@ class UnionFS:
             if parts in self.mounts:
                 raise ValueError(f"union_fs: {prefix!r} is mounted twice")
             if not methods_of(fs) - {"shell"}:
-                raise ValueError(f"union_fs: the filesystem at {prefix!r} ({fs!r}) has no file methods")
+                raise ValueError(f"union_fs: the filesystem at {prefix!r} ({name_of(fs)}) has no file methods")
             self.mounts[parts] = fs
         present = set().union(*(methods_of(fs) for fs in self.mounts.values())) - {"shell"}
         for verb in present:  # presence is the capability: only the union's verbs exist on it
             setattr(self, verb, functools.partial(self._call, verb))
 
     def __repr__(self) -> str:
-        return "union_fs({" + ", ".join(f"{join(p)!r}: {fs!r}" for p, fs in self.mounts.items()) + "})"
+        return "union_fs({" + ", ".join(f"{join(p)!r}: {name_of(fs)}" for p, fs in self.mounts.items()) + "})"
 
     def for_session(self, ctx: Any) -> "UnionFS":
         return UnionFS({join(p): session_copy(fs, ctx) for p, fs in self.mounts.items()})

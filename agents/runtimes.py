@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from agents.filesystems import FILE_VERBS, VERBS, methods_of
+from agents.filesystems import FILE_VERBS, VERBS, methods_of, name_of
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_SHELL_TIMEOUT = 3600.0
@@ -99,7 +99,7 @@ class VirtualRuntime:
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "virtual", "perSession": self.per_session,
-                "filesystem": None if self.fs is None else "per-session factory" if self.per_session else repr(self.fs),
+                "filesystem": None if self.fs is None else "per-session factory" if self.per_session else name_of(self.fs),
                 "needsApproval": sorted(self.needs_approval)}
 
     def __repr__(self) -> str:
@@ -177,7 +177,7 @@ def allowlist_problems(runtime: Runtime, allowlist: Any) -> list[str]:
 def describe_fs(runtime: Runtime) -> str:
     if isinstance(runtime, LocalRuntime):
         return repr(runtime)
-    return f"virtual_runtime({'' if runtime.fs is None else repr(runtime.fs)})"
+    return f"virtual_runtime({'' if runtime.fs is None else name_of(runtime.fs)})"
 
 
 def offered_at_discovery(runtime: Runtime, allowlist: Iterable[str] | None) -> frozenset[str] | None:

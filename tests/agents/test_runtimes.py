@@ -272,3 +272,12 @@ def test_skills_fs_serves_the_agents_skills_read_only(tmp_path):
 def test_narrow_reports_what_a_workspace_cannot_honour():
     assert narrow(frozenset({"read", "write"}), ["edit", "grep"]) == (frozenset({"write"}), ["grep"])
     assert narrow(frozenset({"read"}), None) == (frozenset({"read"}), [])
+
+
+def test_a_custom_filesystem_keeps_the_manifest_stable_between_loads(tmp_path):
+    root = make_agent(tmp_path, HEAD + WRITE_ONLY_FS + "agent = Agent(runtime=virtual_runtime(union_fs({'/w': WriteOnly()})))\n")
+
+    first, second = load_agent_folder(root).manifest(), load_agent_folder(root).manifest()
+
+    assert first == second
+    assert first["runtime"]["filesystem"] == "union_fs({'/w': WriteOnly()})"

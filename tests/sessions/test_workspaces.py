@@ -18,7 +18,7 @@ from django.conf import settings
 from agents.discovery import deploy_agent_folder, load_deployment
 from sessions.admission import start_session, stop_session
 from sessions.deletion import delete_session
-from sessions.engine import run_turn
+from sessions.engine import TurnRunner, run_turn
 from sessions.events import read_events
 from sessions.models import Session, ToolCall, Turn
 from sessions.principal import Principal
@@ -381,3 +381,33 @@ def test_deleting_a_virtual_session_forgets_its_filesystem(alice, tmp_path, sync
 
     assert open_workspace(session, loaded).fs is not before
     assert agent.slug == "mem"
+
+
+# -- the environment brief ------------------------------------------------------------------------
+
+def brief_of(session_id: str) -> str:
+    session = Session.objects.get(pk=session_id)
+    runner = TurnRunner(Turn.objects.filter(session=session).first())
+    loaded = load_deployment(session.deployment)
+    runner.workspace = open_workspace(session, loaded)
+    return runner.system_prompt(loaded)
+
+
+@transactional
+def test_the_system_prompt_says_what_the_workspace_offers(alice, tmp_path, sync_turns):
+    deploy(tmp_path, "desk", "from agents.sdk import Agent\nagent = Agent(tools=['read', 'ls', 'shell'])\n",
+           files={"agent/tools/weather.py": WEATHER})
+    deploy(tmp_path, "mem", "from agents.sdk import Agent, virtual_runtime, memory_fs, union_fs, skills_fs\n"
+                            "agent = Agent(runtime=virtual_runtime(union_fs({'/docs': memory_fs(writable=False), "
+                            "'/skills': skills_fs()})))\n")
+    deploy(tmp_path, "bare", "from agents.sdk import Agent\nagent = Agent(tools=[])\n")
+
+    local = brief_of(start(alice, "desk", "hi"))
+    assert local.startswith("You work in your workspace.\n\n## Workspace\n")
+    assert "Workspace tools: read, ls, shell." in local and "with a 30 s limit" in local
+    assert "- .tools/weather: Say the weather in a city. Input schema: {" in local
+    virtual = brief_of(start(alice, "mem", "hi"))
+    assert "virtual filesystem rooted at /; there is no shell" in virtual
+    assert "- /docs: read, ls, glob, grep" in virtual
+    assert "- /skills: the agent's skills, one folder each with its SKILL.md (read-only); read, ls, glob, grep" in virtual
+    assert brief_of(start(alice, "bare", "hi")) == "You work in your workspace."
