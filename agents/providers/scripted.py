@@ -10,6 +10,7 @@ line; every other line is echoed back:
     /reply <text>        reply with exactly <text> instead of the echo
     /sleep <ms>          wait before answering (interruptible)
     /fail <message>      fail the model call with <message>
+    /tools               reply with the names of the tools this request offers
     /next                end this step: the directives after it are the next
                          step's, once this step's tool results are back
 
@@ -103,6 +104,8 @@ class ScriptedProvider:
                 calls.append((name, arguments))
             elif command == "/reply":
                 reply = rest
+            elif command == "/tools":
+                reply = "Tools: " + (", ".join(sorted(t.name for t in request.tools)) or "none")
             elif command == "/sleep":
                 try:
                     _sleep(float(rest) / 1000, request)

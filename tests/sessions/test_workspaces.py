@@ -411,3 +411,28 @@ def test_the_system_prompt_says_what_the_workspace_offers(alice, tmp_path, sync_
     assert "- /docs: read, ls, glob, grep" in virtual
     assert "- /skills: the agent's skills, one folder each with its SKILL.md (read-only); read, ls, glob, grep" in virtual
     assert brief_of(start(alice, "bare", "hi")) == "You work in your workspace."
+
+
+# -- what the model is offered, as the model request carries it ------------------------------------
+
+@pytest.mark.parametrize("agent_py, offered", [
+    ("from agents.sdk import Agent\nagent = Agent()\n",
+     "delete, edit, glob, grep, load_skill, ls, read, shell, write"),
+    ("from agents.sdk import Agent\nagent = Agent(tools=['read', 'edit'])\n", "edit, load_skill, read, write"),
+    ("from agents.sdk import Agent\nagent = Agent(tools=[])\n", "load_skill"),
+    ("from agents.sdk import Agent, local_runtime\nagent = Agent(runtime=local_runtime(shell=False))\n",
+     "delete, edit, glob, grep, load_skill, ls, read, write"),
+    ("from agents.sdk import Agent, virtual_runtime\nagent = Agent(runtime=virtual_runtime())\n", "load_skill"),
+    ("from agents.sdk import Agent, virtual_runtime, memory_fs\n"
+     "agent = Agent(runtime=virtual_runtime(memory_fs(writable=False)))\n", "glob, grep, load_skill, ls, read"),
+    ("from agents.sdk import Agent, virtual_runtime, memory_fs, union_fs, skills_fs\n"
+     "agent = Agent(runtime=virtual_runtime(lambda ctx: union_fs({'/s': skills_fs(), '/w': memory_fs()})), "
+     "tools=['read', 'write'])\n", "load_skill, read, write"),
+])
+@transactional
+def test_the_model_request_offers_exactly_the_workspace_tools(alice, tmp_path, sync_turns, agent_py, offered):
+    deploy(tmp_path, "probe", agent_py, files={"agent/skills/tidy.md": "Tidy up.\n"})
+    session_id = start(alice, "probe", "/tools")
+
+    [reply] = [e["data"]["text"] for e in read_events(session_id) if e["type"] == "message.completed"]
+    assert reply == f"Tools: {offered}"
