@@ -43,7 +43,7 @@ import re
 import threading
 from typing import Any, Callable, Iterable, Iterator, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 FILE_VERBS = ("read", "ls", "glob", "grep", "write", "edit", "delete")
 VERBS = FILE_VERBS + ("shell",)
@@ -60,23 +60,28 @@ class WorkspaceError(Exception):
 
 # -- the tools' inputs ------------------------------------------------------------------
 
-class ReadArgs(BaseModel):
+class Args(BaseModel):
+    # A misspelt argument is an error the model can correct, not a silently ignored key.
+    model_config = ConfigDict(extra="forbid")
+
+
+class ReadArgs(Args):
     path: str = Field(description="The file to read")
     offset: int = Field(default=1, ge=1, description="The first line to return (1-based)")
     limit: int | None = Field(default=None, ge=1, description="How many lines to return (default: all)")
 
 
-class LsArgs(BaseModel):
+class LsArgs(Args):
     path: str = Field(default=".", description="The directory to list (default: the workspace root)")
 
 
-class GlobArgs(BaseModel):
+class GlobArgs(Args):
     pattern: str = Field(description="A glob pattern relative to `path`: `*` and `?` match within one "
                                      "path segment, `**` matches any number of segments (e.g. `**/*.py`)")
     path: str = Field(default=".", description="The directory to search from (default: the workspace root)")
 
 
-class GrepArgs(BaseModel):
+class GrepArgs(Args):
     pattern: str = Field(description="A Python regular expression")
     path: str = Field(default=".", description="The file or directory to search (default: the workspace root)")
     glob: str | None = Field(default=None, description="Only search files whose path under `path` matches this glob")
@@ -86,23 +91,23 @@ class GrepArgs(BaseModel):
     max_results: int = Field(default=200, ge=1, le=MAX_RESULTS, description="Stop after this many results")
 
 
-class WriteArgs(BaseModel):
+class WriteArgs(Args):
     path: str = Field(description="The file to create or replace (parent directories are created)")
     content: str = Field(description="The whole new content of the file")
 
 
-class EditArgs(BaseModel):
+class EditArgs(Args):
     path: str = Field(description="The existing file to change")
     old_text: str = Field(min_length=1, description="The exact text to replace; it must occur once unless replace_all")
     new_text: str = Field(description="The text to put in its place")
     replace_all: bool = Field(default=False, description="Replace every occurrence")
 
 
-class DeleteArgs(BaseModel):
+class DeleteArgs(Args):
     path: str = Field(description="The file or directory to remove")
 
 
-class ShellArgs(BaseModel):
+class ShellArgs(Args):
     command: str = Field(min_length=1, description="A /bin/sh command line")
     cwd: str = Field(default=".", description="The directory to run it in (default: the workspace root)")
     timeout_seconds: float | None = Field(default=None, gt=0,

@@ -152,6 +152,12 @@ class LocalFS:
         except UnicodeDecodeError:
             raise WorkspaceError(f"{join(parts, False)} is not UTF-8 text") from None
 
+    def put(self, path: str, data: bytes) -> str:
+        """Write bytes at `path` (contained as every verb is); returns the path as the workspace names it."""
+        parts = self.resolve(path)
+        self._write_bytes(parts, data)
+        return join(parts, False)
+
     def _write_bytes(self, parts: tuple[str, ...], data: bytes) -> None:
         shown = join(parts, False)
         if not parts:

@@ -256,7 +256,7 @@ def write_sent_files(workspace: Workspace, files: list[dict[str, Any]]) -> None:
         raise WorkspaceError("this agent's workspace is virtual: files cannot be sent into it")
     fs: LocalFS = workspace.fs
     for sent in files:
-        fs._write_bytes(fs.resolve(sent["path"]), file_bytes(sent))
+        fs.put(sent["path"], file_bytes(sent))
 
 
 # -- reading and removing -------------------------------------------------------------------
