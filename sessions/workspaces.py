@@ -41,7 +41,6 @@ log = logging.getLogger(__name__)
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 VIRTUAL_CACHE_SIZE = 512
-MATERIALIZED = ".agentsite"  # inside a workspace: the marker that it is complete
 
 
 class WorkspaceUnavailable(Exception):
@@ -122,7 +121,8 @@ def open_workspace(session: Any, loaded: LoadedAgent, *, files: bool = False) ->
     if isinstance(runtime, LocalRuntime):
         root = workspace_dir(session.id)
         offered, _ = narrow(runtime.methods(), loaded.allowlist)
-        if (offered or loaded.agent_tools() or files) and not (root / MATERIALIZED).exists():
+        # The directory appears complete or not at all (materialize renames it into place).
+        if (offered or loaded.agent_tools() or files) and not root.is_dir():
             materialize(root, loaded)
         return Workspace("local", local_fs(root, runtime), offered, loaded, root)
     with _virtual_lock:
@@ -215,11 +215,10 @@ def materialize(root: Path, loaded: LoadedAgent) -> None:
                 launcher = staging / ".tools" / name
                 launcher.write_text(agent_tool_launcher(loaded.root / "agent" / "tools" / f"{name}.py"))
                 launcher.chmod(0o755)
-        (staging / MATERIALIZED).write_text(f"{loaded.slug} {loaded.content_hash}\n")
         try:
             staging.rename(root)
         except OSError:
-            if not (root / MATERIALIZED).exists():
+            if not root.is_dir():  # else another process got there first: its copy stays
                 raise
     except OSError as exc:
         raise WorkspaceUnavailable(f"cannot create the session's workspace: {exc.strerror or exc}") from exc
@@ -267,15 +266,13 @@ def list_files(session_id: str, limit: int = 500) -> list[dict[str, Any]] | None
         root = workspace_dir(session_id)
     except WorkspaceUnavailable:
         return None
-    if not (root / MATERIALIZED).exists():
+    if not root.is_dir():
         return None
     found = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for name in sorted(filenames):
             path = Path(dirpath) / name
-            if dirpath == str(root) and name == MATERIALIZED:
-                continue
             try:
                 info = path.lstat()
             except OSError:
@@ -328,6 +325,4 @@ def valid_sent_path(path: str) -> str:
         raise ValueError(str(exc)) from None
     if not parts:
         raise ValueError(f"path {path!r} names the workspace root, not a file")
-    if parts[0] == MATERIALIZED:
-        raise ValueError(f"path {path!r} is reserved by the server")
     return "/".join(parts)

@@ -100,7 +100,7 @@ def test_a_local_workspace_holds_instructions_skills_seeds_and_agent_tool_launch
     assert os.access(root / ".tools" / "weather", os.X_OK)
     [listed] = results(session_id)
     names = [e["name"] for e in listed["output"]["entries"]]
-    assert names == [".agentsite", ".skills", ".tools", "AGENTS.md", "data"]
+    assert names == [".skills", ".tools", "AGENTS.md", "data"]
 
 
 @transactional
@@ -436,3 +436,15 @@ def test_the_model_request_offers_exactly_the_workspace_tools(alice, tmp_path, s
 
     [reply] = [e["data"]["text"] for e in read_events(session_id) if e["type"] == "message.completed"]
     assert reply == f"Tools: {offered}"
+
+
+@transactional
+def test_a_workspace_the_model_emptied_still_serves_the_next_turn(alice, tmp_path, sync_turns):
+    deploy(tmp_path, "desk")
+    session_id = start(alice, "desk", call("shell", command="rm -rf ./* ./.[!.]*"))
+    follow = post_json(alice, f"/desk/v1/session/{session_id}/message", {"message": call("write", path="a.txt",
+                                                                                         content="x")})
+    assert follow.status_code == 202
+
+    assert results(session_id)[-1]["output"] == {"path": "a.txt", "bytes": 1}
+    assert sorted(p.name for p in workspace_of(session_id).iterdir()) == ["a.txt"]
