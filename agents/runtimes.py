@@ -33,6 +33,9 @@ class SessionContext:
     agent: str
     principal_id: str = ""
     channel: str = ""
+    # The host services tools get as `ctx.host` (reminders, and what the server adds), for
+    # filesystems backed by them; None without a session.
+    host: Any = None
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from agents.localfs import LocalFS, LocalShellFS
 from agents.runtimes import LocalRuntime, SessionContext, narrow
 from agents.sdk import Tool
 from agents.workspace_tools import workspace_tools
+from sessions.reminders import Host
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +132,8 @@ def open_workspace(session: Any, loaded: LoadedAgent, *, files: bool = False) ->
             _virtual.move_to_end(session.id)
     if fs is None:
         fs = build_virtual(loaded, SessionContext(session_id=session.id, agent=loaded.slug,
-                                                  principal_id=session.principal_id, channel=session.channel))
+                                                  principal_id=session.principal_id, channel=session.channel,
+                                                  host=Host(session=session, agent=session.agent)))
         with _virtual_lock:
             fs = _virtual.setdefault(session.id, fs)
             while len(_virtual) > VIRTUAL_CACHE_SIZE:

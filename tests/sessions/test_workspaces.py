@@ -276,7 +276,8 @@ def test_a_per_session_factory_builds_each_sessions_filesystem_once(alice, tmp_p
         builds = count(1)
 
         def workspace(ctx):
-            plan = memory_fs({"/build.txt": str(next(builds)), "/owner.txt": ctx.principal_id})
+            plan = memory_fs({"/build.txt": str(next(builds)), "/owner.txt": ctx.principal_id,
+                              "/reminders.txt": str(len(ctx.host.reminders.list()))})
             return union_fs({"/plan": plan, "/skills": skills_fs()})
 
         agent = Agent(runtime=virtual_runtime(workspace))
@@ -284,13 +285,14 @@ def test_a_per_session_factory_builds_each_sessions_filesystem_once(alice, tmp_p
     first = start(alice, "planner", call("write", path="/plan/step.txt", content="one") + "\n" +
                   call("read", path="/plan/build.txt"))
     follow = post_json(alice, f"/planner/v1/session/{first}/message", {"message": "\n".join([
-        call("read", path="/plan/step.txt"), call("read", path="/plan/owner.txt"), call("read", path="/plan/build.txt")])})
+        call("read", path="/plan/step.txt"), call("read", path="/plan/owner.txt"), call("read", path="/plan/build.txt"),
+        call("read", path="/plan/reminders.txt")])})
     assert follow.status_code == 202, follow.content
     second = start(alice, "planner", "\n".join([call("read", path="/plan/step.txt"), call("read", path="/plan/build.txt"),
                                                  call("glob", pattern="**", path="/skills")]))
 
-    wrote, built, step, owner, built_again = [r.get("output") for r in results(first)]
-    assert (wrote, step, owner) == ({"path": "/plan/step.txt", "bytes": 3}, "one", "alice")
+    wrote, built, step, owner, built_again, reminders = [r.get("output") for r in results(first)]
+    assert (wrote, step, owner, reminders) == ({"path": "/plan/step.txt", "bytes": 3}, "one", "alice", "0")
     assert built == built_again, "built once for the session, at its first turn"
     missing, built_second, skills = results(second)
     assert missing["error"] == "WorkspaceError: no file /plan/step.txt", "sessions never share a filesystem"
