@@ -3,6 +3,11 @@
 An agent folder holds `agent/instructions.md` (required), `agent/agent.py`
 (optional `agent = Agent(...)`) and `agent/tools/<name>.py` (one tool per
 file). Validation collects every problem, each naming the file and the fix.
+
+The runtime is checked here too: `Agent(tools=[...])` may only narrow the
+workspace tools the runtime's filesystem implements, `execution="agent"`
+tools need a workspace with `shell`, and seed files (`agent/workspace/` or
+`agent/sandbox/workspace/`) need a local runtime.
 """
 from __future__ import annotations
 
@@ -20,6 +25,16 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from agents import providers
+from agents.filesystems import VERBS, bind_skills
+from agents.runtimes import (
+    DEFAULT_RUNTIME,
+    LocalRuntime,
+    Runtime,
+    VirtualRuntime,
+    allowlist_problems,
+    could_offer,
+    offered_at_discovery,
+)
 from agents.models import Agent as AgentRow
 from agents.models import Deployment, validate_slug
 from agents.mcp import McpServer, load_mcp_json, server_problems
@@ -34,6 +49,9 @@ SUBAGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 # Built-in tools the engine offers when the agent has skills or subagents.
 BUILTIN_TOOLS = frozenset({"load_skill", "read_skill_file", "delegate", "remind_me", "cancel_reminder"})
 IGNORED_PARTS = {"__pycache__", ".DS_Store"}
+# Seed files copied into each local session workspace (the second spelling is the reference's).
+SEED_FOLDERS = ("workspace", "sandbox/workspace")
+MAX_SEED_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -76,6 +94,23 @@ class LoadedAgent:
     hooks: list[Hook] = field(default_factory=list)
     schedules: dict[str, LoadedSchedule] = field(default_factory=dict)
     mcp: list[McpServer] = field(default_factory=list)
+    runtime: Runtime = DEFAULT_RUNTIME
+    seed_dir: Path | None = None
+
+    @property
+    def allowlist(self) -> tuple[str, ...] | None:
+        return None if self.config.tools is None else tuple(self.config.tools)
+
+    def workspace_tools(self) -> frozenset[str] | None:
+        """The workspace tools every session is offered; None when a per-session factory decides."""
+        return offered_at_discovery(self.runtime, self.allowlist)
+
+    def agent_tools(self) -> dict[str, Tool]:
+        """Tools the model runs as scripts in its workspace (execution="agent")."""
+        return {name: t for name, t in self.tools.items() if t.execution == "agent"}
+
+    def server_tools(self) -> dict[str, Tool]:
+        return {name: t for name, t in self.tools.items() if t.execution == "server"}
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -95,6 +130,7 @@ class LoadedAgent:
                     "directCall": t.direct_call,
                     "timeArgs": list(t.time_args),
                     "execution": t.execution,
+                    "family": "server" if t.execution == "server" else "agent",
                     "inputSchema": t.input_schema(),
                     "file": f"agent/tools/{name}.py",
                 }
@@ -114,7 +150,14 @@ class LoadedAgent:
             ],
             "remindersTool": self.config.reminders_tool,
             "mcp": [server.describe() for server in self.mcp],
+            "runtime": self.runtime_manifest(),
         }
+
+    def runtime_manifest(self) -> dict[str, Any]:
+        offered = self.workspace_tools()
+        return {**self.runtime.describe(), "toolsAllowlist": None if self.allowlist is None else list(self.allowlist),
+                "workspaceTools": None if offered is None else [v for v in VERBS if v in offered],
+                "seedFiles": self.seed_dir is not None}
 
 
 def agent_dir(root: Path) -> Path:
@@ -226,13 +269,17 @@ def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
     schedules = load_schedules(base / "schedules", namespace, schedule_problems)
     problems.extend(Problem(path, message) for path, message in schedule_problems)
     mcp_servers = _load_mcp(base, config, problems)
+    runtime = _check_runtime(config, tools, problems)
+    seed_dir = _seed_dir(base, runtime, problems)
+    if isinstance(runtime, VirtualRuntime) and not runtime.per_session:
+        bind_skills(runtime.fs, skills)  # a skills_fs() in the tree serves this agent's skills
 
     if problems:
         raise AgentFolderError(root, problems)
     return LoadedAgent(
         slug=slug, root=root, config=config, model=model, instructions=instructions,
         tools=tools, content_hash=digest, warnings=warnings, skills=skills, subagents=subagents, hooks=hooks,
-        schedules=schedules, mcp=mcp_servers,
+        schedules=schedules, runtime=runtime, seed_dir=seed_dir, mcp=mcp_servers,
     )
 
 
@@ -255,6 +302,67 @@ def _load_mcp(base: Path, config: Agent, problems: list[Problem]) -> list[McpSer
     for name in sorted({n for n in names if names.count(n) > 1}):
         problems.append(Problem("agent/mcp.json", f"MCP server {name!r} is declared twice: rename one"))
     return servers
+
+
+def _check_runtime(config: Agent, tools: dict[str, Tool], problems: list[Problem]) -> Runtime:
+    """The agent's runtime, with every incoherent pairing reported (fail closed)."""
+    runtime = config.runtime if config.runtime is not None else DEFAULT_RUNTIME
+    if not isinstance(runtime, LocalRuntime | VirtualRuntime):
+        problems.append(Problem("agent/agent.py", f"runtime must be local_runtime(...) or virtual_runtime(...) "
+                                                  f"(from agents.sdk), not {runtime!r}"))
+        return DEFAULT_RUNTIME
+    found = runtime.problems() + allowlist_problems(runtime, config.tools)
+    problems.extend(Problem("agent/agent.py", message) for message in found)
+    if found:
+        return runtime
+    allowlist = None if config.tools is None else tuple(config.tools)
+    possible = could_offer(runtime, allowlist)
+    for name in runtime.needs_approval:
+        if name not in possible:
+            problems.append(Problem("agent/agent.py", f"needs_approval names {name!r}, which this agent's workspace "
+                                                      f"does not offer ({', '.join(sorted(possible)) or 'no tools'})"))
+    offered = offered_at_discovery(runtime, allowlist)
+    for name in sorted(tools):
+        rel = f"agent/tools/{name}.py"
+        if name in possible:
+            problems.append(Problem(rel, f"{name!r} is a workspace tool of this agent's runtime: rename the file "
+                                         "(or narrow the workspace with Agent(tools=[...]))"))
+        elif tools[name].execution == "agent" and not (isinstance(runtime, LocalRuntime) and offered
+                                                           and "shell" in offered):
+            problems.append(Problem(rel, "execution='agent' runs the tool as a script the model starts with the "
+                                         "workspace's shell, and this agent's workspace offers no shell: use "
+                                         "local_runtime() with 'shell' allowed, or remove execution='agent' to run "
+                                         "the tool on the server"))
+    return runtime
+
+
+def _seed_dir(base: Path, runtime: Runtime, problems: list[Problem]) -> Path | None:
+    """The folder of files copied into each local session workspace, checked."""
+    found = [base / name for name in SEED_FOLDERS if (base / name).exists()]
+    if not found:
+        return None
+    rels = [f"agent/{f.relative_to(base).as_posix()}/" for f in found]
+    if len(found) > 1:
+        problems.append(Problem(rels[1], f"seed files are in {rels[0]} already: keep one folder"))
+        return None
+    folder, rel = found[0], rels[0]
+    if not folder.is_dir() or folder.is_symlink():
+        problems.append(Problem(rel, "must be a folder of files to copy into each session's workspace"))
+        return None
+    if not isinstance(runtime, LocalRuntime):
+        problems.append(Problem(rel, "a virtual runtime has no directory to copy seed files into: put them in its "
+                                     "filesystem (memory_fs({...})) or use local_runtime()"))
+        return None
+    total = 0
+    for path in folder.rglob("*"):
+        if path.is_symlink():
+            problems.append(Problem(f"{rel}{path.relative_to(folder).as_posix()}",
+                                    "symbolic links are not copied into workspaces: copy the file instead"))
+        elif path.is_file():
+            total += path.stat().st_size
+    if total > MAX_SEED_BYTES:
+        problems.append(Problem(rel, f"seed files add up to {total} bytes, more than {MAX_SEED_BYTES}"))
+    return folder
 
 
 def _load_subagents(
@@ -334,10 +442,6 @@ def _tool_problems(t: Tool) -> list[str]:
         problems.append(f"effect must be 'read' or 'write', not {t.effect!r}")
     if t.execution not in ("server", "agent"):
         problems.append(f"execution must be 'server' or 'agent', not {t.execution!r}")
-    elif t.execution == "agent":
-        # Fail closed: the tool would otherwise run on the server, not where its author meant.
-        problems.append("execution='agent' runs a tool in the agent's workspace, which this server does not "
-                        "provide yet: remove execution='agent' to run the tool on the server")
     not_bool = [o for o in ("needs_approval", "direct_call") if not isinstance(getattr(t, o), bool)]
     problems.extend(f"{o} must be True or False, not {getattr(t, o)!r}" for o in not_bool)
     if not not_bool and t.direct_call and not t.needs_approval:

@@ -1,4 +1,6 @@
-"""The SDK that agent folders import: `Agent`, `tool`, `Skill`, `Schedule`, `hook`.
+"""The SDK that agent folders import: `Agent`, `tool`, `Skill`, `Schedule`, `hook`,
+and the runtimes and filesystems of workspaces (`local_runtime`, `virtual_runtime`,
+`memory_fs`, `union_fs`, `skills_fs`).
 
     # agent/agent.py
     from agents.sdk import Agent
@@ -28,6 +30,14 @@ from typing import Any, Callable, Literal
 from pydantic import BaseModel
 
 from agents.mcp import McpServer, mcp_http, mcp_stdio  # noqa: F401 (part of the SDK agent folders import)
+from agents.filesystems import WorkspaceError, memory_fs, skills_fs, union_fs
+from agents.runtimes import SessionContext, local_runtime, virtual_runtime
+
+__all__ = [
+    "Agent", "tool", "Tool", "Skill", "Schedule", "hook", "Hook", "ToolContext", "SessionInfo", "SessionContext",
+    "local_runtime", "virtual_runtime", "memory_fs", "union_fs", "skills_fs", "WorkspaceError",
+    "McpServer", "mcp_stdio", "mcp_http",
+]
 
 Effect = Literal["read", "write"]
 Execution = Literal["server", "agent"]
@@ -46,6 +56,11 @@ class Agent:
     reminders_tool: bool = False
     # MCP servers whose tools the model gets (`mcp_stdio(...)`, `mcp_http(...)`), besides agent/mcp.json.
     mcp: tuple[McpServer, ...] | list[McpServer] = ()
+    # Where file and shell tools act: local_runtime() (the default) or virtual_runtime(fs).
+    runtime: Any = None
+    # Narrows the workspace tools offered (read, ls, glob, grep, write, edit, delete, shell);
+    # None: every tool the workspace implements; []: none.
+    tools: list[str] | tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -184,6 +199,8 @@ class ToolContext:
     call_id: str
     as_of: datetime | None = None
     host: Any = None
+    # Whether the turn was asked to stop (polled by long-running tools such as `shell`).
+    should_stop: Callable[[], bool] = lambda: False
 
     def now(self) -> datetime:
         """The session's frozen instant under `asOf`, else the current time (UTC)."""

@@ -244,6 +244,11 @@ AGENTSITE_WEB_THREADS = int(os.environ.get("AGENTSITE_WEB_THREADS", "8"))
 # `manage.py run` and processes with no cluster beside them turn it on (sessions/admission.py).
 AGENTSITE_INLINE_TURNS = False
 AGENTSITE_MAX_STEPS = int(os.environ.get("AGENTSITE_MAX_STEPS", "12"))
+# Local runtimes: one directory per session under this folder (deleted with the session).
+AGENTSITE_WORKSPACES_ROOT = Path(os.environ.get("AGENTSITE_WORKSPACES_ROOT", STATE_ROOT / "workspaces")).resolve()
+# Files sent with a message (workspaceFiles): at most this many, each at most this many bytes.
+AGENTSITE_WORKSPACE_FILES_MAX = int(os.environ.get("AGENTSITE_WORKSPACE_FILES_MAX", "50"))
+AGENTSITE_WORKSPACE_FILE_MAX_BYTES = int(os.environ.get("AGENTSITE_WORKSPACE_FILE_MAX_BYTES", str(256 * 1024)))
 AGENTSITE_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTSITE_MAX_MESSAGE_CHARS", "100000"))
 # Readers poll the event table in case a wake-up was lost. Redis carries every
 # process's wake-ups to every reader, so there the poll is only a slow backstop;

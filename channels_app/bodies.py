@@ -6,6 +6,8 @@ by `channels_app.parsers.load_json` (depth, numbers, storable text).
 """
 from __future__ import annotations
 
+import base64
+import binascii
 from datetime import datetime
 from typing import Any, Literal
 
@@ -15,6 +17,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from channels_app.errors import APIError
+from sessions.workspaces import valid_sent_path
 
 
 # Text either database stores: no NUL (what `load_json` refuses, said in the OpenAPI document).
@@ -56,6 +59,61 @@ class MessageBody(Body):
         return within_message_limit(value)
 
 
+class WorkspaceFile(Body):
+    """A file written into the session's workspace before the turn starts."""
+
+    path: str = Field(min_length=1, max_length=512, json_schema_extra={
+        "pattern": r"^[^\u0000\\/]+$|^[^\u0000\\/][^\u0000\\]*[^\u0000\\/]$",
+        "description": "Relative to the workspace: no leading '/', no '..', no backslash, no percent-encoded bytes"})
+    content: str = Field(json_schema_extra=TEXT)
+    encoding: Literal["utf-8", "base64"] = "utf-8"
+
+    @field_validator("path")
+    @classmethod
+    def contained(cls, value: str) -> str:
+        return valid_sent_path(value)
+
+    def data(self) -> bytes:
+        if self.encoding == "base64":
+            return base64.b64decode(self.content, validate=True)
+        return self.content.encode("utf-8")
+
+    def stored(self) -> dict[str, Any]:
+        return {"path": self.path, "content": self.content, "encoding": self.encoding}
+
+
+def checked_files(files: list[WorkspaceFile], where: str) -> list[dict[str, Any]]:
+    """Files as stored with the turn: decodable, each within the size limit, each path once."""
+    limit = settings.AGENTSITE_WORKSPACE_FILE_MAX_BYTES
+    if len(files) > settings.AGENTSITE_WORKSPACE_FILES_MAX:
+        raise APIError(400, "too_many_workspace_files",
+                       f"{where}: {len(files)} files, more than {settings.AGENTSITE_WORKSPACE_FILES_MAX} in one message")
+    seen: set[str] = set()
+    for i, sent in enumerate(files):
+        try:
+            size = len(sent.data())
+        except (binascii.Error, ValueError):
+            raise APIError(400, "invalid_request", f"{where}[{i}].content is not valid base64") from None
+        if size > limit:
+            raise APIError(400, "workspace_file_too_large",
+                           f"{where}[{i}] ({sent.path}) is {size} bytes, more than {limit}")
+        if sent.path in seen:
+            raise APIError(400, "invalid_request", f"{where}: {sent.path} is sent twice")
+        seen.add(sent.path)
+    return [f.stored() for f in files]
+
+
+RUNTIME_OVERLAY = {
+    "type": "object",
+    "description": "Overlay the agent's runtime for this session: only `kind: local` (the agent's own) with extra "
+                   "`workspaceFiles`; anything else is refused with a code that says why",
+    "properties": {"kind": {"type": "string", "enum": ["local"]},
+                   "workspaceFiles": {"type": "array", "items": WorkspaceFile.model_json_schema()}},
+    "required": ["kind"],
+    "additionalProperties": False,
+}
+
+
 class CreateSession(MessageBody):
     title: str | None = Field(default=None, max_length=200, json_schema_extra=TEXT)
     mode: Literal["chat", "task"] = "chat"
@@ -63,6 +121,8 @@ class CreateSession(MessageBody):
     as_of: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
     continuation_token: str | None = Field(default=None, max_length=200, json_schema_extra=TEXT)
     admission: Literal["preempt", "coalesce"] = "preempt"
+    workspace_files: list[WorkspaceFile] | None = None
+    runtime: dict[str, Any] | None = Field(default=None, json_schema_extra=RUNTIME_OVERLAY)
 
     @field_validator("as_of")
     @classmethod
@@ -81,6 +141,7 @@ class CreateSession(MessageBody):
 class FollowUp(MessageBody):
     continuation_token: str | None = Field(default=None, max_length=200, json_schema_extra=TEXT)
     admission: Literal["preempt", "coalesce"] = "preempt"
+    workspace_files: list[WorkspaceFile] | None = None
 
 
 class SocketMessage(MessageBody):
@@ -120,13 +181,14 @@ class CreateReminder(Body):
         return within_message_limit(value)
 
 
-def validate_body(model: type[BaseModel], data: Any) -> Any:
-    """`data` as `model`, or a 400 `invalid_request` whose details name each bad field."""
+def validate_body(model: type[BaseModel], data: Any, where: str = "") -> Any:
+    """`data` as `model`, or a 400 `invalid_request` whose details name each bad field (under `where`)."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         details = [
-            {"field": ".".join(str(p) for p in e["loc"]) or "body", "message": e["msg"], "type": e["type"]}
+            {"field": ".".join([where] * bool(where) + [str(p) for p in e["loc"]]) or "body", "message": e["msg"],
+             "type": e["type"]}
             for e in exc.errors(include_url=False, include_input=False)
         ]
         message = "; ".join(f"{d['field']}: {d['message']}" for d in details)

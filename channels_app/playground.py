@@ -20,6 +20,7 @@ from channels_app.errors import APIError
 from channels_app.ownership import get_owned_session
 from sessions.models import Event, Reminder, Session
 from sessions.trajectory import fold_turn_outcome
+from sessions.workspaces import list_files, workspace_size
 
 
 def dev_mode(request: HttpRequest) -> dict[str, Any]:
@@ -111,8 +112,20 @@ def session_page(request: HttpRequest, slug: str, session_id: str) -> HttpRespon
     reminders = Reminder.objects.filter(session=session, status=Reminder.Status.ARMED).order_by("next_fire_at")
     return render(request, "playground/session.html", {
         "agent": session.agent, "session": session, "manifest": manifest, "tools": _tool_rows(manifest),
-        "reminders": list(reminders),
+        "reminders": list(reminders), "workspace": workspace_panel(session, manifest),
     })
+
+
+def workspace_panel(session: Session, manifest: dict[str, Any]) -> dict[str, Any]:
+    """What the session page shows of the workspace: a local one's files, or what a virtual one is."""
+    runtime = manifest.get("runtime") or {"kind": "local"}
+    panel: dict[str, Any] = {"kind": runtime.get("kind", "local"), "tools": runtime.get("workspaceTools")}
+    if panel["kind"] == "local":
+        panel["files"] = list_files(session.id)
+        panel["size"] = workspace_size(session.id)
+    else:
+        panel["filesystem"] = runtime.get("filesystem")
+    return panel
 
 
 def _parse(at: str) -> datetime:

@@ -96,6 +96,13 @@ class AgentInfo(Reply):
     channels: list[ChannelRef]
     schedules: list[dict[str, Any]]
     deployment: DeploymentDetail | None
+    # Where file and shell tools act: kind (local | virtual), its limits, the workspace tools.
+    runtime: dict[str, Any] | None = None
+    # Every tool the model is offered: name, family (server | workspace | builtin | mcp), input schema.
+    offered_tools: list[dict[str, Any]] = []
+    # The MCP servers the agent declares: name, transport, command or url, and only the
+    # names of their env and headers (values may be secrets).
+    mcp: list[dict[str, Any]] = []
 
 
 class AgentHealth(Reply):

@@ -7,6 +7,7 @@ running turn, delete sessions, and approve or deny parked tool calls.
 import json
 
 from django.contrib import admin, messages
+from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
@@ -18,6 +19,7 @@ from sessions.approvals import resolve_approval
 from sessions.instants import iso_z
 from sessions.models import Event, Reminder, Schedule, Session, ToolCall, Turn
 from sessions.timers import cancel_reminder
+from sessions.workspaces import workspace_size
 
 
 # A session's history is shown as plain tables of its latest rows, not as
@@ -60,7 +62,7 @@ class SessionAdmin(admin.ModelAdmin):
     summary_fields = (
         "id", "agent", "deployment", "channel", "mode", "status", "title", "principal_id", "principal_type",
         "authenticator", "next_event_index", "options", "usage", "active_turn", "created_at", "updated_at",
-        "history",
+        "history", "workspace",
     )
     readonly_fields = summary_fields + ("latest_turns", "latest_tool_calls", "latest_events")
     # The continuation token hash and the provider conversation are never shown.
@@ -80,6 +82,14 @@ class SessionAdmin(admin.ModelAdmin):
     @admin.display(description="playground")
     def playground(self, obj: Session) -> str:
         return format_html('<a href="/playground/{}/session/{}">open</a>', obj.agent.slug, obj.id)
+
+    @admin.display(description="workspace")
+    def workspace(self, obj: Session) -> str:
+        """A local workspace's size on this host; virtual workspaces live in the workers' memory."""
+        size = workspace_size(obj.id)
+        if size is None:
+            return "none on this host"
+        return f"{size} bytes ({filesizeformat(size)})"
 
     @admin.display(description="history")
     def history(self, obj: Session) -> str:

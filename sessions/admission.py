@@ -55,14 +55,19 @@ def start_session(
     channel: str = "http",
     trigger: str = Turn.Trigger.USER,
     source_ref: str = "",
+    workspace_files: list[dict[str, Any]] | None = None,
 ) -> Admitted:
-    """Create a session on the agent's active deployment and queue its first turn."""
+    """Create a session on the agent's active deployment and queue its first turn.
+
+    `workspace_files` ({path, content, encoding}, checked by the channel) are
+    written into the session's workspace when the turn starts.
+    """
     deployment = agent.active_deployment
     if deployment is None:
         raise AdmissionError("agent_not_deployed", f"agent {agent.slug!r} has no active deployment", 409)
     hooks = Session(agent=agent, deployment=deployment).hooks()  # loaded before the write lock is taken
     with transaction.atomic():
-        turn = Turn(trigger=trigger, message=message, source_ref=source_ref)
+        turn = Turn(trigger=trigger, message=message, source_ref=source_ref, workspace_files=workspace_files or [])
         session = Session(
             agent=agent,
             deployment=deployment,
@@ -104,6 +109,7 @@ def submit_message(
     continuation_token: str | None = None,
     trigger: str = Turn.Trigger.USER,
     source_ref: str = "",
+    workspace_files: list[dict[str, Any]] | None = None,
 ) -> Admitted:
     """A follow-up. `preempt` interrupts a running turn first; `coalesce` queues behind it."""
     if admission not in Turn.Admission.values:
@@ -124,7 +130,7 @@ def submit_message(
         token = session.issue_token()
         Session.objects.filter(pk=session.pk).update(continuation_token_hash=session.continuation_token_hash)
         turn = lifecycle.queue_turn(session, trigger=trigger, message=message, admission=admission,
-                                    source_ref=source_ref)
+                                    source_ref=source_ref, workspace_files=workspace_files or [])
         # Readers of an idle session poll slowly; tell them a turn is coming.
         transaction.on_commit(lambda: wakeups.publish(session.id, -1))
     session.refresh_from_db()

@@ -1,4 +1,4 @@
-"""Deleting a session: stop its turn, cancel its reminders, then the rows.
+"""Deleting a session: stop its turn, cancel its reminders, then the rows and its workspace.
 
 Apart from admission because it needs the reminders, which admit their
 own follow-ups through admission.
@@ -10,6 +10,7 @@ from django.db import transaction
 from sessions.admission import stop_session
 from sessions.models import Session
 from sessions.reminders import cancel_session_reminders
+from sessions.workspaces import delete_workspace
 
 
 def delete_session(session: Session) -> None:
@@ -22,3 +23,5 @@ def delete_session(session: Session) -> None:
         # the lock, the worker's next append waits and finds the session gone.
         Session.objects.select_for_update().filter(pk=session.pk).values_list("pk", flat=True).first()
         Session.objects.filter(pk=session.pk).delete()
+    # After the rows: a turn still finishing finds its session gone and stops writing here.
+    delete_workspace(session.id)

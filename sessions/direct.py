@@ -22,7 +22,9 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from agents.discovery import load_deployment
+from agents.discovery import LoadedAgent, load_deployment
+from agents.filesystems import VERBS
+from agents.mcp import SEPARATOR
 from agents.models import Agent
 from agents.sdk import Tool
 from sessions import lifecycle
@@ -31,6 +33,7 @@ from sessions.events import append_events
 from sessions.mcp import find_mcp_tool
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.processes import process_id
+from sessions.runner import InterruptWatch
 from sessions.tools import (
     check_time_args,
     execute,
@@ -41,6 +44,7 @@ from sessions.tools import (
     tool_context,
     validation_message,
 )
+from sessions.workspaces import WorkspaceUnavailable, open_workspace, sessionless_workspace
 
 if TYPE_CHECKING:
     from sessions.principal import Principal
@@ -58,10 +62,11 @@ def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | Non
     if deployment is None:
         raise AdmissionError("agent_not_deployed", f"agent {agent.slug!r} has no active deployment", 409)
     loaded = load_deployment(deployment)
-    tool = loaded.tools.get(name) or find_mcp_tool(loaded.mcp, loaded.root, name)
+    tool, family = find_tool(loaded, name, session)
     if tool is None:
+        names = sorted(set(loaded.tools) | (loaded.workspace_tools() or set()))
         raise AdmissionError("tool_not_found", f"agent {agent.slug!r} has no tool {name!r}; tools: "
-                             f"{', '.join(sorted(loaded.tools)) or 'none'}", 404)
+                             f"{', '.join(names) or 'none'}", 404)
     try:
         validated = tool.input_model.model_validate(raw_input)
     except ValidationError as exc:
@@ -86,11 +91,33 @@ def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | Non
             raise AdmissionError("tool_error", f"{type(exc).__name__}: {exc}", 422) from None
         return {"callId": call_id, "toolName": name, "output": output, "stubbed": False,
                 "durationMs": round((time.monotonic() - started) * 1000, 1)}
-    return _call_in_session(session, tool, name, validated, call_id, loaded.hooks, gated, approved_by)
+    return _call_in_session(session, tool, name, validated, call_id, loaded.hooks, gated, approved_by, family)
+
+
+def find_tool(loaded: LoadedAgent, name: str, session: Session | None) -> tuple[Tool | None, str]:
+    """An agent tool by name, or a workspace tool bound to the session's workspace, with its family.
+
+    Without a session only a fixed virtual filesystem has a workspace: a local
+    one (or a per-session factory's) belongs to a session.
+    """
+    if name in loaded.tools:
+        return loaded.tools[name], "server"
+    if SEPARATOR in name:
+        return find_mcp_tool(loaded.mcp, loaded.root, name), "mcp"
+    if name not in VERBS:
+        return None, "server"
+    try:
+        workspace = open_workspace(session, loaded) if session is not None else sessionless_workspace(loaded)
+    except WorkspaceUnavailable as exc:
+        offered = loaded.workspace_tools()
+        if offered is not None and name not in offered:
+            return None, ""
+        raise AdmissionError("workspace_unavailable", str(exc), 409) from None
+    return workspace.tools().get(name), "workspace"
 
 
 def _call_in_session(session: Session, tool: Tool, name: str, validated, call_id: str, hooks, gated: bool,
-                     approved_by: Principal | None) -> dict[str, Any]:
+                     approved_by: Principal | None, family: str = "server") -> dict[str, Any]:
     options = session.run_options
     if options.as_of is not None and tool.time_args:
         if refusal := check_time_args(tool.time_args, validated, options.as_of):
@@ -99,6 +126,8 @@ def _call_in_session(session: Session, tool: Tool, name: str, validated, call_id
     parks = gated and not stubbed  # a stub has no effect, so it needs no approval (as in a turn)
     approved = tool.needs_approval and approved_by is not None and not stubbed
     requested = {"callId": call_id, "toolName": name, "input": json_safe(validated), "direct": True}
+    if family in ("workspace", "mcp"):
+        requested["family"] = family
     row_fields: dict[str, Any] = {"status": ToolCall.Status.REQUESTED}
     if parks:
         row_fields = {"status": ToolCall.Status.AWAITING_APPROVAL}
@@ -134,7 +163,8 @@ def _call_in_session(session: Session, tool: Tool, name: str, validated, call_id
     duration = 0.0
     try:
         if not stubbed:
-            duration = execute(row, tool, validated, tool_context(session, call_id))
+            duration = execute(row, tool, validated, tool_context(session, call_id,
+                                                                  should_stop=InterruptWatch(turn).should_stop))
     finally:
         # Released whatever happened, or the session would stay locked.
         _release(session, turn, row, duration, hooks, Turn.Status.COMPLETED)
@@ -164,13 +194,13 @@ def resume_call(turn: Turn) -> None:
             status = Turn.Status.INTERRUPTED
             row.abandon("not run: turn interrupted")
         elif row.status == ToolCall.Status.APPROVED:
-            loaded = load_deployment(session.deployment)
-            tool = loaded.tools.get(row.tool) or find_mcp_tool(loaded.mcp, loaded.root, row.tool)
+            tool, _ = find_tool(load_deployment(session.deployment), row.tool, session)
             if tool is None:  # an MCP server that cannot be reached now
                 row.fail(f"tool {row.tool!r} is not available now", expect=(ToolCall.Status.APPROVED,))
             else:
                 validated = tool.input_model.model_validate(row.input)
-                duration = execute(row, tool, validated, tool_context(session, row.call_id))
+                duration = execute(row, tool, validated, tool_context(session, row.call_id,
+                                                                      should_stop=InterruptWatch(turn).should_stop))
     except Exception as exc:  # a bug must not leave the session locked, nor the call looking runnable
         row.fail(f"internal error: {type(exc).__name__}: {exc}", expect=(ToolCall.Status.APPROVED,))
         row.refresh_from_db()

@@ -19,17 +19,18 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from agents.discovery import LoadedAgent, load_deployment
+from agents.filesystems import WorkspaceError
 from agents.providers.base import ProviderError
 from sessions import lifecycle
-from sessions.builtins import builtin_tools
 from sessions.direct import resume_call
 from sessions.events import SessionGone
-from sessions.mcp import mcp_tools
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.processes import process_id
 from sessions.runner import Emitter, Interrupted, InterruptWatch, Parked, Profile, Runner
 from sessions.tools import Executor, result_payload, tool_message
+from sessions.toolset import Toolset, toolset
 from sessions.usage import add_usage, zero
+from sessions.workspaces import Workspace, WorkspaceUnavailable, file_record, open_workspace, write_sent_files
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +132,8 @@ class TurnRunner:
         # Whether ToolCall rows may exist for this turn (saves a query on plain turns).
         self.called_tools = bool(state.get("messages"))
         self.runner: Runner | None = None
+        self.workspace: Workspace | None = None
+        self.toolset: Toolset | None = None
         self._usage_lock = threading.Lock()  # delegations may run in parallel tool threads
 
     @property
@@ -150,7 +153,11 @@ class TurnRunner:
                 f"\n\nThis session is frozen at {as_of.isoformat()} (asOf): treat that instant as now, "
                 "and bound every time range at or before it with absolute ISO-8601 instants."
             )
-        return system
+        return system + self.workspace_brief()
+
+    def workspace_brief(self) -> str:
+        brief = self.workspace.brief() if self.workspace else ""
+        return f"\n\n{brief}" if brief else ""
 
     # -- the run ---------------------------------------------------------------
     def run(self) -> None:
@@ -164,20 +171,25 @@ class TurnRunner:
             self.loaded = loaded
             self.emitter.hooks = loaded.hooks
             # The session is already `running`: activating the turn set that (lifecycle.dispatch_next).
+            sent = [] if resuming else list(self.turn.workspace_files or [])
             if not resuming:
                 received = {"source": self.turn.trigger, "text": self.turn.message}
                 if self.turn.source_ref:
                     received[f"{self.turn.trigger}Id"] = self.turn.source_ref  # reminderId, scheduleId
+                if sent:
+                    received["workspaceFiles"] = [file_record(f) for f in sent]
                 self.emitter.emit(EventType.MESSAGE_RECEIVED, received)
                 self.emitter.emit(EventType.TURN_STARTED, {"trigger": self.turn.trigger,
                                                            "admission": self.turn.admission})
-            self.tools = {**builtin_tools(loaded, self.delegate), **loaded.tools}
-            if loaded.mcp:
-                self.tools.update(mcp_tools(loaded.mcp, loaded.root))
+            self.workspace = open_workspace(self.session, loaded, files=bool(sent))
+            write_sent_files(self.workspace, sent)
+            self.toolset = toolset(loaded, self.workspace, self.delegate)
+            self.tools = self.toolset.tools
             profile = Profile(loaded.model, self.system_prompt(loaded), dict(loaded.config.params),
                               loaded.config.max_steps or settings.AGENTSITE_MAX_STEPS)
-            self.runner = Runner(profile, Executor(self.session, self.turn, self.tools), self.emitter,
-                                 self.interrupts, usage=self.usage_so_far)
+            executor = Executor(self.session, self.turn, self.tools, families=self.toolset.families,
+                                should_stop=self.interrupts.should_stop)
+            self.runner = Runner(profile, executor, self.emitter, self.interrupts, usage=self.usage_so_far)
             self.interrupts.check()
             first_step = 1
             if resuming:
@@ -192,6 +204,8 @@ class TurnRunner:
             ending = {"status": Turn.Status.INTERRUPTED, "error": "turn interrupted"}
         except ProviderError as exc:
             ending = {"status": Turn.Status.FAILED, "error": str(exc), "code": exc.code}
+        except (WorkspaceUnavailable, WorkspaceError) as exc:
+            ending = {"status": Turn.Status.FAILED, "error": f"workspace: {exc}", "code": "workspace_error"}
         except SessionGone:
             raise
         except DatabaseError as exc:
@@ -234,8 +248,10 @@ class TurnRunner:
         started = time.monotonic()
         tools = {k: v for k, v in self.tools.items() if k != "delegate"}
         executor = Executor(self.session, self.turn, tools, can_park=False, call_prefix=f"{call_id}/",
-                            name_tools=False)
-        runner = Runner(Profile(sub.model, sub.instructions, dict(sub.params), settings.AGENTSITE_MAX_STEPS),
+                            name_tools=False, families=self.toolset.families, should_stop=self.interrupts.should_stop)
+        # A subagent works in the parent's workspace, with the same brief.
+        runner = Runner(Profile(sub.model, sub.instructions + self.workspace_brief(), dict(sub.params),
+                                settings.AGENTSITE_MAX_STEPS),
                         executor, emitter, self.interrupts, usage=zero())
         reply, error = "", None
         try:

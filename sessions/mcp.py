@@ -11,8 +11,9 @@ A server's tools become `agents.sdk.Tool`s named `<server>__<tool>`, so they
 pass through the same ToolCall rows, approvals and dry-run rules as server
 tools. Nothing here can hang a turn: starting a server and every call are
 bounded by the declaration's timeouts, and a server that fails, times out
-or dies mid-call ends the call with an error the model sees. A dead
-connection is opened again on a later use, at most every RETRY_SECONDS.
+or dies mid-call ends the call with an error the model sees. A connection
+that broke is opened again on the next use; a server that failed to start
+is tried again at most every RETRY_SECONDS.
 """
 from __future__ import annotations
 
@@ -95,6 +96,7 @@ class Connection:
         self.cwd = cwd
         self.client: Any = None
         self.tools: list[Any] = []
+        self.opened = False  # it started and listed its tools once
         self.error: str = ""
         self.ready = asyncio.Event()
         self.stop = asyncio.Event()
@@ -122,6 +124,7 @@ class Connection:
             async with Client(self._target(), read_timeout_seconds=self.server.timeout) as client:
                 self.tools = list((await client.list_tools()).tools)
                 self.client = client
+                self.opened = True
                 self.ready.set()
                 await self.stop.wait()
         except BaseException as exc:  # noqa: BLE001 (any failure ends this connection; the next use opens another)
@@ -171,7 +174,7 @@ class Hub:
             conn = self.connections.get(key)
             if conn is None or (not conn.alive and conn.ready.is_set()):
                 since = time.monotonic() - self.last_attempt.get(key, -RETRY_SECONDS)
-                if conn is not None and since < RETRY_SECONDS:
+                if conn is not None and not conn.opened and since < RETRY_SECONDS:  # it failed to start just now
                     raise McpUnavailable(f"MCP server {server.name!r} is unavailable: {conn.error or 'it stopped'}")
                 self.last_attempt[key] = time.monotonic()
                 conn = Connection(server, cwd)

@@ -30,7 +30,7 @@ from agents.sdk import Hook
 from sessions.events import append_events
 from sessions.models import EventType, ToolCall as ToolCallRow
 from sessions.storable import clean_text
-from sessions.tools import Executor, json_safe, result_payload, tool_message, tool_specs
+from sessions.tools import Executor, json_safe, result_payload, tool_message
 from sessions.usage import Usage, add_usage, from_provider, zero
 
 COALESCED = (EventType.MESSAGE_APPENDED, EventType.REASONING_APPENDED)
@@ -153,7 +153,7 @@ class Runner:
         Raises Parked (calls wait for approval), Interrupted, or ProviderError (the step limit included).
         """
         provider, model = get_provider(self.profile.model)
-        specs = tool_specs(self.executor.tools)
+        specs = self.executor.specs()
         for step in range(first_step, self.profile.max_steps + 1):
             step_started = time.monotonic()
             self.emitter.emit(EventType.STEP_STARTED, {"step": step})

@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 from django.db import close_old_connections, connection
 from pydantic import BaseModel, ValidationError
@@ -80,8 +80,9 @@ def execution_problem(name: str, tool: Tool) -> str | None:
     """Fail closed: a tool meant to run in the agent's workspace never silently runs on the server."""
     if tool.execution == "server":
         return None
-    return (f"{EXECUTION_UNAVAILABLE}: tool {name!r} declares execution={tool.execution!r}, and this server has "
-            "no agent workspace to run it in; it was not run")
+    return (f"{EXECUTION_UNAVAILABLE}: tool {name!r} declares execution={tool.execution!r}: it runs as a script in "
+            f"the agent's workspace (`.tools/{name} '<json input>'` with the shell tool), never on the server; "
+            "it was not run")
 
 
 def stub_output(tool: Tool) -> Any:
@@ -89,15 +90,17 @@ def stub_output(tool: Tool) -> Any:
     return json_safe(tool.dry_run_result) if tool.dry_run_result is not None else DRY_RUN_ACK
 
 
-def tool_context(session: Session | None, call_id: str, agent: Any = None) -> ToolContext:
-    """The `ctx` a tool function gets: the session, its frozen instant, `ctx.host`."""
+def tool_context(session: Session | None, call_id: str, agent: Any = None,
+                 should_stop: Callable[[], bool] | None = None) -> ToolContext:
+    """The `ctx` a tool function gets: the session, its frozen instant, `ctx.host`, whether to stop."""
+    stop = should_stop or (lambda: False)
     if session is None:
-        return ToolContext(session=None, call_id=call_id, host=Host(session=None, agent=agent))
+        return ToolContext(session=None, call_id=call_id, host=Host(session=None, agent=agent), should_stop=stop)
     options = session.run_options
     info = SessionInfo(id=session.id, agent=session.agent.slug, mode=session.mode,
                        principal_id=session.principal_id, dry_run=options.dry_run)
     return ToolContext(session=info, call_id=call_id, as_of=options.as_of,
-                       host=Host(session=session, agent=session.agent))
+                       host=Host(session=session, agent=session.agent), should_stop=stop)
 
 
 def tool_specs(tools: dict[str, Tool]) -> list[ToolSpec]:
@@ -161,9 +164,13 @@ class Prepared:
     tool: Tool | None
     validated: BaseModel | None  # None unless the call may run
     shown: Any  # the input as events show it
+    family: str = ""
 
     def requested(self) -> dict[str, Any]:
-        return {"callId": self.row.call_id, "toolName": self.row.tool, "input": self.shown}
+        requested = {"callId": self.row.call_id, "toolName": self.row.tool, "input": self.shown}
+        if self.family == "workspace":
+            requested["family"] = self.family
+        return requested
 
 
 class Executor:
@@ -171,11 +178,15 @@ class Executor:
 
     `can_park`: a gated call may wait for approval (a subagent cannot ask: its
     gated calls are refused). `call_prefix` keeps a subagent's call ids apart
-    from the parent's within the turn.
+    from the parent's within the turn. `families` names each tool's family
+    (sessions.toolset); `execution="agent"` tools are callable by name only to
+    be refused, and never offered. `should_stop` is the turn's interrupt check,
+    handed to long-running tools (`shell`).
     """
 
     def __init__(self, session: Session, turn: Turn, tools: dict[str, Tool], *, can_park: bool = True,
-                 call_prefix: str = "", name_tools: bool = True):
+                 call_prefix: str = "", name_tools: bool = True, families: dict[str, str] | None = None,
+                 should_stop: Callable[[], bool] | None = None):
         self.session = session
         self.turn = turn
         self.tools = tools
@@ -183,15 +194,22 @@ class Executor:
         self.can_park = can_park
         self.call_prefix = call_prefix
         self.name_tools = name_tools
+        self.families = families or {}
+        self.should_stop = should_stop
 
     def context(self, call_id: str) -> ToolContext:
-        return tool_context(self.session, call_id)
+        return tool_context(self.session, call_id, should_stop=self.should_stop)
+
+    def specs(self) -> list[ToolSpec]:
+        """The tools the model is offered."""
+        return tool_specs({name: t for name, t in self.tools.items() if t.execution == "server"})
 
     def check(self, name: str, raw: Any) -> tuple[Tool | None, BaseModel | None, str | None]:
         """The tool, its validated input, or why the call cannot run."""
         tool = self.tools.get(name)
         if tool is None:
-            offered = f"; available tools: {', '.join(sorted(self.tools)) or 'none'}" if self.name_tools else ""
+            names = sorted(n for n, t in self.tools.items() if t.execution == "server")
+            offered = f"; available tools: {', '.join(names) or 'none'}" if self.name_tools else ""
             return None, None, f"unknown tool {name!r}{offered}"
         if unstorable := find_problem(raw, "input"):
             path, problem = unstorable
@@ -233,7 +251,8 @@ class Executor:
                            call_id=self.call_prefix + clean_text(call.call_id), tool=clean_text(call.name),
                            input=shown if isinstance(shown, dict) else {"raw": shown}, **fields)
             rows.append(row)
-            prepared.append(Prepared(call, row, tool, None if error else validated, shown))
+            prepared.append(Prepared(call, row, tool, None if error else validated, shown,
+                                     self.families.get(call.name, "")))
         ToolCall.objects.bulk_create(rows)
         return prepared
 

@@ -10,8 +10,12 @@ line; every other line is echoed back:
     /reply <text>        reply with exactly <text> instead of the echo
     /sleep <ms>          wait before answering (interruptible)
     /fail <message>      fail the model call with <message>
+    /tools               reply with the names of the tools this request offers
+    /next                end this step: the directives after it are the next
+                         step's, once this step's tool results are back
 
-After tool results come back it replies with a summary of them. Model params
+After tool results come back (and no `/next` step is left) it replies with a
+summary of them. Model params
 (`Agent(params=...)`): `latency_ms` (wait before every step),
 `chunk_delay_ms` (wait between streamed chunks), `fail` (fail every call).
 Usage is counted as one token per four characters, rounded up.
@@ -58,9 +62,13 @@ class ScriptedProvider:
         prompt_tokens = _tokens(request.system) + sum(_tokens(_content(m)) for m in request.messages)
         last = request.messages[-1] if request.messages else {"role": "user", "content": ""}
         if last["role"] == "tool":
-            reply, reasoning, calls = self._after_tools(request.messages), "", []
+            steps, done = _steps_so_far(request.messages)
+            if done < len(steps):
+                reply, reasoning, calls = self._from_user(steps[done], request)
+            else:
+                reply, reasoning, calls = self._after_tools(request.messages), "", []
         else:
-            reply, reasoning, calls = self._from_user(last.get("content", ""), request)
+            reply, reasoning, calls = self._from_user(_split_steps(last.get("content", ""))[0], request)
 
         chunk_delay = float(params.get("chunk_delay_ms", 0)) / 1000
         if reasoning:
@@ -96,6 +104,8 @@ class ScriptedProvider:
                 calls.append((name, arguments))
             elif command == "/reply":
                 reply = rest
+            elif command == "/tools":
+                reply = "Tools: " + (", ".join(sorted(t.name for t in request.tools)) or "none")
             elif command == "/sleep":
                 try:
                     _sleep(float(rest) / 1000, request)
@@ -118,6 +128,30 @@ class ScriptedProvider:
             status = "error" if message.get("isError") else "ok"
             results.append(f"{message['name']} ({status}): {message['content']}")
         return "Tool results:\n" + "\n".join(reversed(results))
+
+
+def _split_steps(text: str) -> list[str]:
+    """A message's directives, one chunk per step (split at `/next` lines)."""
+    steps, current = [], []
+    for line in (text if isinstance(text, str) else "").splitlines():
+        if line.strip() == "/next":
+            steps.append("\n".join(current))
+            current = []
+        else:
+            current.append(line)
+    steps.append("\n".join(current))
+    return steps
+
+
+def _steps_so_far(messages: list[dict[str, Any]]) -> tuple[list[str], int]:
+    """The latest user message's steps, and how many of them have run (assistant steps with calls since it)."""
+    done = 0
+    for message in reversed(messages):
+        if message["role"] == "user":
+            return _split_steps(message.get("content", "")), done
+        if message["role"] == "assistant" and message.get("toolCalls"):
+            done += 1
+    return [""], done
 
 
 def _content(message: dict[str, Any]) -> str:

@@ -1,12 +1,16 @@
 """The agents on this server: list, info, liveness."""
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.models import Agent
+from agents.discovery import load_deployment
+from agents.models import Agent, Deployment
 from channels_app.ownership import get_agent
 from channels_app.responses import (
     AgentHealth, AgentInfo, AgentList, AgentSummary, ChannelRef, DeploymentDetail, DeploymentRef, Health,
@@ -14,6 +18,9 @@ from channels_app.responses import (
 from channels_app.schema import refusals
 from sessions.instants import iso_z
 from sessions.models import Schedule
+from sessions.toolset import toolset
+
+log = logging.getLogger(__name__)
 
 
 class AgentListView(APIView):
@@ -45,11 +52,30 @@ class AgentInfoView(APIView):
             tools=manifest.get("tools", []), skills=manifest.get("skills", []),
             subagents=manifest.get("subagents", []), channels=[ChannelRef(id="http", kind="http")],
             schedules=[{**s, **schedule_state.get(s["id"], {})} for s in manifest.get("schedules", [])],
+            runtime=manifest.get("runtime"), offered_tools=offered_tools(deployment), mcp=manifest.get("mcp", []),
             deployment=DeploymentDetail(
                 version=deployment.version, content_hash=deployment.content_hash, source=deployment.source,
                 status=deployment.status, created_at=deployment.created_at, activated_at=deployment.activated_at,
             ) if deployment else None,
         ))
+
+
+def offered_tools(deployment: Deployment | None) -> list[dict[str, Any]]:
+    """Every tool the model is offered in a session of this release (a per-session factory's
+    workspace tools are known only in the session), each with its family and input schema."""
+    if deployment is None:
+        return []
+    try:
+        loaded = load_deployment(deployment)
+    except Exception:  # a release that no longer loads still has its manifest
+        log.exception("cannot load %s for its tools", deployment)
+        return [{**t, "family": t.get("family", "server")} for t in deployment.manifest.get("tools", [])
+                if t.get("execution", "server") == "server"]
+    return toolset(loaded, None, delegate=_not_run).describe()
+
+
+def _not_run(subagent: str, task: str, call_id: str) -> str:
+    raise RuntimeError("listing only")
 
 
 class AgentHealthView(APIView):

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from channels_app.errors import APIError
-from channels_app.bodies import CreateSession, FollowUp, validate_body
+from channels_app.bodies import CreateSession, FollowUp, WorkspaceFile, checked_files, validate_body
 from channels_app.ownership import get_agent, get_owned_session, get_session_by_token
 from channels_app.pagination import SessionCursorPagination
 from channels_app.parsers import parse_start_index
@@ -47,15 +47,23 @@ class SessionCreateView(APIView):
         body: CreateSession = validate_body(CreateSession, request.data)
         agent = get_agent(slug)
         if body.continuation_token is not None:
+            if body.runtime is not None:
+                raise APIError(400, "runtime_overlay_refused", "runtime is chosen when a session is created: "
+                                                               "a follow-up cannot change it")
             session = get_session_by_token(agent, body.continuation_token, request.user)
-            return follow_up(request, session, body.message, body.continuation_token, body.admission)
+            return follow_up(request, session, body.message, body.continuation_token, body.admission,
+                             body.workspace_files)
         options: dict[str, Any] = {}
         if body.dry_run:
             options["dryRun"] = True
         if body.as_of:
             options["asOf"] = body.as_of
+        files = list(body.workspace_files or [])
+        if body.runtime is not None:
+            files += runtime_overlay(body.runtime, agent)
+            options["runtime"] = "local"
         admitted = start_session(agent, request.user, body.message, title=body.title or "", mode=body.mode,
-                                 options=options)
+                                 options=options, workspace_files=sent_files(agent, files))
         session = admitted.session
         return Response(SessionCreated(
             session_id=session.id, continuation_token=admitted.continuation_token, turn_id=admitted.turn.id,
@@ -63,8 +71,59 @@ class SessionCreateView(APIView):
         ), status=201)
 
 
-def follow_up(request: Request, session: Session, message: str, token: str | None, admission: str) -> Response:
-    admitted = submit_message(session, message, admission=admission, continuation_token=token)
+def runtime_kind(agent) -> str:
+    """The kind of the agent's runtime as its active release declares it."""
+    manifest = agent.active_deployment.manifest if agent.active_deployment else {}
+    return (manifest.get("runtime") or {}).get("kind", "local")
+
+
+def runtime_overlay(raw: dict[str, Any], agent) -> list[WorkspaceFile]:
+    """A create body's `runtime`: what a send may overlay on the agent's runtime, which is
+    extra workspace files on the agent's own local runtime. Everything else is refused, saying why."""
+    kind = raw.get("kind")
+    if kind is None:
+        raise APIError(400, "runtime_kind_required", "runtime.kind is required: 'local', the agent's own runtime, "
+                                                     "is the only one a session can be sent")
+    if kind == "virtual":
+        raise APIError(400, "runtime_not_sendable", "a virtual runtime's filesystem is code in the agent folder: "
+                                                    "it cannot be sent with a request")
+    if kind in ("cloud", "grokbot"):
+        raise APIError(400, "runtime_unavailable", f"this server runs every turn itself: there is no {kind} runtime")
+    if kind != "local":
+        raise APIError(400, "runtime_unknown", f"runtime.kind {kind!r} is not a runtime: send 'local'")
+    if runtime_kind(agent) != "local":
+        raise APIError(400, "runtime_overlay_refused",
+                       f"agent {agent.slug!r} runs on virtual_runtime: its workspace is its filesystem, and a local "
+                       "runtime cannot be overlaid on it")
+    for key in raw:
+        if key in ("workspaceDir", "cwd", "sandbox"):
+            raise APIError(400, "runtime_overlay_refused",
+                           f"runtime.{key} cannot be sent: a session's workspace is the directory the server gives "
+                           "it, never a host path or sandbox a caller chooses")
+        if key not in ("kind", "workspaceFiles"):
+            raise APIError(400, "runtime_overlay_refused",
+                           f"runtime.{key} is not something a request can change: a send may only add "
+                           "workspaceFiles to the agent's local runtime")
+    if not isinstance(raw.get("workspaceFiles", []), list):
+        raise APIError(400, "invalid_request", "runtime.workspaceFiles must be a list of files")
+    return [validate_body(WorkspaceFile, item, f"runtime.workspaceFiles.{i}")
+            for i, item in enumerate(raw.get("workspaceFiles", []))]
+
+
+def sent_files(agent, files: list[WorkspaceFile]) -> list[dict[str, Any]]:
+    """workspaceFiles checked against the agent's runtime and the limits, as stored with the turn."""
+    if files and runtime_kind(agent) != "local":
+        raise APIError(400, "workspace_files_unsupported",
+                       f"agent {agent.slug!r} runs on virtual_runtime: nothing can be sent into its workspace "
+                       "(put the files in its filesystem)")
+    return checked_files(files, "workspaceFiles")
+
+
+def follow_up(request: Request, session: Session, message: str, token: str | None, admission: str,
+              files: list[WorkspaceFile] | None = None) -> Response:
+    stored = sent_files(session.agent, list(files or []))
+    admitted = submit_message(session, message, admission=admission, continuation_token=token,
+                              workspace_files=stored)
     return Response(FollowUpAccepted(
         session_id=session.id, continuation_token=admitted.continuation_token, turn_id=admitted.turn.id,
         status=admitted.session.status, admission=admission, **session_links(request, session),
@@ -77,7 +136,8 @@ class SessionMessageView(APIView):
     def post(self, request: Request, slug: str, session_id: str) -> Response:
         body: FollowUp = validate_body(FollowUp, request.data)
         session = get_owned_session(slug, session_id, request.user)
-        return follow_up(request, session, body.message, body.continuation_token, body.admission)
+        return follow_up(request, session, body.message, body.continuation_token, body.admission,
+                         body.workspace_files)
 
 
 class SessionStopView(APIView):

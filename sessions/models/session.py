@@ -210,6 +210,8 @@ class Turn(models.Model):
     usage = models.JSONField(default=dict, blank=True, null=True)
     # Where a parked turn resumes: the messages so far and the step it reached.
     state = models.JSONField(default=dict, blank=True)
+    # Files sent with the message ({path, content, encoding}), written into the workspace when the turn starts.
+    workspace_files = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)

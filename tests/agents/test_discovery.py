@@ -283,14 +283,28 @@ def test_a_tool_with_a_bad_execution_names_the_allowed_ones(tmp_path):
     assert "execution must be 'server' or 'agent', not 'cloud'" in problem.message
 
 
-def test_a_tool_to_run_in_the_agents_workspace_is_refused_until_workspaces_exist(tmp_path):
-    root = make_agent(tmp_path, minimal(**{"agent/tools/weather.py": GOOD_TOOL.replace(
-        'description="Say the weather in a city."', 'description="Say the weather.", execution="agent"')}))
+def test_a_tool_to_run_in_the_agents_workspace_is_refused_on_a_workspace_without_shell(tmp_path):
+    root = make_agent(tmp_path, minimal(**{
+        "agent/agent.py": "from agents.sdk import Agent, local_runtime\nagent = Agent(runtime=local_runtime(shell=False))\n",
+        "agent/tools/weather.py": GOOD_TOOL.replace(
+            'description="Say the weather in a city."', 'description="Say the weather.", execution="agent"')}))
 
     problem = only_problem(root)
 
     assert problem.path == "agent/tools/weather.py"
-    assert "execution='agent'" in problem.message and "remove execution='agent'" in problem.message
+    assert "execution='agent'" in problem.message and "offers no shell" in problem.message
+    assert "remove execution='agent'" in problem.message
+
+
+def test_a_tool_to_run_in_the_agents_workspace_is_taken_on_a_local_runtime_with_shell(tmp_path):
+    root = make_agent(tmp_path, minimal(**{"agent/tools/weather.py": GOOD_TOOL.replace(
+        'description="Say the weather in a city."', 'description="Say the weather.", execution="agent"')}))
+
+    loaded = load_agent_folder(root)
+
+    assert set(loaded.agent_tools()) == {"weather"} and loaded.server_tools() == {}
+    [tool] = loaded.manifest()["tools"]
+    assert (tool["execution"], tool["family"]) == ("agent", "agent")
 
 
 def test_direct_call_without_needs_approval_says_to_remove_it(tmp_path):

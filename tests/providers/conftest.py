@@ -13,12 +13,12 @@ def agent_on_model(db, tmp_path):
     """Deploy a copy of the example agent that uses `model` (and `params`)."""
     from agents.discovery import deploy_agent_folder
 
-    def make(model: str, params: dict | None = None, slug: str = "remote"):
+    def make(model: str, params: dict | None = None, slug: str = "remote", tools: list[str] | None = []):
         root = tmp_path / slug
         shutil.copytree(EXAMPLE / "agent", root / "agent", ignore=shutil.ignore_patterns("__pycache__"))
-        (root / "agent" / "agent.py").write_text(
+        (root / "agent" / "agent.py").write_text(  # tools=[] as the example declares; None: the workspace's
             "from agents.sdk import Agent\n"
-            f"agent = Agent(model={model!r}, params={params or {}!r}, description='remote model')\n"
+            f"agent = Agent(model={model!r}, params={params or {}!r}, description='remote model', tools={tools!r})\n"
         )
         return deploy_agent_folder(Path(root)).agent
 

@@ -64,6 +64,20 @@ def test_the_second_request_carries_the_tool_calls_and_results(local, agent_on_m
 
 
 @pytest.mark.django_db(transaction=True)
+def test_workspace_tools_reach_the_model_as_functions_with_their_schemas(local, agent_on_model, openai_server,
+                                                                         sync_turns):
+    agent_on_model("openai:gpt-test", tools=["read", "ls"])
+    openai_server.replies.append(Reply(events=oa_text("done")))
+    start(local, "remote", "what is in my workspace?")
+
+    [request] = [r["body"] for r in openai_server.requests]
+    functions = {t["function"]["name"]: t["function"] for t in request["tools"]}
+    assert set(functions) == {"cancel_order", "lookup_order", "refund_order", "read", "ls"}
+    assert functions["read"]["parameters"]["required"] == ["path"]
+    assert "## Workspace" in request["messages"][0]["content"]
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_rate_limit_is_retried_and_the_turn_completes(local, agent_on_model, openai_server, sync_turns):
     agent_on_model("openai:gpt-test")
     openai_server.replies.extend([

@@ -1,6 +1,6 @@
 """The turn lifecycle as callers see it: a parked turn shows as awaiting
 approval everywhere, a subagent's tool calls are stored and reported like the
-parent's, and a tool meant for the agent's workspace fails closed."""
+parent's, and a tool meant for the agent's workspace is never run on the server."""
 from __future__ import annotations
 
 import dataclasses
@@ -137,7 +137,7 @@ def test_a_subagent_cannot_park_a_gated_call_and_its_row_says_why(alice, helper,
 
 @pytest.fixture
 def agent_tool(helper, monkeypatch):
-    """count_words as a tool declaring execution='agent' (a release made before discovery refused it)."""
+    """count_words as a tool declaring execution='agent': a script the model runs with shell, not a tool it calls."""
     loaded = load_deployment(helper)
     monkeypatch.setitem(loaded.tools, "count_words", dataclasses.replace(loaded.tools["count_words"],
                                                                          execution="agent"))

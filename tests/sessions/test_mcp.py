@@ -293,3 +293,23 @@ def test_a_direct_call_reaches_the_servers_tool(local, tmp_path, notes_file):
     assert response.status_code == 200, response.content
     assert response.json()["output"] == {"result": 9}
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "tool_not_found"
+
+
+@transactional
+def test_info_lists_the_servers_and_their_tools_without_secrets(local, tmp_path, notes_file, monkeypatch):
+    monkeypatch.setenv("SECRET_TOKEN", "do-not-show")
+    deploy_agent_folder(write_agent(tmp_path / "notes", {"notes": stdio_entry(env={"NOTES_FILE": "${NOTES_FILE}",
+                                                                                   "TOKEN": "${SECRET_TOKEN}"})}))
+
+    response = local.get("/notes/v1/info")
+
+    assert response.status_code == 200
+    body = response.json()
+    offered = {t["name"]: t for t in body["offeredTools"]}
+    assert offered["notes__add"]["family"] == "mcp"
+    assert offered["notes__add"]["inputSchema"]["required"] == ["a", "b"]
+    assert offered["notes__note"]["effect"] == "write" and offered["notes__add"]["effect"] == "read"
+    assert body["mcp"] == [{"name": "notes", "transport": "stdio", "command": "python", "args": [str(SERVER), "stdio"],
+                            "envKeys": ["NOTES_FILE", "TOKEN"], "headerKeys": [], "needsApproval": False,
+                            "timeout": 30.0}]
+    assert "do-not-show" not in response.content.decode() and "${SECRET_TOKEN}" not in response.content.decode()

@@ -195,8 +195,11 @@ class SessionView {
         break;
       case "actions.requested":
         for (const call of data.calls || []) {
-          const card = el("div", { class: "tool-call", "data-call": call.callId },
-            el("div", { class: "head" }, el("code", { text: call.toolName }), el("span", { class: "dur" })),
+          const head = el("div", { class: "head" }, el("code", { text: call.toolName }));
+          if (call.family) head.append(el("span", { class: `badge family-${call.family}`, text: call.family }));
+          head.append(el("span", { class: "dur" }));
+          const card = el("div", { class: `tool-call${call.family ? " " + call.family : ""}`, "data-call": call.callId },
+            head,
             el("pre", { class: "args", text: JSON.stringify(call.input, null, 2) }),
             el("pre", { class: "result", hidden: true }));
           this.calls.set(call.callId, card);

@@ -5,4 +5,6 @@ from agents.sdk import Agent
 agent = Agent(
     name="Shop support",
     description="Answers questions about orders and issues refunds.",
+    # Orders are reached through the tools in agent/tools/ only: no workspace files, no shell.
+    tools=[],
 )
