@@ -133,7 +133,7 @@ def _call_in_session(session: Session, tool: Tool, name: str, validated, call_id
     duration = 0.0
     try:
         if not stubbed:
-            duration = execute(row, tool, validated, tool_context(session, call_id))
+            duration = execute(row, tool, validated, tool_context(session, call_id, turn_id=turn.id))
     finally:
         # Released whatever happened, or the session would stay locked.
         _release(session, turn, row, duration, hooks, Turn.Status.COMPLETED)
@@ -165,7 +165,7 @@ def resume_call(turn: Turn) -> None:
         elif row.status == ToolCall.Status.APPROVED:
             tool = load_deployment(session.deployment).tools[row.tool]
             validated = tool.input_model.model_validate(row.input)
-            duration = execute(row, tool, validated, tool_context(session, row.call_id))
+            duration = execute(row, tool, validated, tool_context(session, row.call_id, turn_id=turn.id))
     except Exception as exc:  # a bug must not leave the session locked, nor the call looking runnable
         row.fail(f"internal error: {type(exc).__name__}: {exc}", expect=(ToolCall.Status.APPROVED,))
         row.refresh_from_db()

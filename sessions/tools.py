@@ -27,7 +27,7 @@ from agents.providers.base import ToolSpec
 from agents.sdk import SessionInfo, Tool, ToolContext
 from sessions.models import Session, ToolCall, Turn
 from sessions.storable import clean, clean_text, find_problem
-from sessions.reminders import Host
+from sessions.host import Host
 
 DRY_RUN_ACK = "Operation acknowledged."
 EXECUTION_UNAVAILABLE = "execution_unavailable"
@@ -89,15 +89,18 @@ def stub_output(tool: Tool) -> Any:
     return json_safe(tool.dry_run_result) if tool.dry_run_result is not None else DRY_RUN_ACK
 
 
-def tool_context(session: Session | None, call_id: str, agent: Any = None) -> ToolContext:
-    """The `ctx` a tool function gets: the session, its frozen instant, `ctx.host`."""
+def tool_context(session: Session | None, call_id: str, agent: Any = None, turn_id: str = "") -> ToolContext:
+    """The `ctx` a tool function gets: the session, its frozen instant, `ctx.host`.
+
+    The host knows the turn and call, which its artifacts are attributed to.
+    """
     if session is None:
-        return ToolContext(session=None, call_id=call_id, host=Host(session=None, agent=agent))
+        return ToolContext(session=None, call_id=call_id, host=Host(session=None, agent=agent, call_id=call_id))
     options = session.run_options
     info = SessionInfo(id=session.id, agent=session.agent.slug, mode=session.mode,
                        principal_id=session.principal_id, dry_run=options.dry_run)
     return ToolContext(session=info, call_id=call_id, as_of=options.as_of,
-                       host=Host(session=session, agent=session.agent))
+                       host=Host(session=session, agent=session.agent, turn_id=turn_id, call_id=call_id))
 
 
 def tool_specs(tools: dict[str, Tool]) -> list[ToolSpec]:
@@ -185,7 +188,7 @@ class Executor:
         self.name_tools = name_tools
 
     def context(self, call_id: str) -> ToolContext:
-        return tool_context(self.session, call_id)
+        return tool_context(self.session, call_id, turn_id=self.turn.id)
 
     def check(self, name: str, raw: Any) -> tuple[Tool | None, BaseModel | None, str | None]:
         """The tool, its validated input, or why the call cannot run."""
