@@ -25,6 +25,8 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel
 
+from agents.host_files import host_files_fs  # noqa: F401 (agent folders import it from here)
+
 Effect = Literal["read", "write"]
 Execution = Literal["server", "agent"]
 
@@ -130,8 +132,9 @@ class Schedule:
     """A cron schedule with a handler (`agent/schedules/<id>.py`: `schedule = Schedule(...)`).
 
     `run(ctx)` gets `ctx.receive(message, ...)` (start a conversation on the
-    HTTP channel), `ctx.call_tool(name, input)`, `ctx.host.reminders` and
-    `ctx.principal` (the schedule's app principal). Cron is 5 fields, UTC.
+    HTTP channel), `ctx.call_tool(name, input)`, `ctx.host` (`kv`, `files`,
+    `artifacts` with `session_id=`, `reminders`) and `ctx.principal` (the
+    schedule's app principal). Cron is 5 fields, UTC.
     """
 
     cron: str
@@ -172,7 +175,10 @@ class SessionInfo:
 
 @dataclass
 class ToolContext:
-    """What a tool function receives besides its validated input."""
+    """What a tool function receives besides its validated input.
+
+    `host`: the server's services (`kv`, `files`, `artifacts`, `reminders`), see `sessions.host`.
+    """
 
     session: SessionInfo | None
     call_id: str
