@@ -300,6 +300,7 @@ class ArtifactAdmin(StoredContentAdmin):
     """Files turns produced, by session; the session's principal downloads them over HTTP."""
 
     list_display = ("name", "session", "content_type", "size", "turn_id", "call_id", "updated_at", "download")
+    list_select_related = ("session",)
     list_filter = ("session__agent", "content_type")
     search_fields = ("name", "session__id")
     download_name = "name"
@@ -310,6 +311,7 @@ class HostFileAdmin(StoredContentAdmin):
     """Agents' durable file stores (`ctx.host.files`)."""
 
     list_display = ("path", "agent", "size", "sha256", "updated_at", "download")
+    list_select_related = ("agent",)
     list_filter = ("agent",)
     search_fields = ("path",)
     download_name = "path"
@@ -320,6 +322,7 @@ class KVEntryAdmin(admin.ModelAdmin):
     """Agents' key-value stores (`ctx.host.kv`): agent-wide keys have no session."""
 
     list_display = ("key", "agent", "session", "version", "short_value", "updated_at")
+    list_select_related = ("agent", "session")
     list_filter = ("agent",)
     search_fields = ("key", "session__id")
     readonly_fields = [f.name for f in KVEntry._meta.fields]

@@ -7,7 +7,7 @@ default: lists and lookups never read the bytes they do not return.
 """
 from __future__ import annotations
 
-from django.db import models
+from django.db import connection, models
 from django.db.models import Q
 from django.utils import timezone
 
@@ -54,9 +54,15 @@ class KVEntry(models.Model):
 
     @staticmethod
     def remove(pk: int, version: int) -> bool:
-        """Delete the row if it is still at `version` (one conditional DELETE: nothing depends on a row)."""
-        deleted, _ = KVEntry.objects.filter(pk=pk, version=version).delete()
-        return bool(deleted)
+        """Delete the row if it is still at `version`; True only for the writer whose delete won.
+
+        One conditional DELETE, spelled out: `QuerySet.delete()` would select
+        the rows first and delete them by id if anything ever listened to
+        deletes, and a write between the two would then be lost.
+        """
+        with connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {KVEntry._meta.db_table} WHERE id = %s AND version = %s", [pk, version])
+            return cursor.rowcount == 1
 
 
 class HostFile(models.Model):

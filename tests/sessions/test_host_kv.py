@@ -152,16 +152,20 @@ def increment(kv, key: str) -> int:
 
 
 @transactional
-def test_racing_threads_never_lose_an_increment(support_agent):
+def test_racing_threads_never_lose_an_increment_and_one_takes_the_token(support_agent):
     threads, rounds = 6, 25
     start = threading.Barrier(threads)
     lost: list[int] = []
+    took: list[bool] = []
+    host(agent=support_agent).kv.set("token", {"free": True})
 
     def work() -> None:
         try:
             kv = host(agent=support_agent).kv
             start.wait()
             lost.append(sum(increment(kv, "counter") for _ in range(rounds)))
+            start.wait()
+            took.append(kv.compare_and_set("token", {"free": True}, None))
         finally:
             connection.close()
 
@@ -174,6 +178,8 @@ def test_racing_threads_never_lose_an_increment(support_agent):
     assert len(lost) == threads
     assert host(agent=support_agent).kv.get("counter") == threads * rounds
     assert KVEntry.objects.get(key="counter").version == threads * rounds
+    assert sorted(took) == [False] * (threads - 1) + [True], "one racer deleted the token"
+    assert not KVEntry.objects.filter(key="token").exists()
 
 
 SETUP = """
