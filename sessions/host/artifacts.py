@@ -67,11 +67,11 @@ def save_artifact(session: Session, name: str, content: str | bytes, *, content_
                 raise HostError(f"a session keeps at most {most} artifacts: save under an existing name to replace "
                                 "one", "too_many_artifacts")
             Artifact.objects.create(session=session, name=name, created_at=now, **fields)
-        data_event: dict[str, Any] = {"name": name, "contentType": kind, "size": len(data),
-                                      "sha256": fields["sha256"], "replaced": replaced}
+        saved: dict[str, Any] = {"name": name, "contentType": kind, "size": len(data), "sha256": fields["sha256"],
+                                 "replaced": replaced}
         if call_id:
-            data_event["callId"] = call_id
-        append_events(session.pk, [(EventType.ARTIFACT_SAVED, data_event)], turn_id=turn_id, hooks=hooks)
+            saved["callId"] = call_id
+        append_events(session.pk, [(EventType.ARTIFACT_SAVED, saved)], turn_id=turn_id, hooks=hooks)
     return Artifact.objects.get(session=session, name=name)
 
 

@@ -20,8 +20,9 @@ from sessions.storable import find_problem, text_problem
 # C0 controls and DEL: never part of a path or a name (NUL also breaks PostgreSQL).
 CONTROL = re.compile("[\x00-\x1f\x7f]")
 TOKEN = r"[A-Za-z0-9!#$&^_.+-]+"
+# A media type with parameters; spaces and tabs only, since it becomes a response header.
 CONTENT_TYPE = re.compile(
-    rf"^{TOKEN}/{TOKEN}(?:\s*;\s*{TOKEN}=(?:{TOKEN}|\"[^\"\\\x00-\x1f\x7f]*\"))*$", re.ASCII)
+    rf"{TOKEN}/{TOKEN}(?:[ \t]*;[ \t]*{TOKEN}=(?:{TOKEN}|\"[^\"\\\x00-\x1f\x7f]*\"))*\Z", re.ASCII)
 MAX_KEY_BYTES = 512
 MAX_PATH_BYTES = 1024
 MAX_NAME_BYTES = 255
@@ -154,7 +155,7 @@ def content_type_for(name: str, given: Any, is_text: bool) -> str:
     """The declared content type, else one guessed from the name; text gets its charset."""
     if given is not None:
         given = check_text(given, "a content type").strip()
-        if not CONTENT_TYPE.match(given) or len(given) > 255:
+        if len(given) > 255 or not CONTENT_TYPE.match(given):
             raise HostError(f"content type {given!r} is not a media type like 'text/csv' or 'application/pdf'")
         return given
     guessed, _ = mimetypes.guess_type(name, strict=False)

@@ -128,6 +128,7 @@ def test_saving_a_name_again_replaces_its_content(alice, reporter):
     ({"name": "big.txt", "text": "x" * 33}, "at most 32 bytes; this one has 33"),
     ({"name": "t.txt", "content_type": "not a type"}, "not a media type"),
     ({"name": "t.txt", "content_type": "text/plain\r\nX-Evil: 1"}, "not a media type"),
+    ({"name": "t.txt", "content_type": "text/plain;\r\n charset=utf-8"}, "not a media type"),
 ])
 @transactional
 def test_an_artifact_that_cannot_be_stored_is_the_tools_error_and_the_turn_goes_on(alice, reporter, settings,
