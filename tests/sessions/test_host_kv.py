@@ -113,6 +113,19 @@ def test_compare_and_set_changes_a_key_only_from_the_expected_value(support_agen
     assert not KVEntry.objects.filter(key="lock").exists()
 
 
+@transactional
+def test_a_session_key_of_a_deleted_session_is_refused(support_agent):
+    session = new_session(support_agent)
+    kv = host(session).kv
+    Session.objects.filter(pk=session.pk).delete()
+
+    with pytest.raises(HostError, match="was deleted"):
+        kv.set("draft", "x", scope="session")
+    with pytest.raises(HostError, match="was deleted"):
+        kv.compare_and_set("draft", None, "x", scope="session")
+    assert not KVEntry.objects.exists()
+
+
 @pytest.mark.parametrize("call, says", [
     (lambda kv: kv.set("", 1), "must not be empty"),
     (lambda kv: kv.set("k" * 513, 1), "at most 512 bytes"),
