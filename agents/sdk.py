@@ -32,11 +32,12 @@ from pydantic import BaseModel
 from agents.mcp import McpServer, mcp_http, mcp_stdio  # noqa: F401 (part of the SDK agent folders import)
 from agents.filesystems import WorkspaceError, memory_fs, skills_fs, union_fs
 from agents.runtimes import SessionContext, local_runtime, virtual_runtime
+from agents.host_files import host_files_fs
 
 __all__ = [
     "Agent", "tool", "Tool", "Skill", "Schedule", "hook", "Hook", "ToolContext", "SessionInfo", "SessionContext",
     "local_runtime", "virtual_runtime", "memory_fs", "union_fs", "skills_fs", "WorkspaceError",
-    "McpServer", "mcp_stdio", "mcp_http",
+    "McpServer", "mcp_stdio", "mcp_http", "host_files_fs",
 ]
 
 Effect = Literal["read", "write"]
@@ -151,8 +152,9 @@ class Schedule:
     """A cron schedule with a handler (`agent/schedules/<id>.py`: `schedule = Schedule(...)`).
 
     `run(ctx)` gets `ctx.receive(message, ...)` (start a conversation on the
-    HTTP channel), `ctx.call_tool(name, input)`, `ctx.host.reminders` and
-    `ctx.principal` (the schedule's app principal). Cron is 5 fields, UTC.
+    HTTP channel), `ctx.call_tool(name, input)`, `ctx.host` (`kv`, `files`,
+    `artifacts` with `session_id=`, `reminders`) and `ctx.principal` (the
+    schedule's app principal). Cron is 5 fields, UTC.
     """
 
     cron: str
@@ -193,7 +195,10 @@ class SessionInfo:
 
 @dataclass
 class ToolContext:
-    """What a tool function receives besides its validated input."""
+    """What a tool function receives besides its validated input.
+
+    `host`: the server's services (`kv`, `files`, `artifacts`, `reminders`), see `sessions.host`.
+    """
 
     session: SessionInfo | None
     call_id: str

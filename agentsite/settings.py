@@ -258,3 +258,9 @@ AGENTSITE_STREAM_POLL_RUNNING = float(os.environ.get("AGENTSITE_STREAM_POLL_RUNN
 AGENTSITE_STREAM_POLL_IDLE = float(os.environ.get("AGENTSITE_STREAM_POLL_IDLE", "0.25"))
 # Text deltas are coalesced for this long before they are written.
 AGENTSITE_DELTA_FLUSH_SECONDS = float(os.environ.get("AGENTSITE_DELTA_FLUSH_SECONDS", "0.03"))
+# Limits of the host services agent code reaches on `ctx.host` (sessions/host/): a key-value
+# value as JSON, one stored file, one artifact, and the artifacts one session keeps.
+AGENTSITE_KV_MAX_VALUE_BYTES = int(os.environ.get("AGENTSITE_KV_MAX_VALUE_BYTES", str(64 * 1024)))
+AGENTSITE_HOST_FILE_MAX_BYTES = int(os.environ.get("AGENTSITE_HOST_FILE_MAX_BYTES", str(10 * 1024 * 1024)))
+AGENTSITE_ARTIFACT_MAX_BYTES = int(os.environ.get("AGENTSITE_ARTIFACT_MAX_BYTES", str(10 * 1024 * 1024)))
+AGENTSITE_ARTIFACTS_PER_SESSION = int(os.environ.get("AGENTSITE_ARTIFACTS_PER_SESSION", "200"))

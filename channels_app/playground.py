@@ -18,7 +18,8 @@ from agents.models import Agent
 from channels_app.auth import Principal, RequestInfo, authenticate
 from channels_app.errors import APIError
 from channels_app.ownership import get_owned_session
-from sessions.models import Event, Reminder, Session
+from channels_app.responses import artifact_path
+from sessions.models import Artifact, Event, Reminder, Session
 from sessions.trajectory import fold_turn_outcome
 from sessions.workspaces import list_files, workspace_size
 
@@ -110,9 +111,12 @@ def session_page(request: HttpRequest, slug: str, session_id: str) -> HttpRespon
         return refusal
     manifest = session.deployment.manifest
     reminders = Reminder.objects.filter(session=session, status=Reminder.Status.ARMED).order_by("next_fire_at")
+    artifacts = [{"name": a.name, "content_type": a.content_type, "size": a.size,
+                  "url": artifact_path(slug, session.id, a.name)}
+                 for a in Artifact.objects.filter(session=session).order_by("created_at", "name")]
     return render(request, "playground/session.html", {
         "agent": session.agent, "session": session, "manifest": manifest, "tools": _tool_rows(manifest),
-        "reminders": list(reminders), "workspace": workspace_panel(session, manifest),
+        "reminders": list(reminders), "workspace": workspace_panel(session, manifest), "artifacts": artifacts,
     })
 
 

@@ -8,6 +8,7 @@ Views build them from rows they already loaded: rendering costs no query.
 from __future__ import annotations
 
 from datetime import datetime
+from urllib.parse import quote
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -15,7 +16,7 @@ from pydantic.alias_generators import to_camel
 from rest_framework import renderers
 
 from agents.models import Deployment
-from sessions.models import Reminder as ReminderRow, Session, ToolCall
+from sessions.models import Artifact as ArtifactRow, Reminder as ReminderRow, Session, ToolCall
 
 
 class Reply(BaseModel):
@@ -278,3 +279,35 @@ class ReminderList(Reply):
 class ScheduleFired(Reply):
     schedule_id: str
     session_ids: list[str]
+
+
+# -- artifacts ----------------------------------------------------------------------------
+
+class Artifact(Reply):
+    """A file a turn produced; `downloadUrl` serves its content to the session's principal."""
+
+    name: str
+    content_type: str
+    size: int
+    sha256: str
+    turn_id: str | None
+    call_id: str | None
+    download_url: str
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, row: ArtifactRow, slug: str) -> Artifact:
+        return cls(name=row.name, content_type=row.content_type, size=row.size, sha256=row.sha256,
+                   turn_id=row.turn_id or None, call_id=row.call_id or None,
+                   download_url=artifact_path(slug, row.session_id, row.name),
+                   created_at=row.created_at, updated_at=row.updated_at)
+
+
+class ArtifactList(Reply):
+    artifacts: list[Artifact]
+
+
+def artifact_path(slug: str, session_id: str, name: str) -> str:
+    """Where an artifact downloads, with its name percent-encoded as one path segment."""
+    return f"/{slug}/v1/session/{session_id}/artifacts/{quote(name, safe='')}"

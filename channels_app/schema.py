@@ -8,7 +8,7 @@ body. The statuses every route shares:
 - 401: no auth policy admitted the caller (every route but liveness);
 - 403: another principal's session, or a state-changing request from a
   page on another site (`foreign_origin`);
-- 404: an unknown agent, session, reminder, approval, tool or schedule;
+- 404: an unknown agent, session, reminder, approval, tool, schedule or artifact;
 - 413 and 415: a body over the size limit, or not JSON.
 
 The document is built per request, so `security` says what this server's

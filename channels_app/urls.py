@@ -1,7 +1,7 @@
 from django.urls import path
 
 from channels_app import stream
-from channels_app.views import agents, sessions, timers, tools
+from channels_app.views import agents, artifacts, sessions, timers, tools
 
 urlpatterns = [
     path("v1/agents", agents.AgentListView.as_view(), name="agents"),
@@ -15,6 +15,10 @@ urlpatterns = [
     path("<slug:slug>/v1/session/<str:session_id>/approvals", tools.ApprovalListView.as_view(), name="approvals"),
     path("<slug:slug>/v1/session/<str:session_id>/approvals/<str:call_id>", tools.ApprovalResolveView.as_view(),
          name="approval-resolve"),
+    path("<slug:slug>/v1/session/<str:session_id>/artifacts", artifacts.SessionArtifactsView.as_view(),
+         name="artifacts"),
+    path("<slug:slug>/v1/session/<str:session_id>/artifacts/<str:name>", artifacts.SessionArtifactView.as_view(),
+         name="artifact"),
     path("<slug:slug>/v1/tools/<str:tool_name>/call", tools.ToolCallView.as_view(), name="tool-call"),
     path("<slug:slug>/v1/session/<str:session_id>/reminders", timers.SessionRemindersView.as_view(), name="reminders"),
     path("<slug:slug>/v1/reminders/<str:reminder_id>", timers.ReminderView.as_view(), name="reminder"),

@@ -7,9 +7,13 @@ running turn, delete sessions, and approve or deny parked tool calls.
 import json
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
 from django.template.defaultfilters import filesizeformat
-from django.urls import reverse
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.http import content_disposition_header
 
 from sessions.principal import Principal
 from sessions.admission import stop_session
@@ -17,7 +21,7 @@ from sessions.deletion import delete_session
 from sessions.lifecycle import interrupt
 from sessions.approvals import resolve_approval
 from sessions.instants import iso_z
-from sessions.models import Event, Reminder, Schedule, Session, ToolCall, Turn
+from sessions.models import Artifact, Event, HostFile, KVEntry, Reminder, Schedule, Session, ToolCall, Turn
 from sessions.timers import cancel_reminder
 from sessions.workspaces import workspace_size
 
@@ -27,7 +31,7 @@ from sessions.workspaces import workspace_size
 # session's thousands of events made its change page take seconds. The
 # complete history is in each model's own list, linked from `history`.
 LATEST_EVENTS = 100
-LATEST_TURNS = LATEST_TOOL_CALLS = 30
+LATEST_TURNS = LATEST_TOOL_CALLS = LATEST_ARTIFACTS = 30
 
 
 def _when(moment) -> str:
@@ -48,6 +52,23 @@ def _table(headers: tuple[str, ...], rows) -> str:
     return format_html('<table class="session-history"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>', head, body)
 
 
+def _attachment(content: bytes, name: str, content_type: str) -> HttpResponse:
+    """Stored content as a download that the browser never renders in the admin's origin."""
+    response = HttpResponse(content, content_type=content_type)
+    response["Content-Disposition"] = content_disposition_header(True, name.rsplit("/", 1)[-1])
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "sandbox"
+    return response
+
+
+def _size(size: int) -> str:
+    for unit in ("bytes", "KiB", "MiB"):
+        if size < 1024 or unit == "MiB":
+            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return ""
+
+
 def _principal(request) -> Principal:
     user = request.user
     return Principal(authenticator="django", principal_id=user.get_username(), principal_type="staff")
@@ -64,12 +85,13 @@ class SessionAdmin(admin.ModelAdmin):
         "authenticator", "next_event_index", "options", "usage", "active_turn", "created_at", "updated_at",
         "history", "workspace",
     )
-    readonly_fields = summary_fields + ("latest_turns", "latest_tool_calls", "latest_events")
+    readonly_fields = summary_fields + ("latest_turns", "latest_tool_calls", "latest_artifacts", "latest_events")
     # The continuation token hash and the provider conversation are never shown.
     fieldsets = (
         (None, {"fields": summary_fields}),
         (f"Latest turns (up to {LATEST_TURNS})", {"fields": ("latest_turns",)}),
         (f"Latest tool calls (up to {LATEST_TOOL_CALLS})", {"fields": ("latest_tool_calls",)}),
+        (f"Latest artifacts (up to {LATEST_ARTIFACTS})", {"fields": ("latest_artifacts",)}),
         (f"Latest events (up to {LATEST_EVENTS}, in index order)", {"fields": ("latest_events",)}),
     )
     actions = ["stop_running_turns", "delete_sessions"]
@@ -96,10 +118,13 @@ class SessionAdmin(admin.ModelAdmin):
         """Every event, turn and tool call of the session, in their own lists."""
         return format_html(
             '<a href="{}?session={}">{} events</a> · <a href="{}?session={}">{} turns</a> · '
-            '<a href="{}?session={}">{} tool calls</a>',
+            '<a href="{}?session={}">{} tool calls</a> · <a href="{}?session={}">{} artifacts</a> · '
+            '<a href="{}?session={}">{} key-value entries</a>',
             reverse("admin:agent_sessions_event_changelist"), obj.pk, obj.events.count(),
             reverse("admin:agent_sessions_turn_changelist"), obj.pk, obj.turns.count(),
             reverse("admin:agent_sessions_toolcall_changelist"), obj.pk, obj.tool_calls.count(),
+            reverse("admin:agent_sessions_artifact_changelist"), obj.pk, obj.artifacts.count(),
+            reverse("admin:agent_sessions_kventry_changelist"), obj.pk, obj.kv_entries.count(),
         )
 
     @admin.display(description="turns")
@@ -118,6 +143,16 @@ class SessionAdmin(admin.ModelAdmin):
             ("call", "tool", "status", "stubbed", "decided by", "created", "ended"),
             ((_link("toolcall", c.pk, c.call_id), c.tool, c.status, "yes" if c.stubbed else "",
               (c.decided_by or {}).get("principalId", ""), _when(c.created_at), _when(c.ended_at)) for c in calls),
+        )
+
+    @admin.display(description="artifacts")
+    def latest_artifacts(self, obj: Session) -> str:
+        rows = reversed(obj.artifacts.order_by("-updated_at", "-id")[:LATEST_ARTIFACTS])
+        return _table(
+            ("name", "type", "size", "turn", "call", "saved", ""),
+            ((_link("artifact", a.pk, a.name), a.content_type, _size(a.size), a.turn_id, a.call_id,
+              _when(a.updated_at), format_html('<a href="{}">download</a>', reverse(
+                  "admin:agent_sessions_artifact_download", args=[a.pk]))) for a in rows),
         )
 
     @admin.display(description="events")
@@ -237,3 +272,74 @@ class ReminderAdmin(admin.ModelAdmin):
     def cancel(self, request, queryset) -> None:
         count = sum(cancel_reminder(r, "cancelled in the admin") for r in queryset.filter(status=Reminder.Status.ARMED))
         self.message_user(request, f"Cancelled {count} reminder(s).", messages.SUCCESS)
+
+
+class StoredContentAdmin(admin.ModelAdmin):
+    """Rows holding content (artifacts, stored files): read-only, the bytes downloadable, never shown inline."""
+
+    exclude = ("content",)
+    download_name = ""
+
+    def get_readonly_fields(self, request, obj=None):
+        return [*(f.name for f in self.model._meta.fields if f.name != "content"), "download"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def get_urls(self):
+        name = f"{self.opts.app_label}_{self.opts.model_name}_download"
+        return [path("<int:pk>/download/", self.admin_site.admin_view(self.download_view), name=name),
+                *super().get_urls()]
+
+    def download_view(self, request, pk: int) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        row = get_object_or_404(self.model, pk=pk)
+        content = self.model.objects.filter(pk=pk).values_list("content", flat=True).first()
+        return _attachment(bytes(content or b""), getattr(row, self.download_name),
+                           getattr(row, "content_type", "application/octet-stream"))
+
+    @admin.display(description="content")
+    def download(self, obj) -> str:
+        url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_download", args=[obj.pk])
+        return format_html('<a href="{}">download</a> ({})', url, _size(obj.size))
+
+
+@admin.register(Artifact)
+class ArtifactAdmin(StoredContentAdmin):
+    """Files turns produced, by session; the session's principal downloads them over HTTP."""
+
+    list_display = ("name", "session", "content_type", "size", "turn_id", "call_id", "updated_at", "download")
+    list_select_related = ("session",)
+    list_filter = ("session__agent", "content_type")
+    search_fields = ("name", "session__id")
+    download_name = "name"
+
+
+@admin.register(HostFile)
+class HostFileAdmin(StoredContentAdmin):
+    """Agents' durable file stores (`ctx.host.files`)."""
+
+    list_display = ("path", "agent", "size", "sha256", "updated_at", "download")
+    list_select_related = ("agent",)
+    list_filter = ("agent",)
+    search_fields = ("path",)
+    download_name = "path"
+
+
+@admin.register(KVEntry)
+class KVEntryAdmin(admin.ModelAdmin):
+    """Agents' key-value stores (`ctx.host.kv`): agent-wide keys have no session."""
+
+    list_display = ("key", "agent", "session", "version", "short_value", "updated_at")
+    list_select_related = ("agent", "session")
+    list_filter = ("agent",)
+    search_fields = ("key", "session__id")
+    readonly_fields = [f.name for f in KVEntry._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.display(description="value")
+    def short_value(self, obj: KVEntry) -> str:
+        return _clip(json.dumps(obj.value, ensure_ascii=False), 80)

@@ -1,5 +1,9 @@
 """Deleting a session: stop its turn, cancel its reminders, then the rows and its workspace.
 
+The session's events, turns, tool calls, artifacts (content included: it is
+stored in the database) and session-scoped key-value entries go with it, by
+cascade.
+
 Apart from admission because it needs the reminders, which admit their
 own follow-ups through admission.
 """

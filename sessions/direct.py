@@ -163,7 +163,7 @@ def _call_in_session(session: Session, tool: Tool, name: str, validated, call_id
     duration = 0.0
     try:
         if not stubbed:
-            duration = execute(row, tool, validated, tool_context(session, call_id,
+            duration = execute(row, tool, validated, tool_context(session, call_id, turn_id=turn.id,
                                                                   should_stop=InterruptWatch(turn).should_stop))
     finally:
         # Released whatever happened, or the session would stay locked.
@@ -199,7 +199,7 @@ def resume_call(turn: Turn) -> None:
                 row.fail(f"tool {row.tool!r} is not available now", expect=(ToolCall.Status.APPROVED,))
             else:
                 validated = tool.input_model.model_validate(row.input)
-                duration = execute(row, tool, validated, tool_context(session, row.call_id,
+                duration = execute(row, tool, validated, tool_context(session, row.call_id, turn_id=turn.id,
                                                                       should_stop=InterruptWatch(turn).should_stop))
     except Exception as exc:  # a bug must not leave the session locked, nor the call looking runnable
         row.fail(f"internal error: {type(exc).__name__}: {exc}", expect=(ToolCall.Status.APPROVED,))

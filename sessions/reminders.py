@@ -1,4 +1,4 @@
-"""Reminders: run-time timers bound to one session, and `ctx.host` that makes them.
+"""Reminders: run-time timers bound to one session, and `ctx.host.reminders` that makes them.
 
 Prompt-form reminders wake their session with a `message.received` of
 source `reminder`, coalesced behind a running turn. Run-form reminders call
@@ -13,7 +13,7 @@ import logging
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from django.db.models import F
 from django.utils import timezone
@@ -24,6 +24,9 @@ from sessions.models import Reminder, Session, Turn
 from sessions.processes import process_gone
 from sessions.processes import process_id as owner_id
 from sessions.ticker import ensure_ticker
+
+if TYPE_CHECKING:
+    from sessions.host import Host
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +155,9 @@ class ReminderContext:
     fire_count: int
 
     @property
-    def host(self) -> "Host":
+    def host(self) -> Host:
+        from sessions.host import Host  # sessions.host offers this module's Reminders
+
         return Host(session=self.session, agent=self.session.agent)
 
     def followup(self, message: str) -> str:
@@ -281,16 +286,4 @@ class Reminders:
             rows = rows.filter(agent_id=agent_id)
         reminder = rows.first()
         return bool(reminder) and cancel_reminder(reminder)
-
-
-@dataclass
-class Host:
-    """Shared services on tool, channel and schedule contexts."""
-
-    session: Session | None
-    agent: Any = None
-
-    @property
-    def reminders(self) -> Reminders:
-        return Reminders(self.session, self.agent)
 

@@ -9,8 +9,8 @@ then resumes its cadence from now: cron takes its next time after now, and
 `every` its next multiple of the interval after now. Missed firings are not
 replayed one by one.
 
-Schedules live here; reminders (and `ctx.host`) in sessions.reminders,
-whose names are importable from here too.
+Schedules live here; reminders in sessions.reminders, whose names are
+importable from here too; `ctx.host` in sessions.host.
 """
 from __future__ import annotations
 
@@ -27,11 +27,11 @@ from agents.discovery import load_deployment
 from agents.schedules import next_after
 from sessions.admission import start_session
 from sessions.direct import call_tool
+from sessions.host import Host
 from sessions.models import Reminder, Schedule, Session, Turn
 from sessions.principal import Principal
 from sessions.reminders import (  # noqa: F401 (the timers API: views, the admin and tests import it here)
     MAX_DURATION,
-    Host,
     ReminderContext,
     Reminders,
     TimerError,

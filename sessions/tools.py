@@ -27,7 +27,7 @@ from agents.providers.base import ToolSpec
 from agents.sdk import SessionInfo, Tool, ToolContext
 from sessions.models import Session, ToolCall, Turn
 from sessions.storable import clean, clean_text, find_problem
-from sessions.reminders import Host
+from sessions.host import Host
 
 DRY_RUN_ACK = "Operation acknowledged."
 EXECUTION_UNAVAILABLE = "execution_unavailable"
@@ -90,17 +90,22 @@ def stub_output(tool: Tool) -> Any:
     return json_safe(tool.dry_run_result) if tool.dry_run_result is not None else DRY_RUN_ACK
 
 
-def tool_context(session: Session | None, call_id: str, agent: Any = None,
+def tool_context(session: Session | None, call_id: str, agent: Any = None, turn_id: str = "",
                  should_stop: Callable[[], bool] | None = None) -> ToolContext:
-    """The `ctx` a tool function gets: the session, its frozen instant, `ctx.host`, whether to stop."""
+    """The `ctx` a tool function gets: the session, its frozen instant, `ctx.host`, whether to stop.
+
+    The host knows the turn and call, which its artifacts are attributed to.
+    """
     stop = should_stop or (lambda: False)
     if session is None:
-        return ToolContext(session=None, call_id=call_id, host=Host(session=None, agent=agent), should_stop=stop)
+        return ToolContext(session=None, call_id=call_id, host=Host(session=None, agent=agent, call_id=call_id),
+                           should_stop=stop)
     options = session.run_options
     info = SessionInfo(id=session.id, agent=session.agent.slug, mode=session.mode,
                        principal_id=session.principal_id, dry_run=options.dry_run)
     return ToolContext(session=info, call_id=call_id, as_of=options.as_of,
-                       host=Host(session=session, agent=session.agent), should_stop=stop)
+                       host=Host(session=session, agent=session.agent, turn_id=turn_id, call_id=call_id),
+                       should_stop=stop)
 
 
 def tool_specs(tools: dict[str, Tool]) -> list[ToolSpec]:
@@ -198,7 +203,7 @@ class Executor:
         self.should_stop = should_stop
 
     def context(self, call_id: str) -> ToolContext:
-        return tool_context(self.session, call_id, should_stop=self.should_stop)
+        return tool_context(self.session, call_id, turn_id=self.turn.id, should_stop=self.should_stop)
 
     def specs(self) -> list[ToolSpec]:
         """The tools the model is offered."""

@@ -36,7 +36,7 @@ from agents.localfs import LocalFS, LocalShellFS
 from agents.runtimes import LocalRuntime, SessionContext, narrow
 from agents.sdk import Tool
 from agents.workspace_tools import workspace_tools
-from sessions.reminders import Host
+from sessions.host import Host
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ def build_virtual(loaded: LoadedAgent, ctx: SessionContext) -> Any:
     if not runtime.per_session:
         return session_copy(runtime.fs, ctx)
     try:
-        fs = runtime.fs(ctx)
+        fs = session_copy(runtime.fs(ctx), ctx)  # the factory's mounts bound to the session (host_files_fs())
     except Exception as exc:
         raise WorkspaceUnavailable(f"the agent's virtual_runtime factory failed: {type(exc).__name__}: {exc}") from exc
     if fs is None or (not methods_of(fs) and not isinstance(fs, _Empty)):

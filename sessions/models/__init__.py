@@ -15,10 +15,11 @@ from sessions.models.session import (
     new_session_id,
     new_turn_id,
 )
+from sessions.models.storage import Artifact, HostFile, KVEntry
 from sessions.models.timer import Reminder, Schedule, new_reminder_id
 from sessions.models.toolcall import ToolCall
 
 __all__ = [
-    "Event", "EventType", "Reminder", "RunOptions", "Schedule", "Session", "ToolCall", "Turn", "hash_token",
-    "new_id", "new_reminder_id", "new_session_id", "new_turn_id",
+    "Artifact", "Event", "EventType", "HostFile", "KVEntry", "Reminder", "RunOptions", "Schedule", "Session",
+    "ToolCall", "Turn", "hash_token", "new_id", "new_reminder_id", "new_session_id", "new_turn_id",
 ]

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
+from tests.channels_app.views.test_session_artifacts import REPORT_TOOL
 from tests.support import ROOT, Server, run_server
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -56,6 +58,9 @@ def server(tmp_path_factory) -> Iterator[Server]:
     (agents / "slow" / "agent").mkdir(parents=True)
     (agents / "slow" / "agent" / "agent.py").write_text(SLOW_AGENT)
     (agents / "slow" / "agent" / "instructions.md").write_text("Echo the user, slowly.\n")
+    (agents / "reporter" / "agent" / "tools").mkdir(parents=True)
+    (agents / "reporter" / "agent" / "instructions.md").write_text("Write reports.\n")
+    (agents / "reporter" / "agent" / "tools" / "make_report.py").write_text(textwrap.dedent(REPORT_TOOL))
     with run_server(tmp_path_factory.mktemp("browser-state"), "--agents", str(agents)) as server:
         yield server
 
@@ -211,6 +216,27 @@ def test_approving_a_parked_call_in_the_page_runs_it(page):
 
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "playground-session.png"), full_page=True)
+
+
+def test_an_artifact_a_turn_saves_appears_as_a_download_link(page):
+    start_conversation(page, "reporter", "hello")
+    expect(page.locator("#status")).to_have_text("waiting")
+    expect(page.locator("#artifacts")).to_be_hidden()
+
+    # Saved by a turn that runs while the page is open: its event adds the link.
+    page.fill("#message", '/call make_report {"name": "q3.md", "text": "# Q3 report"}')
+    page.click("#follow-up button[type=submit]")
+    link = page.locator("#artifacts a")
+    expect(page.locator("#artifacts")).to_be_visible()
+    expect(link).to_have_text("q3.md")
+    expect(page.locator("#artifacts li")).to_contain_text("text/markdown")
+    with page.expect_download() as download:
+        link.click()
+    assert download.value.suggested_filename == "q3.md"
+    assert Path(download.value.path()).read_text() == "# Q3 report"
+
+    page.reload()  # the server renders the same list
+    expect(page.locator("#artifacts a")).to_have_text("q3.md")
 
 
 def test_stop_interrupts_a_slow_turn(page):

@@ -124,7 +124,7 @@ def test_a_long_sessions_change_page_shows_its_latest_history_and_links_to_all(o
 
     page = operator.get(f"/admin/agent_sessions/session/{busy_session}/change/").content.decode()
 
-    table = page.split('<table class="session-history">')[3]  # turns, tool calls, events
+    table = page.split('<table class="session-history">')[4]  # turns, tool calls, artifacts, events
     shown = [int(i) for i in re.findall(r'<a href="/admin/agent_sessions/event/\d+/change/">(\d+)</a>', table)]
     assert shown == list(range(total - LATEST_EVENTS, total)), "the latest events, in index order"
     assert f'href="/admin/agent_sessions/event/?session={busy_session}">{total} events</a>' in page
@@ -265,3 +265,82 @@ def test_the_delete_action_removes_sessions_and_their_events(operator, busy_sess
     assert messages_of(response) == ["Deleted 1 session(s)."]
     assert not Session.objects.filter(pk=busy_session).exists()
     assert not Event.objects.filter(session_id=busy_session).exists()
+
+
+# -- host services: artifacts, stored files, key-value entries -----------------------------
+
+@pytest.fixture
+def reporting_session(local, tmp_path, sync_turns) -> str:
+    """A session whose turn saved two artifacts; its agent also keeps a file and keys."""
+    from agents.discovery import deploy_agent_folder
+    from sessions.host import Host
+    from tests.channels_app.views.test_session_artifacts import REPORT_TOOL, call
+    from tests.sessions.test_schedules import write_agent
+
+    agent = deploy_agent_folder(write_agent(tmp_path / "reporter", {"agent/tools/make_report.py": REPORT_TOOL})).agent
+    response = local.post("/reporter/v1/session", json.dumps(
+        {"message": "\n".join([call(name="q3.md", text="# Q3\n"), call(name="chart.bin", base64="AAEC")])}),
+        content_type="application/json")
+    assert response.status_code == 201, response.content
+    host = Host(session=None, agent=agent)
+    host.files.write("notes/plan.md", "the plan")
+    host.kv.set("counter", 7)
+    return response.json()["sessionId"]
+
+
+@transactional
+def test_the_session_change_page_lists_its_artifacts_with_download_links(operator, reporting_session):
+    from sessions.models import Artifact
+
+    page = operator.get(f"/admin/agent_sessions/session/{reporting_session}/change/").content.decode()
+
+    assert "Latest artifacts" in page
+    for artifact in Artifact.objects.filter(session_id=reporting_session):
+        assert f'href="/admin/agent_sessions/artifact/{artifact.pk}/download/"' in page
+        assert artifact.name in page
+    assert f'href="/admin/agent_sessions/artifact/?session={reporting_session}">2 artifacts</a>' in page
+    assert f'href="/admin/agent_sessions/kventry/?session={reporting_session}">1 key-value entries</a>' in page
+
+
+@transactional
+def test_operators_download_artifacts_and_stored_files_in_the_admin(operator, reporting_session):
+    from sessions.models import Artifact, HostFile
+
+    chart = Artifact.objects.get(session_id=reporting_session, name="chart.bin")
+    response = operator.get(f"/admin/agent_sessions/artifact/{chart.pk}/download/")
+    assert response.status_code == 200
+    assert response.content == b"\x00\x01\x02"
+    assert response["Content-Disposition"] == 'attachment; filename="chart.bin"'
+    assert response["Content-Type"] == "application/octet-stream"
+
+    stored = HostFile.objects.get(path="notes/plan.md")
+    response = operator.get(f"/admin/agent_sessions/hostfile/{stored.pk}/download/")
+    assert (response.status_code, response.content) == (200, b"the plan")
+    assert response["Content-Disposition"] == 'attachment; filename="plan.md"'
+
+    assert Client().get(f"/admin/agent_sessions/artifact/{chart.pk}/download/").status_code == 302, "staff only"
+    assert operator.get("/admin/agent_sessions/artifact/999999/download/").status_code == 404
+
+
+@transactional
+def test_the_host_service_lists_show_artifacts_files_and_keys_read_only(operator, reporting_session):
+    from sessions.models import Artifact
+
+    expected = {
+        "/admin/agent_sessions/artifact/": ["q3.md", "chart.bin", reporting_session, "text/markdown"],
+        f"/admin/agent_sessions/artifact/?session={reporting_session}": ["q3.md", "chart.bin"],
+        "/admin/agent_sessions/hostfile/": ["notes/plan.md", "reporter"],
+        "/admin/agent_sessions/kventry/": ["counter", "last", "reporter", reporting_session],
+    }
+    for path, shown in expected.items():
+        response = operator.get(path)
+        assert response.status_code == 200, path
+        for text in shown:
+            assert text in response.content.decode(), f"{path} does not show {text!r}"
+
+    artifact = Artifact.objects.get(session_id=reporting_session, name="q3.md")
+    page = operator.get(f"/admin/agent_sessions/artifact/{artifact.pk}/change/").content.decode()
+    assert "# Q3" not in page, "content is downloaded, never inlined"
+    assert f"/admin/agent_sessions/artifact/{artifact.pk}/download/" in page
+    assert operator.get("/admin/agent_sessions/artifact/add/").status_code == 403
+    assert operator.get("/admin/agent_sessions/kventry/add/").status_code == 403

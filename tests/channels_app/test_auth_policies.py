@@ -33,6 +33,8 @@ EVERY_ROUTE = [
     ("post", f"/support/v1/session/{SESSION}/stop"),
     ("get", f"/support/v1/session/{SESSION}/events"),
     ("get", f"/support/v1/session/{SESSION}/stream"),
+    ("get", f"/support/v1/session/{SESSION}/artifacts"),
+    ("get", f"/support/v1/session/{SESSION}/artifacts/report.md"),
     ("get", "/support/v1/info"),
 ]
 

@@ -280,6 +280,7 @@ def test_the_next_cursor_still_pages_through_the_sessions(local, support_agent):
 
 SESSION_ROUTES = [
     ("get", ""), ("delete", ""), ("post", "/message"), ("post", "/stop"), ("get", "/events"), ("get", "/stream"),
+    ("get", "/artifacts"), ("get", "/artifacts/report.md"),
 ]
 
 

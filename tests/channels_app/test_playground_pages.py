@@ -13,6 +13,7 @@ import re
 import pytest
 from django.test import Client
 
+from agents.discovery import deploy_agent_folder
 from sessions.models import Event, Session, Turn
 
 transactional = pytest.mark.django_db(transaction=True)
@@ -177,6 +178,35 @@ def test_a_task_session_page_has_no_follow_up_composer(alice, support_agent, syn
 
     assert 'id="follow-up"' not in page
     assert "Task sessions take no follow-ups." in page
+
+
+@transactional
+def test_the_session_page_lists_its_artifacts_with_download_links(alice, tmp_path, sync_turns):
+    from tests.channels_app.views.test_session_artifacts import REPORT_TOOL, call
+    from tests.sessions.test_schedules import write_agent
+
+    deploy_agent_folder(write_agent(tmp_path / "reporter", {"agent/tools/make_report.py": REPORT_TOOL}))
+    body = {"message": "\n".join([call(name="q3.md", text="# Q3"), call(name='<b>"odd" été.txt', text="x")])}
+    session_id = alice.post("/reporter/v1/session", json.dumps(body), content_type="application/json").json()["sessionId"]
+
+    page = html(alice.get(f"/playground/reporter/session/{session_id}"))
+    box = page.split('id="artifacts"')[1].split("</div>")[0]
+    assert "hidden" not in box.split(">")[0]
+    assert f'href="/reporter/v1/session/{session_id}/artifacts/q3.md" download="q3.md">q3.md</a>' in box
+    assert "text/markdown; charset=utf-8 · 4" in box
+    odd = f"/reporter/v1/session/{session_id}/artifacts/%3Cb%3E%22odd%22%20%C3%A9t%C3%A9.txt"
+    assert f'href="{odd}"' in box, "names are percent-encoded in links"
+    assert "&lt;b&gt;&quot;odd&quot; été.txt</a>" in box, "and escaped in text"
+    assert "<b>" not in box
+    assert alice.get(odd).content == b"x", "the link downloads the artifact"
+
+
+@transactional
+def test_a_session_without_artifacts_hides_the_list_until_one_is_saved(alice, alices_session):
+    page = html(alice.get(f"/playground/support/session/{alices_session}"))
+
+    assert '<div id="artifacts" class="artifacts" aria-live="polite" hidden>' in page
+    assert 'id="artifact-list"' in page, "the page's script adds links as artifact.saved events arrive"
 
 
 @transactional

@@ -230,6 +230,9 @@ class SessionView {
         if (card) card.querySelector(".head").append(el("span", { class: "badge", text: `${data.decision}d by ${who}` }));
         break;
       }
+      case "artifact.saved":
+        this.addArtifact(data);
+        break;
       case "subagent.called":
         this.item(event, el("div", { class: "tool-call subagent" },
           el("div", { class: "head" }, el("span", { text: "→ subagent " }), el("code", { text: data.subagent })),
@@ -261,6 +264,21 @@ class SessionView {
       default:
         break;
     }
+  }
+
+  addArtifact(data) {
+    // Saved again under the same name: the one link now downloads the new content.
+    const box = document.getElementById("artifacts");
+    const list = document.getElementById("artifact-list");
+    if (!box || !list) return;
+    const url = `${this.api}/artifacts/${encodeURIComponent(data.name)}`;
+    const kb = data.size < 1024 ? `${data.size} bytes` : `${(data.size / 1024).toFixed(1)} KB`;
+    const li = el("li", { "data-artifact": data.name },
+      el("a", { href: url, download: data.name, text: data.name }), " ",
+      el("span", { class: "muted", text: `${data.contentType} · ${kb}` }));
+    const old = [...list.children].find((node) => node.dataset.artifact === data.name);
+    if (old) old.replaceWith(li); else list.append(li);
+    box.hidden = false;
   }
 
   addApproval(data) {

@@ -1,0 +1,69 @@
+"""`ctx.host`: the services agent code reaches on tool, schedule and reminder contexts.
+
+    ctx.host.kv          durable key-value store of the agent (or of one session)   sessions.host.kv
+    ctx.host.files       durable file store of the agent                             sessions.host.files
+    ctx.host.artifacts   files a turn produces, downloadable by the session's owner  sessions.host.artifacts
+    ctx.host.reminders   reminders bound to a session                                sessions.reminders
+
+Everything is stored in the database, never in process memory, so a value
+written by a turn in one worker is there for the next turn in another.
+A host is bound to an agent and, on tool and reminder contexts, to a session
+(and, in a turn, to the turn and tool call that produce artifacts).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sessions.host.artifacts import ArtifactInfo, Artifacts, save_artifact
+from sessions.host.checks import FileChanged, HostError
+from sessions.host.files import FileInfo, Files
+from sessions.host.kv import KV
+from sessions.models import Session
+from sessions.reminders import Reminders
+
+__all__ = [
+    "ArtifactInfo", "Artifacts", "FileChanged", "FileInfo", "Files", "Host", "HostError", "KV", "Reminders",
+    "bind_filesystem", "save_artifact",
+]
+
+
+@dataclass
+class Host:
+    """Shared services on tool, channel, schedule and reminder contexts."""
+
+    session: Session | None
+    agent: Any = None
+    turn_id: str = ""
+    call_id: str = ""
+
+    @property
+    def agent_id(self) -> int | None:
+        return getattr(self.agent, "pk", None) or (self.session.agent_id if self.session else None)
+
+    @property
+    def reminders(self) -> Reminders:
+        return Reminders(self.session, self.agent)
+
+    @property
+    def kv(self) -> KV:
+        return KV(self.agent_id, self.session)
+
+    @property
+    def files(self) -> Files:
+        return Files(self.agent_id)
+
+    @property
+    def artifacts(self) -> Artifacts:
+        return Artifacts(self.session, self.agent_id, self.turn_id, self.call_id)
+
+
+def bind_filesystem(fs: Any, host: Host) -> Any:
+    """A session's filesystem with its host-bound declarations resolved.
+
+    A filesystem object that needs the session's host (`host_files_fs()`)
+    has `bind_host(host)`, which returns the filesystem to use; any other
+    object is used as it is. Call this where a session's workspace is built.
+    """
+    bind = getattr(fs, "bind_host", None)
+    return bind(host) if callable(bind) else fs

@@ -1,0 +1,70 @@
+"""Schedule handlers and reminder handlers reach the same `ctx.host` services as tools.
+
+A schedule handler has its agent and no session: it keeps state in the
+agent's key-value store and file store, and attributes artifacts to a
+session by id. A reminder's handler is bound to its session.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from agents.discovery import deploy_agent_folder
+from sessions.events import read_events
+from sessions.host import Host
+from sessions.models import Artifact, Session
+from sessions.timers import create_reminder, fire_due
+from tests.sessions.test_schedules import due_at, handler_schedule, write_agent
+
+T0 = datetime(2025, 3, 3, 9, 0, tzinfo=timezone.utc)
+transactional = pytest.mark.django_db(transaction=True)
+
+
+@transactional
+def test_a_schedule_handler_keeps_state_and_files_and_attributes_artifacts_to_a_session(tmp_path, sync_turns):
+    root = write_agent(tmp_path / "digest", {
+        "agent/schedules/daily.py": handler_schedule("0 * * * *", """
+            runs = ctx.host.kv.get("runs", 0) + 1
+            ctx.host.kv.set("runs", runs)
+            ctx.host.files.write(f"digests/{runs}.md", f"digest {runs}")
+            session_id = ctx.receive(f"Digest {runs} is ready.")
+            ctx.host.artifacts.save("digest.md", ctx.host.files.read(f"digests/{runs}.md"), session_id=session_id)
+        """),
+    })
+    agent = deploy_agent_folder(root).agent
+    due_at(agent, "daily", T0)
+
+    assert fire_due(now=T0) == 1
+    assert fire_due(now=T0 + timedelta(hours=1)) == 1
+
+    host = Host(session=None, agent=agent)
+    assert host.kv.get("runs") == 2
+    assert [f.path for f in host.files.list("digests/")] == ["digests/1.md", "digests/2.md"]
+    artifacts = Artifact.objects.filter(session__agent=agent).order_by("created_at")
+    assert [(a.read(), a.turn_id, a.call_id) for a in artifacts] == [(b"digest 1", "", ""), (b"digest 2", "", "")]
+    first = artifacts[0].session_id
+    saved = [e for e in read_events(first) if e["type"] == "artifact.saved"]
+    assert len(saved) == 1 and saved[0]["turnId"] is None and "callId" not in saved[0]["data"]
+
+
+@transactional
+def test_a_reminder_handler_uses_its_sessions_host(alice, support_agent, sync_turns):
+    created = alice.post("/support/v1/session", {"message": "hi"}, content_type="application/json")
+    session = Session.objects.get(pk=created.json()["sessionId"])
+
+    def check(ctx):
+        seen = ctx.host.kv.get("checks", 0, scope="session") + 1
+        ctx.host.kv.set("checks", seen, scope="session")
+        ctx.host.artifacts.save("status.txt", f"check {seen}")
+        return "delivered"
+
+    reminder = create_reminder(session, every="1h", run=check, now=T0)
+    assert fire_due(now=reminder.next_fire_at) == 1
+    assert fire_due(now=reminder.next_fire_at + timedelta(hours=1)) == 1
+
+    assert Host(session=session).kv.get("checks", scope="session") == 2
+    assert Host(session=None, agent=support_agent).kv.get("checks") is None, "session-scoped, not agent-wide"
+    (artifact,) = Artifact.objects.filter(session=session)
+    assert (artifact.name, artifact.read()) == ("status.txt", b"check 2")
+    assert [e["data"]["replaced"] for e in read_events(session.id) if e["type"] == "artifact.saved"] == [False, True]
