@@ -14,7 +14,7 @@ from channels_app.providers.outbound import (
 
 from .fakeapi import Answer, FakeAPI
 
-LOOPBACK = ["127.0.0.1/32"]
+from .conftest import LOOPBACK
 
 
 @pytest.fixture
