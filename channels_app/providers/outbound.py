@@ -32,6 +32,7 @@ import json as jsonlib
 import os
 import socket
 import ssl
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import urlsplit
@@ -295,6 +296,7 @@ class OutboundClient:
         # One pool per origin: connections are keyed by the pinned address,
         # and two hostnames sharing an address must not share a TLS session.
         self._clients: dict[tuple[str, str, int], httpx.Client] = {}
+        self._lock = threading.Lock()
 
     def __enter__(self) -> "OutboundClient":
         return self
@@ -303,9 +305,10 @@ class OutboundClient:
         self.close()
 
     def close(self) -> None:
-        for client in self._clients.values():
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
             client.close()
-        self._clients.clear()
 
     def check(self, url: str | httpx.URL) -> Target:
         allow = self.allow if self.allow is not None else Allowlist.from_settings()
@@ -369,11 +372,13 @@ class OutboundClient:
 
     def _client_for(self, target: Target) -> httpx.Client:
         key = (target.url.scheme, target.host, target.port)
-        client = self._clients.get(key)
-        if client is None:
-            client = httpx.Client(timeout=self.timeout, follow_redirects=False, trust_env=False, verify=self.verify)
-            self._clients[key] = client
-        return client
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                client = httpx.Client(timeout=self.timeout, follow_redirects=False, trust_env=False,
+                                      verify=self.verify)
+                self._clients[key] = client
+            return client
 
     def _send(self, method: str, url: httpx.URL, headers: httpx.Headers, body: bytes) -> httpx.Response:
         target = self.check(url)

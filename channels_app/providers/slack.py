@@ -27,6 +27,8 @@ from urllib.parse import parse_qs
 
 from django.conf import settings
 from django.core.cache import BaseCache, caches
+from django.core.cache.backends.dummy import DummyCache
+from django.core.cache.backends.locmem import LocMemCache
 from django.core.exceptions import ImproperlyConfigured
 from slack_sdk import WebClient
 
@@ -74,9 +76,6 @@ def replay_cache() -> BaseCache:
 
 def replay_cache_is_shared(cache: BaseCache | None = None) -> bool:
     """Whether the replay cache is seen by every process (not per-process memory)."""
-    from django.core.cache.backends.dummy import DummyCache
-    from django.core.cache.backends.locmem import LocMemCache
-
     return not isinstance(cache or replay_cache(), (LocMemCache, DummyCache))
 
 
@@ -110,7 +109,6 @@ def verify_request(signing_secret: str | None, headers: Mapping[str, str], body:
         raise SignatureError("X-Slack-Signature does not match the body")
 
     cache = cache or replay_cache()
-    from django.core.cache.backends.dummy import DummyCache
     if isinstance(cache, DummyCache):
         raise ImproperlyConfigured(f"Slack replay protection needs a real cache; {REPLAY_CACHE_SETTING} names a "
                                    "dummy cache")
