@@ -1,0 +1,56 @@
+"""Provider configuration: which environment variables hold the secrets.
+
+A config object stores variable *names*, never values; values are read from
+the environment each time they are needed (so a rotated secret is picked up,
+and a config can be printed, logged or shown in `/info` safely).
+`describe()` says which variables are set, never what they hold.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+from urllib.parse import urlsplit, urlunsplit
+
+
+def without_credentials(url: str) -> str:
+    """`url` with any user:password@ removed, for display."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """Fields ending in `_env` name environment variables holding secrets.
+
+    `environ` replaces `os.environ` (tests); it is never shown.
+    """
+
+    environ: Mapping[str, str] | None = field(default=None, repr=False, compare=False, kw_only=True)
+
+    def env(self, name: str) -> str | None:
+        """The value of the environment variable `name`, or None when unset or blank."""
+        source = self.environ if self.environ is not None else os.environ
+        value = source.get(name)
+        return value if value and value.strip() else None
+
+    def secret(self, field_name: str) -> str | None:
+        """The value of the variable a `*_env` field names."""
+        return self.env(getattr(self, field_name))
+
+    def describe(self) -> dict[str, Any]:
+        """Every variable name with whether it is set, and the non-secret settings."""
+        described: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "environ":
+                continue
+            value = getattr(self, f.name)
+            if f.name.endswith("_env"):
+                described[f.name] = {"env": value, "set": self.env(value) is not None}
+            elif isinstance(value, str):
+                described[f.name] = without_credentials(value)
+            else:
+                described[f.name] = value
+        return described
