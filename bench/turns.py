@@ -1074,8 +1074,11 @@ def print_table(reports: list[dict[str, Any]]) -> None:
 
 
 def main() -> int:
+    global AGENT
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", choices=["embedded", "pg", "both"], default="both")
+    parser.add_argument("--agent", default=AGENT, help="the example agent driven (examples/<name>; default support;"
+                        " W4 calls support's lookup_order tool)")
     parser.add_argument("--quick", action="store_true", help="smaller counts, for a smoke run")
     parser.add_argument("--out", help="JSON output path (default bench/results/turns-<timestamp>.json)")
     parser.add_argument("--only", nargs="+", choices=["W1", "W2", "W3", "W4"], help="run only these workloads")
@@ -1096,6 +1099,7 @@ def main() -> int:
                         " (PostgreSQL and Redis stay unpinned)")
     parser.add_argument("--w1", type=int, metavar="N", help="W1's number of sequential sessions (default 300)")
     args = parser.parse_args()
+    AGENT = args.agent
 
     counts = dict(QUICK if args.quick else FULL)
     if args.w1:

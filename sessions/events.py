@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from django.db import connection, transaction
-from django.db.models import F, Func, TextField
-from django.db.models.functions import Cast
 from django.utils import timezone
 
 from agents.sdk import Hook
@@ -152,14 +150,14 @@ def read_lines(session_id: str, start_index: int = 0, limit: int | None = None) 
     """The session's events from `start_index` on, serialized, in order.
 
     The envelope is the same as `Event.envelope()`, but `data` is spliced in
-    as the text the database holds: a replay never decodes and re-encodes
-    every event's payload (most of the cost of sending a long log).
+    as the text the database holds and `at` as the database writes it: a
+    replay never decodes and re-encodes a payload nor parses an instant. The
+    statement is written out (readers run it after every wake-up; building
+    it with the ORM cost more than running it).
     """
-    rows = (Event.objects.filter(session_id=session_id, index__gte=start_index).order_by("index")
-            .annotate(text=Cast("data", TextField()), instant=_instant_text())
-            .values_list("index", "type", "turn_id", "instant", "text"))
-    if limit is not None:
-        rows = rows[:limit]
+    with connection.cursor() as cursor:
+        cursor.execute(_lines_sql(), [session_id, start_index, limit if limit is not None else -1])
+        rows = cursor.fetchall()
     session = json.dumps(session_id)
     return [
         Line(index, type_, f'{{"type":{_quoted(type_)},"index":{index},"sessionId":{session},'
@@ -169,27 +167,34 @@ def read_lines(session_id: str, start_index: int = 0, limit: int | None = None) 
     ]
 
 
-def _instant_text() -> Func:
-    """`at` as text the database writes (parsing 10,000 datetimes only to format them again costs).
+@functools.lru_cache(maxsize=4)
+def _lines_sql_for(vendor: str) -> str:
+    table = Event._meta.db_table
+    quote = connection.ops.quote_name
+    if vendor == "postgresql":
+        # `at` as text in UTC: YYYY-MM-DDTHH:MM:SS.ffffff; a negative LIMIT is not allowed here: NULL is "all".
+        instant, text, limit = "to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')", "data::text", \
+            "LIMIT NULLIF(%s, -1)"
+    else:
+        # SQLite holds Django's text already: YYYY-MM-DD HH:MM:SS[.ffffff], UTC; LIMIT -1 is "all".
+        instant, text, limit = "CAST(at AS text)", "CAST(data AS text)", "LIMIT %s"
+    return (f"SELECT {quote('index')}, {quote('type')}, turn_id, {instant}, {text} FROM {table} "
+            f"WHERE session_id = %s AND {quote('index')} >= %s ORDER BY {quote('index')} {limit}")
 
-    PostgreSQL: `YYYY-MM-DDTHH:MM:SS.ffffff` in UTC. SQLite holds Django's
-    text already: `YYYY-MM-DD HH:MM:SS[.ffffff]`, UTC.
-    """
-    if connection.vendor == "postgresql":
-        return Func(F("at"), template="to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')",
-                    output_field=TextField())
-    return Cast("at", TextField())
+
+def _lines_sql() -> str:
+    return _lines_sql_for(connection.vendor)
+
+
+@functools.lru_cache(maxsize=256)
+def _quoted(value: str) -> str:
+    return json.dumps(value)
 
 
 def _iso_z(text: str) -> str:
     """The database's UTC text as sessions.instants.iso_z writes it (no fraction when it is zero)."""
     text = text.replace(" ", "T", 1)
     return f"{text[:-7] if text.endswith('.000000') else text}Z"
-
-
-@functools.lru_cache(maxsize=256)
-def _quoted(value: str) -> str:
-    return json.dumps(value)
 
 
 def read_events(session_id: str, start_index: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
