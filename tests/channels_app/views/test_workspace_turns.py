@@ -261,3 +261,42 @@ def test_the_admin_shows_a_sessions_workspace_size(alice, notes, sync_turns, cli
     size = sum(p.stat().st_size for p in (Path(settings.AGENTSITE_WORKSPACES_ROOT) / session_id).rglob("*")
                if p.is_file())
     assert f"{size} bytes" in page.content.decode()
+
+
+PUBLISH = '''
+from pydantic import BaseModel
+from agents.sdk import tool
+
+class Input(BaseModel):
+    name: str
+    content: str
+
+@tool(description="Publish a report for the user to download.", effect="write")
+def publish(input: Input, ctx) -> dict:
+    saved = ctx.host.artifacts.save(input.name, input.content)
+    return {"artifact": saved.name, "size": saved.size}
+'''
+
+
+@transactional
+def test_one_turn_writes_lists_reads_back_and_publishes_an_artifact_only_its_owner_downloads(
+        alice, bob, tmp_path, sync_turns):
+    deploy_agent_folder(make_agent(tmp_path / "desk", files={"agent/tools/publish.py": PUBLISH}))
+    script = "\n".join([call("write", path="out/report.md", content="# Report\nall good\n"), "/next",
+                        call("ls", path="out"), "/next", call("read", path="out/report.md"), "/next",
+                        call("publish", name="report.md", content="# Report\nall good\n")])
+
+    session_id = start(alice, "desk", script)["sessionId"]
+
+    write, ls, read, publish = results(session_id)
+    assert ls["output"]["entries"] == [{"name": "report.md", "type": "file", "size": 18}]
+    assert read["output"] == "# Report\nall good\n"
+    assert publish["output"] == {"artifact": "report.md", "size": 18}
+    assert events_of(session_id, "artifact.saved")[0]["name"] == "report.md"
+    listed = alice.get(f"/desk/v1/session/{session_id}/artifacts")
+    assert [a["name"] for a in listed.json()["artifacts"]] == ["report.md"]
+    download = alice.get(f"/desk/v1/session/{session_id}/artifacts/report.md")
+    assert download.status_code == 200 and b"".join(download.streaming_content if download.streaming
+                                                   else [download.content]) == b"# Report\nall good\n"
+    assert bob.get(f"/desk/v1/session/{session_id}/artifacts/report.md").status_code == 403
+    assert bob.get(f"/desk/v1/session/{session_id}/artifacts").status_code == 403
