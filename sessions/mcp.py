@@ -100,7 +100,7 @@ class Connection:
         self.error: str = ""
         self.ready = asyncio.Event()
         self.stop = asyncio.Event()
-        self.task: asyncio.Task | None = None
+        self.task: Any = None  # the future of run() on the MCP loop
 
     def _target(self) -> Any:
         from mcp.client.stdio import StdioServerParameters
@@ -179,11 +179,7 @@ class Hub:
                 self.last_attempt[key] = time.monotonic()
                 conn = Connection(server, cwd)
                 self.connections[key] = conn
-
-                async def start() -> None:
-                    conn.task = asyncio.get_running_loop().create_task(conn.run())
-
-                self._run(start(), 5)
+                conn.task = asyncio.run_coroutine_threadsafe(conn.run(), _loop.get())
         try:
             self._run(asyncio.wait_for(conn.ready.wait(), server.connect_timeout), server.connect_timeout + 1)
         except (asyncio.TimeoutError, FutureTimeout):

@@ -141,9 +141,11 @@ def test_bad_arguments_come_back_as_the_servers_error(local, sync_turns, tmp_pat
 @transactional
 def test_a_server_that_dies_mid_call_fails_that_call_and_the_next_call_starts_it_again(
         local, sync_turns, tmp_path, notes_file):
-    deploy_agent_folder(write_agent(tmp_path / "notes", {"notes": stdio_entry()}))
+    root = write_agent(tmp_path / "notes", {"notes": stdio_entry()})
+    deployment = deploy_agent_folder(root)
     start(local, "notes", call_line("notes__add", {"a": 1, "b": 1}))
-    server_pid = _server_pids()
+    server_pid = _server_pids(Path(deployment.snapshot_path or root))
+    assert len(server_pid) == 1
 
     session_id = start(local, "notes", call_line("notes__die", {}))
 
@@ -156,9 +158,16 @@ def test_a_server_that_dies_mid_call_fails_that_call_and_the_next_call_starts_it
     assert results(again)[0]["output"] == {"result": 42}
 
 
-def _server_pids() -> set[int]:
-    me = psutil.Process()
-    return {p.pid for p in me.children(recursive=True) if str(SERVER) in " ".join(p.cmdline())}
+def _server_pids(cwd: Path) -> set[int]:
+    """This agent's stdio server processes (a stdio server runs in its agent's folder)."""
+    found = set()
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if str(SERVER) in " ".join(p.cmdline()) and Path(p.cwd()) == cwd.resolve():
+                found.add(p.pid)
+        except psutil.Error:
+            pass
+    return found
 
 
 @transactional
