@@ -737,7 +737,8 @@ class Bench:
             done = 0
             while done < n:
                 self.server.check_alive()
-                res = new_session_turn(client, "warm up" if done % 2 else TOOL_MESSAGE, want_tool=bool(done % 2 == 0))
+                tool = AGENT == "support" and done % 2 == 0  # only support has lookup_order
+                res = new_session_turn(client, TOOL_MESSAGE if tool else "warm up", want_tool=tool)
                 self.sessions += 1
                 if res.ok:
                     done += 1
