@@ -30,7 +30,7 @@ from sessions.models import Event, Session
 # After a wake-up, poll fast for a while even if the log looks idle: a
 # follow-up was just admitted and its turn has not written anything yet.
 FAST_AFTER_WAKEUP_SECONDS = 2.0
-BATCH = 2000  # events per read: a long replay is a few reads, each one write to the client
+BATCH = 10_000  # events per read: a long replay is a few reads, each one write to the client
 
 log = logging.getLogger(__name__)
 
