@@ -140,6 +140,15 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+# What web processes must agree on (Slack's replayed signatures, channels_app.providers.slack):
+# Redis when there is one, so every web process sees it; the embedded default runs one
+# web process, whose own memory is enough.
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                          "KEY_PREFIX": "agentsite"}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
 Q_CLUSTER = {
     "name": "agentsite",
     "workers": int(os.environ.get("AGENTSITE_WORKERS", "2")),
