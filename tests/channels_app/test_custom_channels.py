@@ -4,6 +4,7 @@ events map, background work, and how /info lists them."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ transactional = pytest.mark.django_db(transaction=True)
 
 LAB_CHANNEL = '''\
 import json
+import re
 from pydantic import BaseModel, Field
 from django.http import HttpResponse
 from agents.sdk import GET, POST, PUT, PATCH, DELETE, Channel
@@ -544,3 +546,22 @@ def test_the_webhook_example_keeps_one_session_per_thread_and_stores_replies(ser
     assert thread["replies"] == ["You said: where is my order?", "You said: and the invoice?"]
     missing = post(client, "/webhook/v1/channels/inbox/messages", {"thread": "t-1"})
     assert missing.status_code == 400 and missing.json()["error"]["details"][0]["field"] == "body.text"
+
+
+# -- the playground --------------------------------------------------------------------------
+
+def test_the_agent_page_has_a_try_form_for_each_channel_route(server_default, db):
+    deploy_agent_folder(WEBHOOK)
+
+    page = Client(**LOCAL).get("/playground/webhook")
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    forms = re.findall(r'<form class="channel-try" data-method="(\w+)" data-url="([^"]+)" data-takes="(\w*)">', html)
+    assert forms == [("POST", "/webhook/v1/channels/inbox/messages", "body"),
+                     ("GET", "/webhook/v1/channels/inbox/threads/:thread", "query")]
+    # The body form starts from an example of the required fields; the path parameter gets an input.
+    assert "{&quot;text&quot;: &quot;example&quot;, &quot;thread&quot;: &quot;example&quot;}" in html
+    assert 'data-param="thread"' in html
+    script = Client(**LOCAL).get("/static/playground/playground.js")
+    assert b"setupChannelTries" in b"".join(script.streaming_content if script.streaming else [script.content])
