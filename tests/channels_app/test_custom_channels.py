@@ -113,6 +113,18 @@ def emit(req):
     return {{"index": req.emit_assistant_message(req.params["sid"], "done by the host")}}
 
 
+def interrupt(req):
+    return {{"interrupted": req.interrupt_continuation(req.params["key"])}}
+
+
+def gated(req):
+    return req.call_tool("refund", {{"order_id": "A1"}}, session_id=req.params["sid"])
+
+
+def decide(req):
+    return req.resolve_approval(req.params["sid"], req.params["call"], "approve", reason="ok by chat")
+
+
 def on_completed(event, channel, ctx):
     record({{"event": event["type"], "session": ctx.session.id, "index": event["index"]}})
     channel.state.modify(lambda s: {{**s, "replies": [*s.get("replies", []), event["data"]["text"]]}})
@@ -145,6 +157,9 @@ channel = Channel(
         GET("/continuation/:key", query=Empty, handler=info_about),
         POST("/defer", body=Empty, handler=defer),
         POST("/emit/:sid", body=Empty, handler=emit),
+        POST("/interrupt/:key", body=Empty, handler=interrupt),
+        POST("/gated/:sid", body=Empty, handler=gated),
+        POST("/decide/:sid/:call", body=Empty, handler=decide),
     ],
     events={{"message.completed": on_completed, "*": on_any}},
     state={{"replies": []}},
@@ -188,8 +203,25 @@ POLICIES = {
 }
 
 
+REFUND_TOOL = '''\
+from pydantic import BaseModel
+from agents.sdk import tool
+
+
+class Input(BaseModel):
+    order_id: str
+
+
+@tool(description="Refund an order.", effect="write", needs_approval=True)
+def refund(input: Input, ctx) -> dict:
+    return {"refunded": input.order_id}
+'''
+
+
 def write_agent(root: Path, channels: dict[str, str]) -> Path:
     (root / "agent" / "channels").mkdir(parents=True)
+    (root / "agent" / "tools").mkdir(parents=True)
+    (root / "agent" / "tools" / "refund.py").write_text(REFUND_TOOL)
     (root / "agent" / "instructions.md").write_text("Echo.\n")
     (root / "agent" / "agent.py").write_text('from agents.sdk import Agent\nagent = Agent(model="scripted:echo", tools=[])\n')
     for name, text in channels.items():
@@ -388,6 +420,38 @@ def test_emit_assistant_message_appends_a_reply_without_a_turn(server_default, l
     session = Session.objects.get(pk=started["sessionId"])
     assert session.conversation[-1] == {"role": "assistant", "content": "done by the host"}
     assert session.channel_state["replies"] == ["You said: first", "done by the host"]
+
+
+@transactional
+def test_interrupt_continuation_stops_the_keys_turn_in_flight(server_default, lab):
+    client = Client(**LOCAL)
+    post(client, "/lab/v1/channels/lab/start", {"text": "long job", "key": "job-7"})  # no worker: it stays queued
+
+    busy = client.get("/lab/v1/channels/lab/continuation/job-7").json()
+    interrupted = post(client, "/lab/v1/channels/lab/interrupt/job-7").json()
+    unknown = post(client, "/lab/v1/channels/lab/interrupt/job-8").json()
+
+    assert busy["busy"] is True
+    assert interrupted == {"interrupted": True} and unknown == {"interrupted": False}
+    assert Session.objects.get(pk=busy["sessionId"]).turns.get().interrupt_requested
+
+
+@transactional
+def test_resolve_approval_unblocks_a_parked_call_without_the_approvals_route(server_default, lab, sync_turns):
+    client = Client(**LOCAL)
+    started = post(client, "/lab/v1/channels/lab/start", {"text": "hi", "key": "k9"}).json()
+    parked = post(client, f"/lab/v1/channels/lab/gated/{started['sessionId']}").json()
+
+    decided = post(client, f"/lab/v1/channels/lab/decide/{started['sessionId']}/{parked['callId']}").json()
+
+    assert parked["status"] == "awaiting_approval"
+    assert decided["callId"] == parked["callId"]
+    resolved = [e["data"] for e in read_events(started["sessionId"]) if e["type"] == "action.approval_resolved"]
+    assert resolved == [{"callId": parked["callId"], "toolName": "refund", "decision": "approve", "reason": "ok by chat",
+                         "decidedBy": {"authenticator": "local", "principalId": "local", "principalType": "user",
+                                       "attributes": {}}}]
+    results = [e["data"] for e in read_events(started["sessionId"]) if e["type"] == "action.result"]
+    assert results[-1]["output"] == {"refunded": "A1"}
 
 
 @transactional
