@@ -106,7 +106,8 @@ class ChannelRouteView(APIView):
         matches = [(route, params) for route in channel.routes if (params := route.match(parts)) is not None]
         if not matches:
             return _refuse(404, "route_not_found", f"channel {channel_id!r} has no route /{'/'.join(parts)}")
-        chosen = next(((r, p) for r, p in matches if r.method == request.method), None)
+        method = "GET" if request.method == "HEAD" else request.method
+        chosen = next(((r, p) for r, p in matches if r.method == method), None)
         if chosen is None:
             allowed = sorted({r.method for r, _ in matches})
             response = _refuse(405, "method_not_allowed", f"{request.method} is not a method of this route "

@@ -161,7 +161,7 @@ class ChannelContext:
         `state` is the starting channel state of a new session (else the channel's
         declared `state`); `purpose="eval"` marks the session as regression traffic.
         """
-        principal = auth or self.principal
+        principal = _principal(auth) or self.principal
         if principal is None:
             raise ChannelError("send(...) needs auth=<principal> here: there is no request principal to act as")
         if not isinstance(message, str) or not message.strip():
@@ -224,7 +224,7 @@ class ChannelContext:
     def resolve_approval(self, session_id: str, call_id: str, decision: str, auth: Principal | None = None,
                          reason: str = "") -> dict[str, Any]:
         """Approve or deny a parked tool call of one of this channel's sessions."""
-        principal = auth or self.principal
+        principal = _principal(auth) or self.principal
         if principal is None:
             raise ChannelError("resolve_approval(...) needs auth=<principal>: who decided")
         row = approvals.resolve_approval(self._session(session_id), call_id, decision, principal, reason)
@@ -317,6 +317,18 @@ class ChannelContext:
                                   source_ref=self.channel_id, workspace_files=files)
         return SessionHandle(session_id=row.id, status=admitted.session.status, continuation_token=key,
                              created=False, turn_id=admitted.turn.id)
+
+
+def _principal(value: Principal | dict[str, Any] | None) -> Principal | None:
+    """`auth=` as a Principal, or a dict with `principal_id` (and `authenticator`, `principal_type`)."""
+    if value is None or isinstance(value, Principal):
+        return value
+    if isinstance(value, dict) and value.get("principal_id"):
+        return Principal(authenticator=str(value.get("authenticator", "channel")),
+                         principal_id=str(value["principal_id"]),
+                         principal_type=str(value.get("principal_type", "user")),
+                         attributes=dict(value.get("attributes") or {}))
+    raise ChannelError("auth= takes a principal or a dict with principal_id (and authenticator, principal_type)")
 
 
 def _check_json(what: str, value: Any) -> None:

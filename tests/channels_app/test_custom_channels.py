@@ -182,7 +182,8 @@ def who(req):
 
 
 def start(req):
-    return {{"sessionId": req.send("hello").session_id}}
+    as_app = {{"principal_id": "bot", "authenticator": "app"}} if req.request.GET.get("as") == "app" else None
+    return {{"sessionId": req.send("hello", auth=as_app).session_id}}
 
 
 {extra}
@@ -569,6 +570,17 @@ def test_public_endpoint_never_opens_the_session_api(settings, gate, sync_turns)
     assert remote.get("/gate/v1/sessions").json()["sessions"] == []
 
 
+@transactional
+def test_send_acts_as_the_caller_unless_told_otherwise(server_default, gate, sync_turns):
+    client = Client(**LOCAL)
+
+    mine = post(client, "/gate/v1/channels/default/start").json()["sessionId"]
+    app = post(client, "/gate/v1/channels/default/start?as=app").json()["sessionId"]
+
+    assert Session.objects.get(pk=mine).principal_id == "local"
+    assert (Session.objects.get(pk=app).authenticator, Session.objects.get(pk=app).principal_id) == ("app", "bot")
+
+
 # -- /info ---------------------------------------------------------------------------------
 
 def test_info_lists_each_channel_with_its_routes_and_schemas_but_no_secret(server_default, gate, lab):
@@ -629,3 +641,17 @@ def test_the_agent_page_has_a_try_form_for_each_channel_route(server_default, db
     assert 'data-param="thread"' in html
     script = Client(**LOCAL).get("/static/playground/playground.js")
     assert b"setupChannelTries" in b"".join(script.streaming_content if script.streaming else [script.content])
+
+
+@transactional
+def test_wait_until_hands_the_work_to_the_task_queue_not_the_request(server_default, lab, calls):
+    from django_q.models import OrmQ
+    from django_q.signing import SignedPackage
+
+    response = post(Client(**LOCAL), "/lab/v1/channels/lab/defer")
+
+    assert response.json() == {"deferred": True}
+    assert recorded(calls) == [{"on_start": "lab"}]  # not run yet: a worker will
+    queued = [SignedPackage.loads(row.payload) for row in OrmQ.objects.all()]
+    assert [task["func"] for task in queued] == ["sessions.custom_channels.run_in_background"]
+    assert queued[0]["args"][0]["args"] == ["hello"]
