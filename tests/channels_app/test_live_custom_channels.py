@@ -16,13 +16,50 @@ from tests.support import Server, backend_env, run_server
 
 RACERS = 8
 
+STARTER = """\
+from pydantic import BaseModel
+from agents.sdk import GET, Channel
+
+LOG = {log!r}
+
+
+class Empty(BaseModel):
+    pass
+
+
+def write(line):
+    with open(LOG, "a") as f:
+        f.write(line + "\\n")
+
+
+channel = Channel(routes=[GET("/ping", query=Empty, handler=lambda req: {{"pong": True}})],
+                  on_start=lambda ctx: write("start " + ctx.channel_id), on_stop=lambda: write("stop"))
+"""
+
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres+redis"])
 def server(request, tmp_path_factory) -> Iterator[Server]:
+    agents = tmp_path_factory.mktemp("agents")
+    (agents / "starter" / "agent" / "channels").mkdir(parents=True)
+    (agents / "starter" / "agent" / "instructions.md").write_text("Echo.\n")
+    log = agents / "lifecycle.log"
+    (agents / "starter" / "agent" / "channels" / "pinger.py").write_text(STARTER.format(log=str(log)))
     with contextlib.ExitStack() as stack:
         env = backend_env(stack, request.param)
         root = tmp_path_factory.mktemp(f"channels-{request.param.replace('+', '-')}")
-        yield stack.enter_context(run_server(root, env=env))
+        server = stack.enter_context(run_server(root, "--agents", str(agents), env=env))
+        server.lifecycle_log = log
+        yield server
+
+
+def test_on_start_runs_as_the_web_process_starts(server: Server):
+    deadline = time.monotonic() + 20
+    while not (server.lifecycle_log.exists() and "start pinger" in server.lifecycle_log.read_text()):
+        assert time.monotonic() < deadline, "on_start never ran"
+        time.sleep(0.1)
+    with server.client() as client:
+        assert client.get("/starter/v1/channels/pinger/ping").json() == {"pong": True}
+    assert server.lifecycle_log.read_text().splitlines() == ["start pinger"]  # once per process
 
 
 @pytest.mark.timeout(180)
@@ -53,3 +90,18 @@ def test_concurrent_deliveries_with_one_new_key_make_one_session_and_every_reply
             time.sleep(0.3)
     assert thread["sessionId"] in sessions
     assert sorted(thread["replies"]) == sorted(f"You said: message {i}" for i in range(RACERS))
+
+
+def test_on_stop_runs_when_the_server_stops(tmp_path):
+    agents = tmp_path / "agents"
+    (agents / "starter" / "agent" / "channels").mkdir(parents=True)
+    (agents / "starter" / "agent" / "instructions.md").write_text("Echo.\n")
+    log = tmp_path / "lifecycle.log"
+    (agents / "starter" / "agent" / "channels" / "pinger.py").write_text(STARTER.format(log=str(log)))
+    with run_server(tmp_path / "state", "--agents", str(agents), "--no-examples") as server:
+        deadline = time.monotonic() + 20
+        while not (log.exists() and "start pinger" in log.read_text()):
+            assert time.monotonic() < deadline, "on_start never ran"
+            time.sleep(0.1)
+        server.stop()
+    assert log.read_text().splitlines() == ["start pinger", "stop"]
