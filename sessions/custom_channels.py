@@ -12,12 +12,13 @@ of two deliveries racing with a new key one inserts the session and the
 other's insert fails and becomes a follow-up on it.
 
 Delivery of events to the events map (`deliver_channel_events`, a django-q2
-task enqueued after commit by sessions.channel_delivery): the task claims the
-session's undelivered range with a conditional update of `channel_cursor`,
-then calls the handlers in index order. So each event is handed over at most
-once, even with several workers; if the worker dies in the middle of a
-range, the rest of that range is not delivered (the cursor has moved past
-it). A delivery whose enqueue was lost is picked up by the session's next one.
+task enqueued after commit by sessions.channel_delivery): one delivery at a
+time per session, under a lease on the session row; it calls the handlers in
+index order and moves `channel_cursor` past each event it handed over. If its
+worker dies, the lease lapses and the recovery sweep enqueues a new delivery,
+which starts at the event the dead one was on: at least once, and exactly once
+unless a worker dies inside a handler. A delivery whose enqueue was lost (a
+crash between commit and enqueue) is made good by the session's next one.
 """
 from __future__ import annotations
 
@@ -26,10 +27,13 @@ import json
 import logging
 import sys
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Callable
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
 from django.utils.module_loading import import_string
 from django_q.tasks import async_task
 
@@ -40,6 +44,7 @@ from agents.sdk import SessionInfo
 from sessions import approvals, direct
 from sessions.admission import AdmissionError, start_session, stop_session, submit_message
 from sessions.broker import shared_broker
+from sessions.channel_delivery import enqueue_delivery
 from sessions.events import append_events, read_events
 from sessions.host import Host
 from sessions.models import EventType, Session, Turn
@@ -48,6 +53,10 @@ from sessions.principal import Principal
 log = logging.getLogger(__name__)
 
 BACKGROUND_TASK = "sessions.custom_channels.run_in_background"
+# A delivery renews its lease after each event it hands over; one handler running longer
+# than this may see the events after it handed over twice (a second delivery takes over).
+DELIVERY_LEASE = timedelta(seconds=120)
+DELIVERY_BATCH = 200
 
 
 def key_hash(key: str) -> str:
@@ -343,37 +352,75 @@ def _check_json(what: str, value: Any) -> None:
 def deliver_channel_events(session_id: str) -> int:
     """The django-q2 task: hand the session's undelivered events to its channel's events map.
 
-    1. Read the session's cursor and event counter; nothing new: done.
-    2. Claim [cursor, counter) with a conditional update of the cursor; lost: another delivery has it.
-    3. Call each handler the event's type selects, in index order; a failing one is logged.
+    1. Take the session's delivery lease (a conditional update: free or lapsed); held: the
+       delivery holding it will see these events too (step 4), so stop here.
+    2. Read the events from `channel_cursor` on, and call each handler the event's type
+       selects, in index order; a failing one is logged.
+    3. After each event that had handlers, move the cursor past it and renew the lease: a
+       worker that dies mid-delivery leaves the cursor at the event it was on, and the
+       recovery sweep enqueues a delivery for the lapsed lease, which starts there.
+    4. Release the lease, then look again: events stored while it was held (whose own
+       delivery found it held) are delivered now.
     Returns how many events were handed over.
     """
-    row = Session.objects.select_related("agent", "deployment").filter(pk=session_id).first()
-    if row is None:
-        return 0
-    try:
-        channel = load_deployment(row.deployment).channels.get(row.channel)
-    except Exception:
-        log.exception("cannot load the channel of %s", session_id)
-        return 0
-    start, end = row.channel_cursor, row.next_event_index
-    if channel is None or start >= end:
-        return 0
-    if not Session.objects.filter(pk=session_id, channel_cursor=start).update(channel_cursor=end):
-        return 0
+    delivered = 0
+    while True:
+        row = Session.objects.select_related("agent", "deployment").filter(pk=session_id).first()
+        if row is None:
+            return delivered
+        try:
+            channel = load_deployment(row.deployment).channels.get(row.channel)
+        except Exception:
+            log.exception("cannot load the channel of %s", session_id)
+            return delivered
+        if channel is None or row.channel_cursor >= row.next_event_index:
+            return delivered
+        now = timezone.now()
+        free = Q(channel_lease_until__isnull=True) | Q(channel_lease_until__lt=now)
+        if not Session.objects.filter(free, pk=session_id).update(channel_lease_until=now + DELIVERY_LEASE):
+            return delivered
+        try:
+            delivered += _deliver_claimed(row, channel)
+        finally:
+            Session.objects.filter(pk=session_id).update(channel_lease_until=None)
+
+
+def _deliver_claimed(row: Session, channel: LoadedChannel) -> int:
+    """Step 2 and 3 of `deliver_channel_events`, under the lease."""
     ctx = ChannelContext(agent=row.agent, channel_id=row.channel, session_row=row,
                          principal=Principal(authenticator=row.authenticator, principal_id=row.principal_id,
                                              principal_type=row.principal_type))
     handle = ChannelHandle(id=row.channel, session_id=row.id)
-    events = read_events(session_id, start, limit=end - start)
-    for envelope in events:
-        for handler in channel.handlers_for(envelope["type"]):
-            try:
-                handler(envelope, handle, ctx)
-            except Exception:
-                log.exception("channel %s: the %s handler failed on %s#%s", row.channel, envelope["type"],
-                              session_id, envelope["index"])
-    return len(events)
+    cursor = Session.objects.filter(pk=row.pk).values_list("channel_cursor", flat=True).first() or 0
+    delivered = 0
+    while True:
+        events = read_events(row.id, cursor, limit=DELIVERY_BATCH)
+        if not events:
+            return delivered
+        for envelope in events:
+            handlers = channel.handlers_for(envelope["type"])
+            for handler in handlers:
+                try:
+                    handler(envelope, handle, ctx)
+                except Exception:
+                    log.exception("channel %s: the %s handler failed on %s#%s", row.channel, envelope["type"],
+                                  row.id, envelope["index"])
+            cursor = envelope["index"] + 1
+            delivered += 1
+            if handlers:
+                Session.objects.filter(pk=row.pk).update(channel_cursor=cursor,
+                                                         channel_lease_until=timezone.now() + DELIVERY_LEASE)
+        Session.objects.filter(pk=row.pk).update(channel_cursor=cursor)
+
+
+def redeliver_lapsed(now=None) -> int:
+    """The recovery sweep's part: enqueue a delivery for each session whose delivery lease lapsed
+    (its worker died mid-delivery). Claiming is conditional, so a duplicate task is harmless."""
+    now = now or timezone.now()
+    lapsed = list(Session.objects.filter(channel_lease_until__lt=now).values_list("id", flat=True)[:500])
+    for session_id in lapsed:
+        enqueue_delivery(session_id)
+    return len(lapsed)
 
 
 def _enqueue_background(job: dict[str, Any]) -> None:

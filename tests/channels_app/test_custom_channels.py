@@ -410,6 +410,44 @@ def test_events_are_delivered_once_and_only_after_commit(server_default, lab, sy
 
 
 @transactional
+def test_a_delivery_whose_worker_died_is_taken_up_by_the_recovery_sweep(server_default, lab, sync_turns, calls):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sessions.recovery import sweep
+
+    started = post(Client(**LOCAL), "/lab/v1/channels/lab/start", {"text": "again", "key": "k4"}).json()
+    sid = started["sessionId"]
+    completed = next(e["index"] for e in read_events(sid) if e["type"] == "message.completed")
+    calls.unlink()
+    # A worker died while handing over the reply: the cursor is still on it, its lease lapsed.
+    Session.objects.filter(pk=sid).update(channel_cursor=completed,
+                                          channel_lease_until=timezone.now() - timedelta(seconds=1))
+
+    sweep()
+
+    assert recorded(calls) == [{"event": "message.completed", "session": sid, "index": completed}]
+    session = Session.objects.get(pk=sid)
+    assert (session.channel_cursor, session.channel_lease_until) == (session.next_event_index, None)
+
+
+@transactional
+def test_a_delivery_held_by_another_worker_is_left_to_it(server_default, lab, sync_turns, calls):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sessions.custom_channels import deliver_channel_events
+
+    sid = post(Client(**LOCAL), "/lab/v1/channels/lab/start", {"text": "held", "key": "k5"}).json()["sessionId"]
+    Session.objects.filter(pk=sid).update(channel_cursor=0, channel_lease_until=timezone.now() + timedelta(seconds=60))
+
+    assert deliver_channel_events(sid) == 0
+    assert Session.objects.get(pk=sid).channel_cursor == 0
+
+
+@transactional
 def test_emit_assistant_message_appends_a_reply_without_a_turn(server_default, lab, sync_turns, calls):
     client = Client(**LOCAL)
     started = post(client, "/lab/v1/channels/lab/start", {"text": "first", "key": "k3"}).json()
