@@ -22,6 +22,7 @@ crash between commit and enqueue) is made good by the session's next one.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
@@ -177,7 +178,7 @@ class ChannelContext:
             raise ChannelError("send(message): the message must be non-empty text")
         if purpose not in (None, "eval"):
             raise ChannelError("purpose must be None or 'eval'")
-        files = list(workspace_files or [])
+        files = _checked_files(workspace_files)
         digest = key_hash(continuation_token) if continuation_token else ""
         if digest:
             found = self._keyed(digest)
@@ -338,6 +339,28 @@ def _principal(value: Principal | dict[str, Any] | None) -> Principal | None:
                          principal_type=str(value.get("principal_type", "user")),
                          attributes=dict(value.get("attributes") or {}))
     raise ChannelError("auth= takes a principal or a dict with principal_id (and authenticator, principal_type)")
+
+
+def _checked_files(files: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """`workspace_files` as a turn stores them: {path, content, encoding ("utf-8" or "base64")}.
+
+    Paths are checked again against the workspace when the turn writes them.
+    """
+    checked = []
+    for i, sent in enumerate(files or []):
+        if not (isinstance(sent, dict) and isinstance(sent.get("path"), str) and sent["path"]
+                and isinstance(sent.get("content"), str)):
+            raise ChannelError(f"workspace_files[{i}] must be a dict with a path and a text content")
+        encoding = sent.get("encoding", "utf-8")
+        if encoding not in ("utf-8", "base64"):
+            raise ChannelError(f"workspace_files[{i}].encoding must be 'utf-8' or 'base64'")
+        size = len(base64.b64decode(sent["content"], validate=True) if encoding == "base64"
+                   else sent["content"].encode("utf-8"))
+        if size > settings.AGENTSITE_WORKSPACE_FILE_MAX_BYTES:
+            raise ChannelError(f"workspace_files[{i}] ({sent['path']}) is {size} bytes, more than "
+                               f"{settings.AGENTSITE_WORKSPACE_FILE_MAX_BYTES}")
+        checked.append({"path": sent["path"], "content": sent["content"], "encoding": encoding})
+    return checked
 
 
 def _check_json(what: str, value: Any) -> None:

@@ -83,8 +83,9 @@ def nothing(req):
 
 
 def start(req):
+    files = [{{"path": "inbox/note.txt", "content": "from the channel"}}] if req.body.text == "with a file" else None
     h = req.send(req.body.text, continuation_token=req.body.key, admission=req.body.admission,
-                 state={{"from": "route"}})
+                 state={{"from": "route"}}, workspace_files=files)
     return {{"sessionId": h.session_id, "created": h.created, "status": h.status}}
 
 
@@ -367,6 +368,17 @@ def test_the_same_continuation_key_reaches_the_same_session(server_default, lab,
     assert [(r["text"], r["source"], r["channelId"]) for r in received] == [("one", "channel", "lab"),
                                                                             ("two", "channel", "lab")]
     assert "pr:acme/app#12" not in session.channel_key_hash  # stored hashed
+
+
+@transactional
+def test_send_writes_workspace_files_into_the_sessions_workspace(server_default, lab, sync_turns):
+    from sessions.workspaces import list_files
+
+    sid = post(Client(**LOCAL), "/lab/v1/channels/lab/start", {"text": "with a file"}).json()["sessionId"]
+
+    assert "inbox/note.txt" in [f["path"] for f in list_files(sid)]
+    received = next(e["data"] for e in read_events(sid) if e["type"] == "message.received")
+    assert received["workspaceFiles"][0]["path"] == "inbox/note.txt"
 
 
 @transactional
