@@ -175,6 +175,8 @@ class Channel:
     event is stored, outside the turn, for the sessions this channel owns.
     `state`: the starting per-session channel state (JSON).
     `on_start(ctx)` / `on_stop()`: when the web process mounts the channel and when it stops.
+    `kind`: what /info calls it; "custom" for an authored channel, a provider's name
+    ("github", "slack", ...) for a channel a provider library builds.
     """
 
     routes: Sequence[Route] = ()
@@ -184,6 +186,7 @@ class Channel:
     on_start: Callable[[Any], Any] | None = None
     on_stop: Callable[[], Any] | None = None
     description: str = ""
+    kind: str = "custom"
 
 
 @dataclass(frozen=True)
@@ -216,7 +219,7 @@ class LoadedChannel:
         prefix = f"/{slug}/v1/channels/{self.id}"
         return {
             "id": self.id,
-            "kind": "custom",
+            "kind": self.channel.kind,
             "description": self.channel.description,
             "file": f"agent/channels/{self.id}.py",
             "routes": [route.describe(prefix) for route in self.channel.routes],
@@ -346,6 +349,8 @@ def channel_problems(channel: Channel) -> list[str]:
         value = getattr(channel, name)
         if value is not None and not callable(value):
             problems.append(f"{name}= must be a function")
+    if not (isinstance(channel.kind, str) and CHANNEL_ID.match(channel.kind)) or channel.kind == "http":
+        problems.append(f"kind={channel.kind!r}: name the kind of channel in lowercase letters ('custom' by default)")
     if not channel.routes and not channel.events and channel.on_start is None:
         problems.append("the channel declares nothing: add routes=[...], events={...} or on_start=")
     return problems
