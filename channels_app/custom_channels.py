@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from drf_spectacular.utils import extend_schema
@@ -28,7 +29,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from agents.channels import LoadedChannel, Route
+from agents.channels import LoadedChannel
 from agents.discovery import LoadedAgent, load_deployment
 from agents.models import Agent
 from channels_app.auth import PolicyChainAuthentication, RequestInfo, authenticate, channel_chain
@@ -45,12 +46,13 @@ class RouteRequest(ChannelContext):
     """What a route handler gets: the validated request and everything a `ChannelContext` offers.
 
     `request` (the Django request), `body` and `query` (instances of the route's
-    models, or None), `params` (the `:name` path segments), `auth` (the principal
+    models, or None), `raw_body` (the bytes received, to check a signature), `params` (the `:name` path segments), `auth` (the principal
     the chain admitted, who `send` acts as unless told otherwise), `request_ip`.
     """
 
     request: Any = None
     body: Any = None
+    raw_body: bytes = b""
     query: Any = None
     params: dict[str, str] = field(default_factory=dict)
     auth: Principal | None = None
@@ -128,6 +130,11 @@ class ChannelRouteView(APIView):
                 return _refuse(403, "forbidden", str(exc.detail))
 
         try:
+            # Read first, so the handler can verify a provider's signature over the exact bytes.
+            raw_body = request._request.body
+        except RequestDataTooBig:
+            return _refuse(413, "body_too_large", "the request body is too large")
+        try:
             query = _validated(route.query, _query(request), "query")
             body = None
             if route.body is not None:
@@ -145,7 +152,8 @@ class ChannelRouteView(APIView):
 
         mount(agent, loaded)
         args = RouteRequest(agent=agent, channel_id=channel.id, principal=principal, base_url=base_url(request),
-                            request=request._request, body=body, query=query, params=params, auth=principal,
+                            request=request._request, body=body, raw_body=raw_body, query=query, params=params,
+                            auth=principal,
                             request_ip=request._request.META.get("REMOTE_ADDR", ""))
         try:
             result = route.handler(args)

@@ -188,7 +188,12 @@ def start(req):
 
 
 {extra}
-channel = Channel(routes=[GET("/who", query=Empty, handler=who), POST("/start", body=Empty, handler=start)],
+class Text(BaseModel):
+    text: str = ""
+
+
+channel = Channel(routes=[GET("/who", query=Empty, handler=who), POST("/start", body=Empty, handler=start)]
+                  + ([POST("/signed", body=Text, handler=signed_who)] if "signed_who" in globals() else []),
                   auth={auth})
 '''
 
@@ -202,6 +207,14 @@ POLICIES = {
                  "def verify(token):\n    return {'principal_id': 'svc-' + token[:4]} if token.startswith('ok') else None\n"),
     "everyone": ("allow_all", "[allow_all()]", ""),
     "public": ("public_endpoint", "[public_endpoint()]", ""),
+    "signed": ("public_endpoint", "[public_endpoint()]",
+               "import hashlib, hmac\n\n\n"
+               "def signed_who(req):\n"
+               "    expected = hmac.new(b'webhook-secret', req.raw_body, hashlib.sha256).hexdigest()\n"
+               "    if not hmac.compare_digest(expected, req.request.headers.get('X-Signature', '')):\n"
+               "        from django.http import JsonResponse\n"
+               "        return JsonResponse({'error': 'bad signature'}, status=401)\n"
+               "    return {'verified': True, 'text': req.body.text}\n"),
 }
 
 
@@ -574,6 +587,22 @@ def test_allow_all_and_public_endpoint_admit_anyone(server_default, gate):
 
     assert who(remote, "everyone").json() == {"authenticator": "anonymous", "principal": "anonymous"}
     assert who(remote, "public").json() == {"authenticator": "public_endpoint", "principal": "public"}
+
+
+def test_a_public_route_can_verify_a_signature_over_the_raw_body(server_default, gate):
+    import hashlib
+    import hmac
+
+    raw = b'{"text":  "signed payload"}'
+    good = hmac.new(b"webhook-secret", raw, hashlib.sha256).hexdigest()
+    remote = Client(**REMOTE)
+
+    ok = remote.post("/gate/v1/channels/signed/signed", raw, content_type="application/json", HTTP_X_SIGNATURE=good)
+    forged = remote.post("/gate/v1/channels/signed/signed", raw, content_type="application/json",
+                         HTTP_X_SIGNATURE="0" * 64)
+
+    assert ok.json() == {"verified": True, "text": "signed payload"}
+    assert forged.status_code == 401
 
 
 def test_allow_anonymous_swaps_only_the_default_never_an_authored_chain(settings, gate):
