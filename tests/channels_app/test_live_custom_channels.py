@@ -105,3 +105,48 @@ def test_on_stop_runs_when_the_server_stops(tmp_path):
             time.sleep(0.1)
         server.stop()
     assert log.read_text().splitlines() == ["start pinger", "stop"]
+
+
+GUARDED = """\
+from pydantic import BaseModel
+from agents.sdk import GET, Channel, {imports}
+
+
+class Empty(BaseModel):
+    pass
+
+
+channel = Channel(routes=[GET("/who", query=Empty, handler=lambda req: {{"who": req.auth.authenticator}})],
+                  auth={auth})
+"""
+
+
+def guarded_agents(root) -> str:
+    base = root / "guarded" / "agent"
+    (base / "channels").mkdir(parents=True)
+    (base / "instructions.md").write_text("Echo.\n")
+    (base / "channels" / "plain.py").write_text(GUARDED.format(imports="local_dev_strict", auth="None"))
+    (base / "channels" / "strict.py").write_text(GUARDED.format(imports="local_dev_strict",
+                                                                auth="[local_dev_strict()]"))
+    (base / "channels" / "token.py").write_text(GUARDED.format(imports="bearer_auth",
+                                                               auth='[bearer_auth("channel-secret-1")]'))
+    return str(root)
+
+
+def test_serve_flags_swap_the_default_chain_never_an_authored_one(tmp_path):
+    agents = guarded_agents(tmp_path / "agents")
+    forwarded = {"X-Forwarded-For": "203.0.113.9"}  # a caller through a proxy: local_dev_strict refuses it
+    with run_server(tmp_path / "anon", "--agents", agents, "--no-examples", "--allow-anonymous") as server:
+        with server.client() as client:
+            assert client.get("/guarded/v1/channels/plain/who", headers=forwarded).json() == {"who": "anonymous"}
+            assert client.get("/guarded/v1/channels/strict/who", headers=forwarded).status_code == 401
+            assert client.get("/guarded/v1/channels/token/who").status_code == 401
+    with run_server(tmp_path / "bearer", "--agents", agents, "--no-examples", "--bearer-token", "server-1") as server:
+        with server.client() as client:
+            server_token = {"Authorization": "Bearer server-1"}
+            assert client.get("/guarded/v1/channels/plain/who", headers=server_token).json() == {"who": "bearer"}
+            assert client.get("/guarded/v1/channels/plain/who").status_code == 401
+            assert client.get("/guarded/v1/channels/strict/who").json() == {"who": "local"}
+            assert client.get("/guarded/v1/channels/token/who", headers=server_token).status_code == 401
+            assert client.get("/guarded/v1/channels/token/who",
+                              headers={"Authorization": "Bearer channel-secret-1"}).json() == {"who": "bearer"}
