@@ -39,6 +39,7 @@ from agents.models import Agent as AgentRow
 from agents.models import Deployment, validate_slug
 from agents.mcp import McpServer, load_mcp_json, server_problems
 from agents.modules import find_in_file
+from agents.channels import ChannelHook, LoadedChannel, load_channels
 from agents.schedules import LoadedSchedule, load_schedules
 from agents.sdk import Agent, Hook, Tool
 from agents.signals import deployment_activated
@@ -96,6 +97,7 @@ class LoadedAgent:
     mcp: list[McpServer] = field(default_factory=list)
     runtime: Runtime = DEFAULT_RUNTIME
     seed_dir: Path | None = None
+    channels: dict[str, LoadedChannel] = field(default_factory=dict)
 
     @property
     def allowlist(self) -> tuple[str, ...] | None:
@@ -143,7 +145,8 @@ class LoadedAgent:
             "subagents": [
                 {"id": a.id, "description": a.description, "model": a.model} for a in self.subagents.values()
             ],
-            "hooks": sorted({e for h in self.hooks for e in h.events}),
+            "hooks": sorted({e for h in self.hooks if not isinstance(h, ChannelHook) for e in h.events}),
+            "channels": [c.describe(self.slug) for c in self.channels.values()],
             "schedules": [
                 {"id": k.id, "kind": k.kind, "cron": k.cron, "title": k.title, "file": f"agent/schedules/{k.id}.{'md' if k.kind == 'markdown' else 'py'}"}
                 for k in self.schedules.values()
@@ -268,6 +271,11 @@ def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
     schedule_problems: list[tuple[str, str]] = []
     schedules = load_schedules(base / "schedules", namespace, schedule_problems)
     problems.extend(Problem(path, message) for path, message in schedule_problems)
+    channel_problems: list[tuple[str, str]] = []
+    channels = load_channels(base / "channels", namespace, channel_problems)
+    problems.extend(Problem(path, message) for path, message in channel_problems)
+    # A channel's events map rides the hooks' path: every append hands it the batch after commit.
+    hooks += [hook for c in channels.values() if (hook := c.hook()) is not None]
     mcp_servers = _load_mcp(base, config, problems)
     runtime = _check_runtime(config, tools, problems)
     seed_dir = _seed_dir(base, runtime, problems)
@@ -279,7 +287,7 @@ def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
     return LoadedAgent(
         slug=slug, root=root, config=config, model=model, instructions=instructions,
         tools=tools, content_hash=digest, warnings=warnings, skills=skills, subagents=subagents, hooks=hooks,
-        schedules=schedules, runtime=runtime, seed_dir=seed_dir, mcp=mcp_servers,
+        schedules=schedules, runtime=runtime, seed_dir=seed_dir, mcp=mcp_servers, channels=channels,
     )
 
 

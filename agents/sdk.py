@@ -33,11 +33,14 @@ from agents.mcp import McpServer, mcp_http, mcp_stdio  # noqa: F401 (part of the
 from agents.filesystems import WorkspaceError, memory_fs, skills_fs, union_fs
 from agents.runtimes import SessionContext, local_runtime, virtual_runtime
 from agents.host_files import host_files_fs
+from agents.hooks import Hook, hook
 
 __all__ = [
     "Agent", "tool", "Tool", "Skill", "Schedule", "hook", "Hook", "ToolContext", "SessionInfo", "SessionContext",
     "local_runtime", "virtual_runtime", "memory_fs", "union_fs", "skills_fs", "WorkspaceError",
     "McpServer", "mcp_stdio", "mcp_http", "host_files_fs",
+    "Channel", "Route", "GET", "POST", "PUT", "PATCH", "DELETE", "AuthPolicy",
+    "local_dev_strict", "local_dev", "loopback_only", "bearer_auth", "allow_all", "public_endpoint",
 ]
 
 Effect = Literal["read", "write"]
@@ -162,28 +165,6 @@ class Schedule:
     title: str = ""
 
 
-@dataclass(frozen=True)
-class Hook:
-    """An observe-only handler for events of the given types (`*`: all)."""
-
-    events: tuple[str, ...]
-    function: Callable[[dict[str, Any]], Any]
-
-    def wants(self, event_type: str) -> bool:
-        return "*" in self.events or event_type in self.events
-
-
-def hook(*events: str) -> Callable[[Callable[[dict[str, Any]], Any]], Hook]:
-    """`@hook("turn.completed")` or `@hook("*")`: called with each event envelope after it is stored."""
-    if not events:
-        raise TypeError("name the event types to observe, e.g. @hook('turn.completed'), or '*' for all")
-
-    def decorate(function: Callable[[dict[str, Any]], Any]) -> Hook:
-        return Hook(events=tuple(events), function=function)
-
-    return decorate
-
-
 @dataclass
 class SessionInfo:
     id: str
@@ -210,3 +191,10 @@ class ToolContext:
     def now(self) -> datetime:
         """The session's frozen instant under `asOf`, else the current time (UTC)."""
         return self.as_of or datetime.now(timezone.utc)
+
+
+# Channels are declared in their own module, which builds on the names above.
+from agents.channels import (  # noqa: E402
+    DELETE, GET, PATCH, POST, PUT, AuthPolicy, Channel, Route, allow_all, bearer_auth, local_dev, local_dev_strict,
+    loopback_only, public_endpoint,
+)

@@ -18,6 +18,14 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from channels_app.routing import websocket_urlpatterns  # noqa: E402
 
+if os.environ.get("AGENTSITE_MOUNT_CHANNELS") == "1":
+    import threading  # noqa: E402
+
+    from channels_app.custom_channels import mount_all  # noqa: E402
+
+    # Custom channels' on_start (long-lived transports) as the web process starts, off the import path.
+    threading.Thread(target=mount_all, name="mount-channels", daemon=True).start()
+
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,

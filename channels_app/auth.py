@@ -10,11 +10,12 @@ from __future__ import annotations
 import hmac
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from django.conf import settings
 from rest_framework import authentication, permissions
 
+from agents.channels import AuthPolicy
 from sessions.models import hash_token
 from sessions.principal import Principal
 
@@ -47,6 +48,9 @@ Policy = Callable[[RequestInfo], "Principal | None"]
 
 LOCAL_PRINCIPAL = Principal(authenticator="local", principal_id="local", principal_type="user")
 ANONYMOUS = Principal(authenticator="anonymous", principal_id="anonymous", principal_type="anonymous")
+# public_endpoint()'s caller: a principal no other policy names, so the sessions a public
+# channel route starts are never reachable through the session API (whatever the server's flags).
+PUBLIC = Principal(authenticator="public_endpoint", principal_id="public", principal_type="anonymous")
 
 
 def is_loopback_address(value: str) -> bool:
@@ -156,6 +160,65 @@ def allow_all() -> Policy:
     return lambda info: ANONYMOUS
 
 
+def public_endpoint() -> Policy:
+    """Everyone, on a custom channel's routes only (see `channel_chain`)."""
+    return lambda info: PUBLIC
+
+
+def as_principal(found: Any, authenticator: str) -> Principal | None:
+    """What an authored verifier or policy function returned, as a principal.
+
+    None or False: refused; a Principal; a string: its principal id; a mapping
+    with `principal_id` (or `principalId`), `principal_type`, `attributes`.
+    """
+    if found is None or found is False:
+        return None
+    if isinstance(found, Principal):
+        return found
+    if isinstance(found, str) and found:
+        return Principal(authenticator=authenticator, principal_id=found)
+    if isinstance(found, Mapping):
+        principal_id = found.get("principal_id", found.get("principalId"))
+        if isinstance(principal_id, str) and principal_id:
+            return Principal(authenticator=str(found.get("authenticator") or authenticator),
+                             principal_id=principal_id,
+                             principal_type=str(found.get("principal_type", found.get("principalType", "user"))),
+                             attributes=dict(found.get("attributes") or {}))
+    raise TypeError(f"an auth policy returned {found!r}: return None, a principal id, or a dict with principal_id")
+
+
+def compile_policy(declared: AuthPolicy | Callable[[RequestInfo], Any]) -> Policy:
+    """A channel's declared policy (agents.channels) as a policy of this module."""
+    if not isinstance(declared, AuthPolicy):
+        name = getattr(declared, "__name__", "custom")
+        return lambda info: as_principal(declared(info), name)
+    kind = declared.kind
+    if kind == "local_dev_strict":
+        return local_dev_strict()
+    if kind == "local_dev":
+        return local_dev()
+    if kind == "loopback_only":
+        return loopback_only()
+    if kind == "allow_all":
+        return allow_all()
+    if kind == "public_endpoint":
+        return public_endpoint()
+    if kind == "bearer_auth":
+        if declared.verifier is not None:
+            verify = declared.verifier
+            return bearer_auth(verifier=lambda presented: as_principal(verify(presented), "bearer"))
+        return bearer_auth(declared.tokens)
+    raise ValueError(f"unknown auth policy {kind!r}")
+
+
+def channel_chain(declared: Sequence[Any] | None) -> list[Policy]:
+    """A custom channel's chain: its own when it authors one (always, whatever `serve`'s
+    flags), else the server's default, which `--bearer-token` / `--allow-anonymous` choose."""
+    if declared is None:
+        return policy_chain()
+    return [compile_policy(p) for p in declared]
+
+
 def policy_chain() -> list[Policy]:
     """The server-wide chain, chosen by `serve` flags through settings."""
     custom = getattr(settings, "AGENTSITE_AUTH_POLICIES", None)
@@ -170,8 +233,8 @@ def policy_chain() -> list[Policy]:
     return [local_dev_strict(), django_login()]
 
 
-def authenticate(info: RequestInfo) -> Principal | None:
-    for policy in policy_chain():
+def authenticate(info: RequestInfo, chain: Sequence[Policy] | None = None) -> Principal | None:
+    for policy in policy_chain() if chain is None else chain:
         principal = policy(info)
         if principal is not None:
             return principal

@@ -64,12 +64,28 @@ def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
     manifest = agent.active_deployment.manifest
     return render(request, "playground/agent.html", {
         "agent": agent, "manifest": manifest, "sessions": sessions, "tools": _tool_rows(manifest),
+        "channels": _channel_rows(manifest),
     })
 
 
 def _tool_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     return [{**t, "schema": json.dumps(t.get("inputSchema", {}), indent=2), "example": json.dumps(example_input(t.get("inputSchema", {})))}
             for t in manifest.get("tools", [])]
+
+
+def _channel_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """Custom channels with a "Try" form per route: its path parameters and an example body or query."""
+    rows = []
+    for channel in manifest.get("channels", []):
+        routes = []
+        for route in channel.get("routes", []):
+            takes = "body" if route.get("bodySchema") else "query" if route.get("querySchema") else ""
+            schema = route.get("bodySchema") or route.get("querySchema") or {}
+            routes.append({**route, "takes": takes, "example": json.dumps(example_input(schema)) if takes else "",
+                           "schema": json.dumps(schema, indent=2) if takes else "",
+                           "params": [s[1:] for s in route["path"].split("/") if s.startswith(":")]})
+        rows.append({**channel, "routes": routes})
+    return rows
 
 
 def example_input(schema: dict[str, Any]) -> dict[str, Any]:
@@ -116,6 +132,7 @@ def session_page(request: HttpRequest, slug: str, session_id: str) -> HttpRespon
                  for a in Artifact.objects.filter(session=session).order_by("created_at", "name")]
     return render(request, "playground/session.html", {
         "agent": session.agent, "session": session, "manifest": manifest, "tools": _tool_rows(manifest),
+        "channels": _channel_rows(manifest),
         "reminders": list(reminders), "workspace": workspace_panel(session, manifest), "artifacts": artifacts,
     })
 

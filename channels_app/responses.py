@@ -79,9 +79,26 @@ class DeploymentDetail(DeploymentRef):
     activated_at: datetime | None
 
 
+class ChannelRoute(Reply):
+    method: str
+    # As declared, below the channel (`/items/:id`), and the full path on this server.
+    path: str
+    url: str
+    description: str = ""
+    body_schema: dict[str, Any] | None = None
+    query_schema: dict[str, Any] | None = None
+
+
 class ChannelRef(Reply):
+    """A channel the agent is reached through: `http` (built in) or a custom one
+    with its routes and their schemas. Auth policies are named by kind, never with a token."""
+
     id: str
     kind: str
+    description: str = ""
+    routes: list[ChannelRoute] = []
+    events: list[str] = []
+    auth: list[dict[str, Any]] | None = None
 
 
 class AgentInfo(Reply):

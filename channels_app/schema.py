@@ -13,6 +13,11 @@ body. The statuses every route shares:
 
 The document is built per request, so `security` says what this server's
 auth chain really asks for (see `security_requirement`).
+
+Custom channel routes (`/<slug>/v1/channels/<id>/...`) are left out on
+purpose: each agent release declares its own, with its own auth chain, so
+one document cannot describe them. `GET /<slug>/v1/info` lists them with
+their JSON schemas (see channels_app.custom_channels).
 """
 from __future__ import annotations
 

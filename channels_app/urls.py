@@ -1,6 +1,6 @@
 from django.urls import path
 
-from channels_app import stream
+from channels_app import custom_channels, stream
 from channels_app.views import agents, artifacts, sessions, timers, tools
 
 urlpatterns = [
@@ -25,6 +25,9 @@ urlpatterns = [
     path("<slug:slug>/v1/dev/schedules/<str:schedule_id>", timers.DevScheduleFireView.as_view(), name="dev-schedule"),
     path("<slug:slug>/v1/dev/reminders", timers.DevReminderListView.as_view(), name="dev-reminders"),
     path("<slug:slug>/v1/dev/reminders/<str:reminder_id>", timers.DevReminderFireView.as_view(), name="dev-reminder"),
+    path("<slug:slug>/v1/channels/<str:channel_id>", custom_channels.ChannelRouteView.as_view(), name="channel"),
+    path("<slug:slug>/v1/channels/<str:channel_id>/<path:rest>", custom_channels.ChannelRouteView.as_view(),
+         name="channel-route"),
     path("<slug:slug>/v1/info", agents.AgentInfoView.as_view(), name="agent-info"),
     path("<slug:slug>/v1/health", agents.AgentHealthView.as_view(), name="agent-health"),
 ]

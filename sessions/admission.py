@@ -56,11 +56,15 @@ def start_session(
     trigger: str = Turn.Trigger.USER,
     source_ref: str = "",
     workspace_files: list[dict[str, Any]] | None = None,
+    channel_key_hash: str = "",
+    channel_state: dict[str, Any] | None = None,
 ) -> Admitted:
     """Create a session on the agent's active deployment and queue its first turn.
 
     `workspace_files` ({path, content, encoding}, checked by the channel) are
-    written into the session's workspace when the turn starts.
+    written into the session's workspace when the turn starts. A custom
+    channel passes its continuation key's hash (unique per agent and channel:
+    a second session with the same key raises IntegrityError) and its starting state.
     """
     deployment = agent.active_deployment
     if deployment is None:
@@ -78,6 +82,8 @@ def start_session(
             principal_type=principal.principal_type,
             authenticator=principal.authenticator,
             options=options or {},
+            channel_key_hash=channel_key_hash,
+            channel_state=channel_state or {},
         )
         token = session.issue_token()
         lifecycle.open_session(session, turn, [

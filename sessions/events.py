@@ -18,8 +18,10 @@ from typing import Any, Iterable, Sequence
 from django.db import connection, transaction
 from django.utils import timezone
 
+from agents.channels import ChannelHook
 from agents.sdk import Hook
 from sessions import wakeups
+from sessions.channel_delivery import hand_to_channels
 from sessions.models import Event, EventType, Session
 
 log = logging.getLogger(__name__)
@@ -58,11 +60,17 @@ def append_events(
 
 
 def run_hooks(hooks: Sequence[Hook], events: list[Event]) -> None:
-    """Observe-only: a failing hook is logged and never breaks the turn."""
+    """Observe-only: a failing hook is logged and never breaks the turn.
+
+    A channel's events map is handed the batch as a whole, as a task (see sessions.channel_delivery).
+    """
+    channel_hooks = [h for h in hooks if isinstance(h, ChannelHook)]
+    if channel_hooks:
+        hand_to_channels(channel_hooks, events[0].session_id, [e.type for e in events])
     for event in events:
         envelope = None
         for hook in hooks:
-            if not hook.wants(event.type):
+            if isinstance(hook, ChannelHook) or not hook.wants(event.type):
                 continue
             envelope = envelope or event.envelope()
             try:

@@ -6,7 +6,8 @@ is gone, with `turn.failed` (`worker_lost`); calls that had started are
 reported as interrupted and never run again. The conditional update on the
 turn makes the sweep safe to run from every qcluster at once. It also
 re-enqueues a session's active turn that sat queued too long, in case its
-task was lost (claiming is conditional, so a duplicate task is harmless).
+task was lost (claiming is conditional, so a duplicate task is harmless),
+and enqueues again the custom-channel event deliveries whose worker died.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from sessions.custom_channels import redeliver_lapsed
 from sessions.events import SessionGone
 from sessions.lifecycle import ending_events, requeue_lost_task, settle
 from sessions.models import EventType, Session, ToolCall, Turn
@@ -79,6 +81,7 @@ def sweep(now=None) -> int:
     active_queued = Session.objects.filter(active_turn__status=Turn.Status.QUEUED).values_list("active_turn_id", flat=True)
     for turn_id in active_queued:
         requeue_lost_task(turn_id, now, stale, retry_at)
+    redeliver_lapsed(now)
     return ended
 
 

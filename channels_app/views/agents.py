@@ -50,7 +50,11 @@ class AgentInfoView(APIView):
             slug=agent.slug, name=agent.name or agent.slug, description=agent.description,
             model=manifest.get("model", ""), params=manifest.get("params", {}), max_steps=manifest.get("maxSteps"),
             tools=manifest.get("tools", []), skills=manifest.get("skills", []),
-            subagents=manifest.get("subagents", []), channels=[ChannelRef(id="http", kind="http")],
+            subagents=manifest.get("subagents", []), channels=[ChannelRef(id="http", kind="http")] + [
+                ChannelRef(id=c["id"], kind=c["kind"], description=c.get("description", ""),
+                           routes=c.get("routes", []), events=c.get("events", []), auth=c.get("auth"))
+                for c in manifest.get("channels", [])
+            ],
             schedules=[{**s, **schedule_state.get(s["id"], {})} for s in manifest.get("schedules", [])],
             runtime=manifest.get("runtime"), offered_tools=offered_tools(deployment), mcp=manifest.get("mcp", []),
             deployment=DeploymentDetail(

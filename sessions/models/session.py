@@ -90,6 +90,16 @@ class Session(models.Model):
     principal_type = models.CharField(max_length=32, default="user")
     authenticator = models.CharField(max_length=64)
     continuation_token_hash = models.CharField(max_length=64, blank=True, db_index=True)
+    # A custom channel's continuation key (`pr:owner/repo#12`), hashed to a fixed width:
+    # one session per (agent, channel, key), enforced by the unique constraint below so
+    # two deliveries racing with the same new key create one session.
+    channel_key_hash = models.CharField(max_length=64, blank=True)
+    # The custom channel's per-session state (JSON), changed under the session row's lock.
+    channel_state = models.JSONField(default=dict, blank=True)
+    # The next event index the channel's events map has not been handed yet, and the lease of
+    # the delivery handing them over (sessions.custom_channels.deliver_channel_events).
+    channel_cursor = models.PositiveIntegerField(default=0)
+    channel_lease_until = models.DateTimeField(null=True, blank=True)
     # Allocates event indexes: incremented in the same transaction as the insert.
     next_event_index = models.PositiveIntegerField(default=0)
     options = models.JSONField(default=dict, blank=True)
@@ -105,7 +115,16 @@ class Session(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["agent", "principal_id", "-created_at"], name="session_owner_recent")]
+        indexes = [
+            models.Index(fields=["agent", "principal_id", "-created_at"], name="session_owner_recent"),
+            # The recovery sweep looks for deliveries whose worker died (few rows ever hold a lease).
+            models.Index(fields=["channel_lease_until"], name="session_channel_lease",
+                         condition=models.Q(channel_lease_until__isnull=False)),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "channel", "channel_key_hash"], name="session_channel_key",
+                                    condition=~models.Q(channel_key_hash="")),
+        ]
 
     def __str__(self) -> str:
         return self.id

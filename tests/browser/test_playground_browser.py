@@ -282,3 +282,26 @@ def test_a_dropped_socket_reconnects_and_resumes_where_it_stopped(page):
     ended = next(e["index"] for e in events if e["type"] == "turn.completed")
     assert resume_at < ended, "the socket dropped while the reply was streaming"
     assert page.locator(".msg.assistant").inner_text() == f"You said: {LONG_MESSAGE}"
+
+
+def test_a_custom_channel_route_can_be_tried_from_the_agent_page(page):
+    page.goto("/playground/webhook")
+    page.click('details[data-channel="inbox"] > summary')
+    post_form = page.locator('form.channel-try[data-url="/webhook/v1/channels/inbox/messages"]')
+    post_form.locator("textarea").fill('{"text": "tried in the page", "thread": "try-1"}')
+    post_form.locator("button[type=submit]").click()
+
+    expect(post_form.locator(".try-result")).to_contain_text("HTTP 200")
+    expect(post_form.locator(".try-result")).to_contain_text('"created": true')
+
+    get_form = page.locator('form.channel-try[data-url="/webhook/v1/channels/inbox/threads/:thread"]')
+    get_form.locator('input[data-param="thread"]').fill("try-1")
+    get_form.locator("button[type=submit]").click()
+    expect(get_form.locator(".try-result")).to_contain_text("HTTP 200")
+    expect(get_form.locator(".try-result")).to_contain_text('"thread": "try-1"')
+
+    # Bad input comes back as the route's 400, shown as it is.
+    post_form.locator("textarea").fill('{"thread": "try-1"}')
+    post_form.locator("button[type=submit]").click()
+    expect(post_form.locator(".try-result")).to_contain_text("HTTP 400")
+    expect(post_form.locator(".try-result")).to_contain_text("body.text")

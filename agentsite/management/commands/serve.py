@@ -60,7 +60,9 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         self.deploy(opts)
 
-        env = dict(os.environ, AGENTSITE_STATE_ROOT=str(settings.STATE_ROOT), PYTHONUNBUFFERED="1")
+        env = dict(os.environ, AGENTSITE_STATE_ROOT=str(settings.STATE_ROOT), PYTHONUNBUFFERED="1",
+                   # The web process runs the custom channels' on_start as it starts (agentsite.asgi).
+                   AGENTSITE_MOUNT_CHANNELS="1")
         if opts["bearer_token"]:
             env["AGENTSITE_AUTH"] = "bearer"
             # Children get only the digests; the tokens never leave this process's arguments.

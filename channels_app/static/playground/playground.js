@@ -342,8 +342,46 @@ function setupHints() {
   }
 }
 
+function setupChannelTries() {
+  // A "Try" form per custom channel route: fill the :params, send the body or query, show the answer.
+  for (const form of document.querySelectorAll("form.channel-try")) {
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const output = form.querySelector(".try-result");
+      let url = form.dataset.url;
+      for (const input of form.querySelectorAll("[data-param]")) {
+        url = url.replace(`:${input.dataset.param}`, encodeURIComponent(input.value));
+      }
+      const init = { method: form.dataset.method, credentials: "same-origin",
+                     headers: { Accept: "application/json", "X-CSRFToken": csrfToken() } };
+      const text = form.elements.input ? form.elements.input.value.trim() : "";
+      try {
+        const value = text ? JSON.parse(text) : {};
+        if (form.dataset.takes === "query") {
+          const query = new URLSearchParams();
+          for (const [k, v] of Object.entries(value)) query.append(k, typeof v === "string" ? v : JSON.stringify(v));
+          if ([...query].length) url += `?${query}`;
+        } else if (form.dataset.takes === "body") {
+          init.headers["Content-Type"] = "application/json";
+          init.body = JSON.stringify(value);
+        }
+      } catch (e) {
+        output.textContent = `not JSON: ${e.message}`;
+        return;
+      }
+      output.textContent = "…";
+      const response = await fetch(url, init);
+      const answer = await response.text();
+      let shown = answer;
+      try { shown = JSON.stringify(JSON.parse(answer), null, 2); } catch (_) { /* not JSON */ }
+      output.textContent = `HTTP ${response.status}\n${shown}`;
+    });
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   setupHints();
+  setupChannelTries();
   const newSession = document.getElementById("new-session");
   if (newSession) setupNewSession(newSession);
   const session = document.getElementById("session");
