@@ -9,6 +9,7 @@ import json
 import re
 
 import pytest
+from django.urls import reverse
 from django.contrib.auth import get_user_model
 from django.test import Client
 
@@ -102,7 +103,7 @@ def test_the_session_list_filters_and_searches(operator, busy_session):
 
 @transactional
 def test_the_session_change_page_shows_turns_tool_calls_and_events(operator, busy_session):
-    response = operator.get(f"/admin/agent_sessions/session/{busy_session}/change/")
+    response = operator.get(reverse("admin:agent_sessions_session_change", args=[busy_session]))
 
     assert response.status_code == 200
     page = response.content.decode()
@@ -122,7 +123,7 @@ def test_a_long_sessions_change_page_shows_its_latest_history_and_links_to_all(o
     append_events(busy_session, [("test.filler", {"n": n}) for n in range(LATEST_EVENTS + 20)])
     total = Event.objects.filter(session_id=busy_session).count()
 
-    page = operator.get(f"/admin/agent_sessions/session/{busy_session}/change/").content.decode()
+    page = operator.get(reverse("admin:agent_sessions_session_change", args=[busy_session])).content.decode()
 
     table = page.split('<table class="session-history">')[4]  # turns, tool calls, artifacts, events
     shown = [int(i) for i in re.findall(r'<a href="/admin/agent_sessions/event/\d+/change/">(\d+)</a>', table)]
@@ -146,13 +147,13 @@ def test_turn_tool_call_and_event_change_pages_render(operator, busy_session):
     event = Event.objects.filter(session_id=busy_session).first()
 
     for path in (
-        f"/admin/agent_sessions/turn/{turn.pk}/change/",
+        reverse("admin:agent_sessions_turn_change", args=[turn.pk]),
         f"/admin/agent_sessions/toolcall/{call.pk}/change/",
         f"/admin/agent_sessions/event/{event.pk}/change/",
     ):
         response = operator.get(path)
         assert response.status_code == 200, path
-    assert turn.id in operator.get(f"/admin/agent_sessions/turn/{turn.pk}/change/").content.decode()
+    assert turn.id in operator.get(reverse("admin:agent_sessions_turn_change", args=[turn.pk])).content.decode()
 
 
 @transactional
@@ -292,7 +293,7 @@ def reporting_session(local, tmp_path, sync_turns) -> str:
 def test_the_session_change_page_lists_its_artifacts_with_download_links(operator, reporting_session):
     from sessions.models import Artifact
 
-    page = operator.get(f"/admin/agent_sessions/session/{reporting_session}/change/").content.decode()
+    page = operator.get(reverse("admin:agent_sessions_session_change", args=[reporting_session])).content.decode()
 
     assert "Latest artifacts" in page
     for artifact in Artifact.objects.filter(session_id=reporting_session):
