@@ -26,7 +26,7 @@ import pytest
 from tests.support import Server, backend_env, child_env, run_server
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
-MAX_EXAMPLES = 6  # per operation, in fuzzing and stateful: about 40 s for both backends on an idle machine
+MAX_EXAMPLES = 4  # per operation, in fuzzing and stateful: the suite has a time budget; coverage still runs every operation
 
 
 BACKENDS = ("sqlite", "postgres+redis")
