@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict
 
 from agents.mcp import SEPARATOR, McpServer, expand
 from agents.sdk import Tool
+from sessions.loopthread import LoopThread
 
 log = logging.getLogger(__name__)
 
@@ -64,24 +65,7 @@ class McpTool(Tool):
         return self.schema
 
 
-class _Loop:
-    """The process's event loop thread for MCP (a forked process starts its own)."""
-
-    def __init__(self) -> None:
-        self.pid = 0
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.lock = threading.Lock()
-
-    def get(self) -> asyncio.AbstractEventLoop:
-        with self.lock:
-            if self.loop is None or self.pid != os.getpid():
-                self.pid = os.getpid()
-                self.loop = asyncio.new_event_loop()
-                threading.Thread(target=self.loop.run_forever, name="mcp", daemon=True).start()
-            return self.loop
-
-
-_loop = _Loop()
+_loop = LoopThread("mcp")  # its own: a slow server never delays wake-ups
 
 
 class Connection:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import threading
 from typing import Any
 
 from asgiref.sync import SyncToAsync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from sessions import doorbell
+from sessions.loopthread import LoopThread
 
 log = logging.getLogger(__name__)
 
@@ -45,28 +45,8 @@ async def apublish(session_id: str, index: int) -> None:
         await layer.group_send(group_name(session_id), {"type": "session.events", "index": index})
 
 
-class _LoopThread:
-    """One event loop per process for publishing from sync code.
-
-    `async_to_sync` would build a new loop per call, and channels_redis keeps
-    its connection pool per loop: one long-lived loop keeps one pool.
-    """
-
-    def __init__(self) -> None:
-        self.pid = 0
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.lock = threading.Lock()
-
-    def get(self) -> asyncio.AbstractEventLoop:
-        with self.lock:
-            if self.loop is None or self.pid != os.getpid():  # a forked worker needs its own
-                self.pid = os.getpid()
-                self.loop = asyncio.new_event_loop()
-                threading.Thread(target=self.loop.run_forever, name="wakeups", daemon=True).start()
-            return self.loop
-
-
-_loop = _LoopThread()
+# Publishing from sync code (a worker): channels_redis keeps its connection pool per loop.
+_loop = LoopThread("wakeups")
 
 
 def _done(future: Any) -> None:

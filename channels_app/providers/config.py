@@ -36,6 +36,10 @@ class ProviderConfig:
         value = source.get(name)
         return value if value and value.strip() else None
 
+    def api_base_from(self, env_name: str, default: str) -> str:
+        """The configured `api_url`, else the environment variable `env_name`, else `default`; no trailing slash."""
+        return (getattr(self, "api_url", "") or self.env(env_name) or default).rstrip("/")
+
     def secret(self, field_name: str) -> str | None:
         """The value of the variable a `*_env` field names."""
         return self.env(getattr(self, field_name))

@@ -57,7 +57,7 @@ class GitHubConfig(ProviderConfig):
         return self.secret("webhook_secret_env")
 
     def api_base(self) -> str:
-        return (self.api_url or self.env("GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/")
+        return self.api_base_from("GITHUB_API_URL", DEFAULT_API_URL)
 
     def private_key(self) -> str | None:
         """The App's PEM key: inline (with `\\n` escapes allowed, as .env files

@@ -47,7 +47,7 @@ class GitLabConfig(ProviderConfig):
         return self.secret("webhook_token_env")
 
     def api_base(self) -> str:
-        return (self.api_url or self.env("GITLAB_API_URL") or DEFAULT_API_URL).rstrip("/")
+        return self.api_base_from("GITLAB_API_URL", DEFAULT_API_URL)
 
     def client(self, *, outbound: OutboundClient | None = None) -> "GitLabClient":
         token = self.secret("token_env")
