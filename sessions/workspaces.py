@@ -262,13 +262,19 @@ def write_sent_files(workspace: Workspace, files: list[dict[str, Any]]) -> None:
 
 # -- reading and removing -------------------------------------------------------------------
 
-def list_files(session_id: str, limit: int = 500) -> list[dict[str, Any]] | None:
-    """The files of a session's local workspace (path, size), or None if it has none on this host."""
+def _existing_dir(session_id: str) -> Path | None:
+    """A session's local workspace directory if it exists on this host."""
     try:
         root = workspace_dir(session_id)
     except WorkspaceUnavailable:
         return None
-    if not root.is_dir():
+    return root if root.is_dir() else None
+
+
+def list_files(session_id: str, limit: int = 500) -> list[dict[str, Any]] | None:
+    """The files of a session's local workspace (path, size), or None if it has none on this host."""
+    root = _existing_dir(session_id)
+    if root is None:
         return None
     found = []
     for dirpath, dirnames, filenames in os.walk(root):
@@ -288,11 +294,8 @@ def list_files(session_id: str, limit: int = 500) -> list[dict[str, Any]] | None
 
 def workspace_size(session_id: str) -> int | None:
     """Bytes used by a session's local workspace, or None if it has none on this host."""
-    try:
-        root = workspace_dir(session_id)
-    except WorkspaceUnavailable:
-        return None
-    if not root.is_dir():
+    root = _existing_dir(session_id)
+    if root is None:
         return None
     total = 0
     for dirpath, _, filenames in os.walk(root):
