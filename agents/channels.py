@@ -119,6 +119,9 @@ class Route:
     body: type[BaseModel] | None = None
     query: type[BaseModel] | None = None
     description: str = ""
+    # The body is not parsed: the handler gets the bytes (`raw_body`) and the headers, for
+    # providers that sign the exact bytes or send forms (Slack's interactivity payloads).
+    raw: bool = False
 
     @property
     def segments(self) -> tuple[str, ...]:
@@ -144,13 +147,14 @@ class Route:
             "description": self.description or (self.handler.__doc__ or "").strip().split("\n")[0],
             "bodySchema": _schema_of(self.body) if _is_model(self.body) else None,
             "querySchema": _schema_of(self.query) if _is_model(self.query) else None,
+            "rawBody": self.raw,
         }
 
 
 def _route(method: str) -> Callable[..., Route]:
     def make(path: str, *, handler: Callable[[Any], Any], body: type[BaseModel] | None = None,
-             query: type[BaseModel] | None = None, description: str = "") -> Route:
-        return Route(method, path, handler, body=body, query=query, description=description)
+             query: type[BaseModel] | None = None, description: str = "", raw: bool = False) -> Route:
+        return Route(method, path, handler, body=body, query=query, description=description, raw=raw)
 
     make.__name__ = method
     make.__doc__ = f"A {method} route of a channel."
@@ -187,6 +191,9 @@ class Channel:
     on_stop: Callable[[], Any] | None = None
     description: str = ""
     kind: str = "custom"
+    # A provider channel's settings: an object whose describe() /info shows (names of
+    # the environment variables holding secrets and whether each is set, never a value).
+    config: Any = None
 
 
 @dataclass(frozen=True)
@@ -227,6 +234,7 @@ class LoadedChannel:
             "auth": None if self.channel.auth is None else [_describe_policy(p) for p in self.channel.auth],
             "hasOnStart": self.channel.on_start is not None,
             "hasOnStop": self.channel.on_stop is not None,
+            **({"config": self.channel.config.describe()} if self.channel.config is not None else {}),
         }
 
 
@@ -314,9 +322,11 @@ def channel_problems(channel: Channel) -> list[str]:
                             "(a model with no fields if it takes none)")
         if route.method == "GET" and route.body is not None:
             problems.append(f"{where}: a GET route has no body: remove body=")
-        if route.method in ("POST", "PUT", "PATCH") and route.body is None:
+        if route.raw and route.body is not None:
+            problems.append(f"{where}: raw=True hands the handler the bytes: remove body= (validate in the handler)")
+        if route.method in ("POST", "PUT", "PATCH") and route.body is None and not route.raw:
             problems.append(f"{where}: a {route.method} route declares its body schema: body=Model "
-                            "(a model with no fields if it takes none)")
+                            "(a model with no fields if it takes none), or raw=True to read the bytes")
     if channel.auth is not None:
         chain = list(channel.auth)
         if not chain:

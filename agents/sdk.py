@@ -8,8 +8,6 @@ and the runtimes and filesystems of workspaces (`local_runtime`, `virtual_runtim
 
     # agent/tools/lookup_order.py
     from pydantic import BaseModel
-
-from agents.mcp import McpServer, mcp_http, mcp_stdio  # noqa: F401 (part of the SDK agent folders import)
     from agents.sdk import tool
 
     class Input(BaseModel):

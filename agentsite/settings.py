@@ -140,7 +140,7 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
-# What web processes must agree on (Slack's replayed signatures, channels_app.providers.slack):
+# What web processes must agree on (Slack's replayed signatures, agents.integrations.slack):
 # Redis when there is one, so every web process sees it; the embedded default runs one
 # web process, whose own memory is enough.
 if REDIS_URL:
@@ -258,6 +258,8 @@ AGENTSITE_WORKSPACES_ROOT = Path(os.environ.get("AGENTSITE_WORKSPACES_ROOT", STA
 # Files sent with a message (workspaceFiles): at most this many, each at most this many bytes.
 AGENTSITE_WORKSPACE_FILES_MAX = int(os.environ.get("AGENTSITE_WORKSPACE_FILES_MAX", "50"))
 AGENTSITE_WORKSPACE_FILE_MAX_BYTES = int(os.environ.get("AGENTSITE_WORKSPACE_FILE_MAX_BYTES", str(256 * 1024)))
+# How long a channel remembers the webhook deliveries it acted on (GitHub and Slack redeliver for hours, not days).
+AGENTSITE_CHANNEL_DELIVERY_DAYS = int(os.environ.get("AGENTSITE_CHANNEL_DELIVERY_DAYS", "14"))
 AGENTSITE_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTSITE_MAX_MESSAGE_CHARS", "100000"))
 # Readers poll the event table in case a wake-up was lost. Redis carries every
 # process's wake-ups to every reader, so there the poll is only a slow backstop;

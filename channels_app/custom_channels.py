@@ -29,7 +29,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from agents.channels import LoadedChannel
+from agents.channels import LoadedChannel, local_dev_strict
 from agents.discovery import LoadedAgent, load_deployment
 from agents.models import Agent
 from channels_app.auth import PolicyChainAuthentication, RequestInfo, authenticate, channel_chain
@@ -45,9 +45,13 @@ log = logging.getLogger(__name__)
 class RouteRequest(ChannelContext):
     """What a route handler gets: the validated request and everything a `ChannelContext` offers.
 
-    `request` (the Django request), `body` and `query` (instances of the route's
-    models, or None), `raw_body` (the bytes received, to check a signature), `params` (the `:name` path segments), `auth` (the principal
-    the chain admitted, who `send` acts as unless told otherwise), `request_ip`.
+    `request` (the Django request), `headers` (case-insensitive), `body` and `query`
+    (instances of the route's models, or None), `raw_body` (the bytes received, to
+    check a signature), `params` (the `:name` path segments), `auth` (the principal
+    the chain admitted, who `send` acts as unless told otherwise), `request_ip`,
+    `dev_loopback` (the server runs `--dev` and the caller is a direct loopback
+    one, as `local_dev_strict()` admits: where a webhook channel takes unsigned
+    fixtures).
     """
 
     request: Any = None
@@ -57,6 +61,11 @@ class RouteRequest(ChannelContext):
     params: dict[str, str] = field(default_factory=dict)
     auth: Principal | None = None
     request_ip: str = ""
+    dev_loopback: bool = False
+
+    @property
+    def headers(self) -> Any:
+        return self.request.headers if self.request is not None else {}
 
 
 def _refuse(status: int, code: str, message: str, details: Any = None) -> JsonResponse:
@@ -137,7 +146,7 @@ class ChannelRouteView(APIView):
         try:
             query = _validated(route.query, _query(request), "query")
             body = None
-            if route.body is not None:
+            if route.body is not None and not route.raw:
                 data = request.data  # parsed by the bounded JSON parser: 415 / 400 / 413 as every route
                 # an empty body is the empty object, so a route whose fields are all optional takes none
                 body = _validated(route.body, {} if data in (None, "", {}, []) else data, "body")
@@ -154,7 +163,8 @@ class ChannelRouteView(APIView):
         args = RouteRequest(agent=agent, channel_id=channel.id, principal=principal, base_url=base_url(request),
                             request=request._request, body=body, raw_body=raw_body, query=query, params=params,
                             auth=principal,
-                            request_ip=request._request.META.get("REMOTE_ADDR", ""))
+                            request_ip=request._request.META.get("REMOTE_ADDR", ""),
+                            dev_loopback=settings.AGENTSITE_DEV and _local_caller(request._request))
         try:
             result = route.handler(args)
         except AdmissionError as exc:
@@ -163,6 +173,10 @@ class ChannelRouteView(APIView):
             log.exception("channel %s/%s: the handler of %s %s failed", slug, channel.id, route.method, route.path)
             return _refuse(500, "internal_error", "the channel's handler failed")
         return render(result)
+
+
+def _local_caller(request: Any) -> bool:
+    return authenticate(RequestInfo.from_django(request), channel_chain([local_dev_strict()])) is not None
 
 
 def base_url(request: Request) -> str:

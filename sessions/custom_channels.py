@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib
 import json
 import logging
 import sys
@@ -48,12 +49,15 @@ from sessions.broker import shared_broker
 from sessions.channel_delivery import enqueue_delivery
 from sessions.events import append_events, read_events
 from sessions.host import Host
-from sessions.models import EventType, Session, Turn
+from sessions.models import ChannelDelivery, EventType, Session, Turn
 from sessions.principal import Principal
 
 log = logging.getLogger(__name__)
 
 BACKGROUND_TASK = "sessions.custom_channels.run_in_background"
+# Where `wait_until` functions may live: the agent folder's modules (found in the same
+# release by the worker) and the channel libraries the SDK builds channels from.
+BACKGROUND_MODULES = ("agentsite_agents.", "agents.integrations.")
 # A delivery renews its lease after each event it hands over; one handler running longer
 # than this may see the events after it handed over twice (a second delivery takes over).
 DELIVERY_LEASE = timedelta(seconds=120)
@@ -262,6 +266,33 @@ class ChannelContext:
                     conversation=conversation + [{"role": "assistant", "content": text}])
         return event.index
 
+    # -- deliveries -----------------------------------------------------------------
+    def delivery_seen(self, delivery_id: str) -> bool:
+        """Whether this channel already acted on the delivery `delivery_id` (a cheap early answer)."""
+        return ChannelDelivery.objects.filter(agent=self.agent, channel=self.channel_id,
+                                              key_hash=key_hash(delivery_id)).exists()
+
+    def claim_delivery(self, delivery_id: str) -> bool:
+        """Record that this channel acts on `delivery_id`; False if it already did (a redelivery).
+
+        Inside `with ctx.atomic():` the claim and what follows (`send`, `wait_until`)
+        commit together: a failure after the claim leaves it unclaimed, so the
+        provider's retry is acted on, and two racing copies start one turn.
+        """
+        if not isinstance(delivery_id, str) or not delivery_id:
+            raise ChannelError("claim_delivery: the delivery id must be non-empty text")
+        try:
+            with transaction.atomic():
+                ChannelDelivery.objects.create(agent=self.agent, channel=self.channel_id,
+                                               key_hash=key_hash(delivery_id))
+        except IntegrityError:
+            return False
+        return True
+
+    def atomic(self):
+        """A database transaction for channel code: what happens inside commits together or not at all."""
+        return transaction.atomic()
+
     # -- tools, host, background work, links --------------------------------------------
     def call_tool(self, name: str, input: dict[str, Any] | None = None, *, session_id: str | None = None
                   ) -> dict[str, Any]:
@@ -280,7 +311,7 @@ class ChannelContext:
         by name in the same release); the arguments are JSON values.
         """
         module, qualname = getattr(function, "__module__", ""), getattr(function, "__qualname__", "")
-        if not module.startswith("agentsite_agents.") or "<" in qualname:
+        if not module.startswith(BACKGROUND_MODULES) or "<" in qualname:
             raise ChannelError("wait_until takes a module-level function of the agent folder (def work(ctx, ...)), "
                                "not a lambda, a nested function or a library function")
         _check_json("wait_until arguments", [args, kwargs])
@@ -436,6 +467,12 @@ def _deliver_claimed(row: Session, channel: LoadedChannel) -> int:
         Session.objects.filter(pk=row.pk).update(channel_cursor=cursor)
 
 
+def prune_deliveries(now=None) -> int:
+    """The recovery sweep's part: forget delivery ids older than AGENTSITE_CHANNEL_DELIVERY_DAYS."""
+    cutoff = (now or timezone.now()) - timedelta(days=settings.AGENTSITE_CHANNEL_DELIVERY_DAYS)
+    return ChannelDelivery.objects.filter(created_at__lt=cutoff).delete()[0]
+
+
 def redeliver_lapsed(now=None) -> int:
     """The recovery sweep's part: enqueue a delivery for each session whose delivery lease lapsed
     (its worker died mid-delivery). Claiming is conditional, so a duplicate task is harmless."""
@@ -458,7 +495,7 @@ def run_in_background(job: dict[str, Any]) -> None:
     try:
         deployment = Deployment.objects.select_related("agent").get(pk=job["deployment"])
         load_deployment(deployment)  # imports the release's modules under their names
-        target: Any = sys.modules[job["module"]]
+        target: Any = sys.modules.get(job["module"]) or importlib.import_module(job["module"])
         for part in job["qualname"].split("."):
             target = getattr(target, part)
         session = Session.objects.select_related("agent", "deployment").filter(pk=job["session"]).first() \

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from sessions.custom_channels import redeliver_lapsed
+from sessions.custom_channels import prune_deliveries, redeliver_lapsed
 from sessions.events import SessionGone
 from sessions.lifecycle import ending_events, requeue_lost_task, settle
 from sessions.models import EventType, Session, ToolCall, Turn
@@ -82,6 +82,7 @@ def sweep(now=None) -> int:
     for turn_id in active_queued:
         requeue_lost_task(turn_id, now, stale, retry_at)
     redeliver_lapsed(now)
+    prune_deliveries(now)
     return ended
 
 

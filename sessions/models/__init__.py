@@ -15,11 +15,11 @@ from sessions.models.session import (
     new_session_id,
     new_turn_id,
 )
-from sessions.models.storage import Artifact, HostFile, KVEntry
+from sessions.models.storage import Artifact, ChannelDelivery, HostFile, KVEntry
 from sessions.models.timer import Reminder, Schedule, new_reminder_id
 from sessions.models.toolcall import ToolCall
 
 __all__ = [
-    "Artifact", "Event", "EventType", "HostFile", "KVEntry", "Reminder", "RunOptions", "Schedule", "Session",
+    "Artifact", "ChannelDelivery", "Event", "EventType", "HostFile", "KVEntry", "Reminder", "RunOptions", "Schedule", "Session",
     "ToolCall", "Turn", "hash_token", "new_id", "new_reminder_id", "new_session_id", "new_turn_id",
 ]

@@ -115,3 +115,21 @@ class Artifact(models.Model):
         """The content, read on demand (it is deferred everywhere else)."""
         content = Artifact.objects.filter(pk=self.pk).values_list("content", flat=True).first()
         return bytes(content) if content is not None else b""
+
+
+class ChannelDelivery(models.Model):
+    """A webhook delivery a channel has acted on, by its id (GitHub's `X-GitHub-Delivery`,
+    Slack's `event_id`): a redelivery finds its row and starts nothing.
+
+    Only the id's hash is kept. Rows older than `AGENTSITE_CHANNEL_DELIVERY_DAYS`
+    are pruned by the recovery sweep; providers stop redelivering long before.
+    """
+
+    agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="+")
+    channel = models.CharField(max_length=64)
+    key_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["agent", "channel", "key_hash"],
+                                               name="channel_delivery_once")]

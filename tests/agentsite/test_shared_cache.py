@@ -10,7 +10,7 @@ from tests.support import ROOT, child_env, redis_database
 PROBE = (
     "import django; django.setup()\n"
     "from django.core.cache import caches\n"
-    "from channels_app.providers.slack import replay_cache_is_shared\n"
+    "from agents.integrations.slack import replay_cache_is_shared\n"
     "print(replay_cache_is_shared(), caches['default'].add('probe-key', 1, 30))\n"
 )
 

@@ -126,6 +126,21 @@ def decide(req):
     return req.resolve_approval(req.params["sid"], req.params["call"], "approve", reason="ok by chat")
 
 
+def form(req):
+    return {{"bytes": req.raw_body.decode(), "type": req.headers.get("content-type"), "dev": req.dev_loopback}}
+
+
+def once(req):
+    delivery = req.headers["x-delivery"]
+    with req.atomic():
+        if not req.claim_delivery(delivery):
+            return {{"duplicate": True}}
+        h = req.send("delivered " + delivery)
+        if req.raw_body == b"fail after the claim":
+            raise RuntimeError("the send is rolled back with the claim")
+    return {{"duplicate": False, "sessionId": h.session_id}}
+
+
 def on_completed(event, channel, ctx):
     record({{"event": event["type"], "session": ctx.session.id, "index": event["index"]}})
     channel.state.modify(lambda s: {{**s, "replies": [*s.get("replies", []), event["data"]["text"]]}})
@@ -161,6 +176,8 @@ channel = Channel(
         POST("/interrupt/:key", body=Empty, handler=interrupt),
         POST("/gated/:sid", body=Empty, handler=gated),
         POST("/decide/:sid/:call", body=Empty, handler=decide),
+        POST("/form", raw=True, handler=form),
+        POST("/once", raw=True, handler=once),
     ],
     events={{"message.completed": on_completed, "*": on_any}},
     state={{"replies": []}},
@@ -319,6 +336,33 @@ def test_a_body_that_is_not_json_is_refused(server_default, lab):
     assert client.post("/lab/v1/channels/lab/optional", "{oops", content_type="application/json").status_code == 400
     assert client.post("/lab/v1/channels/lab/optional", "a=b",
                        content_type="application/x-www-form-urlencoded").status_code == 415
+
+
+def test_a_raw_route_hands_over_the_bytes_whatever_the_content_type(server_default, lab, settings):
+    settings.AGENTSITE_DEV = True
+    response = Client(**LOCAL).post("/lab/v1/channels/lab/form", "payload=%7B%22a%22%3A1%7D",
+                                    content_type="application/x-www-form-urlencoded")
+
+    assert response.status_code == 200, response.content
+    assert response.json() == {"bytes": "payload=%7B%22a%22%3A1%7D", "type": "application/x-www-form-urlencoded",
+                               "dev": True}
+    settings.AGENTSITE_DEV = False
+    assert Client(**LOCAL).post("/lab/v1/channels/lab/form", "x", content_type="text/plain").json()["dev"] is False
+
+
+def test_a_claimed_delivery_starts_one_turn_and_a_failure_leaves_it_unclaimed(server_default, lab, sync_turns):
+    client = Client(**LOCAL)
+
+    first = client.post("/lab/v1/channels/lab/once", "", content_type="text/plain", HTTP_X_DELIVERY="d-1").json()
+    again = client.post("/lab/v1/channels/lab/once", "", content_type="text/plain", HTTP_X_DELIVERY="d-1").json()
+    failed = client.post("/lab/v1/channels/lab/once", "fail after the claim", content_type="text/plain",
+                         HTTP_X_DELIVERY="d-2")
+    retried = client.post("/lab/v1/channels/lab/once", "", content_type="text/plain", HTTP_X_DELIVERY="d-2").json()
+
+    assert first["duplicate"] is False and again == {"duplicate": True}
+    assert failed.status_code == 500
+    assert retried["duplicate"] is False
+    assert sorted(Session.objects.values_list("title", flat=True)) == ["delivered d-1", "delivered d-2"]
 
 
 def test_path_parameters_the_principal_and_the_peer_reach_the_handler(server_default, lab):

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from channels_app.providers.bitbucket import BitbucketClient, BitbucketConfig, normalize_event, parse_delivery, \
+from agents.integrations.bitbucket import BitbucketClient, BitbucketConfig, normalize_event, parse_delivery, \
     verify_signature
-from channels_app.providers.events import EventKind, PayloadError, SignatureError, Subject
-from channels_app.providers.outbound import OutboundClient
+from agents.integrations.events import EventKind, PayloadError, SignatureError, Subject
+from agents.integrations.outbound import OutboundClient
 
 from .conftest import LOOPBACK, fixture_bytes, fixture_json
 from .fakeapi import Answer, FakeAPI, Recorded

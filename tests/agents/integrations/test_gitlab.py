@@ -5,9 +5,9 @@ import re
 
 import pytest
 
-from channels_app.providers.events import EventKind, PayloadError, SignatureError, Subject
-from channels_app.providers.gitlab import GitLabClient, GitLabConfig, normalize_event, parse_delivery, verify_token
-from channels_app.providers.outbound import OutboundClient, OutboundHTTPError
+from agents.integrations.events import EventKind, PayloadError, SignatureError, Subject
+from agents.integrations.gitlab import GitLabClient, GitLabConfig, normalize_event, parse_delivery, verify_token
+from agents.integrations.outbound import OutboundClient, OutboundHTTPError
 
 from .conftest import LOOPBACK, fixture_bytes, fixture_json
 from .fakeapi import Answer, FakeAPI, Recorded

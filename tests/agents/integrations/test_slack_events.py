@@ -6,8 +6,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from channels_app.providers.events import PayloadError
-from channels_app.providers.slack import (
+from agents.integrations.events import PayloadError
+from agents.integrations.slack import (
     APPROVE,
     DENY,
     ApprovalAction,

@@ -10,8 +10,8 @@ from datetime import datetime, timezone
 import jwt
 import pytest
 
-from channels_app.providers.github import GitHubApp, GitHubClient, GitHubConfig, TokenAuth, TokenCache
-from channels_app.providers.outbound import OutboundClient, OutboundHTTPError, OutboundRefused
+from agents.integrations.github import GitHubApp, GitHubClient, GitHubConfig, TokenAuth, TokenCache
+from agents.integrations.outbound import OutboundClient, OutboundHTTPError, OutboundRefused
 
 from .conftest import LOOPBACK, Clock
 from .fakeapi import Answer, FakeAPI, Recorded

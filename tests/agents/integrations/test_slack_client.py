@@ -9,8 +9,8 @@ import pytest
 from django.core.cache import caches
 from slack_sdk.errors import SlackApiError
 
-from channels_app.providers.outbound import OutboundRefused
-from channels_app.providers.slack import (
+from agents.integrations.outbound import OutboundRefused
+from agents.integrations.slack import (
     APPROVE,
     SlackClient,
     SlackConfig,

@@ -7,8 +7,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from channels_app.providers.events import EventKind, PayloadError, SignatureError, Subject
-from channels_app.providers.github import GitHubConfig, normalize_event, parse_delivery, verify_signature
+from agents.integrations.events import EventKind, PayloadError, SignatureError, Subject
+from agents.integrations.github import GitHubConfig, normalize_event, parse_delivery, verify_signature
 
 from .conftest import fixture_bytes
 

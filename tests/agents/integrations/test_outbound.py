@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from channels_app.providers.outbound import (
+from agents.integrations.outbound import (
     Allowlist,
     OutboundClient,
     OutboundError,

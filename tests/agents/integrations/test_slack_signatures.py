@@ -9,8 +9,8 @@ from django.core.cache import caches
 from django.core.cache.backends.filebased import FileBasedCache
 from django.core.exceptions import ImproperlyConfigured
 
-from channels_app.providers.events import SignatureError
-from channels_app.providers.slack import parse_interaction, replay_cache_is_shared, verify_request
+from agents.integrations.events import SignatureError
+from agents.integrations.slack import parse_interaction, replay_cache_is_shared, verify_request
 
 from .conftest import Clock, fixture_bytes
 
