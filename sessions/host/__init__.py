@@ -4,6 +4,7 @@
     ctx.host.files       durable file store of the agent                             sessions.host.files
     ctx.host.artifacts   files a turn produces, downloadable by the session's owner  sessions.host.artifacts
     ctx.host.reminders   reminders bound to a session                                sessions.reminders
+    ctx.host.http        outbound HTTP through the SSRF guard                        agents.integrations.outbound
 
 Everything is stored in the database, never in process memory, so a value
 written by a turn in one worker is there for the next turn in another.
@@ -15,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agents.integrations.outbound import OutboundClient
 from sessions.host.artifacts import ArtifactInfo, Artifacts, save_artifact
 from sessions.host.checks import FileChanged, HostError
 from sessions.host.files import FileInfo, Files
@@ -56,6 +58,13 @@ class Host:
     @property
     def artifacts(self) -> Artifacts:
         return Artifacts(self.session, self.agent_id, self.turn_id, self.call_id)
+
+    @property
+    def http(self) -> OutboundClient:
+        """An HTTP client that refuses loopback, private, link-local and metadata addresses
+        (and redirects to them); `AGENTSITE_OUTBOUND_ALLOW` admits named networks. Close it
+        after use (`with ctx.host.http as http: ...`)."""
+        return OutboundClient()
 
 
 def bind_filesystem(fs: Any, host: Host) -> Any:

@@ -68,3 +68,45 @@ def test_a_reminder_handler_uses_its_sessions_host(alice, support_agent, sync_tu
     (artifact,) = Artifact.objects.filter(session=session)
     assert (artifact.name, artifact.read()) == ("status.txt", b"check 2")
     assert [e["data"]["replaced"] for e in read_events(session.id) if e["type"] == "artifact.saved"] == [False, True]
+
+
+FETCH_TOOL = '''\
+from pydantic import BaseModel
+from agents.sdk import tool
+
+
+class Input(BaseModel):
+    url: str
+
+
+@tool(description="Fetch a URL.")
+def fetch(input: Input, ctx) -> dict:
+    try:
+        with ctx.host.http as http:
+            response = http.get(input.url)
+    except Exception as exc:
+        return {"refused": type(exc).__name__, "why": str(exc)}
+    return {"status": response.status_code, "body": response.json()}
+'''
+
+
+@pytest.mark.django_db
+def test_a_tools_outbound_http_goes_through_the_ssrf_guard(tmp_path, settings):
+    from sessions.direct import call_tool
+    from tests.agents.integrations.fakeapi import Answer, FakeAPI
+
+    root = tmp_path / "fetcher"
+    (root / "agent" / "tools").mkdir(parents=True)
+    (root / "agent" / "agent.py").write_text('from agents.sdk import Agent\nagent = Agent(model="scripted:echo", tools=[])\n')
+    (root / "agent" / "tools" / "fetch.py").write_text(FETCH_TOOL)
+    (root / "agent" / "instructions.md").write_text("Fetch.\n")
+    agent = deploy_agent_folder(root).agent
+    with FakeAPI() as fake:
+        fake.route("GET", "/status", Answer(body={"ok": True}))
+        settings.AGENTSITE_OUTBOUND_ALLOW = []
+        for url in (f"{fake.url}/status", "http://169.254.169.254/latest/meta-data/", "http://0x7f000001/"):
+            assert call_tool(agent, "fetch", {"url": url})["output"]["refused"] == "OutboundRefused", url
+        assert fake.requests == []
+
+        settings.AGENTSITE_OUTBOUND_ALLOW = ["127.0.0.1/32"]
+        assert call_tool(agent, "fetch", {"url": f"{fake.url}/status"})["output"] == {"status": 200, "body": {"ok": True}}
