@@ -226,8 +226,10 @@ def web_command(asgi: str, port: int) -> list[str]:
 class Server:
     """The web process and the worker process tree of one configuration."""
 
-    def __init__(self, src: Path, state_root: Path, env: dict[str, str], asgi: str = "daphne"):
+    def __init__(self, src: Path, state_root: Path, env: dict[str, str], asgi: str = "daphne",
+                 agent_dir: Path | None = None):
         self.asgi = asgi
+        self.agent_dir = agent_dir or src / "examples" / AGENT
         self.src = src
         self.state_root = state_root
         self.env = env
@@ -245,7 +247,7 @@ class Server:
 
     def start(self) -> None:
         self.manage("migrate", "--noinput")
-        print("  " + self.manage("deploy", str(self.src / "examples" / AGENT)).strip())
+        print("  " + self.manage("deploy", str(self.agent_dir)).strip())
         commands = {
             "web": web_command(self.asgi, self.port),
             "worker": [PYTHON, str(self.src / "manage.py"), "qcluster"],
