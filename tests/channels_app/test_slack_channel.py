@@ -235,6 +235,24 @@ def test_the_bots_own_messages_and_edits_are_ignored(slack, agent, sync_turns):
     assert Session.objects.count() == 0
 
 
+@transactional
+def test_direct_messages_are_answered_and_a_bare_mention_starts_nothing(slack, agent, sync_turns):
+    deliver(message_event("are you there?", ts="1712345611.000100", kind="message", channel_type="im"))
+    deliver(message_event("", ts="1712345611.000200"))
+
+    assert slack.replies("1712345611.000100") == ["You said: are you there?"]
+    assert len(sessions_of("slack")) == 1
+
+
+@transactional
+def test_replies_cannot_ping_the_channel_and_a_failed_turn_says_so(slack, agent, sync_turns):
+    deliver(message_event("/reply heads up <!channel> & <@U0BOB0001>", ts="1712345612.000100"), "threads")
+    deliver(message_event("/fail the model is down", ts="1712345613.000100"), "threads")
+
+    assert slack.replies("1712345612.000100") == ["heads up &lt;!channel&gt; &amp; &lt;@U0BOB0001&gt;"]
+    assert slack.replies("1712345613.000100") == ["I could not finish that: the model is down"]
+
+
 # -- approvals -------------------------------------------------------------------------------
 
 def parked_call(session: Session) -> ToolCall:
@@ -319,6 +337,16 @@ def test_info_lists_the_slack_channel_with_its_routes_and_no_secret(slack, agent
     assert config["signingSecretEnv"] == {"env": "SLACK_SIGNING_SECRET", "set": True}
     assert config["botTokenEnv"] == {"env": "SLACK_BOT_TOKEN", "set": True}
     assert config["engagement"] == "mentions" and config["approvers"] is None and config["streaming"] is True
+
+
+def test_the_reviewer_example_declares_a_slack_channel(slack, db):
+    reviewer = deploy_agent_folder(Path(__file__).resolve().parents[2] / "examples" / "reviewer").agent
+
+    channels = Client(**LOCAL).get(f"/{reviewer.slug}/v1/info").json()["channels"]
+
+    [described] = [c for c in channels if c["kind"] == "slack"]
+    assert described["routes"][0]["url"] == f"/{reviewer.slug}/v1/channels/slack/events"
+    assert described["config"]["engagement"] == "threads"
 
 
 def test_host_slack_posts_as_the_agents_bot(slack, agent):
