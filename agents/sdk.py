@@ -39,6 +39,7 @@ __all__ = [
     "McpServer", "mcp_stdio", "mcp_http", "host_files_fs",
     "Channel", "Route", "GET", "POST", "PUT", "PATCH", "DELETE", "AuthPolicy",
     "local_dev_strict", "local_dev", "loopback_only", "bearer_auth", "allow_all", "public_endpoint",
+    "slack_channel",
 ]
 
 Effect = Literal["read", "write"]
@@ -196,3 +197,5 @@ from agents.channels import (  # noqa: E402
     DELETE, GET, PATCH, POST, PUT, AuthPolicy, Channel, Route, allow_all, bearer_auth, local_dev, local_dev_strict,
     loopback_only, public_endpoint,
 )
+# Provider channels, built on Channel.
+from agents.integrations.slack_channel import slack_channel  # noqa: E402

@@ -330,6 +330,11 @@ class ChannelContext:
         return {"playgroundUrl": f"{origin}/playground/{self.agent.slug}?sessionId={row.id}",
                 "streamUrl": f"{base}/stream", "eventsUrl": f"{base}/events"}
 
+    @property
+    def config(self) -> Any:
+        """The channel's declared `config` (a provider channel's settings: `slack_channel(...)`), or None."""
+        return self._declaration().channel.config
+
     # -- lookups ------------------------------------------------------------------
     def _declaration(self) -> LoadedChannel:
         deployment = self.session_row.deployment if self.session_row else self.agent.active_deployment

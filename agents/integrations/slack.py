@@ -287,11 +287,13 @@ def approval_blocks(*, session_id: str, call_id: str, tool: str, summary: str) -
     ]
 
 
-def decided_blocks(*, tool: str, decision: str, user_id: str) -> list[dict[str, Any]]:
-    """What an approval card becomes once decided: no buttons, who decided."""
+def decided_blocks(*, tool: str, decision: str, user_id: str = "", by: str = "") -> list[dict[str, Any]]:
+    """What an approval card becomes once decided: no buttons, who decided
+    (a Slack user, or `by` for a decision made elsewhere, e.g. the HTTP API)."""
     verb = "Approved" if decision == "approve" else "Denied"
+    who = f"<@{user_id}>" if user_id else escape(by or "someone")
     return [{"type": "context", "elements": [
-        {"type": "mrkdwn", "text": f"{verb} by <@{user_id}>: *{escape(tool)}*"}]}]
+        {"type": "mrkdwn", "text": f"{verb} by {who}: *{escape(tool)}*"}]}]
 
 
 def parse_interaction(body: bytes) -> dict[str, Any]:
@@ -392,11 +394,19 @@ class SlackClient:
                                  blocks=approval_blocks(session_id=session_id, call_id=call_id, tool=tool,
                                                         summary=summary))
 
-    def close_approval(self, channel: str, ts: str, *, tool: str, decision: str, user_id: str) -> None:
+    def close_approval(self, channel: str, ts: str, *, tool: str, decision: str, user_id: str = "",
+                       by: str = "") -> None:
         """Replace the card's buttons with who decided."""
         verb = "Approved" if decision == "approve" else "Denied"
         self.update_message(channel, ts, f"{verb}: {tool}",
-                            blocks=decided_blocks(tool=tool, decision=decision, user_id=user_id))
+                            blocks=decided_blocks(tool=tool, decision=decision, user_id=user_id, by=by))
+
+    def post_ephemeral(self, channel: str, user: str, text: str, *, thread_ts: str | None = None) -> None:
+        """A message only `user` sees (chat.postEphemeral), e.g. why a click was refused."""
+        kwargs: dict[str, Any] = {"channel": channel, "user": user, "text": text}
+        if thread_ts:
+            kwargs["thread_ts"] = thread_ts
+        self.web.chat_postEphemeral(**kwargs)
 
     def user_info(self, user_id: str) -> dict[str, Any]:
         """users.info's user, cached for a few minutes (sender checks run per message)."""
@@ -413,18 +423,27 @@ class SlackClient:
 class StreamedReply:
     """One Slack message that grows as a reply streams: posted on the first
     text, then edited in place no more often than `interval` seconds
-    (chat.update is rate limited), and edited a last time by `finish`."""
+    (chat.update is rate limited), and edited a last time by `finish`.
+
+    A reply whose deltas arrive in separate calls (or processes) is resumed
+    from `snapshot()`: `StreamedReply(client, ..., clock=time.time, **snapshot)`
+    (a wall clock then, since the last update may have been another process's).
+    """
 
     def __init__(self, client: SlackClient, channel: str, thread_ts: str, *, interval: float = 1.0,
-                 clock: Clock = time.monotonic):
+                 clock: Clock = time.monotonic, ts: str | None = None, sent: str = "", last_update: float = 0.0):
         self.client = client
         self.channel = channel
         self.thread_ts = thread_ts
         self.interval = interval
         self.clock = clock
-        self.ts: str | None = None
-        self._sent = ""
-        self._last_update = 0.0
+        self.ts = ts
+        self._sent = sent
+        self._last_update = last_update
+
+    def snapshot(self) -> dict[str, Any]:
+        """What resuming this reply needs (JSON values)."""
+        return {"ts": self.ts, "sent": self._sent, "last_update": self._last_update}
 
     def update(self, text: str) -> None:
         if not text or text == self._sent:

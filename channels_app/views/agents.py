@@ -5,6 +5,7 @@ import logging
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
+from pydantic.alias_generators import to_camel
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -52,7 +53,8 @@ class AgentInfoView(APIView):
             tools=manifest.get("tools", []), skills=manifest.get("skills", []),
             subagents=manifest.get("subagents", []), channels=[ChannelRef(id="http", kind="http")] + [
                 ChannelRef(id=c["id"], kind=c["kind"], description=c.get("description", ""),
-                           routes=c.get("routes", []), events=c.get("events", []), auth=c.get("auth"))
+                           routes=c.get("routes", []), events=c.get("events", []), auth=c.get("auth"),
+                           config=channel_config(deployment, c["id"]) if "config" in c else None)
                 for c in manifest.get("channels", [])
             ],
             schedules=[{**s, **schedule_state.get(s["id"], {})} for s in manifest.get("schedules", [])],
@@ -62,6 +64,14 @@ class AgentInfoView(APIView):
                 status=deployment.status, created_at=deployment.created_at, activated_at=deployment.activated_at,
             ) if deployment else None,
         ))
+
+
+def channel_config(deployment: Deployment, channel_id: str) -> dict[str, Any] | None:
+    """A provider channel's described config, read now: whether a secret is set changes without a deploy."""
+    found = load_deployment(deployment).channels.get(channel_id)
+    if found is None or found.channel.config is None:
+        return None
+    return {to_camel(name): value for name, value in found.channel.config.describe().items()}
 
 
 def offered_tools(deployment: Deployment | None) -> list[dict[str, Any]]:

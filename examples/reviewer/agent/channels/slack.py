@@ -1,0 +1,12 @@
+"""The reviewer in Slack: mention it (or write in a thread it is in) and it answers in the thread.
+
+Point the Slack app's Event Subscriptions at /reviewer/v1/channels/slack/events and
+its Interactivity at /reviewer/v1/channels/slack/interactivity; set
+SLACK_SIGNING_SECRET and SLACK_BOT_TOKEN (see the README's "Slack channel").
+"""
+from agents.sdk import slack_channel
+
+channel = slack_channel(
+    engagement="threads",   # once in a thread, every reply there is for the reviewer
+    approvers=None,         # approval cards: only the person who started the thread decides
+)
