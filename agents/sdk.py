@@ -39,6 +39,8 @@ __all__ = [
     "McpServer", "mcp_stdio", "mcp_http", "host_files_fs",
     "Channel", "Route", "GET", "POST", "PUT", "PATCH", "DELETE", "AuthPolicy",
     "local_dev_strict", "local_dev", "loopback_only", "bearer_auth", "allow_all", "public_endpoint",
+    "github_channel", "gitlab_channel", "bitbucket_channel", "default_auth", "RepoEvent",
+    "GitHubConfig", "GitLabConfig", "BitbucketConfig",
 ]
 
 Effect = Literal["read", "write"]
@@ -195,4 +197,12 @@ class ToolContext:
 from agents.channels import (  # noqa: E402
     DELETE, GET, PATCH, POST, PUT, AuthPolicy, Channel, Route, allow_all, bearer_auth, local_dev, local_dev_strict,
     loopback_only, public_endpoint,
+)
+# Code-host channels (GitHub, GitLab, Bitbucket), built on the channel declarations above.
+from agents.integrations.bitbucket import BitbucketConfig  # noqa: E402
+from agents.integrations.events import RepoEvent  # noqa: E402
+from agents.integrations.github import GitHubConfig  # noqa: E402
+from agents.integrations.gitlab import GitLabConfig  # noqa: E402
+from agents.integrations.repo_channels import (  # noqa: E402
+    bitbucket_channel, default_auth, github_channel, gitlab_channel,
 )
