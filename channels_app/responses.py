@@ -87,6 +87,8 @@ class ChannelRoute(Reply):
     description: str = ""
     body_schema: dict[str, Any] | None = None
     query_schema: dict[str, Any] | None = None
+    # The handler reads the bytes itself (a provider's signed webhook): no schema.
+    raw_body: bool = False
 
 
 class ChannelRef(Reply):
@@ -99,6 +101,8 @@ class ChannelRef(Reply):
     routes: list[ChannelRoute] = []
     events: list[str] = []
     auth: list[dict[str, Any]] | None = None
+    # A provider channel's settings: the variables holding its secrets and whether each is set.
+    config: dict[str, Any] | None = None
 
 
 class AgentInfo(Reply):

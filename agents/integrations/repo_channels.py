@@ -62,11 +62,11 @@ log = logging.getLogger(__name__)
 
 Hook = Callable[[Any, RepoEvent], Any]
 
-# Kinds a bot's own action can cause (its comments, its statuses, its pushes): a bot sender is
-# skipped for these by default. CI events (check suites and runs, workflow runs) come from bots
-# as a rule, so they pass.
-LOOP_KINDS = frozenset({EventKind.PULL_REQUEST, EventKind.COMMENT, EventKind.ISSUES, EventKind.STATUS,
-                        EventKind.PUSH, EventKind.PIPELINE})
+# Kinds a bot's own action can cause (its comments, pull requests, issues, pushes): a bot sender
+# is skipped for these by default. CI events (check suites and runs, workflow runs, statuses) come
+# from bots as a rule, so they pass; a status this channel set itself is skipped by its context.
+LOOP_KINDS = frozenset({EventKind.PULL_REQUEST, EventKind.COMMENT, EventKind.ISSUES, EventKind.PUSH,
+                        EventKind.PIPELINE})
 HOOK_FOR_KIND = {
     EventKind.PULL_REQUEST: "on_pull_request", EventKind.COMMENT: "on_comment", EventKind.ISSUES: "on_issue",
     EventKind.CHECK_SUITE: "on_check_suite", EventKind.CHECK_RUN: "on_check_run",
@@ -117,7 +117,9 @@ def default_auth(event: RepoEvent) -> dict[str, Any]:
 def message_for(event: RepoEvent) -> str:
     """The model's input for an event: what happened, where, by whom, and the text it carries."""
     label = LABELS.get(event.provider, event.provider)
-    what = event.event + (f" ({event.action})" if event.action else "")
+    # GitLab's header names the hook ("Note Hook"); its object_kind names the event.
+    name = str(event.payload.get("object_kind") or event.event) if event.provider == "gitlab" else event.event
+    what = name + (f" ({event.action})" if event.action else "")
     by = f" by @{event.sender_login}" if event.sender_login else ""
     lines = [f"{label} {what} on {where(event)}{by}."]
     for name, value in (("Title", event.title), ("Conclusion", event.conclusion), ("Branch", event.ref),
@@ -368,7 +370,7 @@ def github_channel(*, config: GitHubConfig | None = None, on_pull_request: Hook 
 
     `config` (or its fields as keywords: `api_url="https://ghe.example.com/api/v3"`,
     `token_env=...`) names the variables holding the secrets. `skip_bots`: ignore bot
-    senders on pull requests, comments, issues, statuses and pushes; `ignore_senders`:
+    senders on pull requests, comments, issues and pushes; `ignore_senders`:
     logins to ignore (the account the agent comments as). `commit_status=True` (or a
     context name, `{slug}` standing for the agent's) sets a commit status on the head
     commit: pending while a turn runs, then success or failure.

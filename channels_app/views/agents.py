@@ -52,7 +52,8 @@ class AgentInfoView(APIView):
             tools=manifest.get("tools", []), skills=manifest.get("skills", []),
             subagents=manifest.get("subagents", []), channels=[ChannelRef(id="http", kind="http")] + [
                 ChannelRef(id=c["id"], kind=c["kind"], description=c.get("description", ""),
-                           routes=c.get("routes", []), events=c.get("events", []), auth=c.get("auth"))
+                           routes=c.get("routes", []), events=c.get("events", []), auth=c.get("auth"),
+                           config=channel_configs(deployment).get(c["id"]))
                 for c in manifest.get("channels", [])
             ],
             schedules=[{**s, **schedule_state.get(s["id"], {})} for s in manifest.get("schedules", [])],
@@ -62,6 +63,14 @@ class AgentInfoView(APIView):
                 status=deployment.status, created_at=deployment.created_at, activated_at=deployment.activated_at,
             ) if deployment else None,
         ))
+
+
+def channel_configs(deployment: Deployment | None) -> dict[str, dict[str, Any]]:
+    """Each provider channel's config as it is now (whether a variable is set changes after deploy)."""
+    if deployment is None:
+        return {}
+    channels = load_deployment(deployment).channels
+    return {c.id: c.channel.config.describe() for c in channels.values() if c.channel.config is not None}
 
 
 def offered_tools(deployment: Deployment | None) -> list[dict[str, Any]]:

@@ -4,6 +4,7 @@
     ctx.host.files       durable file store of the agent                             sessions.host.files
     ctx.host.artifacts   files a turn produces, downloadable by the session's owner  sessions.host.artifacts
     ctx.host.reminders   reminders bound to a session                                sessions.reminders
+    ctx.host.github, .gitlab, .bitbucket   code-host API clients                     sessions.host.repos
 
 Everything is stored in the database, never in process memory, so a value
 written by a turn in one worker is there for the next turn in another.
@@ -19,6 +20,7 @@ from sessions.host.artifacts import ArtifactInfo, Artifacts, save_artifact
 from sessions.host.checks import FileChanged, HostError
 from sessions.host.files import FileInfo, Files
 from sessions.host.kv import KV
+from sessions.host.repos import provider_client
 from sessions.models import Session
 from sessions.reminders import Reminders
 
@@ -56,6 +58,19 @@ class Host:
     @property
     def artifacts(self) -> Artifacts:
         return Artifacts(self.session, self.agent_id, self.turn_id, self.call_id)
+
+    # Code hosts, with the credentials of the agent's channel of that kind (sessions.host.repos).
+    @property
+    def github(self) -> Any:
+        return provider_client(self.agent, self.session, "github")
+
+    @property
+    def gitlab(self) -> Any:
+        return provider_client(self.agent, self.session, "gitlab")
+
+    @property
+    def bitbucket(self) -> Any:
+        return provider_client(self.agent, self.session, "bitbucket")
 
 
 def bind_filesystem(fs: Any, host: Host) -> Any:
