@@ -189,6 +189,8 @@ class RepoWebhook:
         reason = self.skip_reason(event, req)
         if reason:
             return {"skipped": reason, "deliveryId": delivery or None}
+        if self.hook_for(event) is None:
+            return {"skipped": f"no hook takes {event.kind} events", "deliveryId": delivery or None}
         decision = self.decide(req, event)
         if decision is None:
             return {"skipped": "the hook returned None", "deliveryId": delivery or None}
@@ -224,9 +226,13 @@ class RepoWebhook:
     def context_for(self, req: Any) -> str:
         return self.status_context.replace("{slug}", req.agent.slug)
 
+    def hook_for(self, event: RepoEvent) -> Hook | None:
+        """The hook of the event's kind, else `on_event`."""
+        return self.hooks.get(HOOK_FOR_KIND.get(event.kind, ""), self.hooks.get("on_event"))
+
     def decide(self, ctx: Any, event: RepoEvent) -> Mapping[str, Any] | None:
         """The hook's answer for `event`, checked: None, {"auth": ...} or {"task": fn}."""
-        hook = self.hooks.get(HOOK_FOR_KIND.get(event.kind, ""), self.hooks.get("on_event"))
+        hook = self.hook_for(event)
         if hook is None:
             return None
         decision = hook(ctx, event)
