@@ -407,3 +407,24 @@ def test_the_reviewer_example_reviews_opened_pull_requests_and_answers_mentions(
     assert mention.json()["sessionId"] == opened.json()["sessionId"]
     assert unrelated.json()["skipped"] == own.json()["skipped"] == "the hook returned None"
     assert len(requests_to(api, "POST", "/issues/12/comments")) == 2
+
+
+# -- replay's deliveries --------------------------------------------------------------------------
+
+def test_replay_names_the_event_after_the_file_or_its_sidecar_and_signs_the_exact_bytes(tmp_path):
+    from agents.management.commands.github import deliveries, delivery_headers
+
+    (tmp_path / "pull_request.opened.json").write_bytes(b'{"action": "opened"}')
+    (tmp_path / "recorded.json").write_bytes(b"{}")
+    (tmp_path / "recorded.headers.json").write_text(json.dumps({"X-GitHub-Event": "issues",
+                                                                "X-GitHub-Delivery": "recorded-id"}))
+    files = deliveries(tmp_path)
+
+    assert [f.name for f in files] == ["pull_request.opened.json", "recorded.json"]
+    fresh = delivery_headers(files[0], files[0].read_bytes(), SECRET, keep_id=False)
+    assert fresh["x-github-event"] == "pull_request"
+    assert fresh["x-hub-signature-256"] == sign(b'{"action": "opened"}')
+    assert fresh["x-github-delivery"] != delivery_headers(files[0], b"", None, keep_id=False)["x-github-delivery"]
+    kept = delivery_headers(files[1], b"{}", None, keep_id=True)
+    assert (kept["x-github-event"], kept["x-github-delivery"]) == ("issues", "recorded-id")
+    assert "x-hub-signature-256" not in kept
