@@ -362,6 +362,22 @@ def _both(first: Callable[..., Any], second: Callable[..., Any]) -> Callable[...
     return handle
 
 
+def _config(cls: type, builder: str, config: Any, config_fields: dict[str, Any], hooks: dict[str, Any]) -> Any:
+    """`config`, or one built from keyword fields, refusing a word that is neither a field nor a hook."""
+    if config is not None:
+        if config_fields:
+            raise TypeError(f"{builder}(): give config= or its fields ({', '.join(sorted(config_fields))}), not both")
+        if not isinstance(config, cls):
+            raise TypeError(f"{builder}(config=...) takes a {cls.__name__}")
+        return config
+    known = {f for f in getattr(cls, "__dataclass_fields__", {}) if f != "environ"}
+    unknown = sorted(set(config_fields) - known)
+    if unknown:
+        raise TypeError(f"{builder}() does not take {', '.join(unknown)}: its hooks are {', '.join(hooks)}, "
+                        f"its config fields {', '.join(sorted(known))}")
+    return cls(**config_fields)
+
+
 def github_channel(*, config: GitHubConfig | None = None, on_pull_request: Hook | None = None,
                    on_comment: Hook | None = None, on_issue: Hook | None = None,
                    on_check_suite: Hook | None = None, on_check_run: Hook | None = None,
@@ -381,10 +397,10 @@ def github_channel(*, config: GitHubConfig | None = None, on_pull_request: Hook 
     context name, `{slug}` standing for the agent's) sets a commit status on the head
     commit: pending while a turn runs, then success or failure.
     """
-    config = config or GitHubConfig(**config_fields)
     hooks = dict(on_pull_request=on_pull_request, on_comment=on_comment, on_issue=on_issue,
                  on_check_suite=on_check_suite, on_check_run=on_check_run, on_workflow_run=on_workflow_run,
                  on_status=on_status, on_push=on_push, on_event=on_event)
+    config = _config(GitHubConfig, "github_channel", config, config_fields, hooks)
     return _channel("github", config, _Declared(hooks, skip_bots, tuple(ignore_senders), commit_status, auth,
                                                 events, state, on_start, on_stop, description))
 
@@ -402,9 +418,9 @@ def gitlab_channel(*, config: GitLabConfig | None = None, on_pull_request: Hook 
     Merge requests reach `on_pull_request`, notes `on_comment`, issues `on_issue`,
     pipelines `on_pipeline`, pushes `on_push`; the rest `on_event`. Replies are notes.
     """
-    config = config or GitLabConfig(**config_fields)
     hooks = dict(on_pull_request=on_pull_request, on_comment=on_comment, on_issue=on_issue,
                  on_pipeline=on_pipeline, on_push=on_push, on_event=on_event)
+    config = _config(GitLabConfig, "gitlab_channel", config, config_fields, hooks)
     return _channel("gitlab", config, _Declared(hooks, skip_bots, tuple(ignore_senders), commit_status, auth,
                                                 events, state, on_start, on_stop, description))
 
@@ -421,8 +437,8 @@ def bitbucket_channel(*, config: BitbucketConfig | None = None, on_pull_request:
     Pull requests reach `on_pull_request`, their comments `on_comment`, pushes
     `on_push`; the rest `on_event`. Replies are pull request comments.
     """
-    config = config or BitbucketConfig(**config_fields)
     hooks = dict(on_pull_request=on_pull_request, on_comment=on_comment, on_push=on_push, on_event=on_event)
+    config = _config(BitbucketConfig, "bitbucket_channel", config, config_fields, hooks)
     return _channel("bitbucket", config, _Declared(hooks, skip_bots, tuple(ignore_senders), False, auth,
                                                    events, state, on_start, on_stop, description))
 

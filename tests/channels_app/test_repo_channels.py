@@ -428,3 +428,19 @@ def test_replay_names_the_event_after_the_file_or_its_sidecar_and_signs_the_exac
     kept = delivery_headers(files[1], b"{}", None, keep_id=True)
     assert (kept["x-github-event"], kept["x-github-delivery"]) == ("issues", "recorded-id")
     assert "x-hub-signature-256" not in kept
+
+
+def test_a_misspelt_hook_fails_validation_naming_the_file_and_the_hooks(tmp_path):
+    from agents.discovery import AgentFolderError, load_agent_folder
+
+    base = tmp_path / "typo" / "agent"
+    (base / "channels").mkdir(parents=True)
+    (base / "instructions.md").write_text("Echo.\n")
+    (base / "channels" / "github.py").write_text(
+        "from agents.sdk import github_channel\nchannel = github_channel(on_pull_requests=lambda c, e: None)\n")
+
+    with pytest.raises(AgentFolderError) as refused:
+        load_agent_folder(tmp_path / "typo")
+
+    assert "agent/channels/github.py" in str(refused.value)
+    assert "does not take on_pull_requests: its hooks are on_pull_request" in str(refused.value)
