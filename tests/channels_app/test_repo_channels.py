@@ -71,7 +71,9 @@ GITLAB_CHANNEL = '''\
 from agents.sdk import default_auth, gitlab_channel
 
 channel = gitlab_channel(on_pull_request=lambda ctx, e: {"auth": default_auth(e)},
-                         on_comment=lambda ctx, e: {"auth": default_auth(e)})
+                         on_comment=lambda ctx, e: {"auth": default_auth(e)},
+                         on_pipeline=lambda ctx, e: {"auth": default_auth(e)} if e.conclusion == "failed" else None,
+                         commit_status="review/{slug}")
 '''
 
 BITBUCKET_CHANNEL = '''\
@@ -98,6 +100,7 @@ def api():
         fake.route("POST", r"/repos/.+/issues/\d+/comments", Answer(201, {"id": 501, "html_url": "https://x/c"}))
         fake.route("POST", r"/repos/.+/statuses/\w+", Answer(201, {"id": 1}))
         fake.route("POST", r"/projects/[^/]+/merge_requests/\d+/notes", Answer(201, {"id": 601}))
+        fake.route("POST", r"/projects/[^/]+/statuses/\w+", Answer(201, {"id": 2}))
         fake.route("POST", r"/repositories/[^/]+/[^/]+/pullrequests/\d+/comments", Answer(201, {"id": 701}))
         yield fake
 
@@ -334,6 +337,19 @@ def test_a_gitlab_delivery_with_a_wrong_token_is_401(repos):
 
     assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_signature"
     assert Session.objects.count() == 0
+
+
+def test_a_failed_gitlab_pipeline_on_a_merge_request_reaches_on_pipeline_with_commit_statuses(repos, api):
+    response = gitlab(Client(**REMOTE), fixture_bytes("gitlab/pipeline.failed.json"), event="Pipeline Hook")
+
+    assert response.status_code == 202, response.content
+    statuses = [r for r in api.requests if "/statuses/" in r.path]
+    assert {r.path for r in statuses} == {
+        "/projects/acme%2Fplatform%2Fbilling/statuses/da1560886d4f094c3e6c9ef40349f7d38b5d27d7"}
+    assert [(r.json()["state"], r.json()["name"]) for r in statuses] == [("running", "review/repos"),
+                                                                         ("success", "review/repos")]
+    notes = [r for r in api.requests if r.path.endswith("/merge_requests/5/notes")]
+    assert len(notes) == 1 and "GitLab pipeline (failed) on merge request acme/platform/billing!5" in notes[0].json()["body"]
 
 
 def bitbucket(client: Client, body: bytes, signature: str, key: str = "pullrequest:comment_created"):
