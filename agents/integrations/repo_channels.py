@@ -294,6 +294,7 @@ def run_task(ctx: Any, provider: str, headers: dict[str, str], body: str, refere
     a lambda or closure is found by asking the channel's hook again, on the same event, in the
     release that took the delivery.
     """
+    # Imported here: discovery imports the SDK, which imports this module.
     from agents.discovery import load_deployment
     from agents.models import Deployment
 
