@@ -39,7 +39,8 @@ __all__ = [
     "McpServer", "mcp_stdio", "mcp_http", "host_files_fs",
     "Channel", "Route", "GET", "POST", "PUT", "PATCH", "DELETE", "AuthPolicy",
     "local_dev_strict", "local_dev", "loopback_only", "bearer_auth", "allow_all", "public_endpoint",
-    "slack_channel",
+    "slack_channel", "github_channel", "gitlab_channel", "bitbucket_channel", "default_auth", "RepoEvent",
+    "GitHubConfig", "GitLabConfig", "BitbucketConfig",
 ]
 
 Effect = Literal["read", "write"]
@@ -197,5 +198,12 @@ from agents.channels import (  # noqa: E402
     DELETE, GET, PATCH, POST, PUT, AuthPolicy, Channel, Route, allow_all, bearer_auth, local_dev, local_dev_strict,
     loopback_only, public_endpoint,
 )
-# Provider channels, built on Channel.
+# Provider channels (GitHub, GitLab, Bitbucket, Slack), built on the channel declarations above.
+from agents.integrations.bitbucket import BitbucketConfig  # noqa: E402
+from agents.integrations.events import RepoEvent  # noqa: E402
+from agents.integrations.github import GitHubConfig  # noqa: E402
+from agents.integrations.gitlab import GitLabConfig  # noqa: E402
+from agents.integrations.repo_channels import (  # noqa: E402
+    bitbucket_channel, default_auth, github_channel, gitlab_channel,
+)
 from agents.integrations.slack_channel import slack_channel  # noqa: E402

@@ -87,7 +87,7 @@ class ChannelRoute(Reply):
     description: str = ""
     body_schema: dict[str, Any] | None = None
     query_schema: dict[str, Any] | None = None
-    # The handler reads the bytes itself (a provider's signed body or form).
+    # The handler reads the bytes itself (a provider's signed body or form): no schema.
     raw_body: bool = False
 
 

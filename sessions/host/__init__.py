@@ -5,7 +5,7 @@
     ctx.host.artifacts   files a turn produces, downloadable by the session's owner  sessions.host.artifacts
     ctx.host.reminders   reminders bound to a session                                sessions.reminders
     ctx.host.http        outbound HTTP through the SSRF guard                        agents.integrations.outbound
-    ctx.host.slack       a Slack client with the agent's bot token                   agents.integrations.slack
+    ctx.host.github, .gitlab, .bitbucket, .slack   API clients                       sessions.host.providers
 
 Everything is stored in the database, never in process memory, so a value
 written by a turn in one worker is there for the next turn in another.
@@ -17,13 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agents.discovery import load_deployment
 from agents.integrations.outbound import OutboundClient
-from agents.integrations.slack import SlackClient, SlackConfig
 from sessions.host.artifacts import ArtifactInfo, Artifacts, save_artifact
 from sessions.host.checks import FileChanged, HostError
 from sessions.host.files import FileInfo, Files
 from sessions.host.kv import KV
+from sessions.host.providers import provider_client
 from sessions.models import Session
 from sessions.reminders import Reminders
 
@@ -69,21 +68,23 @@ class Host:
         after use (`with ctx.host.http as http: ...`)."""
         return OutboundClient()
 
+    # Code hosts and Slack, with the credentials of the agent's channel of that kind.
     @property
-    def slack(self) -> SlackClient:
-        """Slack's Web API as the agent's bot: the settings of its `slack_channel(...)` if it
-        declares one, else SLACK_BOT_TOKEN and SLACK_API_URL. LookupError without a token."""
-        return slack_config(self.session, self.agent).client()
+    def github(self) -> Any:
+        return provider_client(self.agent, self.session, "github")
 
+    @property
+    def gitlab(self) -> Any:
+        return provider_client(self.agent, self.session, "gitlab")
 
-def slack_config(session: Session | None, agent: Any) -> SlackConfig:
-    """The Slack settings of the release a session runs (or the agent's active one)."""
-    deployment = session.deployment if session is not None else getattr(agent, "active_deployment", None)
-    if deployment is not None:
-        for loaded in load_deployment(deployment).channels.values():
-            if loaded.channel.kind == "slack" and isinstance(loaded.channel.config, SlackConfig):
-                return loaded.channel.config
-    return SlackConfig()
+    @property
+    def bitbucket(self) -> Any:
+        return provider_client(self.agent, self.session, "bitbucket")
+
+    @property
+    def slack(self) -> Any:
+        """Slack's Web API as the agent's bot (SLACK_BOT_TOKEN unless its slack_channel names another)."""
+        return provider_client(self.agent, self.session, "slack")
 
 
 def bind_filesystem(fs: Any, host: Host) -> Any:

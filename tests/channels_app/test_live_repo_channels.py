@@ -1,0 +1,257 @@
+"""GitHub, GitLab and Bitbucket channels on a real server (`manage.py serve --dev`):
+signed deliveries over HTTP start turns on the workers, and the replies reach a
+loopback stand-in for each provider's API; `manage.py github replay` posts the
+recorded fixtures to it."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator
+
+import httpx
+import pytest
+
+from tests.agents.integrations.conftest import FIXTURES, fixture_bytes
+from tests.agents.integrations.fakeapi import Answer, FakeAPI
+from tests.support import ROOT, Server, child_env, run_server
+
+# GitHub's published example secret: its test vector below is checked by the channel itself.
+GITHUB_SECRET = "It's a Secret to Everybody"
+VECTOR = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+GITLAB_TOKEN = "gitlab-hook-token-1"
+BITBUCKET_SECRET = "bitbucket-hook-secret-1"
+
+CHANNELS = {
+    "github": "from agents.sdk import default_auth, github_channel\n\n"
+              "channel = github_channel(on_pull_request=lambda ctx, e: {'auth': default_auth(e)},\n"
+              "                         on_comment=lambda ctx, e: {'auth': default_auth(e)})\n",
+    # A channel whose secret variable is unset: only unsigned loopback fixtures under --dev reach it.
+    "github_dev": "from agents.sdk import default_auth, github_channel\n\n"
+                  "channel = github_channel(webhook_secret_env='HUB_UNSET_SECRET',\n"
+                  "                         on_pull_request=lambda ctx, e: {'auth': default_auth(e)})\n",
+    "gitlab": "from agents.sdk import default_auth, gitlab_channel\n\n"
+              "channel = gitlab_channel(on_comment=lambda ctx, e: {'auth': default_auth(e)})\n",
+    "bitbucket": "from agents.sdk import bitbucket_channel, default_auth\n\n"
+                 "channel = bitbucket_channel(on_comment=lambda ctx, e: {'auth': default_auth(e)})\n",
+}
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[FakeAPI]:
+    with FakeAPI() as fake:
+        fake.route("POST", r"/repos/.+/issues/\d+/comments", Answer(201, {"id": 501}))
+        fake.route("POST", r"/projects/[^/]+/merge_requests/\d+/notes", Answer(201, {"id": 601}))
+        fake.route("POST", r"/repositories/[^/]+/[^/]+/pullrequests/\d+/comments", Answer(201, {"id": 701}))
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, api) -> Iterator[Server]:
+    agents = tmp_path_factory.mktemp("agents")
+    base = agents / "hub" / "agent"
+    (base / "channels").mkdir(parents=True)
+    (base / "instructions.md").write_text("Echo.\n")
+    (base / "agent.py").write_text('from agents.sdk import Agent\nagent = Agent(model="scripted:echo")\n')
+    for name, text in CHANNELS.items():
+        (base / "channels" / f"{name}.py").write_text(text)
+    env = {"GITHUB_WEBHOOK_SECRET": GITHUB_SECRET, "GITHUB_TOKEN": "ghp_live_token", "GITHUB_API_URL": api.url,
+           "GITLAB_WEBHOOK_TOKEN": GITLAB_TOKEN, "GITLAB_TOKEN": "glpat-live", "GITLAB_API_URL": api.url,
+           "BITBUCKET_WEBHOOK_SECRET": BITBUCKET_SECRET, "BITBUCKET_TOKEN": "bb-live",
+           "BITBUCKET_API_URL": api.url, "AGENTSITE_OUTBOUND_ALLOW": "127.0.0.1/32"}
+    with run_server(tmp_path_factory.mktemp("repo-channels"), "--agents", str(agents), "--no-examples", "--dev",
+                    env=env) as running:
+        yield running
+
+
+def sign(body: bytes, secret: str = GITHUB_SECRET) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def pull_request(number: int, action: str = "opened") -> bytes:
+    data = json.loads(fixture_bytes("github/pull_request.opened.json"))
+    data["action"] = action
+    data["number"] = data["pull_request"]["number"] = number
+    return json.dumps(data).encode()
+
+
+def post_github(server: Server, body: bytes, *, event: str = "pull_request", delivery: str,
+                signature: str | None = "sign", channel: str = "github", **headers: str) -> httpx.Response:
+    sent = {"Content-Type": "application/json", "X-GitHub-Event": event, "X-GitHub-Delivery": delivery, **headers}
+    if signature == "sign":
+        sent["X-Hub-Signature-256"] = sign(body)
+    elif signature is not None:
+        sent["X-Hub-Signature-256"] = signature
+    return httpx.post(f"{server.base_url}/hub/v1/channels/{channel}", content=body, headers=sent, timeout=30)
+
+
+def wait_for(api: FakeAPI, path: str, count: int = 1, timeout: float = 60) -> list:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [r for r in api.requests if r.method == "POST" and r.path == path]
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
+def test_a_signed_pull_request_is_answered_with_a_comment_on_it(server, api):
+    response = post_github(server, pull_request(101), delivery="live-101")
+
+    assert response.status_code == 202, response.text
+    assert response.json()["created"] is True and response.json()["deliveryId"] == "live-101"
+    comments = wait_for(api, "/repos/octo-org/widgets/issues/101/comments")
+    assert len(comments) == 1
+    assert comments[0].json()["body"].startswith(
+        "You said: GitHub pull_request (opened) on pull request octo-org/widgets#101 by @mona.")
+    assert comments[0].headers["authorization"] == "Bearer ghp_live_token"
+
+
+def test_githubs_published_test_vector_passes_verification(server):
+    verified = post_github(server, b"Hello, World!", event="push", delivery="vector-1", signature=VECTOR)
+    altered = post_github(server, b"Hello, World?", event="push", delivery="vector-2", signature=VECTOR)
+
+    # The signature holds, so the body is read, and "Hello, World!" is no JSON event: 400, not 401.
+    assert verified.status_code == 400 and verified.json()["error"]["code"] == "invalid_payload"
+    assert altered.status_code == 401 and altered.json()["error"]["code"] == "invalid_signature"
+
+
+def test_altered_deliveries_and_sha1_only_signatures_are_refused(server, api):
+    body = pull_request(102)
+    good = sign(body)
+    flipped = good[:-1] + ("0" if good[-1] != "0" else "1")
+    sha1 = "sha1=" + hmac.new(GITHUB_SECRET.encode(), body, hashlib.sha1).hexdigest()
+
+    answers = [post_github(server, body.replace(b'"opened"', b'"closed"', 1), delivery="bad-1", signature=good),
+               post_github(server, body, delivery="bad-2", signature=flipped),
+               post_github(server, body, delivery="bad-3", signature=None, **{"X-Hub-Signature": sha1}),
+               post_github(server, body, delivery="bad-4", signature=None)]
+
+    assert [a.status_code for a in answers] == [401, 401, 401, 401]
+    assert {a.json()["error"]["code"] for a in answers} == {"invalid_signature"}
+    assert "only the SHA-1" in answers[2].json()["error"]["message"]
+    time.sleep(1)
+    assert wait_for(api, "/repos/octo-org/widgets/issues/102/comments", timeout=0) == []
+
+
+def test_unsigned_fixtures_are_taken_only_from_loopback_under_dev(server):
+    body = pull_request(103)
+
+    admitted = post_github(server, body, delivery="dev-1", signature=None, channel="github_dev")
+    forwarded = post_github(server, body, delivery="dev-2", signature=None, channel="github_dev",
+                            **{"X-Forwarded-For": "203.0.113.9"})
+
+    assert admitted.status_code == 202, admitted.text
+    assert forwarded.status_code == 401
+    assert "HUB_UNSET_SECRET" in forwarded.json()["error"]["message"]
+
+
+def test_a_redelivery_starts_no_second_turn(server, api):
+    body = pull_request(104)
+
+    first = post_github(server, body, delivery="again-1")
+    again = post_github(server, body, delivery="again-1")
+
+    assert first.status_code == 202 and again.status_code == 200
+    assert again.json() == {"duplicate": True, "deliveryId": "again-1"}
+    assert len(wait_for(api, "/repos/octo-org/widgets/issues/104/comments")) == 1
+    time.sleep(2)
+    assert len(wait_for(api, "/repos/octo-org/widgets/issues/104/comments", timeout=0)) == 1
+
+
+def test_two_concurrent_copies_of_a_delivery_start_one_turn(server, api):
+    body = pull_request(105)
+    gate = threading.Barrier(2)
+
+    def deliver(_: int) -> httpx.Response:
+        gate.wait()
+        return post_github(server, body, delivery="race-1")
+
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(deliver, range(2)))
+
+    assert sorted(a.status_code for a in answers) == [200, 202], [a.text for a in answers]
+    assert [a.json() for a in answers if a.status_code == 200] == [{"duplicate": True, "deliveryId": "race-1"}]
+    assert len(wait_for(api, "/repos/octo-org/widgets/issues/105/comments")) == 1
+    time.sleep(2)
+    assert len(wait_for(api, "/repos/octo-org/widgets/issues/105/comments", timeout=0)) == 1
+
+
+def post_gitlab(server: Server, token: str, uuid: str) -> httpx.Response:
+    return httpx.post(f"{server.base_url}/hub/v1/channels/gitlab", content=fixture_bytes("gitlab/note.merge_request.json"),
+                      headers={"Content-Type": "application/json", "X-Gitlab-Event": "Note Hook",
+                               "X-Gitlab-Token": token, "X-Gitlab-Event-UUID": uuid}, timeout=30)
+
+
+def test_a_gitlab_merge_request_note_is_answered_with_a_note_and_a_wrong_token_is_refused(server, api):
+    refused = post_gitlab(server, "not-the-token", "gl-1")
+    accepted = post_gitlab(server, GITLAB_TOKEN, "gl-2")
+
+    assert refused.status_code == 401
+    assert accepted.status_code == 202, accepted.text
+    notes = wait_for(api, "/projects/acme%2Fplatform%2Fbilling/merge_requests/5/notes")
+    assert len(notes) == 1 and notes[0].headers["private-token"] == "glpat-live"
+    assert notes[0].json()["body"].startswith("You said: GitLab note (created) on merge request acme/platform/billing!5")
+
+
+def test_a_bitbucket_cloud_comment_is_answered_and_a_bad_signature_refused(server, api):
+    body = fixture_bytes("bitbucket/cloud.pullrequest_comment_created.json")
+
+    def deliver(signature: str, uuid: str) -> httpx.Response:
+        return httpx.post(f"{server.base_url}/hub/v1/channels/bitbucket", content=body, timeout=30,
+                          headers={"Content-Type": "application/json", "X-Event-Key": "pullrequest:comment_created",
+                                   "X-Hub-Signature": signature, "X-Request-UUID": uuid})
+
+    refused = deliver(sign(body, "not-the-secret"), "bb-1")
+    accepted = deliver(sign(body, BITBUCKET_SECRET), "bb-2")
+
+    assert refused.status_code == 401
+    assert accepted.status_code == 202, accepted.text
+    posted = wait_for(api, "/repositories/acme-team/payments-api/pullrequests/5/comments")
+    assert len(posted) == 1 and posted[0].json()["content"]["raw"].startswith("You said: Bitbucket")
+    assert posted[0].headers["authorization"] == "Bearer bb-live"
+
+
+def test_info_lists_the_channels_with_their_config_and_no_secret(server):
+    info = httpx.get(f"{server.base_url}/hub/v1/info", timeout=10)
+
+    assert info.status_code == 200
+    channels = {c["id"]: c for c in info.json()["channels"]}
+    assert {k: channels[k]["kind"] for k in CHANNELS} == {"github": "github", "github_dev": "github",
+                                                         "gitlab": "gitlab", "bitbucket": "bitbucket"}
+    assert channels["github"]["routes"][0]["url"] == "/hub/v1/channels/github"
+    assert channels["github"]["config"]["webhookSecretEnv"] == {"env": "GITHUB_WEBHOOK_SECRET", "set": True}
+    assert channels["github_dev"]["config"]["webhookSecretEnv"] == {"env": "HUB_UNSET_SECRET", "set": False}
+    for secret in (GITHUB_SECRET, "ghp_live_token", GITLAB_TOKEN, "glpat-live", BITBUCKET_SECRET, "bb-live"):
+        assert secret not in info.text
+
+
+def replay(server: Server, *args: str, secret: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "github", "replay", str(FIXTURES / "github"),
+         "--url", f"{server.base_url}/hub/v1/channels/github", *args],
+        cwd=ROOT, env=child_env(REPLAY_SECRET=secret), capture_output=True, text=True, timeout=120)
+
+
+def test_replay_posts_every_recorded_delivery_signed(server, api):
+    done = replay(server, "--secret-env", "REPLAY_SECRET", secret=GITHUB_SECRET)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = dict(line.split("  ", 1) for line in done.stdout.splitlines() if line.endswith("}"))
+    assert lines["pull_request.opened.json"].startswith("202 ")
+    assert lines["issue_comment.created.json"].startswith("202 ")
+    assert lines["check_run.completed.json"].startswith("200 ")  # a CI bot's run, and no hook takes it
+    assert "6 deliveries accepted" in done.stdout
+    assert wait_for(api, "/repos/octo-org/widgets/issues/12/comments", count=2)
+
+
+def test_replay_with_the_wrong_secret_reports_each_refusal_and_fails(server):
+    done = replay(server, "--secret-env", "REPLAY_SECRET", secret="not-the-secret")
+
+    assert done.returncode != 0
+    assert done.stdout.count("  401  ") == 6
+    assert "6 of 6 deliveries failed" in done.stderr
