@@ -53,7 +53,7 @@ from agents.channels import POST, Channel, public_endpoint
 
 from . import bitbucket, github, gitlab
 from .bitbucket import BitbucketConfig
-from .events import EventKind, RepoEvent, SignatureError, Subject, WebhookError, header
+from .events import EventKind, RepoEvent, SignatureError, Subject, WebhookError, error_response, header
 from .github import GitHubConfig
 from .gitlab import GitLabConfig
 from .repo_replies import reply_events
@@ -158,10 +158,6 @@ def state_for(event: RepoEvent) -> dict[str, Any]:
             "html_url": event.html_url}
 
 
-def error(status: int, code: str, message: str) -> JsonResponse:
-    return JsonResponse({"error": {"code": code, "message": message, "details": None}}, status=status)
-
-
 @dataclass(frozen=True)
 class RepoWebhook:
     """The route handler of a code-host channel (see the module docstring for its steps)."""
@@ -180,7 +176,7 @@ class RepoWebhook:
         try:
             event = self.provider.parse(req.headers, req.raw_body)
         except WebhookError as exc:
-            return error(exc.status, "invalid_payload", str(exc))
+            return error_response(exc.status, "invalid_payload", str(exc))
         if event.event in self.provider.pings:
             return {"pong": True}
         delivery = event.delivery_id
@@ -203,13 +199,13 @@ class RepoWebhook:
             try:
                 self.provider.verify(self.config, req.headers, req.raw_body)
             except SignatureError as exc:
-                return error(exc.status, "invalid_signature", str(exc))
+                return error_response(exc.status, "invalid_signature", str(exc))
             except WebhookError as exc:
-                return error(exc.status, "invalid_payload", str(exc))
+                return error_response(exc.status, "invalid_payload", str(exc))
             return None
         if req.dev_loopback:
             return None
-        return error(401, "webhook_secret_not_configured",
+        return error_response(401, "webhook_secret_not_configured",
                      f"no webhook secret is configured: set {env_name} on the server to the secret the "
                      f"{LABELS[self.provider.name]} webhook signs with (unsigned deliveries are accepted only "
                      "from a loopback caller of `serve --dev`)")

@@ -42,7 +42,7 @@ from django.http import HttpResponse, JsonResponse
 
 from agents.channels import POST, Channel, public_endpoint
 
-from .events import PayloadError, SignatureError
+from .events import PayloadError, SignatureError, error_response
 from .slack import (
     Engagement,
     SlackClient,
@@ -137,10 +137,6 @@ def slack_channel(*, signing_secret_env: str = "SLACK_SIGNING_SECRET", bot_token
 
 # -- answers -------------------------------------------------------------------------------
 
-def _error(status: int, code: str, message: str) -> JsonResponse:
-    return JsonResponse({"error": {"code": code, "message": message, "details": None}}, status=status)
-
-
 def _ok(outcome: str) -> JsonResponse:
     # Slack reads only the status; the outcome is for whoever replays a delivery by hand.
     return JsonResponse({"ok": True, "outcome": outcome})
@@ -156,13 +152,13 @@ def _unverified(req: Any, config: SlackConfig) -> JsonResponse | None:
     if not secret:
         if req.dev_loopback:
             return None
-        return _error(401, "slack_not_configured",
+        return error_response(401, "slack_not_configured",
                       f"no Slack signing secret: set {config.signing_secret_env} (unsigned requests are taken "
                       "only from a loopback caller of a server started with --dev)")
     try:
         verify_request(secret, req.headers, req.raw_body)
     except SignatureError as exc:
-        return _error(401, "invalid_signature", str(exc))
+        return error_response(401, "invalid_signature", str(exc))
     return None
 
 
@@ -196,7 +192,7 @@ def receive_events(config: SlackChannelConfig, req: Any) -> HttpResponse:
     try:
         payload = parse_body(req.raw_body)
     except PayloadError as exc:
-        return _error(400, "invalid_payload", str(exc))
+        return error_response(400, "invalid_payload", str(exc))
     challenge = url_verification_challenge(payload)
     if challenge is not None:
         return JsonResponse({"challenge": challenge})
@@ -253,7 +249,7 @@ def receive_interaction(config: SlackChannelConfig, req: Any) -> HttpResponse:
     try:
         action = parse_approval_action(parse_interaction(req.raw_body))
     except PayloadError as exc:
-        return _error(400, "invalid_payload", str(exc))
+        return error_response(400, "invalid_payload", str(exc))
     if action is None:
         return HttpResponse(status=200)  # another kind of interaction: nothing of ours
 
