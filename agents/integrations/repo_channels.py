@@ -20,7 +20,8 @@ webhook deliveries, and an events map that answers on the provider
 3. A delivery id seen before is answered 200 `{"duplicate": true}`; a bot
    sender is skipped (the agent's own comments must not wake it again).
 4. The hook of the event's kind decides: None skips (200), `{"auth": principal}`
-   starts or continues the model turn of the event's continuation key (202),
+   starts or continues the model turn of the event's continuation key (202;
+   queued behind a running turn unless `"admission": "preempt"`),
    `{"task": fn}` hands `fn(ctx, event)` to a worker (202). The delivery is
    claimed in the same transaction as the turn or task, so a redelivery, or
    two copies racing, act once.
@@ -239,6 +240,9 @@ class RepoWebhook:
                             f"or {{'task': fn}}, not {decision!r}")
         if "task" in decision and not callable(decision["task"]):
             raise TypeError("{'task': fn}: fn must be a function fn(ctx, event)")
+        if decision.get("admission", "coalesce") not in ("coalesce", "preempt"):
+            raise TypeError("{'auth': ..., 'admission': ...} is 'coalesce' (the default: queue behind a running "
+                            "turn) or 'preempt' (interrupt it and drop what is queued)")
         return decision
 
     def act(self, req: Any, event: RepoEvent, decision: Mapping[str, Any]) -> JsonResponse:
@@ -260,7 +264,7 @@ class RepoWebhook:
             if delivery and not req.claim_delivery(delivery):
                 return JsonResponse({"duplicate": True, "deliveryId": delivery})
             handle = req.send(message, continuation_token=event.continuation_key,
-                              admission="coalesce" if event.kind is EventKind.COMMENT else "preempt",
+                              admission=decision.get("admission", "coalesce"),
                               auth=decision["auth"], state=state, title=title_for(event),
                               workspace_files=list(files) or None)
             if not handle.created:

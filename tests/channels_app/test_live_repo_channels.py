@@ -187,6 +187,31 @@ def post_gitlab(server: Server, token: str, uuid: str) -> httpx.Response:
                                "X-Gitlab-Token": token, "X-Gitlab-Event-UUID": uuid}, timeout=30)
 
 
+def comment_on(number: int, text: str) -> bytes:
+    data = json.loads(fixture_bytes("github/issue_comment.created.json"))
+    data["issue"]["number"] = number
+    data["comment"]["body"] = text
+    return json.dumps(data).encode()
+
+
+def test_comments_and_a_push_on_a_busy_pull_request_each_get_an_answer(server, api):
+    """Events on one pull request queue behind its running turn: none is dropped."""
+    path = "/repos/octo-org/widgets/issues/131/comments"
+    first = post_github(server, comment_on(131, "/sleep 1500\nfirst question"), event="issue_comment",
+                        delivery="busy-1")
+    assert first.status_code == 202, first.text
+    time.sleep(0.5)  # the first turn is running: what follows queues behind it
+    second = post_github(server, comment_on(131, "second question"), event="issue_comment", delivery="busy-2")
+    pushed = post_github(server, pull_request(131, "synchronize"), delivery="busy-3")
+
+    assert second.status_code == pushed.status_code == 202
+    assert {first.json()["sessionId"], second.json()["sessionId"], pushed.json()["sessionId"]} == \
+        {first.json()["sessionId"]}
+    bodies = [r.json()["body"] for r in wait_for(api, path, count=3)]
+    assert len(bodies) == 3
+    assert "first question" in bodies[0] and "second question" in bodies[1] and "(synchronize)" in bodies[2]
+
+
 def test_a_gitlab_merge_request_note_is_answered_with_a_note_and_a_wrong_token_is_refused(server, api):
     refused = post_gitlab(server, "not-the-token", "gl-1")
     accepted = post_gitlab(server, GITLAB_TOKEN, "gl-2")
