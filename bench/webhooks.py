@@ -43,7 +43,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from turns import (REDIS_HOST, BenchError, Server, child_env, pct, pg_create, pg_drop,  # noqa: E402
+from turns import (REDIS_HOST, Server, child_env, pct, pg_create, pg_drop,  # noqa: E402
                    redis_cleanup, redis_pick_db)
 
 ROOT = Path(__file__).resolve().parent.parent
