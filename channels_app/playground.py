@@ -73,17 +73,33 @@ def _tool_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
             for t in manifest.get("tools", [])]
 
 
+# What a raw route's "Try" form starts with, by channel kind: the headers naming the event
+# ("{now}" becomes a fresh number on each try, so a delivery id is never a duplicate) and a body.
+RAW_EXAMPLES = {
+    "github": ({"X-GitHub-Event": "ping", "X-GitHub-Delivery": "try-{now}"}, {"zen": "Tried from the playground."}),
+    "gitlab": ({"X-Gitlab-Event": "Note Hook", "X-Gitlab-Event-UUID": "try-{now}"}, {"object_kind": "note"}),
+    "bitbucket": ({"X-Event-Key": "diagnostics:ping", "X-Request-UUID": "try-{now}"}, {"test": True}),
+    "slack": ({}, {"type": "url_verification", "challenge": "tried-from-the-playground"}),
+}
+
+
 def _channel_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """Custom channels with a "Try" form per route: its path parameters and an example body or query."""
+    """Custom channels with a "Try" form per route: its path parameters and an example body or query;
+    a raw route (a provider's webhook) takes a body sent as it is and extra headers."""
     rows = []
     for channel in manifest.get("channels", []):
         routes = []
         for route in channel.get("routes", []):
+            params = [s[1:] for s in route["path"].split("/") if s.startswith(":")]
+            if route.get("rawBody"):
+                headers, body = RAW_EXAMPLES.get(channel.get("kind", ""), ({}, {}))
+                routes.append({**route, "takes": "raw", "example": json.dumps(body), "schema": "",
+                               "headers": json.dumps(headers), "params": params})
+                continue
             takes = "body" if route.get("bodySchema") else "query" if route.get("querySchema") else ""
             schema = route.get("bodySchema") or route.get("querySchema") or {}
             routes.append({**route, "takes": takes, "example": json.dumps(example_input(schema)) if takes else "",
-                           "schema": json.dumps(schema, indent=2) if takes else "",
-                           "params": [s[1:] for s in route["path"].split("/") if s.startswith(":")]})
+                           "schema": json.dumps(schema, indent=2) if takes else "", "params": params})
         rows.append({**channel, "routes": routes})
     return rows
 

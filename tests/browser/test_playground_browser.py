@@ -61,7 +61,8 @@ def server(tmp_path_factory) -> Iterator[Server]:
     (agents / "reporter" / "agent" / "tools").mkdir(parents=True)
     (agents / "reporter" / "agent" / "instructions.md").write_text("Write reports.\n")
     (agents / "reporter" / "agent" / "tools" / "make_report.py").write_text(textwrap.dedent(REPORT_TOOL))
-    with run_server(tmp_path_factory.mktemp("browser-state"), "--agents", str(agents)) as server:
+    # --dev: provider webhook routes take unsigned deliveries from this machine (their Try forms).
+    with run_server(tmp_path_factory.mktemp("browser-state"), "--agents", str(agents), "--dev") as server:
         yield server
 
 
@@ -305,3 +306,25 @@ def test_a_custom_channel_route_can_be_tried_from_the_agent_page(page):
     post_form.locator("button[type=submit]").click()
     expect(post_form.locator(".try-result")).to_contain_text("HTTP 400")
     expect(post_form.locator(".try-result")).to_contain_text("body.text")
+
+
+def test_a_providers_webhook_route_can_be_tried_with_its_headers(page):
+    page.goto("/playground/reviewer")
+    page.click('details[data-channel="github"] > summary')
+    github = page.locator('form.channel-try[data-url="/reviewer/v1/channels/github"]')
+    github.locator("button[type=submit]").click()  # the example: a ping, unsigned, from this machine under --dev
+    expect(github.locator(".try-result")).to_contain_text("HTTP 200")
+    expect(github.locator(".try-result")).to_contain_text('"pong": true')
+
+    github.locator('textarea[name="headers"]').fill('{"X-GitHub-Event": "pull_request", "X-GitHub-Delivery": "t-{now}"}')
+    github.locator('textarea[name="input"]').fill("not json")
+    github.locator("button[type=submit]").click()
+    expect(github.locator(".try-result")).to_contain_text("HTTP 400")
+    expect(github.locator(".try-result")).to_contain_text("invalid_payload")
+
+    page.click('details[data-channel="slack"] > summary')
+    slack = page.locator('form.channel-try[data-url="/reviewer/v1/channels/slack/events"]')
+    slack.locator("button[type=submit]").click()
+    expect(slack.locator(".try-result")).to_contain_text("HTTP 200")
+    expect(slack.locator(".try-result")).to_contain_text("tried-from-the-playground")
+

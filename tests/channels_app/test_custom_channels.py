@@ -766,6 +766,19 @@ def test_the_agent_page_has_a_try_form_for_each_channel_route(server_default, db
     assert b"setupChannelTries" in b"".join(script.streaming_content if script.streaming else [script.content])
 
 
+def test_a_providers_webhook_route_gets_a_try_form_with_headers_and_a_raw_body(server_default, db):
+    deploy_agent_folder(ROOT / "examples" / "reviewer")
+
+    html = Client(**LOCAL).get("/playground/reviewer").content.decode()
+
+    forms = re.findall(r'<form class="channel-try" data-method="(\w+)" data-url="([^"]+)" data-takes="(\w*)">', html)
+    assert forms == [("POST", "/reviewer/v1/channels/github", "raw"),
+                     ("POST", "/reviewer/v1/channels/slack/events", "raw"),
+                     ("POST", "/reviewer/v1/channels/slack/interactivity", "raw")]
+    assert "{&quot;X-GitHub-Event&quot;: &quot;ping&quot;, &quot;X-GitHub-Delivery&quot;: &quot;try-{now}&quot;}" in html
+    assert "url_verification" in html
+
+
 @transactional
 def test_wait_until_hands_the_work_to_the_task_queue_not_the_request(server_default, lab, calls):
     from django_q.models import OrmQ

@@ -356,7 +356,15 @@ function setupChannelTries() {
                      headers: { Accept: "application/json", "X-CSRFToken": csrfToken() } };
       const text = form.elements.input ? form.elements.input.value.trim() : "";
       try {
-        const value = text ? JSON.parse(text) : {};
+        if (form.dataset.takes === "raw") {
+          // A provider's webhook: the body goes as typed, with the headers that name the event.
+          const now = String(Date.now());
+          const headers = JSON.parse(form.elements.headers.value.trim() || "{}");
+          for (const [k, v] of Object.entries(headers)) init.headers[k] = String(v).replaceAll("{now}", now);
+          init.headers["Content-Type"] = "application/json";
+          init.body = text;
+        }
+        const value = form.dataset.takes === "raw" ? {} : text ? JSON.parse(text) : {};
         if (form.dataset.takes === "query") {
           const query = new URLSearchParams();
           for (const [k, v] of Object.entries(value)) query.append(k, typeof v === "string" ? v : JSON.stringify(v));
