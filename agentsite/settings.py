@@ -260,6 +260,9 @@ AGENTSITE_WORKSPACE_FILES_MAX = int(os.environ.get("AGENTSITE_WORKSPACE_FILES_MA
 AGENTSITE_WORKSPACE_FILE_MAX_BYTES = int(os.environ.get("AGENTSITE_WORKSPACE_FILE_MAX_BYTES", str(256 * 1024)))
 # How long a channel remembers the webhook deliveries it acted on (GitHub and Slack redeliver for hours, not days).
 AGENTSITE_CHANNEL_DELIVERY_DAYS = int(os.environ.get("AGENTSITE_CHANNEL_DELIVERY_DAYS", "14"))
+# How often the recovery sweep looks for channel deliveries that were never enqueued (a process
+# that died between a commit and its enqueue), and prunes old delivery ids: a scan, so seldom.
+AGENTSITE_CHANNEL_RESCAN_SECONDS = float(os.environ.get("AGENTSITE_CHANNEL_RESCAN_SECONDS", "300"))
 AGENTSITE_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTSITE_MAX_MESSAGE_CHARS", "100000"))
 # Readers poll the event table in case a wake-up was lost. Redis carries every
 # process's wake-ups to every reader, so there the poll is only a slow backstop;

@@ -18,7 +18,9 @@ index order and moves `channel_cursor` past each event it handed over. If its
 worker dies, the lease lapses and the recovery sweep enqueues a new delivery,
 which starts at the event the dead one was on: at least once, and exactly once
 unless a worker dies inside a handler. A delivery whose enqueue was lost (a
-crash between commit and enqueue) is made good by the session's next one.
+crash between commit and enqueue) is made good by the session's next one, or
+by `rescan_undelivered`, which the recovery sweep runs every
+AGENTSITE_CHANNEL_RESCAN_SECONDS.
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ from typing import Any, Callable
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from django_q.tasks import async_task
@@ -49,7 +51,7 @@ from sessions.broker import shared_broker
 from sessions.channel_delivery import enqueue_delivery
 from sessions.events import append_events, read_events
 from sessions.host import Host
-from sessions.models import ChannelDelivery, EventType, Session, Turn
+from sessions.models import ChannelDelivery, Event, EventType, Session, Turn
 from sessions.principal import Principal
 
 log = logging.getLogger(__name__)
@@ -476,6 +478,36 @@ def prune_deliveries(now=None) -> int:
     """The recovery sweep's part: forget delivery ids older than AGENTSITE_CHANNEL_DELIVERY_DAYS."""
     cutoff = (now or timezone.now()) - timedelta(days=settings.AGENTSITE_CHANNEL_DELIVERY_DAYS)
     return ChannelDelivery.objects.filter(created_at__lt=cutoff).delete()[0]
+
+
+# Channels whose sessions the HTTP API and the timers open: they have no events map.
+BUILT_IN_CHANNELS = ("http", "schedule", "reminder", "tool")
+
+
+def rescan_undelivered(limit: int = 500) -> int:
+    """Enqueue a delivery for each custom-channel session with events past its cursor and no
+    delivery running: the ones whose enqueue was lost. A session whose channel wants none of
+    them has its cursor moved to the end instead. Returns how many deliveries it enqueued."""
+    behind = (Session.objects.exclude(channel__in=BUILT_IN_CHANNELS)
+              .filter(channel_cursor__lt=F("next_event_index"), channel_lease_until__isnull=True)
+              .select_related("deployment").only("id", "channel", "channel_cursor", "next_event_index",
+                                                 "deployment")[:limit])
+    enqueued = 0
+    for row in behind:
+        try:
+            channel = load_deployment(row.deployment).channels.get(row.channel)
+        except Exception:
+            log.exception("cannot load the channel of %s", row.id)
+            continue
+        types = set(Event.objects.filter(session_id=row.id, index__gte=row.channel_cursor)
+                    .values_list("type", flat=True).distinct()) if channel is not None else set()
+        if any(channel.handlers_for(t) for t in types):
+            enqueue_delivery(row.id)
+            enqueued += 1
+        else:
+            Session.objects.filter(pk=row.id, channel_cursor=row.channel_cursor).update(
+                channel_cursor=row.next_event_index)
+    return enqueued
 
 
 def redeliver_lapsed(now=None) -> int:

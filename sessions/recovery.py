@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from sessions.custom_channels import prune_deliveries, redeliver_lapsed
+from sessions.custom_channels import prune_deliveries, redeliver_lapsed, rescan_undelivered
 from sessions.events import SessionGone
 from sessions.lifecycle import ending_events, requeue_lost_task, settle
 from sessions.models import EventType, Session, ToolCall, Turn
@@ -61,6 +63,9 @@ def fail_lost_turn(turn: Turn) -> bool:
     return True
 
 
+_next_rescan = 0.0  # this process's first sweep rescans
+
+
 def sweep(now=None) -> int:
     """One pass: end lost turns, re-enqueue stale queued ones. Returns how many turns it ended."""
     now = now or timezone.now()
@@ -82,7 +87,11 @@ def sweep(now=None) -> int:
     for turn_id in active_queued:
         requeue_lost_task(turn_id, now, stale, retry_at)
     redeliver_lapsed(now)
-    prune_deliveries(now)
+    global _next_rescan
+    if time.monotonic() >= _next_rescan:  # a scan of the session table: seldom
+        _next_rescan = time.monotonic() + settings.AGENTSITE_CHANNEL_RESCAN_SECONDS
+        rescan_undelivered()
+        prune_deliveries(now)
     return ended
 
 

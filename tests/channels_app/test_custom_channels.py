@@ -502,6 +502,28 @@ def test_a_delivery_whose_worker_died_is_taken_up_by_the_recovery_sweep(server_d
 
 
 @transactional
+def test_a_delivery_never_enqueued_is_made_good_by_the_rescan(server_default, lab, gate, sync_turns, calls):
+    from sessions.custom_channels import rescan_undelivered
+
+    started = post(Client(**LOCAL), "/lab/v1/channels/lab/start", {"text": "lost", "key": "k9"}).json()
+    sid = started["sessionId"]
+    completed = next(e["index"] for e in read_events(sid) if e["type"] == "message.completed")
+    calls.unlink()
+    # The process died between the commit and the enqueue: nothing holds the session, its cursor lags.
+    Session.objects.filter(pk=sid).update(channel_cursor=completed)
+    # A session of a channel whose events map wants none of its events only has its cursor moved.
+    quiet_sid = post(Client(**LOCAL), "/gate/v1/channels/everyone/start").json()["sessionId"]
+    assert Session.objects.get(pk=quiet_sid).channel_cursor == 0
+
+    assert rescan_undelivered() == 1
+
+    assert recorded(calls) == [{"event": "message.completed", "session": sid, "index": completed}]
+    for row in Session.objects.filter(pk__in=[sid, quiet_sid]):
+        assert row.channel_cursor == row.next_event_index
+    assert rescan_undelivered() == 0
+
+
+@transactional
 def test_a_delivery_held_by_another_worker_is_left_to_it(server_default, lab, sync_turns, calls):
     from datetime import timedelta
 
