@@ -216,10 +216,11 @@ def child_env(extra: dict[str, str]) -> dict[str, str]:
 
 
 def web_command(asgi: str, port: int) -> list[str]:
-    """The web process as `manage.py serve --asgi` starts it."""
+    """The web process as `manage.py serve --server <asgi>` starts it (agentsite/management/commands/serve.py)."""
     if asgi == "uvicorn":
         return [PYTHON, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port), "--loop", "uvloop",
-                "--http", "httptools", "--no-access-log", "--lifespan", "off", "agentsite.asgi:application"]
+                "--http", "httptools", "--ws", "websockets", "--no-access-log", "--lifespan", "off",
+                "agentsite.asgi:application"]
     return [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "agentsite.asgi:application"]
 
 

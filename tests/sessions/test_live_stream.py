@@ -1,9 +1,10 @@
 """The event stream of real turns over real HTTP.
 
 A real `manage.py serve` runs: daphne answers the stream while a qcluster
-worker, another process, writes the turn's events. The module runs once on
-the embedded default (SQLite, polling readers) and once on the scale-out
-configuration (PostgreSQL, Redis broker and channel layer).
+worker, another process, writes the turn's events. The module runs on the
+embedded default (SQLite, polling readers), on the scale-out configuration
+(PostgreSQL, Redis broker and channel layer), and on the embedded default
+under `serve --server uvicorn`.
 """
 from __future__ import annotations
 
@@ -35,17 +36,19 @@ agent = Agent(model="scripted:echo", params={"chunk_delay_ms": 40})
 LONG_MESSAGE = " ".join(f"w{i:03d}" for i in range(150))
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres+redis"])
+@pytest.fixture(scope="module", params=[("sqlite", "daphne"), ("postgres+redis", "daphne"), ("sqlite", "uvicorn")],
+                ids=["sqlite", "postgres+redis", "sqlite-uvicorn"])
 def server(request, tmp_path_factory) -> Iterator[Server]:
+    backend, web = request.param
     agents = tmp_path_factory.mktemp("agents")
     (agents / "slow" / "agent").mkdir(parents=True)
     (agents / "slow" / "agent" / "agent.py").write_text(SLOW_AGENT)
     (agents / "slow" / "agent" / "instructions.md").write_text("Echo the user, slowly.\n")
     with contextlib.ExitStack() as stack:
-        env = backend_env(stack, request.param)
-        root = tmp_path_factory.mktemp(f"state-{request.param.replace('+', '-')}")
-        server = stack.enter_context(run_server(root, "--agents", str(agents), env=env))
-        server.backend = request.param
+        env = backend_env(stack, backend)
+        root = tmp_path_factory.mktemp(f"state-{backend.replace('+', '-')}-{web}")
+        server = stack.enter_context(run_server(root, "--agents", str(agents), "--server", web, env=env))
+        server.backend = backend
         yield server
 
 

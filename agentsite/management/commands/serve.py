@@ -1,8 +1,9 @@
-"""`manage.py serve`: the web server (daphne) and the turn workers (qcluster) together.
+"""`manage.py serve`: the web server (daphne, or uvicorn with `--server uvicorn`) and the turn
+workers (qcluster) together.
 
 1. Check that the port is free, apply migrations and deploy the example
    agents (and any --agents folders).
-2. Plan daphne and `manage.py qcluster` as child processes, each in its own
+2. Plan the web server and `manage.py qcluster` as child processes, each in its own
    process group, with the auth and mode switches passed in the environment.
    Both run under agentsite.lifeline, so they and every process they fork die
    with serve, even when serve is killed with SIGKILL.
@@ -27,6 +28,15 @@ from agentsite.supervise import exec_supervisor
 from agents.discovery import AgentFolderError, deploy_agent_folder, find_agent_folders
 from sessions.models import hash_token
 
+WEB_SERVERS = {
+    "daphne": lambda host, port: ["-m", "daphne", "-b", host, "-p", str(port), "agentsite.asgi:application"],
+    # Lifespan off: the app has no lifespan handler (channels' on_start runs from agentsite.asgi).
+    "uvicorn": lambda host, port: ["-m", "uvicorn", "--host", host, "--port", str(port), "--loop", "uvloop",
+                                   "--http", "httptools", "--ws", "websockets", "--no-access-log",
+                                   "--lifespan", "off", "agentsite.asgi:application"],
+}
+
+
 class Command(BaseCommand):
     help = "Serve agentsite: HTTP/websocket server and turn workers, on the embedded default unless configured."
 
@@ -44,6 +54,9 @@ class Command(BaseCommand):
         parser.add_argument("--allow-anonymous", action="store_true", help="admit every caller as the anonymous principal")
         parser.add_argument("--workers", type=int, help="turn worker processes (default 2)")
         parser.add_argument("--no-workers", action="store_true", help="serve HTTP only; run `manage.py qcluster` elsewhere")
+        parser.add_argument("--server", choices=sorted(WEB_SERVERS), default="daphne",
+                            help="the ASGI server of the web process (uvicorn: uvloop and httptools, less CPU "
+                                 "per request; see bench/README.md)")
 
     def handle(self, *args, **opts):
         if opts["state_root"]:
@@ -80,7 +93,7 @@ class Command(BaseCommand):
         # Same pid after the exec below: the supervisor is the parent the children are tied to.
         lifeline = [sys.executable, "-m", "agentsite.lifeline", "--parent", str(os.getpid())]
         commands = {
-            "web": [*lifeline, "-m", "daphne", "-b", opts["host"], "-p", str(opts["port"]), "agentsite.asgi:application"],
+            "web": [*lifeline, *WEB_SERVERS[opts["server"]](opts["host"], opts["port"])],
         }
         if not opts["no_workers"]:
             commands["workers"] = [*lifeline, manage, "qcluster"]
