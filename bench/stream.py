@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -37,8 +36,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from turns import (AGENT, PYTHON, REDIS_HOST, BenchError, Server, child_env, pct, pg_create,  # noqa: E402
-                   pg_drop, redis_cleanup, redis_pick_db)
+from turns import AGENT, PYTHON, BenchError, Server, backend, child_env, pct  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 WRITER = ROOT / "bench" / "stream_writer.py"
@@ -130,42 +128,31 @@ def run_config(name: str, args: argparse.Namespace, tmp: Path) -> dict:
     state_root = tmp / name
     state_root.mkdir(parents=True)
     extra = {"AGENTSITE_STATE_ROOT": str(state_root)}
-    pg_db = redis_db = None
-    server = None
     report: dict = {"config": name}
-    try:
-        if name == "pg":
-            pg_db, redis_db = pg_create(), redis_pick_db(None)
-            extra["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{pg_db}"
-            extra["REDIS_URL"] = f"redis://{REDIS_HOST}/{redis_db}"
+    with backend(name, extra):
         print(f"\n== {name} (state root {state_root})")
         server = Server(ROOT, state_root, child_env(extra))
-        server.start()
-        with httpx.Client(base_url=server.base_url, timeout=60) as client:
-            session_id, next_index = open_session(client)
-            writer(server, "bulk", session_id, str(args.events - next_index))
-            last = args.events - 1
-            replay(client, session_id, last)  # warm: the first read of a cold table is not what is measured
-            runs = [round(replay(client, session_id, last), 1) for _ in range(args.runs)]
-            report["replay_ms"] = runs
-            report["replay_p50_ms"] = round(statistics.median(runs), 1)
-            print(f"  replay of {args.events} events: {runs} ms (p50 {report['replay_p50_ms']})")
-            lat = delivery(server, client, session_id, args.events, args.paced, args.interval_ms)
-            report["delivery_ms"] = {k: round(v, 2) for k, v in (
-                ("p50", pct(lat, 50)), ("p95", pct(lat, 95)), ("p99", pct(lat, 99)), ("max", max(lat)))}
-            report["delivered"] = len(lat)
-            print(f"  delivery of {len(lat)} events: {report['delivery_ms']}")
-        server.stop()
+        try:
+            server.start()
+            with httpx.Client(base_url=server.base_url, timeout=60) as client:
+                session_id, next_index = open_session(client)
+                writer(server, "bulk", session_id, str(args.events - next_index))
+                last = args.events - 1
+                replay(client, session_id, last)  # warm: the first read of a cold table is not what is measured
+                runs = [round(replay(client, session_id, last), 1) for _ in range(args.runs)]
+                report["replay_ms"] = runs
+                report["replay_p50_ms"] = round(statistics.median(runs), 1)
+                print(f"  replay of {args.events} events: {runs} ms (p50 {report['replay_p50_ms']})")
+                lat = delivery(server, client, session_id, args.events, args.paced, args.interval_ms)
+                report["delivery_ms"] = {k: round(v, 2) for k, v in (
+                    ("p50", pct(lat, 50)), ("p95", pct(lat, 95)), ("p99", pct(lat, 99)), ("max", max(lat)))}
+                report["delivered"] = len(lat)
+                print(f"  delivery of {len(lat)} events: {report['delivery_ms']}")
+        finally:
+            server.stop()
         report["log_errors"] = server.log_errors()
         if report["log_errors"]["lines"]:
             print(f"  ! {report['log_errors']['lines']} error line(s) in the server logs: {report['log_errors']['first'][:3]}")
-    finally:
-        if server is not None:
-            server.stop()
-        if pg_db:
-            pg_drop(pg_db)
-        if redis_db is not None:
-            redis_cleanup(redis_db)
     return report
 
 

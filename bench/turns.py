@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -55,7 +56,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import httpx
 import psutil
@@ -441,6 +442,23 @@ def redis_cleanup(n: int) -> int:
     finally:
         client.close()
     return removed
+
+
+@contextlib.contextmanager
+def backend(name: str, env: dict[str, str]) -> Iterator[None]:
+    """For `pg`: a throwaway PostgreSQL database and a free Redis db, named in `env`
+    (DATABASE_URL, REDIS_URL), dropped and cleaned afterwards. `embedded` needs neither."""
+    if name != "pg":
+        yield
+        return
+    pg_db, redis_db = pg_create(), redis_pick_db(None)
+    env["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{pg_db}"
+    env["REDIS_URL"] = f"redis://{REDIS_HOST}/{redis_db}"
+    try:
+        yield
+    finally:
+        pg_drop(pg_db)
+        redis_cleanup(redis_db)
 
 
 def turn_times(cfg: Config, turn_ids: list[str]) -> dict[str, tuple[float | None, float | None]]:

@@ -43,8 +43,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from turns import (REDIS_HOST, Server, child_env, pct, pg_create, pg_drop,  # noqa: E402
-                   redis_cleanup, redis_pick_db)
+from turns import Server, backend, child_env, pct  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SLUG = "hooks"
@@ -232,39 +231,30 @@ def run_config(name: str, args: argparse.Namespace, tmp: Path) -> dict:
     fake = FakeGitHub()
     extra = {"AGENTSITE_STATE_ROOT": str(state_root), "GITHUB_WEBHOOK_SECRET": SECRET, "GITHUB_TOKEN": "bench",
              "GITHUB_API_URL": fake.url, "AGENTSITE_OUTBOUND_ALLOW": "127.0.0.1/32"}
-    pg_db = redis_db = None
-    server = None
     report: dict = {"config": name}
     try:
-        if name == "pg":
-            pg_db, redis_db = pg_create(), redis_pick_db(None)
-            extra["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{pg_db}"
-            extra["REDIS_URL"] = f"redis://{REDIS_HOST}/{redis_db}"
-        print(f"\n== {name} (state root {state_root})")
-        server = Server(ROOT, state_root, child_env(extra), agent_dir=agent_folder(tmp / f"{name}-agent"))
-        server.start()
-        limits = httpx.Limits(max_connections=args.clients, max_keepalive_connections=args.clients)
-        with httpx.Client(base_url=server.base_url, timeout=60, limits=limits) as client:
-            for i in range(5):  # warm: imports, the first connection, the agent's first load
-                mark = new_mark()
-                send(client, Delivery(*pull_request(100_000 + i, mark), mark))
-            report["answer"] = answer_phase(client, fake, args.answer, 1)
-            print(f"  answer: {report['answer']}")
-            report["burst"] = burst_phase(client, fake, args, 10_000)
-            print(f"  burst:  {report['burst']}")
-        server.stop()
-        report["log_errors"] = server.log_errors()
-        if report["log_errors"]["lines"]:
-            print(f"  ! {report['log_errors']['lines']} error line(s) in the server logs: "
-                  f"{report['log_errors']['first'][:3]}")
+        with backend(name, extra):
+            print(f"\n== {name} (state root {state_root})")
+            server = Server(ROOT, state_root, child_env(extra), agent_dir=agent_folder(tmp / f"{name}-agent"))
+            try:
+                server.start()
+                limits = httpx.Limits(max_connections=args.clients, max_keepalive_connections=args.clients)
+                with httpx.Client(base_url=server.base_url, timeout=60, limits=limits) as client:
+                    for i in range(5):  # warm: imports, the first connection, the agent's first load
+                        mark = new_mark()
+                        send(client, Delivery(*pull_request(100_000 + i, mark), mark))
+                    report["answer"] = answer_phase(client, fake, args.answer, 1)
+                    print(f"  answer: {report['answer']}")
+                    report["burst"] = burst_phase(client, fake, args, 10_000)
+                    print(f"  burst:  {report['burst']}")
+            finally:
+                server.stop()
+            report["log_errors"] = server.log_errors()
+            if report["log_errors"]["lines"]:
+                print(f"  ! {report['log_errors']['lines']} error line(s) in the server logs: "
+                      f"{report['log_errors']['first'][:3]}")
     finally:
-        if server is not None:
-            server.stop()
         fake.close()
-        if pg_db:
-            pg_drop(pg_db)
-        if redis_db is not None:
-            redis_cleanup(redis_db)
     return report
 
 
