@@ -137,11 +137,13 @@ TARGETED = ("playground_session", "playground_trace", "playground_agent", "admin
 
 
 def pages(session_id: str) -> dict[str, str]:
+    from django.contrib.admin.utils import quote  # the admin unquotes "_22" and the like in a path
+
     return {
         "playground_session": f"/playground/support/session/{session_id}",
         "playground_trace": f"/playground/support/session/{session_id}/trace",
         "playground_agent": "/playground/support",
-        "admin_session_change": f"/admin/agent_sessions/session/{session_id}/change/",
+        "admin_session_change": f"/admin/agent_sessions/session/{quote(session_id)}/change/",
         "admin_session_list": "/admin/agent_sessions/session/",
         "events_ndjson": f"/support/v1/session/{session_id}/events",
     }

@@ -7,6 +7,7 @@ running turn, delete sessions, and approve or deny parked tool calls.
 import json
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import quote
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
@@ -43,7 +44,9 @@ def _clip(text: str, limit: int = 240) -> str:
 
 
 def _link(model: str, pk, text) -> str:
-    return format_html('<a href="{}">{}</a>', reverse(f"admin:agent_sessions_{model}_change", args=[pk]), text)
+    # quote(): the admin unquotes "_22", "_40" ... in a path, which ids such as ses_22ab... contain.
+    return format_html('<a href="{}">{}</a>', reverse(f"admin:agent_sessions_{model}_change", args=[quote(pk)]),
+                       text)
 
 
 def _table(headers: tuple[str, ...], rows) -> str:

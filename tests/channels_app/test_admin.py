@@ -9,8 +9,9 @@ import json
 import re
 
 import pytest
-from django.urls import reverse
+from django.contrib.admin.utils import quote
 from django.contrib.auth import get_user_model
+from django.urls import reverse
 from django.test import Client
 
 from sessions.engine import run_turn
@@ -103,7 +104,7 @@ def test_the_session_list_filters_and_searches(operator, busy_session):
 
 @transactional
 def test_the_session_change_page_shows_turns_tool_calls_and_events(operator, busy_session):
-    response = operator.get(reverse("admin:agent_sessions_session_change", args=[busy_session]))
+    response = operator.get(reverse("admin:agent_sessions_session_change", args=[quote(busy_session)]))
 
     assert response.status_code == 200
     page = response.content.decode()
@@ -115,6 +116,26 @@ def test_the_session_change_page_shows_turns_tool_calls_and_events(operator, bus
 
 
 @transactional
+def test_links_reach_objects_whose_ids_hold_what_the_admin_unquotes(operator, local, support_agent, sync_turns,
+                                                                    monkeypatch):
+    """`_22`, `_40` ... in a path are unquoted by the admin: ses_22ab... must still be linked to."""
+    import secrets
+
+    real = secrets.token_hex
+    monkeypatch.setattr(secrets, "token_hex", lambda n=None: "22" + real(n)[2:])  # every new id: <prefix>_22...
+    session_id = start(local, LOOKUP_A100)
+    turn_id = Turn.objects.get(session_id=session_id).id
+    assert session_id.startswith("ses_22") and turn_id.startswith("turn_22")
+
+    page = operator.get(reverse("admin:agent_sessions_session_change", args=[quote(session_id)]))
+
+    assert page.status_code == 200
+    turn_link = re.search(r'<a href="([^"]+)">' + turn_id, page.content.decode())
+    assert turn_link, "the turn is linked from its session's page"
+    assert operator.get(turn_link.group(1)).status_code == 200
+
+
+@transactional
 def test_a_long_sessions_change_page_shows_its_latest_history_and_links_to_all(operator, busy_session):
     """Thousands of events must not make the page slow: it shows the latest and links to the rest."""
     from sessions.admin import LATEST_EVENTS
@@ -123,7 +144,7 @@ def test_a_long_sessions_change_page_shows_its_latest_history_and_links_to_all(o
     append_events(busy_session, [("test.filler", {"n": n}) for n in range(LATEST_EVENTS + 20)])
     total = Event.objects.filter(session_id=busy_session).count()
 
-    page = operator.get(reverse("admin:agent_sessions_session_change", args=[busy_session])).content.decode()
+    page = operator.get(reverse("admin:agent_sessions_session_change", args=[quote(busy_session)])).content.decode()
 
     table = page.split('<table class="session-history">')[4]  # turns, tool calls, artifacts, events
     shown = [int(i) for i in re.findall(r'<a href="/admin/agent_sessions/event/\d+/change/">(\d+)</a>', table)]
@@ -147,13 +168,13 @@ def test_turn_tool_call_and_event_change_pages_render(operator, busy_session):
     event = Event.objects.filter(session_id=busy_session).first()
 
     for path in (
-        reverse("admin:agent_sessions_turn_change", args=[turn.pk]),
+        reverse("admin:agent_sessions_turn_change", args=[quote(turn.pk)]),
         f"/admin/agent_sessions/toolcall/{call.pk}/change/",
         f"/admin/agent_sessions/event/{event.pk}/change/",
     ):
         response = operator.get(path)
         assert response.status_code == 200, path
-    assert turn.id in operator.get(reverse("admin:agent_sessions_turn_change", args=[turn.pk])).content.decode()
+    assert turn.id in operator.get(reverse("admin:agent_sessions_turn_change", args=[quote(turn.pk)])).content.decode()
 
 
 @transactional
@@ -293,7 +314,7 @@ def reporting_session(local, tmp_path, sync_turns) -> str:
 def test_the_session_change_page_lists_its_artifacts_with_download_links(operator, reporting_session):
     from sessions.models import Artifact
 
-    page = operator.get(reverse("admin:agent_sessions_session_change", args=[reporting_session])).content.decode()
+    page = operator.get(reverse("admin:agent_sessions_session_change", args=[quote(reporting_session)])).content.decode()
 
     assert "Latest artifacts" in page
     for artifact in Artifact.objects.filter(session_id=reporting_session):

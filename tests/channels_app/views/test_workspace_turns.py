@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.urls import reverse
 from django.conf import settings
 
@@ -256,7 +257,7 @@ def test_the_admin_shows_a_sessions_workspace_size(alice, notes, sync_turns, cli
     user = get_user_model().objects.create_superuser("root", "root@example.com", "not-used")
     client.force_login(user)
 
-    page = client.get(reverse("admin:agent_sessions_session_change", args=[session_id]), HTTP_HOST="127.0.0.1:8000")
+    page = client.get(reverse("admin:agent_sessions_session_change", args=[quote(session_id)]), HTTP_HOST="127.0.0.1:8000")
 
     assert page.status_code == 200
     size = sum(p.stat().st_size for p in (Path(settings.AGENTSITE_WORKSPACES_ROOT) / session_id).rglob("*")
