@@ -4,9 +4,40 @@ touch a developer's `.agentsite/` and other processes can open the test DB."""
 import os
 import tempfile
 
-_root = tempfile.mkdtemp(prefix="agentsite-tests-")
-os.environ.setdefault("AGENTSITE_STATE_ROOT", _root)
-os.environ.setdefault("AGENTSITE_TEST_DB", os.path.join(_root, "test-db.sqlite3"))
+import pytest
+
+_worker = os.environ.get("PYTEST_XDIST_WORKER")
+if _worker:
+    # A pytest-xdist worker inherits the environment of the run's controller,
+    # where this module has already run: each worker takes a state root and a
+    # test database of its own under the controller's root, so no two workers
+    # share a SQLite file, a workspace folder or a server's files.
+    # (pytest-django also adds "_gwN" to the test database's name.)
+    _root = os.path.join(os.environ["AGENTSITE_STATE_ROOT"], _worker)
+    os.makedirs(_root, exist_ok=True)
+    os.environ["AGENTSITE_STATE_ROOT"] = _root
+    os.environ["AGENTSITE_TEST_DB"] = os.path.join(_root, "test-db.sqlite3")
+else:
+    _root = tempfile.mkdtemp(prefix="agentsite-tests-")
+    os.environ.setdefault("AGENTSITE_STATE_ROOT", _root)
+    os.environ.setdefault("AGENTSITE_TEST_DB", os.path.join(_root, "test-db.sqlite3"))
+
 # Never reach a real model provider from the suite.
 for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
     os.environ.pop(key, None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """A worker's temporary folders sit where a serial run's would, plus "gwN/".
+
+    pytest-xdist gives each worker `<the run's basetemp>/popen-gwN`. A server's
+    doorbells are Unix sockets under its state root, whose paths must stay under
+    sessions.doorbell.MAX_PATH, or the server runs without them (polling): the
+    extra "popen-" would be enough to take them from servers whose state root is
+    a `tmp_path` subfolder. The shorter name keeps them.
+    """
+    basetemp = getattr(config.option, "basetemp", None)
+    if _worker and basetemp and os.path.basename(basetemp) == f"popen-{_worker}":
+        config.option.basetemp = os.path.join(os.path.dirname(basetemp), _worker)
+
