@@ -32,10 +32,9 @@ def pytest_configure(config):
     """A worker's temporary folders sit where a serial run's would, plus "gwN/".
 
     pytest-xdist gives each worker `<the run's basetemp>/popen-gwN`. A server's
-    doorbells are Unix sockets under its state root, whose paths must stay under
-    sessions.doorbell.MAX_PATH, or the server runs without them (polling): the
-    extra "popen-" would be enough to take them from servers whose state root is
-    a `tmp_path` subfolder. The shorter name keeps them.
+    doorbells are Unix sockets under its state root while their paths fit
+    sessions.doorbell.MAX_PATH (else they move to a temp folder): the shorter
+    name keeps them under the state roots of `tmp_path` servers, as in a serial run.
     """
     basetemp = getattr(config.option, "basetemp", None)
     if _worker and basetemp and os.path.basename(basetemp) == f"popen-{_worker}":

@@ -19,6 +19,7 @@ import httpx
 import psutil
 import pytest
 
+from sessions.doorbell import bell_dir_for
 from tests.agentsite.test_serve import alive
 from tests.sessions.test_live_stream import is_type, postgres_database, read_ndjson, redis_database
 from tests.support import ROOT, Server, child_env, run_server
@@ -115,7 +116,7 @@ def test_after_a_kill_9_nothing_of_serve_is_left_and_a_restart_recovers_the_runn
             assert port_is_free(port)
         if backend_name == "sqlite":
             # What the killed processes leave behind, for the next serve to cope with.
-            assert list((state / "doorbells").glob("*.sock"))
+            assert list(bell_dir_for(state).glob("*.sock"))
             assert (state / "db.sqlite3-wal").exists()
 
         with run_server(state, env=env, port=port) as again:

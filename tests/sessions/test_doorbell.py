@@ -1,0 +1,67 @@
+"""Doorbells (sessions.doorbell): a ring reaches a listener of its kind, wherever the
+state root is, and never through a folder another user could have planted."""
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from sessions import doorbell
+
+
+@pytest.fixture
+def state_root(settings, tmp_path):
+    def at(path: Path) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        settings.STATE_ROOT = path
+        return path
+    return at
+
+
+def rung(kind: str) -> bool:
+    bell = doorbell.Bell(kind)
+    try:
+        assert bell.sock is not None, "the bell could not bind its socket"
+        doorbell.ring(kind, b"hello")
+        return bell.wait(2.0)
+    finally:
+        if bell.sock is not None:
+            bell.sock.close()
+
+
+def test_a_ring_wakes_a_listener_under_the_state_root(state_root, tmp_path):
+    root = state_root(tmp_path / "s")
+
+    assert doorbell.bell_dir() == root / "doorbells"
+    assert rung("web")
+
+
+def test_under_a_long_state_root_the_bells_live_in_a_private_temp_folder(state_root, tmp_path):
+    root = state_root(tmp_path / ("long-" * 20) / "state")
+    folder = doorbell.bell_dir()
+
+    assert not str(folder).startswith(str(root)) and str(folder).startswith(tempfile.gettempdir())
+    assert folder == doorbell.bell_dir_for(root), "every process of the root finds the same folder"
+    try:
+        assert rung("workers")
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    finally:
+        for sock in folder.glob("*.sock"):
+            sock.unlink()
+        folder.rmdir()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="planting a folder as another user needs root")
+def test_a_bell_folder_another_user_made_is_refused(state_root, tmp_path):
+    root = state_root(tmp_path / ("long-" * 20) / "planted")
+    folder = doorbell.bell_dir()
+    folder.mkdir(mode=0o777)
+    os.chown(folder, 65534, 65534)  # nobody's
+    try:
+        assert doorbell.Bell("web").sock is None, "a listener never binds in a folder it does not own"
+        assert doorbell.bell_dir_for(root) == folder
+    finally:
+        folder.rmdir()
