@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from django.db import transaction
+
 from agents.providers import get_provider
 from agents.providers.base import (
     ModelRequest,
@@ -209,15 +211,17 @@ class Runner:
 
         The results stay buffered: they commit with the next step's start (or the turn's parking or end).
         """
-        prepared = self.executor.prepare(calls)
-        self.emitter.emit(EventType.ACTIONS_REQUESTED, {"calls": [p.requested() for p in prepared]})
-        parked = [p for p in prepared if p.row.status == ToolCallRow.Status.AWAITING_APPROVAL]
-        for p in parked:
-            self.emitter.emit(EventType.ACTION_APPROVAL_REQUESTED, {
-                **p.requested(), "description": p.tool.description, "effect": p.tool.effect,
-            })
-        if any(p.row.status == ToolCallRow.Status.REQUESTED for p in prepared):
-            self.emitter.flush()  # readers see the calls while they run
+        # The calls' rows and the events announcing them commit together (one commit, not two).
+        with transaction.atomic():
+            prepared = self.executor.prepare(calls)
+            self.emitter.emit(EventType.ACTIONS_REQUESTED, {"calls": [p.requested() for p in prepared]})
+            parked = [p for p in prepared if p.row.status == ToolCallRow.Status.AWAITING_APPROVAL]
+            for p in parked:
+                self.emitter.emit(EventType.ACTION_APPROVAL_REQUESTED, {
+                    **p.requested(), "description": p.tool.description, "effect": p.tool.effect,
+                })
+            if any(p.row.status == ToolCallRow.Status.REQUESTED for p in prepared):
+                self.emitter.flush()  # readers see the calls while they run
         durations = self.executor.run(prepared)
         for p in prepared:
             if p.row.status != ToolCallRow.Status.AWAITING_APPROVAL:
