@@ -9,6 +9,7 @@ from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
+from agents.errors import error_body, error_response
 from sessions.admission import AdmissionError
 
 log = logging.getLogger(__name__)
@@ -21,14 +22,6 @@ class APIError(exceptions.APIException):
         self.error_code = code
         self.message = message
         self.details = details
-
-
-def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "details": details}}
-
-
-def error_response(status_code: int, code: str, message: str, details: Any = None) -> JsonResponse:
-    return JsonResponse(error_body(code, message, details), status=status_code)
 
 
 def _flatten(detail: Any) -> str:

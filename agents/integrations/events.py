@@ -7,13 +7,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Mapping
 
-from django.http import JsonResponse
-
-
-def error_response(status: int, code: str, message: str) -> JsonResponse:
-    """A refusal in the API's error shape, from a webhook route handler."""
-    return JsonResponse({"error": {"code": code, "message": message, "details": None}}, status=status)
-
 
 class WebhookError(Exception):
     """A delivery the channel must refuse; `status` is the HTTP answer to give."""

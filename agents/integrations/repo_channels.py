@@ -51,10 +51,11 @@ from typing import Any, Callable, Mapping
 from django.http import JsonResponse
 
 from agents.channels import POST, Channel, public_endpoint
+from agents.errors import error_response
 
 from . import bitbucket, github, gitlab
 from .bitbucket import BitbucketConfig
-from .events import EventKind, RepoEvent, SignatureError, Subject, WebhookError, error_response, header
+from .events import EventKind, RepoEvent, SignatureError, Subject, WebhookError, header
 from .github import GitHubConfig
 from .gitlab import GitLabConfig
 from .repo_replies import reply_events

@@ -41,8 +41,9 @@ from typing import Any, Collection
 from django.http import HttpResponse, JsonResponse
 
 from agents.channels import POST, Channel, public_endpoint
+from agents.errors import error_response
 
-from .events import PayloadError, SignatureError, error_response
+from .events import PayloadError, SignatureError
 from .slack import (
     Engagement,
     SlackClient,
