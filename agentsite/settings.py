@@ -51,7 +51,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Serves the admin's and the playground's static files from the apps, under daphne too.
-    "agentsite.static.StaticFilesMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     # Before anything acts on a request: writes from another site's pages stop here.
     "channels_app.origin.cross_site_guard",
     # A NUL in a path id or query parameter is a 400 before any view looks it up.
