@@ -522,6 +522,24 @@ def load_deployment(deployment: Deployment) -> LoadedAgent:
         return loaded
 
 
+_releases: dict[tuple[int, str], Deployment] = {}
+
+
+def release(pk: int, content_hash: str) -> Deployment:
+    """A release row with its agent, read once per process: the fields a turn needs never change.
+
+    Shared between threads and turns, so read-only; the agent's name or active
+    release on it may be stale (its slug and id are not).
+    """
+    key = (pk, content_hash)
+    found = _releases.get(key)
+    if found is None:
+        found = Deployment.objects.select_related("agent").get(pk=pk)
+        if found.content_hash == content_hash:
+            _releases[key] = found
+    return found
+
+
 def find_agent_folders(paths: list[Path]) -> list[Path]:
     """Each path is an agent folder (holding agent/) or a folder of them."""
     found: list[Path] = []

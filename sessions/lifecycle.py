@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any, Iterable, Sequence
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from django_q.conf import Conf
@@ -85,8 +85,11 @@ def queue_turn(session: Session, **fields: Any) -> Turn:
 def dispatch_next(session_id: str) -> str | None:
     """queued → active: start the oldest queued turn if no turn of the session is active; returns its id."""
     with transaction.atomic(savepoint=False):
-        queued = (Turn.objects.filter(session_id=session_id, status=Turn.Status.QUEUED)
-                  .order_by("created_at", "id").values_list("id", flat=True).first())
+        with connection.cursor() as cursor:  # written out: on every settle and follow-up
+            cursor.execute(f"SELECT id FROM {Turn._meta.db_table} WHERE session_id = %s AND status = %s "
+                           "ORDER BY created_at, id LIMIT 1", [session_id, Turn.Status.QUEUED])
+            row = cursor.fetchone()
+        queued = row[0] if row else None
         if queued is None or not Session.take_lock(session_id, queued, Session.Status.RUNNING):
             return None
         _enqueue_on_commit(queued)

@@ -13,9 +13,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from django.db import models
-from django.db.models import F, Value
-from django.db.models.functions import Coalesce
+from django.db import connection, models
 from django.utils import timezone
 
 from agents.discovery import load_deployment
@@ -253,12 +251,16 @@ class Turn(models.Model):
         flagged while the turn was queued included) is current.
         """
         now = timezone.now()
-        return bool(Turn.objects.filter(pk=turn_id, status=Turn.Status.QUEUED).update(
-            status=Turn.Status.RUNNING,
-            claimed_by=worker,
-            started_at=Coalesce(F("started_at"), Value(now, output_field=models.DateTimeField())),  # a resumed turn keeps its first start
-            lease_until=now + timezone.timedelta(seconds=lease_seconds),
-        ))
+        stamp = connection.ops.adapt_datetimefield_value
+        # Written out: one statement per turn on every worker, and the ORM's update building cost more
+        # CPU than the statement. COALESCE: a resumed turn keeps its first start.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {Turn._meta.db_table} SET status = %s, claimed_by = %s, "
+                "started_at = COALESCE(started_at, %s), lease_until = %s WHERE id = %s AND status = %s",
+                [Turn.Status.RUNNING, worker, stamp(now), stamp(now + timezone.timedelta(seconds=lease_seconds)),
+                 turn_id, Turn.Status.QUEUED])
+            return cursor.rowcount == 1
 
     def renew_lease(self, lease_seconds: float) -> bool:
         return bool(
