@@ -138,7 +138,7 @@ def submit_message(
         turn = lifecycle.queue_turn(session, trigger=trigger, message=message, admission=admission,
                                     source_ref=source_ref, workspace_files=workspace_files or [])
         # Readers of an idle session poll slowly; tell them a turn is coming.
-        transaction.on_commit(lambda: wakeups.publish(session.id, -1))
+        wakeups.announce(session.id, -1)
     session.refresh_from_db()
     return Admitted(session=session, turn=turn, continuation_token=token)
 

@@ -53,7 +53,7 @@ def append_events(
         if connection.vendor != "postgresql" or len(items) > ONE_STATEMENT_MAX:
             _insert(events)
         last = events[-1].index
-        transaction.on_commit(lambda: wakeups.publish(session_id, last))
+        wakeups.announce(session_id, last)
         if hooks:
             transaction.on_commit(lambda: run_hooks(hooks, events))
     return events

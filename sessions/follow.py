@@ -1,7 +1,7 @@
 """Replay, then follow: a session's event log as a live async iterator.
 
 Delivery apart from generation: workers append events (sessions.events),
-readers come here. The reader subscribes to the session's wake-up group
+readers come here. The reader subscribes to the session's wake-ups (sessions.wakeups)
 before it reads, so nothing written between the replay and the
 subscription is missed; after every wake-up or poll timeout it reads the
 table again from the next index it has not yielded, so it never repeats or
@@ -14,13 +14,11 @@ yields into their formats.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from dataclasses import dataclass
 from typing import AsyncIterator
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from django.conf import settings
 
 from sessions import wakeups
@@ -31,8 +29,6 @@ from sessions.models import Event, Session
 # follow-up was just admitted and its turn has not written anything yet.
 FAST_AFTER_WAKEUP_SECONDS = 2.0
 BATCH = 10_000  # events per read: a long replay is a few reads, each one write to the client
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -81,11 +77,7 @@ async def follow_events(session_id: str, start: int, mode: str | None = None) ->
     Ends by itself when the session is deleted or a task session has ended.
     `mode`: the session's, when the caller knows it.
     """
-    await wakeups.listen_for_other_processes()
-    layer = get_channel_layer()
-    channel = await layer.new_channel()
-    await layer.group_add(wakeups.group_name(session_id), channel)
-    wakeup: asyncio.Future | None = None
+    subscription = await wakeups.subscribe(session_id)
     try:
         opening = await _open(session_id, start, mode)
         if opening is None:
@@ -106,23 +98,11 @@ async def follow_events(session_id: str, start: int, mode: str | None = None) ->
                 return
             idle = last_type in TERMINAL_TYPES and time.monotonic() > fast_until
             timeout = settings.AGENTSITE_STREAM_POLL_IDLE if idle else settings.AGENTSITE_STREAM_POLL_RUNNING
-            # One receive stays pending across polls instead of being cancelled by
-            # each poll timeout: channels_redis takes a cancelled receive for a
-            # consumer that left, and a cancel landing in its Redis read can be
-            # swallowed, stalling the reader until the read timeout raises.
-            if wakeup is None:
-                wakeup = asyncio.ensure_future(layer.receive(channel))
-                wakeup.add_done_callback(_retrieve)
-            done, _ = await asyncio.wait([wakeup], timeout=timeout)
-            if done:
-                error = None if wakeup.cancelled() else wakeup.exception()
-                wakeup = None
-                if error is not None:
-                    # Wake-ups are hints: keep polling the table, at the poll pace.
-                    log.debug("wake-up receive failed on session %s: %r", session_id, error)
-                    await asyncio.sleep(timeout)
-                else:
-                    fast_until = time.monotonic() + FAST_AFTER_WAKEUP_SECONDS
+            woke = await subscription.wait(timeout)
+            if woke:
+                fast_until = time.monotonic() + FAST_AFTER_WAKEUP_SECONDS
+            elif woke is None:
+                await asyncio.sleep(timeout)  # wake-ups are hints: keep polling the table, at the poll pace
             else:
                 # A session deleted mid-turn never writes a terminal event, so look
                 # for deletion while running too, but no oftener than the idle poll.
@@ -133,12 +113,4 @@ async def follow_events(session_id: str, start: int, mode: str | None = None) ->
                         return  # deleted
             events = await _read(session_id, next_index)
     finally:
-        if wakeup is not None:
-            wakeup.cancel()
-        await layer.group_discard(wakeups.group_name(session_id), channel)
-
-
-def _retrieve(task: asyncio.Future) -> None:
-    """Mark a receive's failure as seen, so asyncio does not log it as unhandled."""
-    if not task.cancelled():
-        task.exception()
+        await subscription.close()

@@ -1,8 +1,11 @@
-"""Wake-ups over the channel layer: "session X has events up to N".
+"""Wake-ups: "session X has events up to N".
 
-They are hints only. The event table is the source of truth and readers
-re-read it after every wake-up or poll, so a dropped or unroutable wake-up
-(the in-memory layer cannot cross processes) costs latency, never events.
+On PostgreSQL they are notifications the writer's transaction sends
+(`sessions.pgnotify`); otherwise they go over the channel layer after the
+commit (on the embedded default, other processes ring the web process's
+doorbell). They are hints only. The event table is the source of truth and
+readers re-read it after every wake-up or poll, so a dropped or unroutable
+wake-up costs latency, never events.
 """
 from __future__ import annotations
 
@@ -13,8 +16,9 @@ from typing import Any
 
 from asgiref.sync import SyncToAsync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.db import connection, transaction
 
-from sessions import doorbell
+from sessions import doorbell, pgnotify
 from sessions.loopthread import LoopThread
 
 log = logging.getLogger(__name__)
@@ -83,3 +87,82 @@ def publish(session_id: str, index: int) -> None:
         return
     future = asyncio.run_coroutine_threadsafe(apublish(session_id, index), _loop.get())
     future.add_done_callback(_done)
+
+
+def announce(session_id: str, index: int) -> None:
+    """From inside the writer's transaction: readers are woken once it commits."""
+    if connection.vendor == "postgresql":
+        pgnotify.notify(session_id, index)
+    else:
+        transaction.on_commit(lambda: publish(session_id, index))
+
+
+# --- the reader's side ------------------------------------------------------------------
+
+
+async def subscribe(session_id: str) -> NotifySubscription | LayerSubscription:
+    """Subscribed before the reader's first read, so nothing written after it goes unannounced."""
+    if connection.vendor == "postgresql":
+        return NotifySubscription(session_id)
+    return await LayerSubscription.open(session_id)
+
+
+class NotifySubscription:
+    def __init__(self, session_id: str):
+        self.session_id = session_id
+        self.woken = pgnotify.hub.subscribe(session_id)
+
+    async def wait(self, timeout: float) -> bool | None:
+        """True when woken, False at the timeout (None: the wake-up failed; poll at the pace)."""
+        try:
+            await asyncio.wait_for(self.woken.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        self.woken.clear()
+        return True
+
+    async def close(self) -> None:
+        pgnotify.hub.unsubscribe(self.session_id, self.woken)
+
+
+class LayerSubscription:
+    def __init__(self, session_id: str, layer: Any, channel: str):
+        self.session_id, self.layer, self.channel = session_id, layer, channel
+        self.pending: asyncio.Future | None = None
+
+    @classmethod
+    async def open(cls, session_id: str) -> LayerSubscription:
+        await listen_for_other_processes()
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        await layer.group_add(group_name(session_id), channel)
+        return cls(session_id, layer, channel)
+
+    async def wait(self, timeout: float) -> bool | None:
+        # One receive stays pending across polls instead of being cancelled by
+        # each poll timeout: channels_redis takes a cancelled receive for a
+        # consumer that left, and a cancel landing in its Redis read can be
+        # swallowed, stalling the reader until the read timeout raises.
+        if self.pending is None:
+            self.pending = asyncio.ensure_future(self.layer.receive(self.channel))
+            self.pending.add_done_callback(_retrieve)
+        done, _ = await asyncio.wait([self.pending], timeout=timeout)
+        if not done:
+            return False
+        error = None if self.pending.cancelled() else self.pending.exception()
+        self.pending = None
+        if error is not None:
+            log.debug("wake-up receive failed on session %s: %r", self.session_id, error)
+            return None
+        return True
+
+    async def close(self) -> None:
+        if self.pending is not None:
+            self.pending.cancel()
+        await self.layer.group_discard(group_name(self.session_id), self.channel)
+
+
+def _retrieve(task: asyncio.Future) -> None:
+    """Mark a receive's failure as seen, so asyncio does not log it as unhandled."""
+    if not task.cancelled():
+        task.exception()
