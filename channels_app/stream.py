@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import AsyncIterator
 
-from channels.db import database_sync_to_async
 from django.http import StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -17,15 +16,6 @@ from channels_app.ownership import check_reader
 from channels_app.parsers import parse_start_index
 from sessions.events import Line
 from sessions.follow import follow_events
-
-
-@database_sync_to_async
-def _access(slug: str, session_id: str, principal) -> str | APIError:
-    """The session's mode if the caller may read it, else why not."""
-    try:
-        return check_reader(slug, session_id, principal)
-    except APIError as exc:
-        return exc
 
 
 async def _ndjson(batches: AsyncIterator[list[Line]]) -> AsyncIterator[bytes]:
@@ -44,7 +34,9 @@ async def _sse(batches: AsyncIterator[list[Line]]) -> AsyncIterator[bytes]:
 
 
 @csrf_exempt  # GET only: any other method gets the JSON 405 below, not Django's CSRF page
-async def stream_view(request, slug: str, session_id: str):
+def stream_view(request, slug: str, session_id: str):
+    # A sync view: it runs on the request's thread with the middleware (agentsite.threads),
+    # so its one query needs no crossing; the stream itself is async and runs on the event loop.
     if request.method != "GET":
         response = error_response(405, "method_not_allowed", f"{request.method} is not allowed here; use GET")
         response["Allow"] = "GET"
@@ -59,9 +51,10 @@ async def stream_view(request, slug: str, session_id: str):
         start = parse_start_index(request.GET.get("startIndex"), request.headers.get("Last-Event-ID") if sse else None)
     except APIError as exc:
         return error_response(exc.status_code, exc.error_code, exc.message)
-    mode = await _access(slug, session_id, principal)
-    if isinstance(mode, APIError):
-        return error_response(mode.status_code, mode.error_code, mode.message)
+    try:
+        mode = check_reader(slug, session_id, principal)
+    except APIError as exc:
+        return error_response(exc.status_code, exc.error_code, exc.message)
     events = follow_events(session_id, start, mode)
     response = StreamingHttpResponse(
         _sse(events) if sse else _ndjson(events),

@@ -17,6 +17,7 @@ from django.db import connection, models
 from django.utils import timezone
 
 from agents.discovery import load_deployment
+from sessions.models.written import update_where
 
 
 def new_id(prefix: str) -> str:
@@ -186,7 +187,7 @@ class Session(models.Model):
     @staticmethod
     def release_lock(session_id: str, turn_id: str, **update: Any) -> bool:
         """Active turn `turn_id` → none, with whatever else settles with it (status, conversation, usage)."""
-        return bool(Session.objects.filter(pk=session_id, active_turn=turn_id).update(active_turn=None, **update))
+        return bool(update_where(Session, {"id": session_id, "active_turn": turn_id}, {"active_turn": None, **update}))
 
 
 class Turn(models.Model):
@@ -301,9 +302,9 @@ class Turn(models.Model):
         this run must not write its outcome over that one.
         """
         assert status in self.FINISHED, status
-        won = Turn.objects.filter(pk=self.pk, status=self.Status.RUNNING, claimed_by=self.claimed_by).update(
-            status=status, error=error, usage=usage, ended_at=timezone.now(), lease_until=None, state={},
-        )
+        won = update_where(Turn, {"id": self.pk, "status": self.Status.RUNNING, "claimed_by": self.claimed_by},
+                           {"status": status, "error": error, "usage": usage, "ended_at": timezone.now(),
+                            "lease_until": None, "state": {}})
         if won:
             self.status, self.error, self.usage = status, error, usage
         return bool(won)
