@@ -29,6 +29,7 @@ from agents.sdk import Hook
 from sessions.broker import shared_broker
 from sessions.events import append_events
 from sessions.models import EventType, Session, ToolCall, Turn
+from sessions.models.written import insert_row
 from sessions.usage import Usage, add_usage
 
 # The django-q task that runs a turn (a dotted path: queued tasks outlive a deploy).
@@ -67,9 +68,9 @@ def open_session(session: Session, turn: Turn, events: Sequence[tuple[str, dict[
     with transaction.atomic(savepoint=False):
         session.status = Session.Status.RUNNING
         session.active_turn_id = turn.id
-        session.save(force_insert=True)
+        insert_row(session)
         turn.session = session
-        turn.save(force_insert=True)
+        insert_row(turn)
         append_events(session.id, events, hooks=hooks)
         _enqueue_on_commit(turn.id)
 

@@ -1,8 +1,8 @@
-"""Conditional updates written out for the hottest transitions.
+"""Inserts and conditional updates written out for the hottest transitions.
 
-On this stack the ORM's building of an `.update()` costs a worker more CPU
-than the database spends running it (about 0.3 to 0.5 ms against well under
-0.1). These build the same statement directly; every value still goes
+On this stack the ORM's building of an `.update()` or a `save()` costs more
+CPU than the database spends running it (about 0.3 to 0.5 ms against well
+under 0.1). These build the same statement directly; every value still goes
 through its field's own adaptation (JSON, datetimes, foreign keys), so
 what is stored is what the ORM would store.
 """
@@ -32,3 +32,20 @@ def update_where(model: type[models.Model], where: dict[str, Any], values: dict[
         cursor.execute(f"UPDATE {quote(meta.db_table)} SET {', '.join(assignments)} WHERE {' AND '.join(conditions)}",
                        params)
         return cursor.rowcount
+
+
+def insert_row(instance: models.Model) -> None:
+    """INSERT the new `instance` as `save(force_insert=True)` would, for a model with a preset primary key.
+
+    Fields' `pre_save` runs (auto_now and auto_now_add stamp the instance) and
+    each value is adapted by its field. No signals are sent: the hot models
+    this is used for have no receivers.
+    """
+    meta, quote = instance._meta, connection.ops.quote_name
+    fields = [f for f in meta.local_concrete_fields if not getattr(f, "generated", False)]
+    params = [f.get_db_prep_save(f.pre_save(instance, True), connection) for f in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+                       f"VALUES ({', '.join(['%s'] * len(fields))})", params)
+    instance._state.adding = False
+    instance._state.db = connection.alias
