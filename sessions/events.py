@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 
 from agents.channels import ChannelHook
@@ -105,6 +105,7 @@ def _allocate_and_insert(session_id: str, items: list[tuple[str, dict[str, Any]]
     does; an append is one round trip instead of two.
     """
     fields = {name: Event._meta.get_field(name) for name in _COLUMNS}
+    connection = connections[DEFAULT_DB_ALIAS]  # resolved once: each use of the proxy looks it up again
     quote = connection.ops.quote_name
     columns = ", ".join(quote(fields[name].column) for name in _COLUMNS)
     values = ", ".join(["(%s::integer, %s, %s::jsonb)"] * len(items))
@@ -132,6 +133,7 @@ def _allocate_and_insert(session_id: str, items: list[tuple[str, dict[str, Any]]
 def _insert(events: list[Event]) -> None:
     """One executemany INSERT: the hot path of every turn, where bulk_create's generality costs."""
     fields = [Event._meta.get_field(name) for name in _COLUMNS]
+    connection = connections[DEFAULT_DB_ALIAS]
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     placeholders = ", ".join(["%s"] * len(fields))
     rows = [

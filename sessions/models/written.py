@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connections, models
 
 
 def update_where(model: type[models.Model], where: dict[str, Any], values: dict[str, Any]) -> int:
     """UPDATE model SET values WHERE every `where` field equals its value (None: IS NULL); the rows changed."""
+    connection = connections[DEFAULT_DB_ALIAS]  # resolved once: each use of the proxy looks it up again
     meta, quote = model._meta, connection.ops.quote_name
     assignments, conditions, params = [], [], []
     for name, value in values.items():
@@ -41,6 +42,7 @@ def insert_row(instance: models.Model) -> None:
     each value is adapted by its field. No signals are sent: the hot models
     this is used for have no receivers.
     """
+    connection = connections[DEFAULT_DB_ALIAS]
     meta, quote = instance._meta, connection.ops.quote_name
     fields = [f for f in meta.local_concrete_fields if not getattr(f, "generated", False)]
     params = [f.get_db_prep_save(f.pre_save(instance, True), connection) for f in fields]
