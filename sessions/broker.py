@@ -12,6 +12,7 @@ collector above all, cost several times what the database spends.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 
 from django import db
@@ -65,8 +66,6 @@ class DoorbellORM(ORM):
 
 
 class _Statements:
-    by_vendor: dict[str, _Statements] = {}
-
     def __init__(self, quote):
         table, self.id = quote(OrmQ._meta.db_table), quote("id")
         key, payload, lock = quote("key"), quote("payload"), quote("lock")
@@ -76,6 +75,11 @@ class _Statements:
         self.delete = f"DELETE FROM {table} WHERE {self.id} = %s"
 
 
+@functools.lru_cache(maxsize=4)
+def _statements(vendor: str) -> _Statements:
+    return _Statements(connections[Conf.ORM].ops.quote_name)
+
+
 @contextlib.contextmanager
 def _cursor():
     # As the stock broker's get_connection(): outside a transaction, drop a stale connection first.
@@ -83,13 +87,14 @@ def _cursor():
         db.close_old_connections()
     conn = connections[Conf.ORM]
     with conn.cursor() as cursor:
-        sql = _Statements.by_vendor.get(conn.vendor) or _Statements.by_vendor.setdefault(
-            conn.vendor, _Statements(conn.ops.quote_name))
-        yield cursor, conn, sql
+        yield cursor, conn, _statements(conn.vendor)
+
+
+_LOCK = OrmQ._meta.get_field("lock")
 
 
 def _lock(when, conn):
-    return OrmQ._meta.get_field("lock").get_db_prep_value(when, conn)
+    return _LOCK.get_db_prep_value(when, conn)
 
 
 _by_pid: dict[int, Broker] = {}

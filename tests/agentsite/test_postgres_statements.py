@@ -14,6 +14,7 @@ from tests.sessions.test_concurrent_appends import database, run
 from tests.support import ROOT
 
 SCRIPT = """
+import json
 import django
 django.setup()
 from django.core.management import call_command
@@ -42,7 +43,7 @@ def test_repeated_statements_are_prepared_on_the_server_unless_turned_off(settin
     with database("postgres", tmp_path / "state") as (env, _):
         if setting is not None:
             env["AGENTSITE_DB_PREPARED"] = setting
-        out = json.loads(run("import json\n" + SCRIPT, env, str(ROOT / "examples" / "support")).strip())
+        out = json.loads(run(SCRIPT, env, str(ROOT / "examples" / "support")).strip())
 
     assert (out["prepared"] > 0) is prepares, out["prepared"]
     assert out["stored"] == [{"i": i, "text": 'it\'s "quoted"'} for i in range(8)]
