@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from agents.modules import find_in_file
-from agents.sdk import Tool, ToolContext
+from agents.definitions import Tool, ToolContext
 
 
 def main(argv: list[str]) -> int:

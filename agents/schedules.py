@@ -13,7 +13,7 @@ import frontmatter
 from croniter import CroniterBadDateError, croniter
 
 from agents.modules import find_in_file
-from agents.sdk import Schedule
+from agents.definitions import Schedule
 
 SCHEDULE_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 

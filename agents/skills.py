@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 import frontmatter
 
 from agents.modules import find_in_file
-from agents.sdk import Skill
+from agents.definitions import Skill
 
 SKILL_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 MAX_SKILL_FILE_BYTES = 512 * 1024

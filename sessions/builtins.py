@@ -7,7 +7,7 @@ from pydantic import BaseModel, Field
 
 from agents.discovery import LoadedAgent
 from agents.providers.base import ToolSpec
-from agents.sdk import Tool
+from agents.definitions import Tool
 from agents.skills import safe_relative
 
 class LoadSkillInput(BaseModel):

@@ -23,10 +23,10 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from agents.discovery import LoadedAgent, load_deployment
-from agents.filesystems import VERBS
+from agents.workspaces.filesystems import VERBS
 from agents.mcp import SEPARATOR
 from agents.models import Agent
-from agents.sdk import Tool
+from agents.definitions import Tool
 from sessions import lifecycle
 from sessions.admission import AdmissionError
 from sessions.events import append_events

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from agents.discovery import LoadedAgent, load_deployment, release
-from agents.filesystems import WorkspaceError
+from agents.workspaces.filesystems import WorkspaceError
 from agents.models import Deployment
 from agents.providers.base import ProviderError
 from sessions import lifecycle

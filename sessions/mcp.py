@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from agents.mcp import SEPARATOR, McpServer, expand
-from agents.sdk import Tool
+from agents.definitions import Tool
 from sessions.loopthread import LoopThread
 
 log = logging.getLogger(__name__)

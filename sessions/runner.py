@@ -28,7 +28,7 @@ from agents.providers.base import (
     ToolCall,
 )
 from agents.providers.base import Usage as ProviderUsage
-from agents.sdk import Hook
+from agents.hooks import Hook
 from sessions.events import append_events
 from sessions.models import EventType, ToolCall as ToolCallRow
 from sessions.storable import clean_text

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from agents.providers.base import ToolCall as ModelToolCall
 from agents.providers.base import ToolSpec
-from agents.sdk import SessionInfo, Tool, ToolContext
+from agents.definitions import SessionInfo, Tool, ToolContext
 from sessions.models import Session, ToolCall, Turn
 from sessions.storable import clean, clean_text, find_problem
 from sessions.host import Host
