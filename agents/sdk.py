@@ -26,12 +26,15 @@ from agents.channels import (
 )
 from agents.definitions import Agent, Effect, Execution, Schedule, SessionInfo, Skill, Tool, ToolContext, tool
 from agents.hooks import Hook, hook
-from agents.integrations.bitbucket import BitbucketConfig
+from agents.integrations.bitbucket.channel import bitbucket_channel
+from agents.integrations.bitbucket.client import BitbucketConfig
 from agents.integrations.events import RepoEvent
-from agents.integrations.github import GitHubConfig
-from agents.integrations.gitlab import GitLabConfig
-from agents.integrations.repo_channels import bitbucket_channel, default_auth, github_channel, gitlab_channel
-from agents.integrations.slack_channel import slack_channel
+from agents.integrations.github.channel import github_channel
+from agents.integrations.github.client import GitHubConfig
+from agents.integrations.gitlab.channel import gitlab_channel
+from agents.integrations.gitlab.client import GitLabConfig
+from agents.integrations.repo_channels import default_auth
+from agents.integrations.slack.channel import slack_channel
 from agents.mcp import McpServer, mcp_http, mcp_stdio
 from agents.workspaces.filesystems import WorkspaceError
 from agents.workspaces.host_files import host_files_fs

@@ -20,7 +20,7 @@ from agents.discovery.checks import check_runtime, load_mcp, seed_folder, tool_p
 from agents.discovery.loaded import AgentFolderError, LoadedAgent, LoadedSubagent, Problem
 from agents.hooks import Hook
 from agents.models import validate_slug
-from agents.modules import find_in_file
+from agents.modules import find_in_file, release_namespace
 from agents.schedules import load_schedules
 from agents.skills import load_skills
 from agents.workspaces.runtimes import VirtualRuntime
@@ -75,7 +75,7 @@ def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
         raise AgentFolderError(root, problems + [Problem("agent/", "missing: create an agent/ folder with instructions.md")])
 
     digest = content_hash(root)
-    namespace = f"agentsite_agents.{re.sub(r'[^a-z0-9_]', '_', slug)}_{digest[:12]}"
+    namespace = release_namespace(slug, digest)
 
     instructions = ""
     instructions_path = base / "instructions.md"
