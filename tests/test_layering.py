@@ -226,3 +226,11 @@ def test_the_line_check_names_long_files_and_skips_migrations(tmp_path):
     (tmp_path / "app" / "short.py").write_text("x = 1\n" * 450)
     (tmp_path / "app" / "migrations" / "0001_initial.py").write_text("x = 1\n" * 900)
     assert long_modules(tmp_path, ("app",)) == ["app/long.py: 451 lines"]
+
+
+def test_nothing_in_the_apps_imports_the_sdk_facade():
+    """`agents.sdk` is what agent folders import; the apps import each name from its home."""
+    graph = import_graph(ROOT, LAYERS)
+    found = [f"{where} imports agents.sdk" for module, edges in sorted(graph.items())
+             for target, where in edges.items() if target == "agents.sdk"]
+    assert not found, "\n".join(found)
