@@ -14,8 +14,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from agents.modules import find_in_file
 from agents.definitions import Tool, ToolContext
+from agents.modules import find_in_file
 
 
 def main(argv: list[str]) -> int:

@@ -35,8 +35,8 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 
 from pydantic import BaseModel
 
-from agents.modules import find_in_file
 from agents.hooks import Hook
+from agents.modules import find_in_file
 
 @functools.lru_cache(maxsize=256)
 def _schema_of(model: type[BaseModel]) -> dict[str, Any]:

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from agents.definitions import Tool
 from agents.discovery import LoadedAgent
 from agents.workspaces.filesystems import VERBS
-from agents.definitions import Tool
 from agents.workspaces.tools import workspace_tools
 from sessions.builtins import builtin_tools
 from sessions.mcp import mcp_tools

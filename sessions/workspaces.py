@@ -34,9 +34,9 @@ from agents.definitions import Tool
 from agents.discovery import LoadedAgent
 from agents.workspaces.filesystems import VERBS, WorkspaceError, methods_of, session_copy, split_path
 from agents.workspaces.localfs import LocalFS
-from agents.workspaces.shell import LocalShellFS
 from agents.workspaces.memoryfs import skill_markdown
 from agents.workspaces.runtimes import LocalRuntime, SessionContext, narrow
+from agents.workspaces.shell import LocalShellFS
 from agents.workspaces.tools import workspace_tools
 from agents.workspaces.unionfs import bind_skills
 from sessions.host import Host

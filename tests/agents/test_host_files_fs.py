@@ -15,10 +15,10 @@ import pytest
 
 from agents.workspaces.filesystems import (DeleteArgs, EditArgs, GlobArgs, GrepArgs, LsArgs, ReadArgs, WorkspaceError, WriteArgs,
                                            methods_of)
-from agents.workspaces.memoryfs import memory_fs
-from agents.workspaces.unionfs import union_fs
 from agents.workspaces.host_files import Entry, HostFilesFilesystem, Match, glob_regex, host_files_fs
+from agents.workspaces.memoryfs import memory_fs
 from agents.workspaces.runtimes import SessionContext
+from agents.workspaces.unionfs import union_fs
 
 
 @dataclass

@@ -21,8 +21,8 @@ from agents.workspaces.filesystems import (
     methods_of,
 )
 from agents.workspaces.memoryfs import memory_fs, skills_fs
-from agents.workspaces.unionfs import union_fs
 from agents.workspaces.runtimes import SessionContext, narrow
+from agents.workspaces.unionfs import union_fs
 
 ALL = ["read", "ls", "glob", "grep", "write", "edit", "delete", "shell"]
 FILES_ONLY = ALL[:-1]
