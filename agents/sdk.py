@@ -1,7 +1,10 @@
-"""The SDK that agent folders import (and only they: code inside the apps imports each name
-from its home, so this module imports everything and nothing imports it back): `Agent`, `tool`, `Skill`, `Schedule`, `hook`,
-and the runtimes and filesystems of workspaces (`local_runtime`, `virtual_runtime`,
-`memory_fs`, `union_fs`, `skills_fs`).
+"""The SDK that agent folders import: `Agent`, `tool`, `Skill`, `Schedule`, `hook`,
+the runtimes and filesystems of workspaces (`local_runtime`, `virtual_runtime`,
+`memory_fs`, `union_fs`, `skills_fs`), channels and the provider channels.
+
+Only agent folders import it: each name has its home (`agents.definitions`,
+`agents.channels`, `agents.workspaces`, `agents.integrations`, ...), which code
+inside the apps imports instead, so nothing imports this module back.
 
     # agent/agent.py
     from agents.sdk import Agent
