@@ -14,8 +14,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from agents.definitions import Tool, ToolContext
 from agents.modules import find_in_file
-from agents.sdk import Tool, ToolContext
 
 
 def main(argv: list[str]) -> int:

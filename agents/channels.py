@@ -35,8 +35,8 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 
 from pydantic import BaseModel
 
-from agents.modules import find_in_file
 from agents.hooks import Hook
+from agents.modules import find_in_file
 
 @functools.lru_cache(maxsize=256)
 def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
@@ -271,7 +271,7 @@ def load_channels(folder: Path, namespace: str, problems: list[tuple[str, str]])
         if path.stem in RESERVED_IDS:
             problems.append((rel, f"{path.stem!r} is the name of a built-in surface: rename the file"))
             continue
-        channels = find_in_file(path, f"{namespace}.channels.{path.stem.replace('-', '_')}", Channel,
+        channels = find_in_file(path, channel_module(namespace, path.stem), Channel,
                                 lambda message, rel=rel: problems.append((rel, message)), name="channel")
         if channels is None:
             continue
@@ -283,6 +283,11 @@ def load_channels(folder: Path, namespace: str, problems: list[tuple[str, str]])
         if not found_problems:
             found[path.stem] = LoadedChannel(path.stem, channels[0])
     return found
+
+
+def channel_module(namespace: str, channel_id: str) -> str:
+    """The module a release's `agent/channels/<id>.py` is imported as; it binds the declaration to `channel`."""
+    return f"{namespace}.channels.{channel_id.replace('-', '_')}"
 
 
 def channel_problems(channel: Channel) -> list[str]:

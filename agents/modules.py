@@ -1,11 +1,13 @@
 """Importing an agent folder's Python files as modules of their own."""
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
 
@@ -37,3 +39,24 @@ def find_in_file(path: Path, module_name: str, kind: type[T], report: Callable[[
         report(f"failed to import: {type(exc).__name__}: {exc}")
         return None
     return [value for key, value in vars(module).items() if isinstance(value, kind) and name in (None, key)]
+
+
+def release_namespace(slug: str, content_hash: str) -> str:
+    """The package name a release's modules are imported under (`<namespace>.tools.<name>`, ...).
+
+    Named by slug and content, so two releases of one agent never share a module,
+    and a worker that loaded a release finds its modules by these names.
+    """
+    return f"agentsite_agents.{re.sub(r'[^a-z0-9_]', '_', slug)}_{content_hash[:12]}"
+
+
+def function_by_name(module: str, qualname: str) -> Any:
+    """A module-level function (or any value) by its module and qualified name.
+
+    A release's modules are found in `sys.modules` (a worker imports the release
+    before calling into it); a library module is imported if it is not yet.
+    """
+    target: Any = sys.modules.get(module) or importlib.import_module(module)
+    for part in qualname.split("."):
+        target = getattr(target, part)
+    return target

@@ -12,8 +12,8 @@ from typing import Any, Callable
 import frontmatter
 from croniter import CroniterBadDateError, croniter
 
+from agents.definitions import Schedule
 from agents.modules import find_in_file
-from agents.sdk import Schedule
 
 SCHEDULE_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 

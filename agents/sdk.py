@@ -1,6 +1,10 @@
 """The SDK that agent folders import: `Agent`, `tool`, `Skill`, `Schedule`, `hook`,
-and the runtimes and filesystems of workspaces (`local_runtime`, `virtual_runtime`,
-`memory_fs`, `union_fs`, `skills_fs`).
+the runtimes and filesystems of workspaces (`local_runtime`, `virtual_runtime`,
+`memory_fs`, `union_fs`, `skills_fs`), channels and the provider channels.
+
+Only agent folders import it: each name has its home (`agents.definitions`,
+`agents.channels`, `agents.workspaces`, `agents.integrations`, ...), which code
+inside the apps imports instead, so nothing imports this module back.
 
     # agent/agent.py
     from agents.sdk import Agent
@@ -19,19 +23,27 @@ and the runtimes and filesystems of workspaces (`local_runtime`, `virtual_runtim
 """
 from __future__ import annotations
 
-import functools
-import inspect
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Literal
-
-from pydantic import BaseModel
-
-from agents.mcp import McpServer, mcp_http, mcp_stdio  # noqa: F401 (part of the SDK agent folders import)
-from agents.filesystems import WorkspaceError, memory_fs, skills_fs, union_fs
-from agents.runtimes import SessionContext, local_runtime, virtual_runtime
-from agents.host_files import host_files_fs
+from agents.channels import (
+    DELETE, GET, PATCH, POST, PUT, AuthPolicy, Channel, Route, allow_all, bearer_auth, local_dev, local_dev_strict,
+    loopback_only, public_endpoint,
+)
+from agents.definitions import Agent, Effect, Execution, Schedule, SessionInfo, Skill, Tool, ToolContext, tool
 from agents.hooks import Hook, hook
+from agents.integrations.bitbucket.channel import bitbucket_channel
+from agents.integrations.bitbucket.client import BitbucketConfig
+from agents.integrations.events import RepoEvent
+from agents.integrations.github.channel import github_channel
+from agents.integrations.github.client import GitHubConfig
+from agents.integrations.gitlab.channel import gitlab_channel
+from agents.integrations.gitlab.client import GitLabConfig
+from agents.integrations.repo_channels import default_auth
+from agents.integrations.slack.channel import slack_channel
+from agents.mcp import McpServer, mcp_http, mcp_stdio
+from agents.workspaces.filesystems import WorkspaceError
+from agents.workspaces.host_files import host_files_fs
+from agents.workspaces.memoryfs import memory_fs, skills_fs
+from agents.workspaces.runtimes import SessionContext, local_runtime, virtual_runtime
+from agents.workspaces.unionfs import union_fs
 
 __all__ = [
     "Agent", "tool", "Tool", "Skill", "Schedule", "hook", "Hook", "ToolContext", "SessionInfo", "SessionContext",
@@ -42,168 +54,3 @@ __all__ = [
     "slack_channel", "github_channel", "gitlab_channel", "bitbucket_channel", "default_auth", "RepoEvent",
     "GitHubConfig", "GitLabConfig", "BitbucketConfig",
 ]
-
-Effect = Literal["read", "write"]
-Execution = Literal["server", "agent"]
-
-
-@dataclass(frozen=True)
-class Agent:
-    """What `agent/agent.py` declares. Every field is optional."""
-
-    model: str = ""
-    description: str = ""
-    params: dict[str, Any] = field(default_factory=dict)
-    max_steps: int | None = None
-    name: str = ""
-    # Opt in to the built-in `remind_me` tool (reminders the model sets itself).
-    reminders_tool: bool = False
-    # MCP servers whose tools the model gets (`mcp_stdio(...)`, `mcp_http(...)`), besides agent/mcp.json.
-    mcp: tuple[McpServer, ...] | list[McpServer] = ()
-    # Where file and shell tools act: local_runtime() (the default) or virtual_runtime(fs).
-    runtime: Any = None
-    # Narrows the workspace tools offered (read, ls, glob, grep, write, edit, delete, shell);
-    # None: every tool the workspace implements; []: none.
-    tools: list[str] | tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True)
-class Tool:
-    """A typed server tool. The file name under `agent/tools/` is its name."""
-
-    description: str
-    input_model: type[BaseModel]
-    function: Callable[..., Any]
-    effect: Effect = "read"
-    needs_approval: bool = False
-    dry_run_result: Any = None
-    time_args: tuple[str, ...] = ()
-    execution: Execution = "server"
-    # A needs_approval tool may run without approval when called directly
-    # (the tool-call route, `manage.py call`, schedule handlers) only if it opts in.
-    direct_call: bool = False
-
-    def input_schema(self) -> dict[str, Any]:
-        return _schema_of(self.input_model)
-
-    def __call__(self, input: BaseModel, ctx: "ToolContext") -> Any:
-        return self.function(input, ctx)
-
-
-@functools.lru_cache(maxsize=1024)
-def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
-    """JSON schemas are built once per model: every model call sends them."""
-    return model.model_json_schema()
-
-
-def tool(
-    *,
-    description: str,
-    effect: Effect = "read",
-    input: type[BaseModel] | None = None,
-    needs_approval: bool = False,
-    dry_run_result: Any = None,
-    time_args: list[str] | tuple[str, ...] = (),
-    execution: Execution = "server",
-    direct_call: bool = False,
-) -> Callable[[Callable[..., Any]], Tool]:
-    """Declare a tool. The input model is `input=` or the first parameter's annotation."""
-
-    def decorate(function: Callable[..., Any]) -> Tool:
-        model = input or _first_parameter_model(function)
-        return Tool(
-            description=description,
-            input_model=model,
-            function=function,
-            effect=effect,
-            needs_approval=needs_approval,
-            dry_run_result=dry_run_result,
-            time_args=tuple(time_args),
-            execution=execution,
-            direct_call=direct_call,
-        )
-
-    return decorate
-
-
-def _first_parameter_model(function: Callable[..., Any]) -> type[BaseModel]:
-    try:
-        hints = inspect.get_annotations(function, eval_str=True)
-    except Exception as exc:  # an unresolvable annotation is the author's to fix
-        raise TypeError(f"cannot read the annotations of {function.__name__}: {exc}") from exc
-    params = list(inspect.signature(function).parameters)
-    annotation = hints.get(params[0]) if params else None
-    if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-        raise TypeError(
-            f"{function.__name__}: annotate the first parameter with a pydantic model "
-            "(def my_tool(input: Input, ctx)) or pass input=Input to @tool"
-        )
-    return annotation
-
-
-@dataclass(frozen=True)
-class Skill:
-    """A generated skill (`agent/skills/<name>.py`: `skill = Skill(...)`)."""
-
-    description: str
-    markdown: str
-    files: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """A cron schedule with a handler (`agent/schedules/<id>.py`: `schedule = Schedule(...)`).
-
-    `run(ctx)` gets `ctx.receive(message, ...)` (start a conversation on the
-    HTTP channel), `ctx.call_tool(name, input)`, `ctx.host` (`kv`, `files`,
-    `artifacts` with `session_id=`, `reminders`) and `ctx.principal` (the
-    schedule's app principal). Cron is 5 fields, UTC.
-    """
-
-    cron: str
-    run: Callable[[Any], Any]
-    title: str = ""
-
-
-@dataclass
-class SessionInfo:
-    id: str
-    agent: str
-    mode: str
-    principal_id: str
-    dry_run: bool = False
-
-
-@dataclass
-class ToolContext:
-    """What a tool function receives besides its validated input.
-
-    `host`: the server's services (`kv`, `files`, `artifacts`, `reminders`), see `sessions.host`.
-    """
-
-    session: SessionInfo | None
-    call_id: str
-    as_of: datetime | None = None
-    host: Any = None
-    # Whether the turn was asked to stop (polled by long-running tools such as `shell`).
-    should_stop: Callable[[], bool] = lambda: False
-
-    def now(self) -> datetime:
-        """The session's frozen instant under `asOf`, else the current time (UTC)."""
-        return self.as_of or datetime.now(timezone.utc)
-
-
-# Channels are declared in their own module, which builds on the names above.
-from agents.channels import (  # noqa: E402
-    DELETE, GET, PATCH, POST, PUT, AuthPolicy, Channel, Route, allow_all, bearer_auth, local_dev, local_dev_strict,
-    loopback_only, public_endpoint,
-)
-# Provider channels (GitHub, GitLab, Bitbucket, Slack), built on the channel declarations above.
-from agents.integrations.bitbucket import BitbucketConfig  # noqa: E402
-from agents.integrations.events import RepoEvent  # noqa: E402
-from agents.integrations.github import GitHubConfig  # noqa: E402
-from agents.integrations.gitlab import GitLabConfig  # noqa: E402
-from agents.integrations.repo_channels import (  # noqa: E402
-    bitbucket_channel, default_auth, github_channel, gitlab_channel,
-)
-from agents.integrations.slack_channel import slack_channel  # noqa: E402

@@ -15,8 +15,8 @@ from pathlib import Path, PurePosixPath
 
 import frontmatter
 
+from agents.definitions import Skill
 from agents.modules import find_in_file
-from agents.sdk import Skill
 
 SKILL_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 MAX_SKILL_FILE_BYTES = 512 * 1024

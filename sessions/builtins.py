@@ -5,9 +5,9 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
+from agents.definitions import Tool
 from agents.discovery import LoadedAgent
 from agents.providers.base import ToolSpec
-from agents.sdk import Tool
 from agents.skills import safe_relative
 
 class LoadSkillInput(BaseModel):

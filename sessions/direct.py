@@ -22,11 +22,11 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
+from agents.definitions import Tool
 from agents.discovery import LoadedAgent, load_deployment
-from agents.filesystems import VERBS
 from agents.mcp import SEPARATOR
 from agents.models import Agent
-from agents.sdk import Tool
+from agents.workspaces.filesystems import VERBS
 from sessions import lifecycle
 from sessions.admission import AdmissionError
 from sessions.events import append_events

@@ -19,9 +19,9 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from agents.discovery import LoadedAgent, load_deployment, release
-from agents.filesystems import WorkspaceError
 from agents.models import Deployment
 from agents.providers.base import ProviderError
+from agents.workspaces.filesystems import WorkspaceError
 from sessions import lifecycle
 from sessions.direct import resume_call
 from sessions.events import SessionGone

@@ -19,7 +19,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 
 from agents.channels import ChannelHook
-from agents.sdk import Hook
+from agents.hooks import Hook
 from sessions import wakeups
 from sessions.channel_delivery import hand_to_channels
 from sessions.models import Event, EventType, Session

@@ -25,7 +25,7 @@ from django.utils.module_loading import import_string
 from django_q.conf import Conf
 from django_q.tasks import async_task
 
-from agents.sdk import Hook
+from agents.hooks import Hook
 from sessions.broker import shared_broker
 from sessions.events import append_events
 from sessions.models import EventType, Session, ToolCall, Turn

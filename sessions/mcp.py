@@ -30,8 +30,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from agents.definitions import Tool
 from agents.mcp import SEPARATOR, McpServer, expand
-from agents.sdk import Tool
 from sessions.loopthread import LoopThread
 
 log = logging.getLogger(__name__)

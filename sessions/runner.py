@@ -27,8 +27,8 @@ from agents.providers.base import (
     TextDelta,
     ToolCall,
 )
+from agents.hooks import Hook
 from agents.providers.base import Usage as ProviderUsage
-from agents.sdk import Hook
 from sessions.events import append_events
 from sessions.models import EventType, ToolCall as ToolCallRow
 from sessions.storable import clean_text

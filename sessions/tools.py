@@ -22,9 +22,9 @@ from typing import Any, Callable
 from django.db import close_old_connections, connection
 from pydantic import BaseModel, ValidationError
 
+from agents.definitions import SessionInfo, Tool, ToolContext
 from agents.providers.base import ToolCall as ModelToolCall
 from agents.providers.base import ToolSpec
-from agents.sdk import SessionInfo, Tool, ToolContext
 from sessions.models import Session, ToolCall, Turn
 from sessions.storable import clean, clean_text, find_problem
 from sessions.host import Host

@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from agents.definitions import Tool
 from agents.discovery import LoadedAgent
-from agents.filesystems import VERBS
-from agents.sdk import Tool
-from agents.workspace_tools import workspace_tools
+from agents.workspaces.filesystems import VERBS
+from agents.workspaces.tools import workspace_tools
 from sessions.builtins import builtin_tools
 from sessions.mcp import mcp_tools
 from sessions.workspaces import Workspace

@@ -30,12 +30,15 @@ from typing import Any
 
 from django.conf import settings
 
+from agents.definitions import Tool
 from agents.discovery import LoadedAgent
-from agents.filesystems import VERBS, WorkspaceError, bind_skills, methods_of, session_copy, skill_markdown, split_path
-from agents.localfs import LocalFS, LocalShellFS
-from agents.runtimes import LocalRuntime, SessionContext, narrow
-from agents.sdk import Tool
-from agents.workspace_tools import workspace_tools
+from agents.workspaces.filesystems import VERBS, WorkspaceError, methods_of, session_copy, split_path
+from agents.workspaces.localfs import LocalFS
+from agents.workspaces.memoryfs import skill_markdown
+from agents.workspaces.runtimes import LocalRuntime, SessionContext, narrow
+from agents.workspaces.shell import LocalShellFS
+from agents.workspaces.tools import workspace_tools
+from agents.workspaces.unionfs import bind_skills
 from sessions.host import Host
 
 log = logging.getLogger(__name__)

@@ -1,8 +1,9 @@
-"""Apps import downward only: agents < sessions < channels_app < agentsite.
+"""Apps import downward only: agents < sessions < channels_app < agentsite; no
+import cycles between modules; no module too long to read.
 
 Every import counts, at any depth: one placed inside a function to dodge an
 import cycle still makes the lower app depend on the higher one. Migrations
-and tests are left out.
+and tests are left out of the import rules.
 """
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("agents", "sessions", "channels_app", "agentsite")
+MAX_LINES = 450
+# Where the line limit applies besides the apps.
+OTHER_CODE = ("tests", "bench")
 
 
 def imported_modules(source: str, package: str) -> list[tuple[int, str]]:
@@ -30,6 +34,105 @@ def imported_modules(source: str, package: str) -> list[tuple[int, str]]:
             else:
                 name = node.module or ""
             found.append((node.lineno, name))
+    return found
+
+
+def imports_with_names(source: str, package: str) -> list[tuple[int, str, tuple[str, ...]]]:
+    """Like `imported_modules`, with the names a `from` import takes (empty for `import x`)."""
+    found: list[tuple[int, str, tuple[str, ...]]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name, ()) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            (line, name), = imported_modules(ast.unparse(node), package)
+            found.append((node.lineno, name, tuple(alias.name for alias in node.names)))
+    return found
+
+
+def module_name(root: Path, path: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root: Path, apps: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """module -> {imported project module: "file:line"}.
+
+    `from pkg import name` counts as importing `pkg.name` when that is a module,
+    else `pkg`. Importing `a.b.c` is not counted as importing the packages `a`
+    and `a.b` (their `__init__` runs first, but a package that re-exports its
+    modules would otherwise be a cycle with each of them). Imports under
+    `if TYPE_CHECKING:` count: a type-only import is still a dependency a reader
+    has to follow, and it is the usual way to hide a cycle, as an import inside a
+    function is (take a Protocol or a duck type instead).
+    """
+    files = {module_name(root, path): path for app in apps for path in sorted((root / app).rglob("*.py"))
+             if not {"migrations", "tests"} & set(path.relative_to(root).parts)}
+    graph: dict[str, dict[str, str]] = {}
+    for module, path in files.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        edges: dict[str, str] = {}
+        for line, name, names in imports_with_names(path.read_text(encoding="utf-8"), package):
+            targets = [f"{name}.{n}" for n in names if f"{name}.{n}" in files]
+            if len(targets) < len(names) or not names:
+                targets.append(name)
+            for target in targets:
+                if target in files and target != module:
+                    edges.setdefault(target, f"{path.relative_to(root)}:{line}")
+        graph[module] = edges
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, {}):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def describe_cycle(graph: dict[str, dict[str, str]], component: list[str]) -> str:
+    inside = [f"    {where} imports {target}" for module in component
+              for target, where in sorted(graph[module].items()) if target in component]
+    return " <-> ".join(component) + "\n" + "\n".join(inside)
+
+
+def long_modules(root: Path, folders: tuple[str, ...], limit: int = MAX_LINES) -> list[str]:
+    """`path: lines` of every Python file over `limit` lines in `folders`, migrations aside."""
+    found = []
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            if "migrations" in path.relative_to(root).parts:
+                continue
+            count = len(path.read_text(encoding="utf-8").splitlines())
+            if count > limit:
+                found.append(f"{path.relative_to(root)}: {count} lines")
     return found
 
 
@@ -82,3 +185,52 @@ def test_imports_inside_functions_and_relative_imports_are_seen():
         (1, "os"), (3, "channels_app.auth"), (6, "agentsite.settings"),
         (7, "sessions.management"), (8, "sessions.agents"),
     ]
+
+
+def test_no_import_cycles_in_or_between_apps():
+    graph = import_graph(ROOT, LAYERS)
+    found = cycles(graph)
+    assert not found, "import cycles:\n" + "\n".join(describe_cycle(graph, c) for c in found)
+
+
+def test_the_cycle_check_sees_cycles_through_functions_and_type_checking(tmp_path):
+    app = tmp_path / "app"
+    (app / "inner").mkdir(parents=True)
+    (app / "__init__.py").write_text("")
+    (app / "inner" / "__init__.py").write_text("from app.inner.deep import thing\n")
+    (app / "inner" / "deep.py").write_text("thing = 1\n")
+    (app / "a.py").write_text("from app import b\n")
+    (app / "b.py").write_text("def f():\n    from .c import g\n")
+    (app / "c.py").write_text("import app.a\n")
+    (app / "d.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from app.e import E\n")
+    (app / "e.py").write_text("from app import d\n")
+    (app / "f.py").write_text("from app.inner import deep\nimport app.a\n")
+    graph = import_graph(tmp_path, ("app",))
+    assert graph["app.a"] == {"app.b": "app/a.py:1"}
+    assert graph["app.f"] == {"app.inner.deep": "app/f.py:1", "app.a": "app/f.py:2"}
+    assert cycles(graph) == [["app.a", "app.b", "app.c"], ["app.d", "app.e"]]
+
+    (app / "c.py").write_text("import app.inner\n")
+    (app / "e.py").write_text("")
+    assert cycles(import_graph(tmp_path, ("app",))) == []
+
+
+def test_no_module_is_over_450_lines():
+    found = long_modules(ROOT, LAYERS + OTHER_CODE)
+    assert not found, f"split these modules (over {MAX_LINES} lines):\n" + "\n".join(found)
+
+
+def test_the_line_check_names_long_files_and_skips_migrations(tmp_path):
+    (tmp_path / "app" / "migrations").mkdir(parents=True)
+    (tmp_path / "app" / "long.py").write_text("x = 1\n" * 451)
+    (tmp_path / "app" / "short.py").write_text("x = 1\n" * 450)
+    (tmp_path / "app" / "migrations" / "0001_initial.py").write_text("x = 1\n" * 900)
+    assert long_modules(tmp_path, ("app",)) == ["app/long.py: 451 lines"]
+
+
+def test_nothing_in_the_apps_imports_the_sdk_facade():
+    """`agents.sdk` is what agent folders import; the apps import each name from its home."""
+    graph = import_graph(ROOT, LAYERS)
+    found = [f"{where} imports agents.sdk" for module, edges in sorted(graph.items())
+             for target, where in edges.items() if target == "agents.sdk"]
+    assert not found, "\n".join(found)

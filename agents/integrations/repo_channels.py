@@ -1,4 +1,5 @@
-"""Channels for code hosts: `github_channel(...)`, `gitlab_channel(...)`, `bitbucket_channel(...)`.
+"""The channel of code hosts, shared by `github_channel(...)`, `gitlab_channel(...)` and
+`bitbucket_channel(...)` (each in its integration's `channel` module).
 
     # agent/channels/github.py: served at POST /<slug>/v1/channels/github
     from agents.sdk import default_auth, github_channel
@@ -42,23 +43,20 @@ Hook mapping (every hook gets `(ctx, event)`; `on_event` gets what no other take
 from __future__ import annotations
 
 import base64
-import importlib
 import logging
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from django.http import JsonResponse
 
-from agents.channels import POST, Channel, public_endpoint
+from agents.channels import POST, Channel, channel_module, public_endpoint
 from agents.errors import error_response
-
-from . import bitbucket, github, gitlab
-from .bitbucket import BitbucketConfig
-from .events import EventKind, RepoEvent, SignatureError, Subject, WebhookError, header
-from .github import GitHubConfig
-from .gitlab import GitLabConfig
-from .repo_replies import reply_events
+from agents.integrations.bitbucket import protocol as bitbucket
+from agents.integrations.events import EventKind, RepoEvent, SignatureError, Subject, WebhookError, header
+from agents.integrations.github import protocol as github
+from agents.integrations.gitlab import protocol as gitlab
+from agents.integrations.repo_replies import reply_events
+from agents.modules import function_by_name, release_namespace
 
 log = logging.getLogger(__name__)
 
@@ -293,21 +291,15 @@ def run_task(ctx: Any, provider: str, headers: dict[str, str], body: str, refere
 
     A module-level task is found by name in the release (already imported by the task runner);
     a lambda or closure is found by asking the channel's hook again, on the same event, in the
-    release that took the delivery.
+    release that took the delivery: its channel module is found by name the same way.
     """
-    # Imported here: discovery imports the SDK, which imports this module.
-    from agents.discovery import load_deployment
-    from agents.models import Deployment
-
     event = PROVIDERS[provider].parse(headers, base64.b64decode(body))
     if reference is not None:
-        target: Any = sys.modules.get(reference["module"]) or importlib.import_module(reference["module"])
-        for part in reference["qualname"].split("."):
-            target = getattr(target, part)
-        target(ctx, event)
+        function_by_name(reference["module"], reference["qualname"])(ctx, event)
         return
-    deployment = Deployment.objects.select_related("agent").get(pk=deployment_id)
-    declared = load_deployment(deployment).channels[ctx.channel_id].channel
+    deployment = ctx.agent.deployments.get(pk=deployment_id)
+    namespace = release_namespace(ctx.agent.slug, deployment.content_hash)
+    declared = function_by_name(channel_module(namespace, ctx.channel_id), "channel")
     webhook = next(r.handler for r in declared.routes if isinstance(r.handler, RepoWebhook))
     decision = webhook.decide(ctx, event)
     if decision is None or "task" not in decision:
@@ -318,7 +310,7 @@ def run_task(ctx: Any, provider: str, headers: dict[str, str], body: str, refere
 
 
 @dataclass
-class _Declared:
+class Declared:
     """The parts every code-host channel takes besides its hooks."""
 
     hooks: dict[str, Hook] = field(default_factory=dict)
@@ -333,7 +325,7 @@ class _Declared:
     description: str = ""
 
 
-def _channel(provider: str, config: Any, declared: _Declared) -> Channel:
+def build_channel(provider: str, config: Any, declared: Declared) -> Channel:
     for name, hook in declared.hooks.items():
         if hook is not None and not callable(hook):
             raise TypeError(f"{name}= must be a function hook(ctx, event)")
@@ -364,7 +356,7 @@ def _both(first: Callable[..., Any], second: Callable[..., Any]) -> Callable[...
     return handle
 
 
-def _config(cls: type, builder: str, config: Any, config_fields: dict[str, Any], hooks: dict[str, Any]) -> Any:
+def config_from(cls: type, builder: str, config: Any, config_fields: dict[str, Any], hooks: dict[str, Any]) -> Any:
     """`config`, or one built from keyword fields, refusing a word that is neither a field nor a hook."""
     if config is not None:
         if config_fields:
@@ -380,70 +372,4 @@ def _config(cls: type, builder: str, config: Any, config_fields: dict[str, Any],
     return cls(**config_fields)
 
 
-def github_channel(*, config: GitHubConfig | None = None, on_pull_request: Hook | None = None,
-                   on_comment: Hook | None = None, on_issue: Hook | None = None,
-                   on_check_suite: Hook | None = None, on_check_run: Hook | None = None,
-                   on_workflow_run: Hook | None = None, on_status: Hook | None = None,
-                   on_push: Hook | None = None, on_event: Hook | None = None, skip_bots: bool = True,
-                   ignore_senders: tuple[str, ...] | list[str] = (), commit_status: bool | str = False,
-                   auth: Any = None, events: Mapping[str, Any] | None = None,
-                   state: Mapping[str, Any] | None = None, on_start: Callable[[Any], Any] | None = None,
-                   on_stop: Callable[[], Any] | None = None, description: str = "",
-                   **config_fields: Any) -> Channel:
-    """A GitHub (GitHub.com or Enterprise Server) webhook channel.
-
-    `config` (or its fields as keywords: `api_url="https://ghe.example.com/api/v3"`,
-    `token_env=...`) names the variables holding the secrets. `skip_bots`: ignore bot
-    senders on pull requests, comments, issues and pushes; `ignore_senders`:
-    logins to ignore (the account the agent comments as). `commit_status=True` (or a
-    context name, `{slug}` standing for the agent's) sets a commit status on the head
-    commit: pending while a turn runs, then success or failure.
-    """
-    hooks = dict(on_pull_request=on_pull_request, on_comment=on_comment, on_issue=on_issue,
-                 on_check_suite=on_check_suite, on_check_run=on_check_run, on_workflow_run=on_workflow_run,
-                 on_status=on_status, on_push=on_push, on_event=on_event)
-    config = _config(GitHubConfig, "github_channel", config, config_fields, hooks)
-    return _channel("github", config, _Declared(hooks, skip_bots, tuple(ignore_senders), commit_status, auth,
-                                                events, state, on_start, on_stop, description))
-
-
-def gitlab_channel(*, config: GitLabConfig | None = None, on_pull_request: Hook | None = None,
-                   on_comment: Hook | None = None, on_issue: Hook | None = None,
-                   on_pipeline: Hook | None = None, on_push: Hook | None = None, on_event: Hook | None = None,
-                   skip_bots: bool = True, ignore_senders: tuple[str, ...] | list[str] = (),
-                   commit_status: bool | str = False, auth: Any = None, events: Mapping[str, Any] | None = None,
-                   state: Mapping[str, Any] | None = None, on_start: Callable[[Any], Any] | None = None,
-                   on_stop: Callable[[], Any] | None = None, description: str = "",
-                   **config_fields: Any) -> Channel:
-    """A GitLab (GitLab.com or self-managed: `api_url="https://<host>/api/v4"`) project hook channel.
-
-    Merge requests reach `on_pull_request`, notes `on_comment`, issues `on_issue`,
-    pipelines `on_pipeline`, pushes `on_push`; the rest `on_event`. Replies are notes.
-    """
-    hooks = dict(on_pull_request=on_pull_request, on_comment=on_comment, on_issue=on_issue,
-                 on_pipeline=on_pipeline, on_push=on_push, on_event=on_event)
-    config = _config(GitLabConfig, "gitlab_channel", config, config_fields, hooks)
-    return _channel("gitlab", config, _Declared(hooks, skip_bots, tuple(ignore_senders), commit_status, auth,
-                                                events, state, on_start, on_stop, description))
-
-
-def bitbucket_channel(*, config: BitbucketConfig | None = None, on_pull_request: Hook | None = None,
-                      on_comment: Hook | None = None, on_push: Hook | None = None, on_event: Hook | None = None,
-                      skip_bots: bool = True, ignore_senders: tuple[str, ...] | list[str] = (),
-                      auth: Any = None, events: Mapping[str, Any] | None = None,
-                      state: Mapping[str, Any] | None = None, on_start: Callable[[Any], Any] | None = None,
-                      on_stop: Callable[[], Any] | None = None, description: str = "",
-                      **config_fields: Any) -> Channel:
-    """A Bitbucket Cloud or Data Center (`edition="datacenter"`, `api_url=...`) repository hook channel.
-
-    Pull requests reach `on_pull_request`, their comments `on_comment`, pushes
-    `on_push`; the rest `on_event`. Replies are pull request comments.
-    """
-    hooks = dict(on_pull_request=on_pull_request, on_comment=on_comment, on_push=on_push, on_event=on_event)
-    config = _config(BitbucketConfig, "bitbucket_channel", config, config_fields, hooks)
-    return _channel("bitbucket", config, _Declared(hooks, skip_bots, tuple(ignore_senders), False, auth,
-                                                   events, state, on_start, on_stop, description))
-
-
-__all__ = ["RepoEvent", "bitbucket_channel", "default_auth", "github_channel", "gitlab_channel",
-           "message_for", "run_task"]
+__all__ = ["Declared", "RepoEvent", "build_channel", "config_from", "default_auth", "message_for", "run_task"]

@@ -18,8 +18,8 @@ from typing import Any, Callable
 
 from django.conf import settings
 
-from .github import repo_path
-from .gitlab import project_path
+from agents.integrations.github.client import repo_path
+from agents.integrations.gitlab.client import project_path
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from .events import SignatureError
+from agents.integrations.events import SignatureError
 
 
 def as_bytes(value: str | bytes) -> bytes:

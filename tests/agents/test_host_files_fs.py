@@ -13,10 +13,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from agents.filesystems import (DeleteArgs, EditArgs, GlobArgs, GrepArgs, LsArgs, ReadArgs, WorkspaceError, WriteArgs,
-                                memory_fs, methods_of, union_fs)
-from agents.host_files import Entry, HostFilesFilesystem, Match, glob_regex, host_files_fs
-from agents.runtimes import SessionContext
+from agents.workspaces.filesystems import (DeleteArgs, EditArgs, GlobArgs, GrepArgs, LsArgs, ReadArgs, WorkspaceError, WriteArgs,
+                                           methods_of)
+from agents.workspaces.host_files import Entry, HostFilesFilesystem, Match, glob_regex, host_files_fs
+from agents.workspaces.memoryfs import memory_fs
+from agents.workspaces.runtimes import SessionContext
+from agents.workspaces.unionfs import union_fs
 
 
 @dataclass

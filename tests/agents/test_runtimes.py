@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agents.discovery import AgentFolderError, load_agent_folder
-from agents.filesystems import (
+from agents.workspaces.filesystems import (
     DeleteArgs,
     EditArgs,
     GlobArgs,
@@ -18,12 +18,11 @@ from agents.filesystems import (
     ReadArgs,
     WorkspaceError,
     WriteArgs,
-    memory_fs,
     methods_of,
-    skills_fs,
-    union_fs,
 )
-from agents.runtimes import SessionContext, narrow
+from agents.workspaces.memoryfs import memory_fs, skills_fs
+from agents.workspaces.runtimes import SessionContext, narrow
+from agents.workspaces.unionfs import union_fs
 
 ALL = ["read", "ls", "glob", "grep", "write", "edit", "delete", "shell"]
 FILES_ONLY = ALL[:-1]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.filesystems import (
+from agents.workspaces.filesystems import (
     DeleteArgs,
     EditArgs,
     GlobArgs,
@@ -23,7 +23,7 @@ from agents.filesystems import (
     WorkspaceError,
     WriteArgs,
 )
-from agents.localfs import LocalShellFS
+from agents.workspaces.shell import LocalShellFS
 
 SECRET = "TOPSECRET-7f3a"
 

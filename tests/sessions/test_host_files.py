@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from agents.discovery import deploy_agent_folder
-from agents.filesystems import EditArgs, GlobArgs, GrepArgs, LsArgs, ReadArgs, WorkspaceError, WriteArgs
-from agents.host_files import HostFilesWorkspace, host_files_fs
+from agents.workspaces.filesystems import EditArgs, GlobArgs, GrepArgs, LsArgs, ReadArgs, WorkspaceError, WriteArgs
+from agents.workspaces.host_files import HostFilesWorkspace, host_files_fs
 from sessions.host import FileChanged, Host, HostError, bind_filesystem
 from sessions.models import HostFile
 from tests.sessions.test_host_kv import new_session

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from agents.filesystems import ARGS, VERBS, WRITE_VERBS, WorkspaceError
-from agents.sdk import Tool
+from agents.definitions import Tool
+from agents.workspaces.filesystems import ARGS, VERBS, WRITE_VERBS, WorkspaceError
 
 DESCRIPTIONS = {
     "read": "Read a text file of the workspace (optionally a range of lines).",

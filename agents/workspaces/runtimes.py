@@ -3,7 +3,7 @@
 - `local_runtime()` (the default): a directory of its own for each session under
   the state root; every file verb and `shell` act on that one tree.
 - `virtual_runtime(fs)`: the same agent loop against a filesystem object
-  (`memory_fs`, `union_fs`, `skills_fs`, or your own, see agents.filesystems);
+  (`memory_fs`, `union_fs`, `skills_fs`, or your own, see agents.workspaces.filesystems);
   nothing on the host. `virtual_runtime()` alone is an empty tree with no
   methods, so no workspace tools. `virtual_runtime(lambda ctx: ...)` builds
   each session's filesystem when its first turn starts.
@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from agents.filesystems import FILE_VERBS, VERBS, methods_of, name_of
+from agents.workspaces.filesystems import FILE_VERBS, VERBS, methods_of, name_of
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_SHELL_TIMEOUT = 3600.0

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agents.filesystems import WorkspaceError, grep_texts, read_lines, replace_text
+from agents.workspaces.filesystems import WorkspaceError, grep_texts, read_lines, replace_text
 
 MAX_MATCHES = 1000
 
@@ -112,7 +112,7 @@ def host_files_fs(root: str = "", *, read_only: bool = False) -> HostFilesFS:
 
 
 class HostFilesWorkspace:
-    """A bound store, speaking the workspace filesystem protocol (agents.filesystems):
+    """A bound store, speaking the workspace filesystem protocol (agents.workspaces.filesystems):
     each verb takes its tool's arguments, returns what the model sees, and raises
     WorkspaceError for what it refuses."""
 

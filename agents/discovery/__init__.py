@@ -1,0 +1,15 @@
+"""Discovery of agent folders: loading and validating one (`folder`, `checks`, what it gives in
+`loaded`) and deploying it as a release (`releases`).
+
+The names below are the package's interface; the modules inside import each other directly.
+"""
+from __future__ import annotations
+
+from agents.discovery.folder import agent_dir, content_hash, default_model, load_agent_folder
+from agents.discovery.loaded import AgentFolderError, LoadedAgent, LoadedSubagent, Problem
+from agents.discovery.releases import deploy_agent_folder, find_agent_folders, load_deployment, release
+
+__all__ = [
+    "AgentFolderError", "LoadedAgent", "LoadedSubagent", "Problem", "agent_dir", "content_hash", "default_model",
+    "deploy_agent_folder", "find_agent_folders", "load_agent_folder", "load_deployment", "release",
+]

@@ -1,0 +1,230 @@
+"""Loading one agent folder: `agent/instructions.md` (required), `agent/agent.py` (optional
+`agent = Agent(...)`), `agent/tools/<name>.py` (one tool per file), skills, subagents, hooks,
+schedules, channels, MCP servers and the runtime. Validation collects every problem.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Callable
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+
+from agents import providers
+from agents.channels import load_channels
+from agents.definitions import Agent, Tool
+from agents.discovery.checks import check_runtime, load_mcp, seed_folder, tool_problems
+from agents.discovery.loaded import AgentFolderError, LoadedAgent, LoadedSubagent, Problem
+from agents.hooks import Hook
+from agents.models import validate_slug
+from agents.modules import find_in_file, release_namespace
+from agents.schedules import load_schedules
+from agents.skills import load_skills
+from agents.workspaces.runtimes import VirtualRuntime
+from agents.workspaces.unionfs import bind_skills
+
+TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+SUBAGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+# Built-in tools the engine offers when the agent has skills or subagents.
+BUILTIN_TOOLS = frozenset({"load_skill", "read_skill_file", "delegate", "remind_me", "cancel_reminder"})
+IGNORED_PARTS = {"__pycache__", ".DS_Store"}
+
+
+def agent_dir(root: Path) -> Path:
+    return root / "agent"
+
+
+def default_model() -> str:
+    """The model of agents that name none: configured, else the first provider with a key, else scripted."""
+    if settings.AGENTSITE_DEFAULT_MODEL:
+        return settings.AGENTSITE_DEFAULT_MODEL
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return "anthropic:claude-sonnet-4-5"
+    if os.environ.get("OPENAI_API_KEY"):
+        return "openai:gpt-4.1-mini"
+    return "scripted:echo"
+
+
+def content_hash(root: Path) -> str:
+    """sha256 over every file of `agent/` (path and bytes), in a stable order."""
+    digest = hashlib.sha256()
+    base = agent_dir(root)
+    for path in sorted(p for p in base.rglob("*") if p.is_file() and not IGNORED_PARTS & set(p.parts)):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
+    """Load and validate one agent folder; raise AgentFolderError listing every problem."""
+    root = Path(root).resolve()
+    slug = slug or root.name.lower()
+    problems: list[Problem] = []
+    warnings: list[Problem] = []
+    base = agent_dir(root)
+
+    try:
+        validate_slug(slug)
+    except ValidationError as exc:
+        problems.append(Problem(str(root), f"{exc.messages[0]} (rename the folder)"))
+
+    if not base.is_dir():
+        raise AgentFolderError(root, problems + [Problem("agent/", "missing: create an agent/ folder with instructions.md")])
+
+    digest = content_hash(root)
+    namespace = release_namespace(slug, digest)
+
+    instructions = ""
+    instructions_path = base / "instructions.md"
+    if not instructions_path.is_file():
+        problems.append(Problem("agent/instructions.md", "missing: write the agent's system prompt in this file"))
+    else:
+        try:
+            instructions = instructions_path.read_text(encoding="utf-8").strip()
+        except UnicodeDecodeError:
+            problems.append(Problem("agent/instructions.md", "not UTF-8 text: save it as UTF-8"))
+        else:
+            if not instructions:
+                problems.append(Problem("agent/instructions.md", "empty: write the agent's system prompt"))
+
+    config = Agent()
+    agent_py = base / "agent.py"
+    if agent_py.is_file():
+        found = find_in_file(agent_py, f"{namespace}.agent", Agent, _reporter(problems, "agent/agent.py"), name="agent")
+        if found == []:
+            problems.append(Problem("agent/agent.py", "define `agent = Agent(...)` (from agents.sdk import Agent)"))
+        elif found:
+            config = found[0]
+
+    model = config.model or default_model()
+    try:
+        providers.parse_model_id(model)
+    except ValueError as exc:
+        problems.append(Problem("agent/agent.py", str(exc)))
+    if config.max_steps is not None and not (isinstance(config.max_steps, int) and 1 <= config.max_steps <= 100):
+        problems.append(Problem("agent/agent.py", "max_steps must be an integer between 1 and 100"))
+
+    tools: dict[str, Tool] = {}
+    tools_dir = base / "tools"
+    if tools_dir.is_dir():
+        for path in sorted(tools_dir.iterdir()):
+            if path.name in IGNORED_PARTS or path.name == "__init__.py" or path.name.startswith("_"):
+                continue
+            rel = f"agent/tools/{path.name}"
+            if path.is_dir() or path.suffix != ".py":
+                problems.append(Problem(rel, "only <name>.py files belong in agent/tools/ (move helpers to agent/lib/)"))
+                continue
+            name = path.stem
+            if not TOOL_NAME.match(name):
+                problems.append(Problem(rel, "rename the file: tool names are lowercase letters, digits and '_', starting with a letter"))
+                continue
+            found_tools = find_in_file(path, f"{namespace}.tools.{name}", Tool, _reporter(problems, rel))
+            if found_tools is None:
+                continue
+            if name in BUILTIN_TOOLS:
+                problems.append(Problem(rel, f"{name!r} is a built-in tool name: rename the file"))
+                continue
+            if len(found_tools) != 1:
+                problems.append(Problem(rel, f"define exactly one tool with @tool(...) (found {len(found_tools)})"))
+                continue
+            problems.extend(Problem(rel, message) for message in tool_problems(found_tools[0]))
+            tools[name] = found_tools[0]
+
+    skill_problems: list[tuple[str, str]] = []
+    skills = load_skills(base / "skills", namespace, skill_problems)
+    problems.extend(Problem(path, message) for path, message in skill_problems)
+    subagents = _load_subagents(base / "subagents", model, namespace, problems, warnings)
+    hooks = _load_hooks(base / "hooks", namespace, problems)
+    schedule_problems: list[tuple[str, str]] = []
+    schedules = load_schedules(base / "schedules", namespace, schedule_problems)
+    problems.extend(Problem(path, message) for path, message in schedule_problems)
+    channel_problems: list[tuple[str, str]] = []
+    channels = load_channels(base / "channels", namespace, channel_problems)
+    problems.extend(Problem(path, message) for path, message in channel_problems)
+    # A channel's events map rides the hooks' path: every append hands it the batch after commit.
+    hooks += [hook for c in channels.values() if (hook := c.hook()) is not None]
+    mcp_servers = load_mcp(base, config, problems)
+    runtime = check_runtime(config, tools, problems)
+    seed_dir = seed_folder(base, runtime, problems)
+    if isinstance(runtime, VirtualRuntime) and not runtime.per_session:
+        bind_skills(runtime.fs, skills)  # a skills_fs() in the tree serves this agent's skills
+
+    if problems:
+        raise AgentFolderError(root, problems)
+    return LoadedAgent(
+        slug=slug, root=root, config=config, model=model, instructions=instructions,
+        tools=tools, content_hash=digest, warnings=warnings, skills=skills, subagents=subagents, hooks=hooks,
+        schedules=schedules, runtime=runtime, seed_dir=seed_dir, mcp=mcp_servers, channels=channels,
+    )
+
+
+def _load_subagents(
+    folder: Path, parent_model: str, namespace: str, problems: list[Problem], warnings: list[Problem]
+) -> dict[str, LoadedSubagent]:
+    """`subagents/<id>/agent.py` (description required, model optional) + instructions.md."""
+    found: dict[str, LoadedSubagent] = {}
+    if not folder.is_dir():
+        return found
+    for path in sorted(p for p in folder.iterdir() if p.name not in IGNORED_PARTS and not p.name.startswith((".", "_"))):
+        rel = f"agent/subagents/{path.name}"
+        if not path.is_dir():
+            problems.append(Problem(rel, "a subagent is a folder: agent/subagents/<id>/ with agent.py and instructions.md"))
+            continue
+        if not SUBAGENT_ID.match(path.name):
+            problems.append(Problem(rel, "rename it: subagent ids are lowercase letters, digits, '-' and '_'"))
+            continue
+        for ignored in ("tools", "skills", "mcp-connections"):
+            if (path / ignored).exists():
+                warnings.append(Problem(f"{rel}/{ignored}", "ignored: subagents use the parent's tools and skills"))
+        if (path / "subagents").exists():
+            problems.append(Problem(f"{rel}/subagents", "nested subagents are not supported: move them up to agent/subagents/"))
+        instructions_path = path / "instructions.md"
+        instructions = instructions_path.read_text(encoding="utf-8").strip() if instructions_path.is_file() else ""
+        if not instructions:
+            problems.append(Problem(f"{rel}/instructions.md", "missing or empty: write the subagent's system prompt"))
+        config = None
+        if not (path / "agent.py").is_file():
+            problems.append(Problem(f"{rel}/agent.py", "missing: define `agent = Agent(description=...)`"))
+        else:
+            configs = find_in_file(path / "agent.py", f"{namespace}.subagents.{path.name.replace('-', '_')}", Agent,
+                                   _reporter(problems, f"{rel}/agent.py"), name="agent")
+            if configs == []:
+                problems.append(Problem(f"{rel}/agent.py", "define `agent = Agent(description=...)`"))
+            elif configs and not configs[0].description.strip():
+                problems.append(Problem(f"{rel}/agent.py", "add a description: the parent reads it to decide when to delegate"))
+            elif configs:
+                config = configs[0]
+        if config is None or not instructions:
+            continue
+        model = config.model or parent_model
+        try:
+            providers.parse_model_id(model)
+        except ValueError as exc:
+            problems.append(Problem(f"{rel}/agent.py", str(exc)))
+            continue
+        found[path.name] = LoadedSubagent(path.name, config.description.strip(), model, dict(config.params), instructions)
+    return found
+
+
+def _load_hooks(folder: Path, namespace: str, problems: list[Problem]) -> list[Hook]:
+    hooks: list[Hook] = []
+    if not folder.is_dir():
+        return hooks
+    for path in sorted(folder.glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        rel = f"agent/hooks/{path.name}"
+        found = find_in_file(path, f"{namespace}.hooks.{path.stem}", Hook, _reporter(problems, rel))
+        if found is None:
+            continue
+        if not found:
+            problems.append(Problem(rel, "define at least one handler with @hook('<event type>') (from agents.sdk import hook)"))
+        hooks.extend(found)
+    return hooks
+
+
+def _reporter(problems: list[Problem], rel: str) -> Callable[[str], None]:
+    return lambda message: problems.append(Problem(rel, message))

@@ -1,0 +1,124 @@
+"""What loading an agent folder gives: `LoadedAgent` (and its manifest), its subagents, and the
+problems that stop it (`AgentFolderError`, each `Problem` naming a file and the fix)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents.channels import ChannelHook, LoadedChannel
+from agents.definitions import Agent, Tool
+from agents.hooks import Hook
+from agents.mcp import McpServer
+from agents.schedules import LoadedSchedule
+from agents.skills import LoadedSkill
+from agents.workspaces.filesystems import VERBS
+from agents.workspaces.runtimes import DEFAULT_RUNTIME, Runtime, offered_at_discovery
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class AgentFolderError(Exception):
+    def __init__(self, root: Path, problems: list[Problem]):
+        self.root = root
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+@dataclass(frozen=True)
+class LoadedSubagent:
+    id: str
+    description: str
+    model: str
+    params: dict[str, Any]
+    instructions: str
+
+
+@dataclass
+class LoadedAgent:
+    slug: str
+    root: Path
+    config: Agent
+    model: str
+    instructions: str
+    tools: dict[str, Tool]
+    content_hash: str
+    warnings: list[Problem] = field(default_factory=list)
+    skills: dict[str, LoadedSkill] = field(default_factory=dict)
+    subagents: dict[str, LoadedSubagent] = field(default_factory=dict)
+    hooks: list[Hook] = field(default_factory=list)
+    schedules: dict[str, LoadedSchedule] = field(default_factory=dict)
+    mcp: list[McpServer] = field(default_factory=list)
+    runtime: Runtime = DEFAULT_RUNTIME
+    seed_dir: Path | None = None
+    channels: dict[str, LoadedChannel] = field(default_factory=dict)
+
+    @property
+    def allowlist(self) -> tuple[str, ...] | None:
+        return None if self.config.tools is None else tuple(self.config.tools)
+
+    def workspace_tools(self) -> frozenset[str] | None:
+        """The workspace tools every session is offered; None when a per-session factory decides."""
+        return offered_at_discovery(self.runtime, self.allowlist)
+
+    def agent_tools(self) -> dict[str, Tool]:
+        """Tools the model runs as scripts in its workspace (execution="agent")."""
+        return {name: t for name, t in self.tools.items() if t.execution == "agent"}
+
+    def server_tools(self) -> dict[str, Tool]:
+        return {name: t for name, t in self.tools.items() if t.execution == "server"}
+
+    def manifest(self) -> dict[str, Any]:
+        return {
+            "slug": self.slug,
+            "name": self.config.name or self.slug,
+            "description": self.config.description,
+            "model": self.model,
+            "params": self.config.params,
+            "maxSteps": self.config.max_steps,
+            "instructions": self.instructions,
+            "tools": [
+                {
+                    "name": name,
+                    "description": t.description,
+                    "effect": t.effect,
+                    "needsApproval": t.needs_approval,
+                    "directCall": t.direct_call,
+                    "timeArgs": list(t.time_args),
+                    "execution": t.execution,
+                    "family": "server" if t.execution == "server" else "agent",
+                    "inputSchema": t.input_schema(),
+                    "file": f"agent/tools/{name}.py",
+                }
+                for name, t in sorted(self.tools.items())
+            ],
+            "skills": [
+                {"name": k.name, "description": k.description, "files": sorted(k.files), "source": k.source}
+                for k in self.skills.values()
+            ],
+            "subagents": [
+                {"id": a.id, "description": a.description, "model": a.model} for a in self.subagents.values()
+            ],
+            "hooks": sorted({e for h in self.hooks if not isinstance(h, ChannelHook) for e in h.events}),
+            "channels": [c.describe(self.slug) for c in self.channels.values()],
+            "schedules": [
+                {"id": k.id, "kind": k.kind, "cron": k.cron, "title": k.title, "file": f"agent/schedules/{k.id}.{'md' if k.kind == 'markdown' else 'py'}"}
+                for k in self.schedules.values()
+            ],
+            "remindersTool": self.config.reminders_tool,
+            "mcp": [server.describe() for server in self.mcp],
+            "runtime": self.runtime_manifest(),
+        }
+
+    def runtime_manifest(self) -> dict[str, Any]:
+        offered = self.workspace_tools()
+        return {**self.runtime.describe(), "toolsAllowlist": None if self.allowlist is None else list(self.allowlist),
+                "workspaceTools": None if offered is None else [v for v in VERBS if v in offered],
+                "seedFiles": self.seed_dir is not None}

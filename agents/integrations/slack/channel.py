@@ -1,0 +1,239 @@
+"""`slack_channel(...)`: a Slack app's Events API and interactivity endpoints as a channel.
+
+    # agent/channels/slack.py
+    from agents.sdk import slack_channel
+    channel = slack_channel(engagement="threads", approvers=["U061F7AUR"])
+
+serves `POST /<slug>/v1/channels/slack/events` (the app's Event Subscriptions
+request URL) and `POST /<slug>/v1/channels/slack/interactivity` (its
+Interactivity request URL). Each Slack thread is one session, keyed
+`<channel>:<thread_ts>`; replies go back into the thread through the events map.
+
+The path of a message:
+
+1. `/events` checks the signature over the raw bytes (a bad, old or replayed
+   one is a 401), answers Slack's URL check, drops what the bot does not
+   engage with, claims Slack's `event_id` (a retry of a claimed one is
+   answered 200 and nothing more) and hands the event to `receive_message`
+   with `wait_until`, all within Slack's three seconds;
+2. `receive_message`, a django-q2 task, checks the sender (users.info, which
+   may be slow) and `send`s the text to the thread's session (coalesced behind
+   a running turn) as the principal `slack:<team>:<user>`;
+3. the events map posts the reply in the thread: streamed into one message
+   (posted on the first text, edited no more often than `stream_interval`) or
+   posted once when complete; an approval-gated tool call becomes a card with
+   Approve / Deny buttons, closed once decided;
+4. `/interactivity` takes a button click: an allowed approver resolves the
+   call (the turn resumes); anyone else is told so and the call stays parked.
+
+The events map is `replies`; the protocol, cards and client are `protocol`, `approvals`
+and `client`. These modules are below `sessions`: the `req` and `ctx` they get are duck-typed
+`ChannelContext`s, and their errors are recognized by their `code`.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any, Collection
+
+from django.http import HttpResponse, JsonResponse
+
+from agents.channels import POST, Channel, public_endpoint
+from agents.errors import error_response
+from agents.integrations.events import PayloadError, SignatureError
+from agents.integrations.slack.approvals import approver_allowed, parse_approval_action, parse_interaction
+from agents.integrations.slack.client import SlackChannelConfig, SlackConfig, check_sender, client_for
+from agents.integrations.slack.protocol import (
+    Engagement,
+    parse_body,
+    parse_event,
+    should_engage,
+    url_verification_challenge,
+    verify_request,
+)
+from agents.integrations.slack.replies import Replies
+
+log = logging.getLogger(__name__)
+
+
+def slack_channel(*, signing_secret_env: str = "SLACK_SIGNING_SECRET", bot_token_env: str = "SLACK_BOT_TOKEN",
+                  api_url: str = "", engagement: str = "mentions", allow_external: bool = False,
+                  allow_guests: bool = False, approvers: Collection[str] | None = None, streaming: bool = True,
+                  stream_interval: float = 1.0, description: str = "") -> Channel:
+    """A channel answering a Slack app's events in threads (see the module docstring).
+
+    `engagement`: "mentions" (mentions of the bot and direct messages) or
+    "threads" (also every reply in a thread the bot already has a conversation in).
+    `allow_external` / `allow_guests`: admit senders from other workspaces
+    (Slack Connect) / guest accounts, blocked by default.
+    `approvers`: who may decide approval cards (None: the thread's starter).
+    `streaming`: edit one message as the reply streams, else post it once complete.
+    """
+    try:
+        engaged = Engagement(engagement)
+    except ValueError:
+        raise ValueError(f"slack_channel(engagement={engagement!r}): use 'mentions' or 'threads'") from None
+    if isinstance(approvers, str) or (approvers is not None and not all(
+            isinstance(a, str) and a for a in approvers)):
+        raise ValueError("slack_channel(approvers=...) takes a list of Slack user ids (or ['*']), not a string")
+    if not isinstance(stream_interval, (int, float)) or stream_interval <= 0:
+        raise ValueError("slack_channel(stream_interval=...) is a number of seconds above 0")
+    config = SlackChannelConfig(signing_secret_env=signing_secret_env, bot_token_env=bot_token_env, api_url=api_url,
+                                engagement=engaged, allow_external=allow_external, allow_guests=allow_guests,
+                                approvers=None if approvers is None else tuple(approvers), streaming=streaming,
+                                stream_interval=float(stream_interval))
+    replies = Replies(config)
+    events = {
+        "message.completed": replies.on_completed,
+        "action.approval_requested": replies.on_approval_requested,
+        "action.approval_resolved": replies.on_approval_resolved,
+        "turn.failed": replies.on_turn_failed,
+    }
+    if streaming:
+        events["message.appended"] = replies.on_delta
+    return Channel(
+        kind="slack",
+        description=description or "A Slack app: mentions and threads become sessions, replies go to the thread.",
+        routes=[
+            POST("/events", raw=True, handler=functools.partial(receive_events, config),
+                 description="Slack Events API request URL (signed by Slack)"),
+            POST("/interactivity", raw=True, handler=functools.partial(receive_interaction, config),
+                 description="Slack interactivity request URL: approval buttons (signed by Slack)"),
+        ],
+        auth=[public_endpoint()],
+        events=events,
+        config=config,
+    )
+
+
+def _ok(outcome: str) -> JsonResponse:
+    # Slack reads only the status; the outcome is for whoever replays a delivery by hand.
+    return JsonResponse({"ok": True, "outcome": outcome})
+
+
+def _unverified(req: Any, config: SlackConfig) -> JsonResponse | None:
+    """The 401 for a request not proven to come from Slack, or None.
+
+    Without a signing secret nothing can be proven, so only a loopback caller of a
+    `serve --dev` server is taken (to replay recorded events by hand).
+    """
+    secret = config.signing_secret()
+    if not secret:
+        if req.dev_loopback:
+            return None
+        return error_response(401, "slack_not_configured",
+                      f"no Slack signing secret: set {config.signing_secret_env} (unsigned requests are taken "
+                      "only from a loopback caller of a server started with --dev)")
+    try:
+        verify_request(secret, req.headers, req.raw_body)
+    except SignatureError as exc:
+        return error_response(401, "invalid_signature", str(exc))
+    return None
+
+
+def slack_principal(team: str, user: str) -> dict[str, Any]:
+    """Who a Slack user is to sessions: `slack:<team>:<user>`."""
+    return {"principal_id": f"slack:{team}:{user}", "authenticator": "slack", "principal_type": "user",
+            "attributes": {"team": team, "user": user}}
+
+
+def receive_events(config: SlackChannelConfig, req: Any) -> HttpResponse:
+    """An Events API delivery: verified, then acted on in the background (Slack waits three seconds)."""
+    refused = _unverified(req, config)
+    if refused is not None:
+        return refused
+    try:
+        payload = parse_body(req.raw_body)
+    except PayloadError as exc:
+        return error_response(400, "invalid_payload", str(exc))
+    challenge = url_verification_challenge(payload)
+    if challenge is not None:
+        return JsonResponse({"challenge": challenge})
+    message = parse_event(payload)
+    if message is None:
+        return _ok("ignored")
+    in_thread = (config.engagement is Engagement.THREADS and message.in_thread
+                 and req.has_continuation_session(message.continuation_key))
+    if not should_engage(message, engagement=config.engagement, bot_in_thread=in_thread):
+        return _ok("ignored")
+    # The claim and the background task commit together: a failure in between leaves the
+    # event unclaimed, so Slack's retry (X-Slack-Retry-Num) is acted on; a retry of an
+    # event already claimed is answered 200, which stops Slack retrying.
+    with req.atomic():
+        if message.event_id and not req.claim_delivery(f"slack-event:{message.event_id}"):
+            return _ok("duplicate")
+        req.wait_until(receive_message, dict(payload))
+    return _ok("accepted")
+
+
+def receive_message(ctx: Any, payload: dict[str, Any]) -> None:
+    """The background part of `/events`: the sender check, then the thread's session gets the text."""
+    config = ctx.config
+    message = parse_event(payload)
+    if message is None:
+        return
+    if not message.text:
+        log.info("slack: %s mentioned the bot with no text; nothing to do", message.user)
+        return
+    try:
+        client = client_for(config)
+    except LookupError as exc:
+        log.warning("slack: %s; the sender cannot be checked, so the message is dropped", exc)
+        client = None
+    check = check_sender(message, client=client, allow_external=config.allow_external,
+                         allow_guests=config.allow_guests)
+    if not check.allowed:
+        log.info("slack: message %s from %s not taken: %s", message.event_id or message.ts, message.user,
+                 check.reason)
+        return
+    ctx.send(message.text, continuation_token=message.continuation_key, admission="coalesce",
+             auth=slack_principal(message.user_team or message.team_id, message.user),
+             state={"channel": message.channel, "thread_ts": message.conversation_ts, "team": message.team_id,
+                    "starter": message.user, "reply": None, "approvals": {}})
+
+
+def receive_interaction(config: SlackChannelConfig, req: Any) -> HttpResponse:
+    """An Approve / Deny click. Only an allowed approver decides; anyone else is told why not."""
+    refused = _unverified(req, config)
+    if refused is not None:
+        return refused
+    try:
+        action = parse_approval_action(parse_interaction(req.raw_body))
+    except PayloadError as exc:
+        return error_response(400, "invalid_payload", str(exc))
+    if action is None:
+        return HttpResponse(status=200)  # another kind of interaction: nothing of ours
+
+    def refuse(text: str) -> HttpResponse:
+        # Slack ignores the body of a block_actions answer: the clicker learns why from an
+        # ephemeral message, posted after the answer.
+        if action.channel and action.user_id:
+            req.wait_until(tell_user, action.channel, action.user_id, text, action.thread_ts)
+        return JsonResponse({"response_type": "ephemeral", "replace_original": False, "text": text})
+
+    try:
+        state = req.state_of(action.session_id).get()
+    except Exception as exc:  # ChannelError: not a session of this channel
+        log.info("slack: a click on %s/%s: %s", action.session_id, action.call_id, exc)
+        return refuse("This approval does not belong to a conversation of this app.")
+    if state.get("channel") and action.channel and action.channel != state["channel"]:
+        return refuse("This approval belongs to another conversation.")
+    starter = state.get("starter")
+    allowed = config.approvers if config.approvers is not None else ((starter,) if starter else ())
+    if not approver_allowed(action, allowed, home_team_id=state.get("team") or None):
+        who = f"<@{starter}>" if config.approvers is None and starter else "the approvers this app names"
+        return refuse(f"You cannot decide on this call: only {who} can. It is still waiting.")
+    try:
+        req.resolve_approval(action.session_id, action.call_id, action.decision,
+                             auth=slack_principal(action.user_team or action.team_id, action.user_id),
+                             reason="decided in Slack")
+    except Exception as exc:
+        if getattr(exc, "code", "") in ("already_resolved", "approval_not_found"):
+            return refuse("This call was already decided.")
+        raise
+    return HttpResponse(status=200)  # the card is closed by the approval_resolved event
+
+
+def tell_user(ctx: Any, channel: str, user: str, text: str, thread_ts: str | None) -> None:
+    """Background: an ephemeral message to one user (why a click was refused)."""
+    client_for(ctx.config).post_ephemeral(channel, user, text, thread_ts=thread_ts)
