@@ -7,9 +7,10 @@ immediate, and the idle poll can be long (it is only the fallback).
 
 Its statements are written out (sessions.sql.queue: the same rows and
 conditions as the stock broker's). It replaces the stock broker's `enqueue`,
-`dequeue` and `delete`; tests/sessions/test_upstream_copies.py fails when
-django-q2 changes those (or `get_connection`, whose stale-connection rule
-`_connection` repeats).
+`dequeue` and `delete` (django-q2==1.11.1 is pinned); tests/test_upstream_copies.py
+fails when django-q2 changes those, `get_connection` (whose stale-connection
+rule `_connection` repeats) or `acknowledge` and `fail` (which must still go
+through `delete`).
 """
 from __future__ import annotations
 

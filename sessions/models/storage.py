@@ -59,7 +59,7 @@ class KVEntry(models.Model):
         One conditional DELETE: nothing cascades from a KV entry and nothing
         listens to its deletes, so the collector deletes by the filter itself
         rather than selecting the rows first (a write between the two would be
-        lost). tests/sessions/test_host_kv.py checks it stays one statement.
+        lost). tests/sessions/test_kv_remove.py checks it stays one statement.
         """
         return KVEntry.objects.filter(pk=pk, version=version).delete()[0] == 1
 
