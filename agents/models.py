@@ -20,6 +20,13 @@ def validate_slug(value: str) -> None:
         raise ValidationError(f"{value!r} is reserved; pick another agent slug")
 
 
+class AgentQuerySet(models.QuerySet):
+    def current_version(self, slug: str) -> tuple | None:
+        """(id, active deployment id, updated_at) of agent `slug`, None if there is none: a deploy,
+        a rollback or an edit changes it, so a copy loaded earlier can be checked with one narrow read."""
+        return self.filter(slug=slug).values_list("id", "active_deployment_id", "updated_at").first()
+
+
 class Agent(models.Model):
     slug = models.CharField(max_length=64, unique=True, validators=[validate_slug])
     name = models.CharField(max_length=200, blank=True)
@@ -29,6 +36,8 @@ class Agent(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = AgentQuerySet.as_manager()
 
     class Meta:
         ordering = ["slug"]

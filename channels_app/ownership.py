@@ -11,16 +11,14 @@ nothing.
 """
 from __future__ import annotations
 
-from django.db import connection
-
 from agents.models import Agent
 from channels_app.errors import APIError
 from sessions.models import Reminder, Session
 
 
 # Agents with their active deployment, by slug, as last loaded by this process.
-# Every lookup still asks the database which row is current (one narrow,
-# prebuilt statement); only the full load, the ORM's costliest query on the
+# Every lookup still asks the database which row is current (one narrow
+# read); only the full load, the ORM's costliest query on the
 # create path, is skipped while the row is unchanged. A deploy, a rollback or
 # an edit moves `updated_at` or `active_deployment_id`, and so misses.
 _agents: dict[str, tuple[tuple, Agent]] = {}
@@ -29,12 +27,9 @@ _AGENTS_KEPT = 256
 
 def get_agent(slug: str) -> Agent:
     """The agent `slug` with its active deployment (404 if there is none). Treat it as read-only: it is shared."""
-    with connection.cursor() as cursor:
-        cursor.execute(_CURRENT_SQL, [slug])
-        current = cursor.fetchone()
+    current = Agent.objects.current_version(slug)
     if current is None:
         raise APIError(404, "agent_not_found", f"no agent {slug!r} on this server")
-    current = tuple(current)
     cached = _agents.get(slug)
     if cached is not None and cached[0] == current:
         return cached[1]
@@ -43,11 +38,8 @@ def get_agent(slug: str) -> Agent:
         raise APIError(404, "agent_not_found", f"no agent {slug!r} on this server")
     if len(_agents) >= _AGENTS_KEPT:
         _agents.clear()
-    _agents[slug] = (current, agent)  # keyed by the narrow row as read (raw values compare with raw values)
+    _agents[slug] = (current, agent)  # keyed by the narrow row as read
     return agent
-
-
-_CURRENT_SQL = (f"SELECT id, active_deployment_id, updated_at FROM {Agent._meta.db_table} WHERE slug = %s")
 
 
 def require_owner(session: Session, principal) -> Session:
@@ -69,19 +61,13 @@ def check_reader(slug: str, session_id: str, principal) -> str:
     """As get_owned_session, for a reader that needs no more than the answer and
     the session's mode (which it returns): three columns, not the session with
     its agent and deployment."""
-    with connection.cursor() as cursor:  # written out: every stream and socket opens with it
-        cursor.execute(_READER_SQL, [session_id, slug])
-        row = cursor.fetchone()
+    row = Session.objects.owner_and_mode(session_id, slug)
     if row is None:
         get_agent(slug)
         raise APIError(404, "session_not_found", f"no session {session_id!r} on agent {slug!r}")
     if row[:2] != (principal.principal_id, principal.authenticator):
         raise APIError(403, "forbidden", "this session belongs to another principal")
     return row[2]
-
-
-_READER_SQL = (f"SELECT s.principal_id, s.authenticator, s.mode FROM {Session._meta.db_table} s "
-               f"JOIN {Agent._meta.db_table} a ON a.id = s.agent_id WHERE s.id = %s AND a.slug = %s")
 
 
 def get_session_by_token(agent: Agent, token: str, principal) -> Session:

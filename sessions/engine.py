@@ -19,7 +19,6 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from agents.discovery import LoadedAgent, load_deployment, release
-from agents.models import Deployment
 from agents.providers.base import ProviderError
 from agents.workspaces.filesystems import WorkspaceError
 from sessions import lifecycle
@@ -28,6 +27,7 @@ from sessions.events import SessionGone
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.processes import process_id
 from sessions.runner import Emitter, Interrupted, InterruptWatch, Parked, Profile, Runner
+from sessions.sql.turns import read_session, read_turn
 from sessions.tools import Executor, result_payload, tool_message
 from sessions.toolset import Toolset, toolset
 from sessions.usage import add_usage, zero
@@ -122,16 +122,13 @@ def run_turn(turn_id: str) -> None:
 def load_turn(turn_id: str) -> Turn | None:
     """The turn with its session and release.
 
-    Two raw reads: building the ORM's four-table join cost a worker more CPU
-    than the database spent answering it. The release comes from the
+    Two written-out reads (sessions.sql.turns); the release comes from the
     process's cache, keyed by the hash read with the session.
     """
-    turn = next(iter(Turn.objects.raw(f"SELECT * FROM {Turn._meta.db_table} WHERE id = %s", [turn_id])), None)
+    turn = read_turn(turn_id)
     if turn is None:
         return None
-    session = next(iter(Session.objects.raw(
-        f"SELECT s.*, d.content_hash AS release_hash FROM {Session._meta.db_table} s "
-        f"JOIN {Deployment._meta.db_table} d ON d.id = s.deployment_id WHERE s.id = %s", [turn.session_id])), None)
+    session = read_session(turn.session_id)
     if session is None:
         return None
     session.deployment = release(session.deployment_id, session.release_hash)

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any, Iterable, Sequence
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from django_q.conf import Conf
@@ -29,7 +29,7 @@ from agents.hooks import Hook
 from sessions.broker import shared_broker
 from sessions.events import append_events
 from sessions.models import EventType, Session, ToolCall, Turn
-from sessions.models.written import insert_row
+from sessions.sql.rows import insert_row
 from sessions.usage import Usage, add_usage
 
 # The django-q task that runs a turn (a dotted path: queued tasks outlive a deploy).
@@ -86,11 +86,8 @@ def queue_turn(session: Session, **fields: Any) -> Turn:
 def dispatch_next(session_id: str) -> str | None:
     """queued → active: start the oldest queued turn if no turn of the session is active; returns its id."""
     with transaction.atomic(savepoint=False):
-        with connection.cursor() as cursor:  # written out: on every settle and follow-up
-            cursor.execute(f"SELECT id FROM {Turn._meta.db_table} WHERE session_id = %s AND status = %s "
-                           "ORDER BY created_at, id LIMIT 1", [session_id, Turn.Status.QUEUED])
-            row = cursor.fetchone()
-        queued = row[0] if row else None
+        queued = Turn.objects.filter(session_id=session_id, status=Turn.Status.QUEUED).order_by(
+            "created_at", "id").values_list("id", flat=True).first()
         if queued is None or not Session.take_lock(session_id, queued, Session.Status.RUNNING):
             return None
         _enqueue_on_commit(queued)

@@ -12,6 +12,9 @@ replaces the dead ones), so the next attempt gets a working connection.
 The check itself costs no round trip when the connection's socket has nothing
 to read, which is what a healthy idle connection looks like; only a readable
 socket (the server said something, or hung up) gets a test query.
+
+`pool` is Django 5.2's property with the check replaced (requirements.txt pins
+django>=5.2,<5.3); tests/test_upstream_copies.py fails when Django's changes.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import select
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.postgresql import base
+from psycopg_pool import ConnectionPool
 
 
 def idle_and_quiet(conn) -> bool:
@@ -45,8 +49,6 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if self.alias not in self._connection_pools:
             if self.settings_dict.get("CONN_MAX_AGE", 0) != 0:
                 raise ImproperlyConfigured("Pooling doesn't support persistent connections.")
-            from psycopg_pool import ConnectionPool
-
             connect_kwargs = self.get_connection_params()
             connect_kwargs["autocommit"] = True
             holder: list[ConnectionPool] = []

@@ -13,11 +13,11 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from django.db import connection, models
+from django.db import models
 from django.utils import timezone
 
 from agents.discovery import load_deployment
-from sessions.models.written import update_where
+from sessions.sql.rows import update_where
 
 
 def new_id(prefix: str) -> str:
@@ -62,6 +62,11 @@ class SessionManager(models.Manager):
 class SessionQuerySet(models.QuerySet):
     def for_principal(self, principal) -> "SessionQuerySet":
         return self.filter(principal_id=principal.principal_id, authenticator=principal.authenticator)
+
+    def owner_and_mode(self, session_id: str, agent_slug: str) -> tuple[str, str, str] | None:
+        """(principal_id, authenticator, mode) of session `session_id` of agent `agent_slug`; None if there is none."""
+        return self.filter(pk=session_id, agent__slug=agent_slug).values_list(
+            "principal_id", "authenticator", "mode").first()
 
 
 class Session(models.Model):
@@ -252,16 +257,11 @@ class Turn(models.Model):
         flagged while the turn was queued included) is current.
         """
         now = timezone.now()
-        stamp = connection.ops.adapt_datetimefield_value
-        # Written out: one statement per turn on every worker, and the ORM's update building cost more
-        # CPU than the statement. COALESCE: a resumed turn keeps its first start.
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {Turn._meta.db_table} SET status = %s, claimed_by = %s, "
-                "started_at = COALESCE(started_at, %s), lease_until = %s WHERE id = %s AND status = %s",
-                [Turn.Status.RUNNING, worker, stamp(now), stamp(now + timezone.timedelta(seconds=lease_seconds)),
-                 turn_id, Turn.Status.QUEUED])
-            return cursor.rowcount == 1
+        # Written out (sessions.sql): one statement per turn on every worker. A resumed turn keeps its first start.
+        return update_where(Turn, {"id": turn_id, "status": Turn.Status.QUEUED},
+                            {"status": Turn.Status.RUNNING, "claimed_by": worker,
+                             "lease_until": now + timezone.timedelta(seconds=lease_seconds)},
+                            first={"started_at": now}) == 1
 
     def renew_lease(self, lease_seconds: float) -> bool:
         return bool(

@@ -7,7 +7,7 @@ default: lists and lookups never read the bytes they do not return.
 """
 from __future__ import annotations
 
-from django.db import connection, models
+from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
@@ -56,13 +56,12 @@ class KVEntry(models.Model):
     def remove(pk: int, version: int) -> bool:
         """Delete the row if it is still at `version`; True only for the writer whose delete won.
 
-        One conditional DELETE, spelled out: `QuerySet.delete()` would select
-        the rows first and delete them by id if anything ever listened to
-        deletes, and a write between the two would then be lost.
+        One conditional DELETE: nothing cascades from a KV entry and nothing
+        listens to its deletes, so the collector deletes by the filter itself
+        rather than selecting the rows first (a write between the two would be
+        lost). tests/sessions/test_kv_remove.py checks it stays one statement.
         """
-        with connection.cursor() as cursor:
-            cursor.execute(f"DELETE FROM {KVEntry._meta.db_table} WHERE id = %s AND version = %s", [pk, version])
-            return cursor.rowcount == 1
+        return KVEntry.objects.filter(pk=pk, version=version).delete()[0] == 1
 
 
 class HostFile(models.Model):

@@ -1,0 +1,48 @@
+"""A worker's reads of the turn it claimed and of its session.
+
+Two plain reads: building the ORM's four-table join (turn, session,
+deployment, agent) cost a worker more CPU than the database spent answering
+it. The release itself comes from the process's cache (agents.discovery.release),
+keyed by the hash read here with the session.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from django.db.models import F
+
+from agents.models import Deployment
+from sessions.models import Session, Turn
+from sessions.sql import written_out
+
+
+def _fields(row: models.Model | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    values = {f.attname: getattr(row, f.attname) for f in row._meta.concrete_fields}
+    if hasattr(row, "release_hash"):
+        values["release_hash"] = row.release_hash
+    return values
+
+
+def _read_turn_orm(turn_id: str) -> Turn | None:
+    return Turn.objects.filter(pk=turn_id).first()
+
+
+@written_out(orm=_read_turn_orm, comparable=_fields)
+def read_turn(turn_id: str) -> Turn | None:
+    return next(iter(Turn.objects.raw(f"SELECT * FROM {Turn._meta.db_table} WHERE id = %s", [turn_id])), None)
+
+
+def _read_session_orm(session_id: str) -> Session | None:
+    return (Session.objects.defer(None).annotate(release_hash=F("deployment__content_hash"))
+            .filter(pk=session_id).first())
+
+
+@written_out(orm=_read_session_orm, comparable=_fields)
+def read_session(session_id: str) -> Session | None:
+    """The session, its conversation included, with `release_hash`: its deployment's content hash."""
+    return next(iter(Session.objects.raw(
+        f"SELECT s.*, d.content_hash AS release_hash FROM {Session._meta.db_table} s "
+        f"JOIN {Deployment._meta.db_table} d ON d.id = s.deployment_id WHERE s.id = %s", [session_id])), None)

@@ -1,0 +1,183 @@
+"""The cases of tests/sessions/test_sql_twins.py, run in a child process on one database.
+
+`python -c "...main()" <agent folder>` migrates, writes the base rows, then
+for every case runs the written-out statement and its ORM twin (sessions.sql)
+each in a transaction that is rolled back, from the same base rows, and prints
+per case what each returned and the rows of the tables they touch afterwards,
+read straight from the tables (as stored: text, not model values).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone as tz
+from typing import Any, Callable
+from unittest import mock
+
+from django.core.management import call_command
+from django.core.management.color import no_style
+from django.db import connection, connections, transaction
+from django_q.models import OrmQ
+
+from agents.discovery import deploy_agent_folder
+from sessions.models import Event, EventType, Session, Turn
+from sessions.sql import STATEMENTS, events, queue, rows, turns  # noqa: F401  (each module registers its statements)
+
+AT = datetime(2026, 3, 4, 5, 6, 7, 123456, tzinfo=tz.utc)
+EARLIER = datetime(2026, 3, 4, 5, 0, 0, tzinfo=tz.utc)
+TRICKY = [
+    {"text": "héllo — 日本語 \U0001F600", "quote": 'a "b" \\ c', "newline": "x\ny\tz"},
+    {"nested": {"list": [1, 2.5, None, True, {"deep": []}]}, "empty": {}},
+    {"delta": ""},
+    {"big": 12345678901234567, "neg": -1, "float": 1e-7},
+]
+TABLES = (Session, Turn, Event, OrmQ)
+
+
+@dataclass(frozen=True)
+class Case:
+    statement: str  # its key in sessions.sql.STATEMENTS
+    name: str
+    args: Callable[[], tuple]  # built afresh for each run: instances are changed by inserting them
+    changes: bool  # whether it writes rows (a case that changes nothing proves little on its own)
+
+    @property
+    def id(self) -> str:
+        return f"{self.statement}:{self.name}"
+
+
+def _session(id_: str, **fields: Any) -> Session:
+    deployment = _base["deployment"]
+    return Session(id=id_, agent_id=deployment.agent_id, deployment=deployment, principal_id="alice",
+                   authenticator="bearer", created_at=EARLIER, **fields)
+
+
+def _turn(id_: str, session_id: str = "ses_a", **fields: Any) -> Turn:
+    return Turn(id=id_, session_id=session_id, created_at=EARLIER, **fields)
+
+
+_base: dict[str, Any] = {}
+
+
+def base_rows(folder: str) -> None:
+    _base["deployment"] = deploy_agent_folder(folder)
+    Session.objects.bulk_create([
+        _session("ses_a", status="running", next_event_index=len(TRICKY) + 1, options={"dryRun": True},
+                 conversation=[{"role": "user", "content": "it's \"quoted\""}], usage={"input": 3}),
+        _session("ses_b", mode="task"),
+    ])
+    Turn.objects.bulk_create([
+        _turn("turn_q"),
+        _turn("turn_resumed", started_at=EARLIER),
+        _turn("turn_run", status="running", claimed_by="host:1", started_at=EARLIER, lease_until=AT,
+              state={"step": 2}, usage={"input": 1}),
+    ])
+    Session.objects.filter(pk="ses_a").update(active_turn="turn_run")
+    at = [datetime(2026, 1, 2, 3, 4, 5, tzinfo=tz.utc), datetime(2026, 1, 2, 3, 4, 5, 120000, tzinfo=tz.utc), AT, AT]
+    Event.objects.bulk_create(
+        [Event(session_id="ses_a", index=i, turn_id="turn_run", type=EventType.MESSAGE_APPENDED, data=data, at=at[i])
+         for i, data in enumerate(TRICKY)]
+        + [Event(session_id="ses_a", index=len(TRICKY), turn_id="", type=EventType.SESSION_WAITING, data={}, at=AT)])
+    OrmQ.objects.bulk_create([
+        OrmQ(key="agentsite", payload="ready one", lock=EARLIER),
+        OrmQ(key="agentsite", payload="ready two", lock=EARLIER),
+        OrmQ(key="agentsite", payload="taken", lock=AT + timedelta(minutes=5)),
+        OrmQ(key="elsewhere", payload="theirs", lock=EARLIER),
+    ])
+    _base["tasks"] = dict(OrmQ.objects.values_list("payload", "id"))
+
+
+def _db():
+    return connections["default"]
+
+
+SETTLE = {"active_turn": None, "status": "waiting", "conversation": [{"role": "assistant", "content": "ok \"x\" é"}],
+          "usage": {"input": 5, "output": None}}
+CLAIM = {"status": "running", "claimed_by": "host:2", "lease_until": AT + timedelta(seconds=30)}
+END = {"status": "completed", "error": "", "usage": None, "ended_at": AT, "lease_until": None, "state": {}}
+
+CASES = [
+    Case("rows.update_where", "release_lock", lambda: (Session, {"id": "ses_a", "active_turn": "turn_run"}, SETTLE),
+         True),
+    Case("rows.update_where", "release_lock_lost", lambda: (Session, {"id": "ses_a", "active_turn": "turn_q"}, SETTLE),
+         False),
+    Case("rows.update_where", "take_lock_is_null", lambda: (Session, {"id": "ses_b", "active_turn": None},
+                                                             {"active_turn": "turn_q", "status": "running"}), True),
+    Case("rows.update_where", "claim", lambda: (Turn, {"id": "turn_q", "status": "queued"}, CLAIM,
+                                                {"started_at": AT}), True),
+    Case("rows.update_where", "claim_resumed_keeps_its_start",
+         lambda: (Turn, {"id": "turn_resumed", "status": "queued"}, CLAIM, {"started_at": AT}), True),
+    Case("rows.update_where", "claim_lost", lambda: (Turn, {"id": "turn_run", "status": "queued"}, CLAIM,
+                                                     {"started_at": AT}), False),
+    Case("rows.update_where", "end", lambda: (Turn, {"id": "turn_run", "status": "running", "claimed_by": "host:1"},
+                                              END), True),
+    Case("rows.insert_row", "session",
+         lambda: (_session("ses_new", status="running", active_turn_id="turn_q", options={"asOf": "2026-01-01"},
+                           channel_state={"ts": "1.2"}, title="é \"t\""),), True),
+    Case("rows.insert_row", "turn",
+         lambda: (_turn("turn_new", message="hi \"there\"", workspace_files=[{"path": "a.txt", "content": "x"}]),),
+         True),
+    Case("events.allocate", "session", lambda: ("ses_a", 3), True),
+    Case("events.allocate", "gone", lambda: ("ses_missing", 1), False),
+    Case("events.allocate_and_insert", "batch",
+         lambda: ("ses_a", [(EventType.MESSAGE_APPENDED, d) for d in TRICKY], "turn_run", AT), True),
+    Case("events.allocate_and_insert", "gone", lambda: ("ses_missing", [("test.x", {})], "", AT), False),
+    Case("events.insert_events", "batch",
+         lambda: ([Event(session_id="ses_b", index=i, turn_id="turn_q" if i else "", type=EventType.MESSAGE_APPENDED,
+                         data=d, at=AT) for i, d in enumerate(TRICKY)],), True),
+    Case("events.event_lines", "all", lambda: ("ses_a",), False),
+    Case("events.event_lines", "from_2_limit_2", lambda: ("ses_a", 2, 2), False),
+    Case("events.event_lines", "none", lambda: ("ses_b",), False),
+    Case("turns.read_turn", "running", lambda: ("turn_run",), False),
+    Case("turns.read_turn", "missing", lambda: ("turn_missing",), False),
+    Case("turns.read_session", "with_conversation", lambda: ("ses_a",), False),
+    Case("turns.read_session", "missing", lambda: ("ses_missing",), False),
+    Case("queue.enqueue", "task", lambda: (_db(), "agentsite", "a payload \"é\"", AT), True),
+    Case("queue.ready", "mine", lambda: (_db(), "agentsite", AT, 10), False),
+    Case("queue.ready", "limited", lambda: (_db(), "agentsite", AT, 1), False),
+    Case("queue.claim", "ready", lambda: (_db(), _base["tasks"]["ready one"], AT + timedelta(seconds=60), AT), True),
+    Case("queue.claim", "taken", lambda: (_db(), _base["tasks"]["taken"], AT + timedelta(seconds=60), AT), False),
+    Case("queue.delete", "task", lambda: (_db(), _base["tasks"]["ready two"]), True),
+]
+
+
+def table_rows() -> dict[str, list]:
+    """Every row of the tables the statements touch, each value as the database's own text of it."""
+    out, quote = {}, connection.ops.quote_name
+    with connection.cursor() as cursor:
+        for model in TABLES:
+            columns = ", ".join(f"CAST({quote(f.column)} AS text)" for f in model._meta.concrete_fields)
+            cursor.execute(f"SELECT {columns} FROM {quote(model._meta.db_table)} ORDER BY {quote(model._meta.pk.column)}")
+            out[model._meta.db_table] = [list(row) for row in cursor.fetchall()]
+    return out
+
+
+def _run(function: Callable, case: Case, comparable: Callable | None) -> dict[str, Any]:
+    with mock.patch("django.utils.timezone.now", return_value=AT):  # auto_now fields
+        with transaction.atomic():
+            result = function(*case.args())
+            if comparable is not None:
+                result = comparable(result)
+            after = table_rows()
+            transaction.set_rollback(True)
+    # PostgreSQL's sequences do not roll back: start the next run from the same ids.
+    with connection.cursor() as cursor:
+        for sql in connection.ops.sequence_reset_sql(no_style(), list(TABLES)):
+            cursor.execute(sql)
+    return {"result": json.loads(json.dumps(result, default=repr)), "rows": after}
+
+
+def main() -> None:
+    call_command("migrate", verbosity=0)
+    base_rows(sys.argv[1])
+    before = table_rows()
+    out: dict[str, Any] = {"base": before, "cases": {}}
+    for case in CASES:
+        twin = STATEMENTS[case.statement]
+        if connection.vendor not in twin.vendors:
+            out["cases"][case.id] = None
+            continue
+        written, orm = _run(twin.written, case, twin.comparable), _run(twin.orm, case, twin.comparable)
+        out["cases"][case.id] = {"written": written, "orm": orm}
+    print(json.dumps(out))
