@@ -62,15 +62,14 @@ class ChannelBinding(models.Model):
 
     # -- the channel state -------------------------------------------------------------
     @classmethod
-    def change_channel_state(cls, session_id: str, fn: Callable[[dict[str, Any]], dict[str, Any]]
-                             ) -> dict[str, Any] | None:
+    def change_channel_state(cls, session_id: str, fn: Callable[[dict[str, Any]], Any]) -> Any:
         """Replace the session's channel state with `fn(current)`, read and written under the row lock
-        (two changes at once both land); the new state, or None if there is no such session."""
+        (two changes at once both land); returns the new state. No such session: `DoesNotExist`."""
         with transaction.atomic():
             rows = cls._default_manager.filter(pk=session_id)
             row = rows.select_for_update().only("channel_state").first()
             if row is None:
-                return None
+                raise cls.DoesNotExist(session_id)
             value = fn(dict(row.channel_state or {}))
             rows.update(channel_state=value)
         return value
