@@ -34,6 +34,7 @@ from agents.discovery import LoadedAgent, load_deployment
 from agents.models import Agent
 from channels_app.auth import PolicyChainAuthentication, RequestInfo, authenticate, channel_chain
 from channels_app.errors import APIError, error_body, error_response
+from channels_app.responses import ApprovalDecided, SessionLinks
 from sessions.admission import AdmissionError
 from sessions.custom_channels import ChannelContext
 from sessions.principal import Principal
@@ -66,6 +67,18 @@ class RouteRequest(ChannelContext):
     @property
     def headers(self) -> Any:
         return self.request.headers if self.request is not None else {}
+
+    def resolve_approval(self, session_id: str, call_id: str, decision: str, auth: Principal | None = None,
+                         reason: str = "") -> dict[str, Any]:
+        """Approve or deny a parked tool call of one of this channel's sessions: `{callId, toolName, status}`."""
+        row = super().resolve_approval(session_id, call_id, decision, auth=auth, reason=reason)
+        return ApprovalDecided.of(row).model_dump(mode="json", by_alias=True)
+
+    def session_urls(self, session_id: str) -> dict[str, str]:
+        """Absolute playground, stream and events URLs of one of this channel's sessions."""
+        row = self._session(session_id)
+        links = SessionLinks.at((settings.AGENTSITE_PUBLIC_URL or self.base_url).rstrip("/"), self.agent.slug, row.id)
+        return {"playgroundUrl": links.playground_url, "streamUrl": links.stream_url, "eventsUrl": links.events_url}
 
 
 def _refuse(status: int, code: str, message: str, details: Any = None) -> JsonResponse:

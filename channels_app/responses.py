@@ -144,6 +144,13 @@ class SessionLinks(Reply):
     events_url: str
     playground_url: str
 
+    @staticmethod
+    def at(origin: str, slug: str, session_id: str) -> SessionLinks:
+        """A session's absolute URLs under `origin` (the public URL, or the request's own)."""
+        base = f"{origin}/{slug}/v1/session/{session_id}"
+        return SessionLinks(stream_url=f"{base}/stream", events_url=f"{base}/events",
+                            playground_url=f"{origin}/playground/{slug}?sessionId={session_id}")
+
 
 class SessionCreated(SessionLinks):
     session_id: str
@@ -236,6 +243,18 @@ class Approval(Reply):
     def of(cls, row: ToolCall) -> Approval:
         return cls(call_id=row.call_id, tool_name=row.tool, input=row.input, status=row.status, turn_id=row.turn_id,
                    decided_by=row.decided_by, reason=row.reason, requested_at=row.created_at)
+
+
+class ApprovalDecided(Reply):
+    """What a custom channel's `req.resolve_approval(...)` returns."""
+
+    call_id: str
+    tool_name: str
+    status: str
+
+    @classmethod
+    def of(cls, row: ToolCall) -> ApprovalDecided:
+        return cls(call_id=row.call_id, tool_name=row.tool, status=row.status)
 
 
 class ApprovalList(Reply):

@@ -17,6 +17,7 @@ from agents.models import Agent
 from sessions import lifecycle, wakeups
 from sessions.lifecycle import dispatch_next, interrupt, interrupt_in_flight  # noqa: F401 (callers import them here)
 from sessions.models import EventType, Session, Turn
+from sessions.taskqueue import runs_inline
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ def start_session(
                 "model": deployment.manifest.get("model", ""),
             }),
         ], hooks)
-    if lifecycle.runs_inline():
+    if runs_inline():
         # The turn ran at commit, in this process: report the status it left.
         session.status = Session.objects.filter(pk=session.pk).values_list("status", flat=True).first() or session.status
     return Admitted(session=session, turn=turn, continuation_token=token)
@@ -133,8 +134,7 @@ def submit_message(
             )
         if admission == Turn.Admission.PREEMPT and session.active_turn_id:
             lifecycle.interrupt_in_flight(session.pk, session.active_turn_id)
-        token = session.issue_token()
-        Session.objects.filter(pk=session.pk).update(continuation_token_hash=session.continuation_token_hash)
+        token = session.rotate_token()
         turn = lifecycle.queue_turn(session, trigger=trigger, message=message, admission=admission,
                                     source_ref=source_ref, workspace_files=workspace_files or [])
         # Readers of an idle session poll slowly; tell them a turn is coming.

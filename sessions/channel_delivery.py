@@ -17,13 +17,9 @@ import functools
 import logging
 from typing import Sequence
 
-from django.conf import settings
-from django.utils.module_loading import import_string
-from django_q.tasks import async_task
-
 from agents.channels import ChannelHook
-from sessions.broker import shared_broker
 from sessions.models import Session
+from sessions.taskqueue import enqueue
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +47,4 @@ def hand_to_channels(hooks: Sequence[ChannelHook], session_id: str, types: Seque
 
 
 def enqueue_delivery(session_id: str) -> None:
-    if getattr(settings, "AGENTSITE_INLINE_TURNS", False):
-        import_string(DELIVER_TASK)(session_id)
-        return
-    async_task(DELIVER_TASK, session_id, task_name=f"channel-events:{session_id}", broker=shared_broker())
+    enqueue(DELIVER_TASK, session_id, task_name=f"channel-events:{session_id}")

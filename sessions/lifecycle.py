@@ -18,36 +18,23 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Iterable, Sequence
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from django.utils.module_loading import import_string
-from django_q.conf import Conf
-from django_q.tasks import async_task
 
 from agents.hooks import Hook
-from sessions.broker import shared_broker
 from sessions.events import append_events
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.sql.rows import insert_row
+from sessions.taskqueue import enqueue
 from sessions.usage import Usage, add_usage
 
 # The django-q task that runs a turn (a dotted path: queued tasks outlive a deploy).
 RUN_TURN_TASK = "sessions.engine.run_turn"
 
 
-def runs_inline() -> bool:
-    """Whether an enqueued turn runs at once in this process (`manage.py run`, django-q2's sync mode)."""
-    return bool(getattr(settings, "AGENTSITE_INLINE_TURNS", False) or Conf.SYNC)
-
-
 def enqueue_turn(turn_id: str) -> None:
     """Hand a turn to a worker. Only ever called from `on_commit` (or for a turn long committed)."""
-    if getattr(settings, "AGENTSITE_INLINE_TURNS", False):
-        # `manage.py run` and benchmarks: run it in this process, found by its task name as a worker finds it.
-        import_string(RUN_TURN_TASK)(turn_id)
-        return
-    async_task(RUN_TURN_TASK, turn_id, task_name=turn_id, ack_failure=True, broker=shared_broker())
+    enqueue(RUN_TURN_TASK, turn_id, task_name=turn_id, ack_failure=True)
 
 
 def _enqueue_on_commit(turn_id: str) -> None:

@@ -9,8 +9,9 @@ then resumes its cadence from now: cron takes its next time after now, and
 `every` its next multiple of the interval after now. Missed firings are not
 replayed one by one.
 
-Schedules live here; reminders in sessions.reminders, whose names are
-importable from here too; `ctx.host` in sessions.host.
+Schedules live here; reminders in sessions.reminders (firing) and
+sessions.host.reminders (arming), whose names are importable from here too;
+`ctx.host` in sessions.host.
 """
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import F
 from django.utils import timezone
 
 from agents.discovery import load_deployment
@@ -73,16 +73,7 @@ def sync_schedules(agent, loaded, now: datetime | None = None) -> None:
             row.cron = item.cron
             row.next_fire_at = next_after(item.cron, now)
         row.save()
-    Schedule.objects.filter(agent=agent, active=True).exclude(schedule_id__in=seen).update(active=False, next_fire_at=None)
-
-
-def claim_schedule(schedule: Schedule, due: datetime, now: datetime) -> bool:
-    """Own the firing due at `due`: only one caller's conditional update changes the row."""
-    return bool(
-        Schedule.objects.filter(pk=schedule.pk, active=True, next_fire_at=due).update(
-            next_fire_at=next_after(schedule.cron, max(due, now)), last_fired_at=now, fire_count=F("fire_count") + 1,
-        )
-    )
+    Schedule.retire_missing(agent, seen)
 
 
 def schedule_principal(schedule: Schedule) -> Principal:
@@ -111,7 +102,7 @@ def run_schedule(schedule: Schedule, due: datetime) -> list[str]:
     except Exception as exc:  # a failing handler is recorded; the schedule keeps its cadence
         log.exception("schedule %s failed", schedule)
         error = f"{type(exc).__name__}: {exc}"
-    Schedule.objects.filter(pk=schedule.pk).update(last_session_ids=session_ids, last_error=error)
+    schedule.record_run(session_ids, error)
     return session_ids
 
 
@@ -144,7 +135,7 @@ def fire_schedule_now(schedule: Schedule, now: datetime | None = None) -> list[s
     """Fire the current due time by hand (dev mode): exactly once, through the claim; None if lost."""
     now = now or timezone.now()
     due = schedule.next_fire_at
-    if due is None or not claim_schedule(schedule, due, now):
+    if due is None or not schedule.claim(due, now):
         return None
     return run_schedule(schedule, due)
 
@@ -160,7 +151,7 @@ def fire_due(now: datetime | None = None, *, schedules: bool | None = None) -> i
     fired = 0
     if schedules:
         for schedule in Schedule.objects.select_related("agent__active_deployment").filter(active=True, next_fire_at__lte=now):
-            if claim_schedule(schedule, schedule.next_fire_at, now):
+            if schedule.claim(schedule.next_fire_at, now):
                 fired += 1
                 run_schedule(schedule, schedule.next_fire_at)
     me = owner_id()

@@ -15,7 +15,7 @@ from channels_app.bodies import CreateSession, FollowUp, WorkspaceFile, checked_
 from channels_app.ownership import get_agent, get_owned_session, get_session_by_token
 from channels_app.pagination import SessionCursorPagination
 from channels_app.parsers import parse_start_index
-from channels_app.responses import FollowUpAccepted, SessionCreated, SessionDetail, SessionPage, StopAccepted
+from channels_app.responses import FollowUpAccepted, SessionCreated, SessionDetail, SessionLinks, SessionPage, StopAccepted
 from channels_app.schema import BODY, EVENTS_PARAMETERS, LIST_PARAMETERS, NDJSON_EVENTS, SESSION, refusals
 from sessions.admission import start_session, stop_session, submit_message
 from sessions.deletion import delete_session
@@ -24,13 +24,8 @@ from sessions.models import Session
 
 
 def session_links(request: Request, session: Session) -> dict[str, str]:
-    base = f"/{session.agent.slug}/v1/session/{session.id}"
     origin = settings.AGENTSITE_PUBLIC_URL.rstrip("/") or request.build_absolute_uri("/").rstrip("/")
-    return {
-        "stream_url": f"{origin}{base}/stream",
-        "events_url": f"{origin}{base}/events",
-        "playground_url": f"{origin}/playground/{session.agent.slug}?sessionId={session.id}",
-    }
+    return dict(SessionLinks.at(origin, session.agent.slug, session.id))
 
 
 class SessionCreateView(APIView):

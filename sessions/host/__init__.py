@@ -3,7 +3,7 @@
     ctx.host.kv          durable key-value store of the agent (or of one session)   sessions.host.kv
     ctx.host.files       durable file store of the agent                             sessions.host.files
     ctx.host.artifacts   files a turn produces, downloadable by the session's owner  sessions.host.artifacts
-    ctx.host.reminders   reminders bound to a session                                sessions.reminders
+    ctx.host.reminders   reminders bound to a session                                sessions.host.reminders
     ctx.host.http        outbound HTTP through the SSRF guard                        agents.integrations.outbound
     ctx.host.github, .gitlab, .bitbucket, .slack   API clients                       sessions.host.providers
 
@@ -23,8 +23,8 @@ from sessions.host.checks import FileChanged, HostError
 from sessions.host.files import FileInfo, Files
 from sessions.host.kv import KV
 from sessions.host.providers import provider_client
+from sessions.host.reminders import Reminders
 from sessions.models import Session
-from sessions.reminders import Reminders
 
 __all__ = [
     "ArtifactInfo", "Artifacts", "FileChanged", "FileInfo", "Files", "Host", "HostError", "KV", "Reminders",

@@ -5,6 +5,7 @@ conditional update (`filter(<expected state>).update(<new state>)`) that
 returns whether it won, so racing processes never both make the same move.
 `sessions.lifecycle` composes them into the turn lifecycle.
 """
+from sessions.models.channel import ChannelBinding
 from sessions.models.event import Event, EventType
 from sessions.models.session import (
     RunOptions,
@@ -20,6 +21,6 @@ from sessions.models.timer import Reminder, Schedule, new_reminder_id
 from sessions.models.toolcall import ToolCall
 
 __all__ = [
-    "Artifact", "ChannelDelivery", "Event", "EventType", "HostFile", "KVEntry", "Reminder", "RunOptions", "Schedule", "Session",
+    "Artifact", "ChannelBinding", "ChannelDelivery", "Event", "EventType", "HostFile", "KVEntry", "Reminder", "RunOptions", "Schedule", "Session",
     "ToolCall", "Turn", "hash_token", "new_id", "new_reminder_id", "new_session_id", "new_turn_id",
 ]

@@ -17,6 +17,7 @@ from django.db import models
 from django.utils import timezone
 
 from agents.discovery import load_deployment
+from sessions.models.channel import ChannelBinding
 from sessions.sql.rows import update_where
 
 
@@ -69,7 +70,7 @@ class SessionQuerySet(models.QuerySet):
             "principal_id", "authenticator", "mode").first()
 
 
-class Session(models.Model):
+class Session(ChannelBinding):
     class Mode(models.TextChoices):
         CHAT = "chat"
         TASK = "task"
@@ -86,7 +87,6 @@ class Session(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=new_session_id, editable=False)
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="sessions")
     deployment = models.ForeignKey("agents.Deployment", on_delete=models.PROTECT, related_name="sessions")
-    channel = models.CharField(max_length=64, default="http")
     mode = models.CharField(max_length=8, choices=Mode.choices, default=Mode.CHAT)
     status = models.CharField(max_length=24, choices=Status.choices, default=Status.IDLE)
     title = models.CharField(max_length=200, blank=True)
@@ -94,16 +94,7 @@ class Session(models.Model):
     principal_type = models.CharField(max_length=32, default="user")
     authenticator = models.CharField(max_length=64)
     continuation_token_hash = models.CharField(max_length=64, blank=True, db_index=True)
-    # A custom channel's continuation key (`pr:owner/repo#12`), hashed to a fixed width:
-    # one session per (agent, channel, key), enforced by the unique constraint below so
-    # two deliveries racing with the same new key create one session.
-    channel_key_hash = models.CharField(max_length=64, blank=True)
-    # The custom channel's per-session state (JSON), changed under the session row's lock.
-    channel_state = models.JSONField(default=dict, blank=True)
-    # The next event index the channel's events map has not been handed yet, and the lease of
-    # the delivery handing them over (sessions.custom_channels.deliver_channel_events).
-    channel_cursor = models.PositiveIntegerField(default=0)
-    channel_lease_until = models.DateTimeField(null=True, blank=True)
+    # channel, channel_key_hash, channel_state, channel_cursor, channel_lease_until: ChannelBinding.
     # Allocates event indexes: incremented in the same transaction as the insert.
     next_event_index = models.PositiveIntegerField(default=0)
     options = models.JSONField(default=dict, blank=True)
@@ -151,6 +142,19 @@ class Session(models.Model):
         if not token.startswith("ct_ses_") or "." not in token:
             return None
         return token[3:].split(".", 1)[0]
+
+    def rotate_token(self) -> str:
+        """A new continuation token for a follow-up, its hash stored (called under the row lock)."""
+        token = self.issue_token()
+        Session.objects.filter(pk=self.pk).update(continuation_token_hash=self.continuation_token_hash)
+        return token
+
+    def append_while_idle(self, message: dict[str, Any]) -> bool:
+        """Add `message` to the conversation if no turn is active (a running turn writes the
+        conversation when it settles, over this); call it holding the row lock."""
+        current = Session.objects.filter(pk=self.pk).values_list("conversation", flat=True).first()
+        return bool(Session.objects.filter(pk=self.pk, active_turn__isnull=True).update(
+            conversation=list(current or []) + [message]))
 
     def is_owned_by(self, principal) -> bool:
         return self.principal_id == principal.principal_id and self.authenticator == principal.authenticator

@@ -7,7 +7,9 @@ default: lists and lookups never read the bytes they do not return.
 """
 from __future__ import annotations
 
-from django.db import models
+from typing import Any
+
+from django.db import IntegrityError, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -132,3 +134,16 @@ class ChannelDelivery(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["agent", "channel", "key_hash"],
                                                name="channel_delivery_once")]
+
+    @staticmethod
+    def claim(agent: Any, channel: str, key_hash: str) -> bool:
+        """Record that `channel` acts on the delivery of hash `key_hash`; False if it already did.
+
+        Its own savepoint: the losing insert of two racing copies leaves the caller's transaction usable.
+        """
+        try:
+            with transaction.atomic():
+                ChannelDelivery.objects.create(agent=agent, channel=channel, key_hash=key_hash)
+        except IntegrityError:
+            return False
+        return True

@@ -1,9 +1,14 @@
 """Durable timers: deploy-time schedules and run-time reminders."""
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any, Iterable
+
 from django.db import models
+from django.db.models import F
 from django.utils import timezone
 
+from agents.schedules import next_after
 from sessions.models.session import Session, new_id
 
 
@@ -41,6 +46,27 @@ class Schedule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent.slug}/{self.schedule_id}"
+
+    def claim(self, due: datetime, now: datetime) -> bool:
+        """Own the firing due at `due`: only one caller's conditional update changes the row.
+
+        The instance keeps the `next_fire_at` it was read with: the firing is the one due then.
+        """
+        return bool(Schedule.objects.filter(pk=self.pk, active=True, next_fire_at=due).update(
+            next_fire_at=next_after(self.cron, max(due, now)), last_fired_at=now, fire_count=F("fire_count") + 1))
+
+    def record_run(self, session_ids: list[str], error: str) -> bool:
+        """What the claimed firing did: the sessions it started, or why it failed."""
+        won = Schedule.objects.filter(pk=self.pk).update(last_session_ids=session_ids, last_error=error)
+        if won:
+            self.last_session_ids, self.last_error = session_ids, error
+        return bool(won)
+
+    @staticmethod
+    def retire_missing(agent: Any, kept: Iterable[str]) -> int:
+        """Active schedules of `agent` not in `kept` (their file is gone from the deployment) → inactive."""
+        return Schedule.objects.filter(agent=agent, active=True).exclude(schedule_id__in=kept).update(
+            active=False, next_fire_at=None)
 
 
 class Reminder(models.Model):
@@ -85,6 +111,26 @@ class Reminder(models.Model):
     @property
     def is_run_form(self) -> bool:
         return bool(self.handler_owner)
+
+    def claim(self, due: datetime, now: datetime, next_fire_at: datetime | None) -> bool:
+        """Own the firing due at `due` (armed, still due then): it moves on to `next_fire_at`, or
+        ends as done when there is none. The winner's instance is read again (its fire count)."""
+        update: dict[str, Any] = {"next_fire_at": next_fire_at, "last_fired_at": now,
+                                  "fire_count": F("fire_count") + 1}
+        if next_fire_at is None:
+            update.update(status=self.Status.DONE, reason="fired")
+        won = Reminder.objects.filter(pk=self.pk, status=self.Status.ARMED, next_fire_at=due).update(**update)
+        if won:
+            self.refresh_from_db()
+        return bool(won)
+
+    def note(self, reason: str) -> bool:
+        """Say why a firing went wrong (a failing handler) without ending the reminder."""
+        reason = reason[:200]
+        won = Reminder.objects.filter(pk=self.pk).update(reason=reason)
+        if won:
+            self.reason = reason
+        return bool(won)
 
     def end(self, status: str, reason: str = "") -> bool:
         """armed → done | cancelled | disarmed; False if it had already ended."""
