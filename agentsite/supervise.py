@@ -8,6 +8,9 @@ is the parent every child's lifeline is tied to.
 
     python -m agentsite.supervise '<json: {"commands": {...}, "cwd": ..., "banner": [...]}>'
 
+It is started in `cwd`, the project's folder, where `-m` finds it whatever
+folder serve was started from.
+
 The children's environment is the supervisor's own, set by the exec: never
 on the command line, which any local user can read (API keys live there).
 """
@@ -83,6 +86,7 @@ def exec_supervisor(commands: dict[str, list[str]], env: dict[str, str], cwd: st
     sys.stdout.flush()
     sys.stderr.flush()
     spec = json.dumps({"commands": commands, "cwd": cwd, "banner": banner})
+    os.chdir(cwd)
     os.execve(sys.executable, [sys.executable, "-m", "agentsite.supervise", spec], env)
 
 

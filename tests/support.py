@@ -55,15 +55,15 @@ class Server:
 
 @contextlib.contextmanager
 def run_server(state_root: Path, *args: str, env: dict[str, str] | None = None, ready_timeout: float = 40,
-               port: int | None = None) -> Iterator[Server]:
-    """Start `manage.py serve` on `port` (default: a free one) and wait until /healthz answers."""
+               port: int | None = None, cwd: Path = ROOT) -> Iterator[Server]:
+    """Start `manage.py serve` on `port` (default: a free one) in `cwd` and wait until /healthz answers."""
     port = port or free_port()
     state_root.mkdir(parents=True, exist_ok=True)
     log = state_root / f"serve-{port}.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(port), "--state-root", str(state_root), *args],
-            cwd=ROOT, env=child_env(**(env or {})), stdout=out, stderr=subprocess.STDOUT,
+            cwd=cwd, env=child_env(**(env or {})), stdout=out, stderr=subprocess.STDOUT,
         )
     server = Server(f"http://127.0.0.1:{port}", process, state_root, log)
     try:

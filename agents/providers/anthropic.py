@@ -8,7 +8,6 @@ retries rate limits and overloads with backoff, honouring retry-after.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, Iterator
 
 import anthropic
@@ -22,6 +21,7 @@ from agents.providers.base import (
     ToolCall,
     Usage,
     classify_error,
+    sdk_client,
 )
 
 
@@ -62,12 +62,8 @@ class AnthropicProvider:
     name = "anthropic"
 
     def client(self, params: dict[str, Any]) -> anthropic.Anthropic:
-        return anthropic.Anthropic(
-            api_key=os.environ.get(params.get("api_key_env", "ANTHROPIC_API_KEY")) or "unset",
-            base_url=params.get("base_url") or os.environ.get("ANTHROPIC_BASE_URL") or None,
-            max_retries=int(params.get("max_retries", 3)),
-            timeout=float(params.get("timeout", 300)),
-        )
+        return sdk_client(anthropic.Anthropic, params, key_env="ANTHROPIC_API_KEY", base_url_env="ANTHROPIC_BASE_URL",
+                          timeout=300)
 
     def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
         params = request.params

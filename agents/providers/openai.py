@@ -8,7 +8,6 @@ retries rate limits (honouring retry-after) and transient errors with backoff.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, Iterator
 
 import openai
@@ -21,6 +20,7 @@ from agents.providers.base import (
     ToolCall,
     Usage,
     classify_error,
+    sdk_client,
 )
 
 # Agent params passed through to the API; the rest configure the client.
@@ -51,13 +51,7 @@ class OpenAIProvider:
     name = "openai"
 
     def client(self, params: dict[str, Any]) -> openai.OpenAI:
-        key_env = params.get("api_key_env", "OPENAI_API_KEY")
-        return openai.OpenAI(
-            api_key=os.environ.get(key_env) or "unset",  # local servers often need no key
-            base_url=params.get("base_url") or os.environ.get("OPENAI_BASE_URL") or None,
-            max_retries=int(params.get("max_retries", 3)),
-            timeout=float(params.get("timeout", 120)),
-        )
+        return sdk_client(openai.OpenAI, params, key_env="OPENAI_API_KEY", base_url_env="OPENAI_BASE_URL", timeout=120)
 
     def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
         params = request.params

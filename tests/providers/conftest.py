@@ -2,10 +2,44 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from tests.conftest import EXAMPLE
+from tests.providers.loopback import LoopbackModelServer
+
+# Per protocol: the base-URL variable, the API's path under the server, the key variable and a key.
+CLIENT_ENV = {
+    "anthropic": ("ANTHROPIC_BASE_URL", "", "ANTHROPIC_API_KEY", "sk-ant-test"),
+    "openai": ("OPENAI_BASE_URL", "/v1", "OPENAI_API_KEY", "sk-test"),
+}
+
+
+def loopback_provider(monkeypatch, protocol: str) -> Iterator[LoopbackModelServer]:
+    """A loopback server speaking `protocol`, with the provider's client pointed at it by the environment."""
+    base_url_env, path, key_env, key = CLIENT_ENV[protocol]
+    with LoopbackModelServer(protocol) as server:
+        monkeypatch.setenv(base_url_env, server.url + path)
+        monkeypatch.setenv(key_env, key)
+        yield server
+
+
+@pytest.fixture
+def anthropic_server(monkeypatch) -> Iterator[LoopbackModelServer]:
+    yield from loopback_provider(monkeypatch, "anthropic")
+
+
+@pytest.fixture
+def openai_server(monkeypatch) -> Iterator[LoopbackModelServer]:
+    yield from loopback_provider(monkeypatch, "openai")
+
+
+def start(client, slug: str, message: str) -> str:
+    """Open a session on agent `slug` over HTTP; its id."""
+    response = client.post(f"/{slug}/v1/session", {"message": message}, content_type="application/json")
+    assert response.status_code == 201, response.content
+    return response.json()["sessionId"]
 
 
 @pytest.fixture

@@ -5,24 +5,10 @@ from __future__ import annotations
 import pytest
 
 from sessions.models import Event
-from tests.providers.conftest import event_types
-from tests.providers.loopback import LoopbackModelServer, Reply, an_text, an_tool_uses
+from tests.providers.conftest import event_types, start
+from tests.providers.loopback import Reply, an_text, an_tool_uses
 
 TWO_CALLS = [("toolu_a", "lookup_order", {"order_id": "A100"}), ("toolu_b", "lookup_order", {"order_id": "A101"})]
-
-
-@pytest.fixture
-def anthropic_server(monkeypatch):
-    with LoopbackModelServer("anthropic") as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-        yield server
-
-
-def start(client, slug: str, message: str) -> str:
-    response = client.post(f"/{slug}/v1/session", {"message": message}, content_type="application/json")
-    assert response.status_code == 201, response.content
-    return response.json()["sessionId"]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -5,24 +5,10 @@ from __future__ import annotations
 import pytest
 
 from sessions.models import Event, Session
-from tests.providers.conftest import event_types
-from tests.providers.loopback import LoopbackModelServer, Reply, oa_text, oa_tool_calls
+from tests.providers.conftest import event_types, start
+from tests.providers.loopback import Reply, oa_text, oa_tool_calls
 
 TWO_CALLS = [("call_a", "lookup_order", {"order_id": "A100"}), ("call_b", "lookup_order", {"order_id": "A101"})]
-
-
-@pytest.fixture
-def openai_server(monkeypatch):
-    with LoopbackModelServer("openai") as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        yield server
-
-
-def start(client, slug: str, message: str) -> str:
-    response = client.post(f"/{slug}/v1/session", {"message": message}, content_type="application/json")
-    assert response.status_code == 201, response.content
-    return response.json()["sessionId"]
 
 
 @pytest.mark.django_db(transaction=True)

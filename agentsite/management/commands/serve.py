@@ -8,7 +8,11 @@ workers (qcluster) together.
    Both run under agentsite.lifeline, so they and every process they fork die
    with serve, even when serve is killed with SIGKILL.
 3. Replace itself (exec, same pid) with agentsite.supervise, a small process
-   without Django that starts them, prints the URLs and waits. Ctrl-C or
+   without Django that starts them, prints the URLs and waits. The supervisor
+   and the children run in the project's folder, whatever the caller's: their
+   imports are the project's, never a module of the caller's folder. Paths
+   given relative to the caller's folder (arguments, path settings in the
+   environment) are made absolute before that. Ctrl-C or
    SIGTERM stops both children (SIGTERM, then SIGKILL after a grace period);
    if one child dies, the other is stopped.
 """
@@ -88,6 +92,7 @@ class Command(BaseCommand):
             env["AGENTSITE_SCHEDULES"] = "0"
         if opts["workers"]:
             env["AGENTSITE_WORKERS"] = str(opts["workers"])
+        env.update(_absolute_paths(env))
 
         manage = str(Path(settings.BASE_DIR) / "manage.py")
         # Same pid after the exec below: the supervisor is the parent the children are tied to.
@@ -119,6 +124,25 @@ class Command(BaseCommand):
                 self.stdout.write(f"agent {d.agent.slug}: v{d.version} ({d.manifest.get('model')}) from {root}")
         except AgentFolderError as exc:
             raise CommandError(f"{exc.root}: invalid agent folder\n" + "\n".join(f"  {p}" for p in exc.problems)) from None
+
+
+def _absolute_paths(env: dict[str, str]) -> dict[str, str]:
+    """The environment's relative paths made absolute as this process resolves them.
+
+    The children run in the project's folder, where a relative path would
+    name another file than the one this process migrated and deployed to.
+    """
+    fixed: dict[str, str] = {}
+    if env.get("AGENTSITE_WORKSPACES_ROOT"):
+        fixed["AGENTSITE_WORKSPACES_ROOT"] = str(settings.AGENTSITE_WORKSPACES_ROOT)
+    database = settings.DATABASES["default"]
+    if env.get("DATABASE_URL") and database["ENGINE"] == "django.db.backends.sqlite3":
+        # Settings replace a SQLite URL's options, so the path is all the URL carries.
+        fixed["DATABASE_URL"] = f"sqlite:///{Path(database['NAME']).resolve()}"
+    if env.get("PYTHONPATH"):
+        # A --settings module found on the caller's PYTHONPATH, say `PYTHONPATH=.`.
+        fixed["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep))
+    return fixed
 
 
 def _check_port_free(host: str, port: int) -> None:

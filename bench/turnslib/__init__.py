@@ -1,0 +1,1 @@
+"""bench/turns.py in parts: `run` (the command line), `workloads`, `turn`, `server`, `config`, `stats`, `report`."""
