@@ -11,7 +11,7 @@ from channels_app.ownership import get_agent, get_owned_session
 from channels_app.responses import Approval, ApprovalList, ParkedToolCall, ToolResult
 from channels_app.schema import BODY, SESSION, refusals
 from sessions.approvals import pending_approvals, resolve_approval
-from sessions.direct import call_tool
+from sessions.direct import Parked, run_call
 
 
 class ApprovalListView(APIView):
@@ -45,8 +45,8 @@ class ToolCallView(APIView):
         body: ToolCallBody = validate_body(ToolCallBody, request.data)
         agent = get_agent(slug)
         session = get_owned_session(slug, body.session_id, request.user) if body.session_id else None
-        result = call_tool(agent, tool_name, body.input, session=session)
+        outcome = run_call(agent, tool_name, body.input, session=session)
         # A needs_approval tool bound to a session parks until someone decides it.
-        if result.get("status") == "awaiting_approval":
-            return Response(ParkedToolCall.model_validate(result), status=202)
-        return Response(ToolResult.model_validate(result))
+        if isinstance(outcome, Parked):
+            return Response(ParkedToolCall.of(outcome), status=202)
+        return Response(ToolResult.of(outcome))
