@@ -42,6 +42,14 @@ class JSONRenderer(renderers.JSONRenderer):
 
 # -- errors -------------------------------------------------------------------------------
 
+class Page(Reply):
+    """A list paged after clients had it whole: `nextCursor` comes only when another page follows,
+    so the body of a list that fits one page is what it always was."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=False)
+    omit_unset: ClassVar[bool] = True  # every field of the items is set by their `of`
+
+
 class ErrorDetail(Reply):
     code: str
     message: str
@@ -74,8 +82,11 @@ class AgentSummary(Reply):
     deployment: DeploymentRef
 
 
-class AgentList(Reply):
+class AgentList(Page):
+    """One page of the agents, by slug; `nextCursor` only when another page follows."""
+
     agents: list[AgentSummary]
+    next_cursor: str | None = None
 
 
 class DeploymentDetail(DeploymentRef):
@@ -245,13 +256,17 @@ class Approval(Reply):
                    decided_by=row.decided_by, reason=row.reason, requested_at=row.created_at)
 
 
-class ApprovalList(Reply):
+class ApprovalList(Page):
+    """One page of the calls awaiting a decision, oldest first; `nextCursor` only when another page follows."""
+
     approvals: list[Approval]
+    next_cursor: str | None = None
 
 
 class ToolResult(Reply):
     """A finished direct call: `output`, or `error` when a stubbed or denied call carries one."""
 
+    model_config = ConfigDict(json_schema_serialization_defaults_required=False)
     omit_unset: ClassVar[bool] = True
     call_id: str
     tool_name: str
@@ -309,8 +324,11 @@ class Reminder(Reply):
                    last_fired_at=r.last_fired_at, created_at=r.created_at)
 
 
-class ReminderList(Reply):
+class ReminderList(Page):
+    """One page of reminders; `nextCursor` only when another page follows."""
+
     reminders: list[Reminder]
+    next_cursor: str | None = None
 
 
 class ScheduleFired(Reply):
@@ -341,8 +359,11 @@ class Artifact(Reply):
                    created_at=row.created_at, updated_at=row.updated_at)
 
 
-class ArtifactList(Reply):
+class ArtifactList(Page):
+    """One page of the session's artifacts, oldest first; `nextCursor` only when another page follows."""
+
     artifacts: list[Artifact]
+    next_cursor: str | None = None
 
 
 def artifact_path(slug: str, session_id: str, name: str) -> str:

@@ -56,12 +56,16 @@ START_INDEX = {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}
 EVENTS_PARAMETERS = [
     OpenApiParameter("startIndex", START_INDEX, description="The first event index to send (default 0)"),
 ]
-LIST_PARAMETERS = [
-    OpenApiParameter("cursor", {"type": "string", "pattern": NO_NUL},
-                     description="`nextCursor` of the previous page, as this server issued it"),
-    OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": 100},
-                     description="Sessions per page (default 20)"),
-]
+
+
+def list_parameters(items: str, default: int) -> list[OpenApiParameter]:
+    """`cursor` and `limit` of a paged list (channels_app.pagination)."""
+    return [
+        OpenApiParameter("cursor", {"type": "string", "pattern": NO_NUL},
+                         description="`nextCursor` of the previous page, as this server issued it; empty: the first"),
+        OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": 100},
+                         description=f"{items} per page (default {default})"),
+    ]
 NDJSON_EVENTS = {
     (200, "application/x-ndjson"): OpenApiResponse(
         {"type": "string"},

@@ -15,10 +15,10 @@ from channels_app.bodies import (
     CreateSession, FollowUp, RuntimeOverlay, WorkspaceFile, checked_files, validate_body,
 )
 from channels_app.ownership import get_agent, get_owned_session, get_session_by_token
-from channels_app.pagination import SessionCursorPagination
+from channels_app.pagination import SessionCursorPagination, paginate
 from channels_app.parsers import parse_start_index
 from channels_app.responses import FollowUpAccepted, SessionCreated, SessionDetail, SessionPage, StopAccepted
-from channels_app.schema import BODY, EVENTS_PARAMETERS, LIST_PARAMETERS, NDJSON_EVENTS, SESSION, refusals
+from channels_app.schema import BODY, EVENTS_PARAMETERS, NDJSON_EVENTS, SESSION, list_parameters, refusals
 from sessions.admission import start_session, stop_session, submit_message
 from sessions.deletion import delete_session
 from sessions.events import read_lines
@@ -134,15 +134,13 @@ class SessionDetailView(APIView):
 class SessionListView(APIView):
     @extend_schema(
         summary="The caller's sessions, newest first",
-        parameters=LIST_PARAMETERS,
+        parameters=list_parameters("Sessions", 20),
         responses={200: SessionPage, **refusals(400, 401, 404)},
     )
     def get(self, request: Request, slug: str) -> Response:
         agent = get_agent(slug)
         rows = Session.objects.for_principal(request.user).filter(agent=agent).select_related("agent", "deployment")
-        paginator = SessionCursorPagination()
-        page = paginator.paginate_queryset(rows, request, view=self)
-        return paginator.get_paginated_response([SessionDetail.of(s) for s in page])
+        return paginate(SessionCursorPagination, rows, request, self, SessionDetail.of)
 
 
 class SessionEventsView(APIView):
