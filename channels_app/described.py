@@ -18,7 +18,14 @@ from typing_extensions import TypedDict
 JSONValue = Any
 JSONObject = dict[str, Any]
 
-OPEN = ConfigDict(extra="allow")
+
+def optional_keys(schema: dict[str, Any]) -> None:
+    # Pydantic marks a total=False key required in a serialization schema whose model asks for
+    # defaults to be required (every `Reply` does): these keys may be absent.
+    schema.pop("required", None)
+
+
+OPEN = ConfigDict(extra="allow", json_schema_extra=optional_keys)
 
 
 @with_config(OPEN)

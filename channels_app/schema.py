@@ -28,6 +28,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 
 from channels_app.bodies import NO_NUL
+from channels_app.patterns import END
 from channels_app.responses import ErrorBody, EventEnvelope
 
 SLUG = "^[-a-zA-Z0-9_]+$"  # Django's slug path converter
@@ -53,6 +54,7 @@ def refusals(*statuses: int) -> dict[int, OpenApiResponse]:
 
 
 START_INDEX = {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}
+LAST_EVENT_ID = {"type": "string", "pattern": rf"^(?:[0-9]{{1,18}})?{END}"}  # parse_count's count, or empty
 EVENTS_PARAMETERS = [
     OpenApiParameter("startIndex", START_INDEX, description="The first event index to send (default 0)"),
 ]
@@ -103,6 +105,19 @@ def security_requirement() -> list[dict[str, list]]:
     return []
 
 
+# One event of the SSE stream (each, OpenAPI 3.2's `itemSchema`): its index, its type, its envelope as JSON.
+SSE_EVENT = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "pattern": "^[0-9]+$"},
+        "event": {"type": "string"},
+        "data": {"type": "string", "contentMediaType": "application/json",
+                 "contentSchema": {"$ref": "#/components/schemas/EventEnvelope"}},
+    },
+    "required": ["id", "event", "data"],
+}
+
+
 def add_streaming_routes(result, generator, request, public):
     path_parameter = {"in": "path", "required": True, "schema": {"type": "string", "pattern": NO_NUL}}
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
@@ -115,15 +130,15 @@ def add_streaming_routes(result, generator, request, public):
                 {**path_parameter, "name": "slug", "schema": {"type": "string", "pattern": SLUG}},
                 {**path_parameter, "name": "session_id"},
                 {"name": "startIndex", "in": "query", "schema": START_INDEX},
-                {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"},
-                 "description": "SSE only, without startIndex: resume after this index"},
+                {"name": "Last-Event-ID", "in": "header", "schema": LAST_EVENT_ID,
+                 "description": "SSE only, without startIndex: resume after this index (empty: from the start)"},
             ],
             "security": [{"bearerAuth": []}],  # replaced by document_security
             "responses": {
                 "200": {
                     "description": "One event envelope per line: {type, index, sessionId, turnId, at, data}",
                     "content": {"application/x-ndjson": {"schema": {"type": "string"}},
-                                "text/event-stream": {"schema": {"type": "string"}}},
+                                "text/event-stream": {"itemSchema": SSE_EVENT}},
                 },
                 **{str(s): {"description": WHY[s], "content": error} for s in SESSION},
             },
@@ -137,7 +152,8 @@ def document_security(result, generator, request, public):
 
     Also: path ids as the middleware takes them (no NUL), tool input as
     `load_json` takes it (any JSON without NUL, which pydantic cannot say),
-    and the event envelope schema that the NDJSON routes describe in prose.
+    and the event envelope schema that the NDJSON routes describe in prose;
+    then the links (`add_links`).
     """
     requirement = security_requirement()
     for operations in result.get("paths", {}).values():
@@ -155,7 +171,7 @@ def document_security(result, generator, request, public):
     schemas.setdefault("EventEnvelope", EventEnvelope.model_json_schema(mode="serialization"))
     if not requirement:
         result["components"].pop("securitySchemes", None)
-    return result
+    return add_links(result)
 
 
 # Any JSON without NUL in its text: what `load_json` takes (tool input).
@@ -169,3 +185,57 @@ JSON_VALUE = {
          "additionalProperties": {"$ref": "#/components/schemas/JSONValue"}},
     ],
 }
+
+
+# Where the ids an operation takes come from: OpenAPI links, so that a client (or a tester
+# following them) reaches each route with ids this server made. {operationId: {status: {name: link}}}
+SESSION_IDS = {"slug": "$request.path.slug", "session_id": "$response.body#/sessionId"}
+OF_SESSION = {
+    "SessionDetail": "v1_session_retrieve", "SessionEvents": "v1_session_events_retrieve",
+    "SessionStream": "session_stream", "FollowUp": "v1_session_message_create", "Stop": "v1_session_stop_create",
+    "Approvals": "v1_session_approvals_retrieve", "Artifacts": "v1_session_artifacts_list",
+    "Reminders": "v1_session_reminders_retrieve", "SetReminder": "v1_session_reminders_create",
+    "DeleteSession": "v1_session_destroy",
+}
+SESSION_LINKS = {
+    **{name: {"operationId": target, "parameters": SESSION_IDS} for name, target in OF_SESSION.items()},
+    "FollowUpByToken": {"operationId": "v1_session_create", "parameters": {"slug": "$request.path.slug"},
+                        "requestBody": {"continuationToken": "$response.body#/continuationToken"}},
+    "WorkspaceToolCall": {
+        "operationId": "v1_tools_call_create", "description": "`ls`, where the agent offers workspace tools (GET /info), bound to the session",
+        "parameters": {"slug": "$request.path.slug", "tool_name": "ls"},
+        "requestBody": {"sessionId": "$response.body#/sessionId", "input": {}}},
+}
+SLUG_FROM_LIST = {"slug": "$response.body#/agents/0/slug"}
+LINKS: dict[str, dict[str, dict[str, Any]]] = {
+    "v1_agents_retrieve": {"200": {
+        name: {"operationId": target, "parameters": SLUG_FROM_LIST} for name, target in (
+            ("AgentInfo", "v1_info_retrieve"), ("CreateSession", "v1_session_create"),
+            ("Sessions", "v1_sessions_retrieve"))}},
+    "v1_session_create": {"201": SESSION_LINKS, "202": SESSION_LINKS},
+    "v1_session_message_create": {"202": {name: SESSION_LINKS[name] for name in ("Stop", "SessionEvents")}},
+    "v1_tools_call_create": {"202": {"Decide": {
+        "operationId": "v1_session_approvals_create",
+        "parameters": {**SESSION_IDS, "call_id": "$response.body#/callId"}}}},
+    "v1_session_approvals_retrieve": {"200": {"Decide": {
+        "operationId": "v1_session_approvals_create",
+        "parameters": {"slug": "$request.path.slug", "session_id": "$request.path.session_id",
+                       "call_id": "$response.body#/approvals/0/callId"}}}},
+    "v1_session_artifacts_list": {"200": {"Download": {
+        "operationId": "v1_session_artifact_download",
+        "parameters": {"slug": "$request.path.slug", "session_id": "$request.path.session_id",
+                       "name": "$response.body#/artifacts/0/name"}}}},
+    "v1_session_reminders_create": {"201": {
+        name: {"operationId": target,
+               "parameters": {"slug": "$request.path.slug", "reminder_id": "$response.body#/reminderId"}}
+        for name, target in (("Cancel", "v1_reminders_destroy"), ("Fire", "v1_dev_reminders_create"))}},
+}
+
+
+def add_links(result: dict[str, Any]) -> dict[str, Any]:
+    """The links above, on the responses they start from."""
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            for status, links in LINKS.get(operation.get("operationId"), {}).items():
+                operation["responses"][status]["links"] = links
+    return result
