@@ -26,7 +26,8 @@ def up_to(limit: int) -> str:
         if int(digit) > low:
             rest = width - i - 1
             top = int(digit) - 1
-            options.append(digits[:i] + (f"[{low}-{top}]" if top > low else str(low)) + (f"[0-9]{{{rest}}}" if rest else ""))
+            head = f"[{low}-{top}]" if top > low else str(low)
+            options.append(digits[:i] + head + (f"[0-9]{{{rest}}}" if rest else ""))
     options.append(digits)
     return "(?:" + "|".join(options) + ")"
 

@@ -29,6 +29,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 
 from channels_app.bodies import NO_NUL
 from channels_app.patterns import END
+from channels_app.tool_operations import add_tool_operations
 from channels_app.responses import ErrorBody, EventEnvelope
 
 SLUG = "^[-a-zA-Z0-9_]+$"  # Django's slug path converter
@@ -153,7 +154,7 @@ def document_security(result, generator, request, public):
     Also: path ids as the middleware takes them (no NUL), tool input as
     `load_json` takes it (any JSON without NUL, which pydantic cannot say),
     and the event envelope schema that the NDJSON routes describe in prose;
-    then the links (`add_links`).
+    then each deployed tool's own operation (`channels_app.tool_operations`) and the links (`add_links`).
     """
     requirement = security_requirement()
     for operations in result.get("paths", {}).values():
@@ -171,7 +172,7 @@ def document_security(result, generator, request, public):
     schemas.setdefault("EventEnvelope", EventEnvelope.model_json_schema(mode="serialization"))
     if not requirement:
         result["components"].pop("securitySchemes", None)
-    return add_links(result)
+    return add_links(add_tool_operations(result))
 
 
 # Any JSON without NUL in its text: what `load_json` takes (tool input).
@@ -190,6 +191,9 @@ JSON_VALUE = {
 # Where the ids an operation takes come from: OpenAPI links, so that a client (or a tester
 # following them) reaches each route with ids this server made. {operationId: {status: {name: link}}}
 SESSION_IDS = {"slug": "$request.path.slug", "session_id": "$response.body#/sessionId"}
+# A link's body is the whole body (Schemathesis would otherwise merge generated fields into it,
+# and what one tool or a follow-up takes is narrower than the templated route's schema).
+AS_IS = {"x-schemathesis": {"merge_body": False}}
 OF_SESSION = {
     "SessionDetail": "v1_session_retrieve", "SessionEvents": "v1_session_events_retrieve",
     "SessionStream": "session_stream", "FollowUp": "v1_session_message_create", "Stop": "v1_session_stop_create",
@@ -200,11 +204,13 @@ OF_SESSION = {
 SESSION_LINKS = {
     **{name: {"operationId": target, "parameters": SESSION_IDS} for name, target in OF_SESSION.items()},
     "FollowUpByToken": {"operationId": "v1_session_create", "parameters": {"slug": "$request.path.slug"},
-                        "requestBody": {"continuationToken": "$response.body#/continuationToken"}},
+                        "requestBody": {"message": "And then?",
+                                        "continuationToken": "$response.body#/continuationToken"}, **AS_IS},
     "WorkspaceToolCall": {
-        "operationId": "v1_tools_call_create", "description": "`ls`, where the agent offers workspace tools (GET /info), bound to the session",
+        "operationId": "v1_tools_call_create",
+        "description": "`ls`, where the agent offers workspace tools (GET /info), bound to the session",
         "parameters": {"slug": "$request.path.slug", "tool_name": "ls"},
-        "requestBody": {"sessionId": "$response.body#/sessionId", "input": {}}},
+        "requestBody": {"sessionId": "$response.body#/sessionId", "input": {}}, **AS_IS},
 }
 SLUG_FROM_LIST = {"slug": "$response.body#/agents/0/slug"}
 LINKS: dict[str, dict[str, dict[str, Any]]] = {

@@ -192,3 +192,26 @@ def test_the_linked_tool_call_runs_in_the_session_of_an_agent_that_offers_it(loc
     response = post_json(local, f"/notes/v1/tools/{link['parameters']['tool_name']}/call", body)
 
     assert response.status_code in (200, 409), response.content  # 409: the first turn still holds the session
+
+
+# -- a tool's input ------------------------------------------------------------------------------
+
+@pytest.mark.django_db
+def test_each_deployed_tool_has_an_operation_with_its_input_schema(local, support_agent):
+    document = local.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    operation = document["paths"]["/support/v1/tools/lookup_order/call"]["post"]
+    body = operation["requestBody"]["content"]["application/json"]["schema"]
+    validator = Draft202012Validator({**body, "components": document["components"]})
+    templated = document["paths"]["/{slug}/v1/tools/{tool_name}/call"]["post"]
+    tool_name = next(p for p in templated["parameters"] if p["name"] == "tool_name")
+
+    assert body["required"] == ["input"] and body["properties"]["input"]["required"] == ["order_id"]
+    assert "lookup_order" in tool_name["schema"]["not"]["enum"]
+    assert validator.is_valid({"input": {"order_id": "A100"}})
+    assert post_json(local, "/support/v1/tools/lookup_order/call", {"input": {"order_id": "A100"}}).status_code == 200
+    assert not validator.is_valid({"input": {}})
+    assert error_of(post_json(local, "/support/v1/tools/lookup_order/call", {"input": {}}), 400)["code"] == \
+        "invalid_input"
+    assert not validator.is_valid({"input": {"order_id": "A100", "note": {"a\x00": 1}}})
+    assert error_of(post_json(local, "/support/v1/tools/lookup_order/call",
+                              {"input": {"order_id": "A100", "note": {"a\x00": 1}}}), 400)["code"] == "invalid_text"
