@@ -12,11 +12,12 @@ from datetime import datetime
 from typing import Any, Literal
 
 from django.conf import settings
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidatorFunctionWrapHandler, field_validator
 from pydantic.alias_generators import to_camel
-from pydantic_core import PydanticCustomError
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from channels_app.errors import APIError
+from channels_app.patterns import BASE64, CRON, SENT_PATH, duration_pattern
 from sessions.workspaces import valid_sent_path
 
 
@@ -26,8 +27,12 @@ from sessions.workspaces import valid_sent_path
 NO_NUL = r"^[^\u0000]*$"
 NOT_BLANK = r"^[^\u0000]*[^\u0000\s][^\u0000]*$"
 TEXT = {"pattern": NO_NUL}
-# sessions.timers.DURATION, spelled for any regex engine; zero and more than ten years are refused too.
-DURATION = {"pattern": r"^(?:[ \t\n\r\f\v]*[0-9]+[ \t\n\r\f\v]*[smhd][ \t\n\r\f\v]*)?$"}  # empty: absent
+
+
+def duration_schema(schema: dict[str, Any]) -> None:
+    """A duration as `parse_duration` takes it (from 1 to ten years), or empty for absent."""
+    schema.update(pattern=duration_pattern(), description="A number and a unit (s, m, h, d), e.g. '20m', "
+                  "from 1s to ten years; empty counts as absent")
 
 
 def message_schema(schema: dict[str, Any]) -> None:
@@ -59,13 +64,31 @@ class MessageBody(Body):
         return within_message_limit(value)
 
 
+def files_schema(schema: dict[str, Any]) -> None:
+    """At most AGENTSITE_WORKSPACE_FILES_MAX files as configured now; a path may come once (identical
+    files, all the schema can say, are refused like any other two files with one path)."""
+    schema.update(maxItems=settings.AGENTSITE_WORKSPACE_FILES_MAX, uniqueItems=True)
+
+
+def encoded_content(schema: dict[str, Any]) -> None:
+    """Plain text, or base64 as `b64decode(validate=True)` takes it, within the decoded size limit."""
+    most = 4 * (settings.AGENTSITE_WORKSPACE_FILE_MAX_BYTES // 3)
+    schema["oneOf"] = [
+        {"properties": {"encoding": {"const": "utf-8"}}},
+        {"required": ["encoding"],
+         "properties": {"encoding": {"const": "base64"}, "content": {"pattern": BASE64, "maxLength": most}}},
+    ]
+
+
 class WorkspaceFile(Body):
     """A file written into the session's workspace before the turn starts."""
 
+    model_config = ConfigDict(json_schema_extra=encoded_content)
     path: str = Field(min_length=1, max_length=512, json_schema_extra={
-        "pattern": r"^[^\u0000\\/]+$|^[^\u0000\\/][^\u0000\\]*[^\u0000\\/]$",
+        "pattern": SENT_PATH,
         "description": "Relative to the workspace: no leading '/', no '..', no backslash, no percent-encoded bytes"})
-    content: str = Field(json_schema_extra=TEXT)
+    content: str = Field(json_schema_extra={**TEXT, "description": "At most AGENTSITE_WORKSPACE_FILE_MAX_BYTES "
+                                             "bytes once encoded as UTF-8 or decoded from base64"})
     encoding: Literal["utf-8", "base64"] = "utf-8"
 
     @field_validator("path")
@@ -103,26 +126,84 @@ def checked_files(files: list[WorkspaceFile], where: str) -> list[dict[str, Any]
     return [f.stored() for f in files]
 
 
-RUNTIME_OVERLAY = {
-    "type": "object",
-    "description": "Overlay the agent's runtime for this session: only `kind: local` (the agent's own) with extra "
-                   "`workspaceFiles`; anything else is refused with a code that says why",
-    "properties": {"kind": {"type": "string", "enum": ["local"]},
-                   "workspaceFiles": {"type": "array", "items": WorkspaceFile.model_json_schema()}},
-    "required": ["kind"],
-    "additionalProperties": False,
-}
+class RuntimeOverlay(Body):
+    """Overlay the agent's runtime for this session: only `kind: local` (the agent's own) with extra
+    `workspaceFiles`; anything else is refused with a code that says why."""
+
+    kind: Literal["local"]
+    workspace_files: list[WorkspaceFile] = Field(default_factory=list, json_schema_extra=files_schema)
+
+    @classmethod
+    def admit(cls, raw: dict[str, Any], agent_runtime: str, slug: str) -> RuntimeOverlay:
+        """`raw` as an overlay on the agent's runtime (of kind `agent_runtime`), or the refusal that says why:
+        the kind first, then the agent's own runtime, then fields a request cannot set, then the files."""
+        try:
+            overlay = cls.model_validate(raw)
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False)
+        else:
+            errors = []
+        if any(e["loc"] == ("kind",) for e in errors):
+            raise kind_refused(raw.get("kind"))
+        if agent_runtime != "local":
+            raise APIError(400, "runtime_overlay_refused",
+                           f"agent {slug!r} runs on virtual_runtime: its workspace is its filesystem, and a local "
+                           "runtime cannot be overlaid on it")
+        if extra := [e["loc"][0] for e in errors if e["type"] == "extra_forbidden"]:
+            raise field_refused(str(extra[0]))
+        if any(e["loc"] == ("workspaceFiles",) for e in errors):
+            raise APIError(400, "invalid_request", "runtime.workspaceFiles must be a list of files")
+        if errors:  # the first bad file, as a file of the create body would be refused
+            first = errors[0]["loc"][:2]
+            raise invalid_request([e for e in errors if e["loc"][:2] == first], "runtime")
+        return overlay
+
+
+def kind_refused(kind: Any) -> APIError:
+    if kind is None:
+        return APIError(400, "runtime_kind_required", "runtime.kind is required: 'local', the agent's own runtime, "
+                                                      "is the only one a session can be sent")
+    if kind == "virtual":
+        return APIError(400, "runtime_not_sendable", "a virtual runtime's filesystem is code in the agent folder: "
+                                                     "it cannot be sent with a request")
+    if kind in ("cloud", "grokbot"):
+        return APIError(400, "runtime_unavailable", f"this server runs every turn itself: there is no {kind} runtime")
+    return APIError(400, "runtime_unknown", f"runtime.kind {kind!r} is not a runtime: send 'local'")
+
+
+def field_refused(key: str) -> APIError:
+    if key in ("workspaceDir", "cwd", "sandbox"):
+        return APIError(400, "runtime_overlay_refused",
+                        f"runtime.{key} cannot be sent: a session's workspace is the directory the server gives "
+                        "it, never a host path or sandbox a caller chooses")
+    return APIError(400, "runtime_overlay_refused",
+                    f"runtime.{key} is not something a request can change: a send may only add "
+                    "workspaceFiles to the agent's local runtime")
+
+
+# A follow-up (a continuationToken) runs on the runtime its session was created with.
+NO_RUNTIME_ON_FOLLOW_UP = {"not": {"required": ["continuationToken", "runtime"], "properties": {
+    "continuationToken": {"type": "string"}, "runtime": {"type": "object"}}}}
 
 
 class CreateSession(MessageBody):
+    model_config = ConfigDict(json_schema_extra=NO_RUNTIME_ON_FOLLOW_UP)
     title: str | None = Field(default=None, max_length=200, json_schema_extra=TEXT)
     mode: Literal["chat", "task"] = "chat"
     dry_run: bool = False
     as_of: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
     continuation_token: str | None = Field(default=None, max_length=200, json_schema_extra=TEXT)
     admission: Literal["preempt", "coalesce"] = "preempt"
-    workspace_files: list[WorkspaceFile] | None = None
-    runtime: dict[str, Any] | None = Field(default=None, json_schema_extra=RUNTIME_OVERLAY)
+    workspace_files: list[WorkspaceFile] | None = Field(default=None, json_schema_extra=files_schema)
+    runtime: RuntimeOverlay | None = None
+
+    @field_validator("runtime", mode="wrap")
+    @classmethod
+    def overlay_read_later(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        """Only an object here: `RuntimeOverlay.admit` reads it once the agent is known, each refusal with its code."""
+        if value is None or isinstance(value, dict):
+            return value
+        raise PydanticCustomError("dict_type", "Input should be a valid dictionary")
 
     @field_validator("as_of")
     @classmethod
@@ -141,7 +222,7 @@ class CreateSession(MessageBody):
 class FollowUp(MessageBody):
     continuation_token: str | None = Field(default=None, max_length=200, json_schema_extra=TEXT)
     admission: Literal["preempt", "coalesce"] = "preempt"
-    workspace_files: list[WorkspaceFile] | None = None
+    workspace_files: list[WorkspaceFile] | None = Field(default=None, json_schema_extra=files_schema)
 
 
 class SocketMessage(MessageBody):
@@ -168,9 +249,11 @@ class CreateReminder(Body):
         {"required": [name], "properties": {name: {"type": "string", "minLength": 1}}}
         for name in ("delay", "every", "cron")
     ]})
-    delay: str | None = Field(default=None, max_length=20, json_schema_extra=DURATION)
-    every: str | None = Field(default=None, max_length=20, json_schema_extra=DURATION)
-    cron: str | None = Field(default=None, max_length=100, json_schema_extra=TEXT)
+    delay: str | None = Field(default=None, max_length=20, json_schema_extra=duration_schema)
+    every: str | None = Field(default=None, max_length=20, json_schema_extra=duration_schema)
+    cron: str | None = Field(default=None, max_length=100, json_schema_extra={
+        "pattern": CRON, "description": "5 fields (minute hour day month weekday, UTC); the pattern is the part of "
+                                        "cron syntax that always fires (croniter reads more)"})
     prompt: str = Field(min_length=1, json_schema_extra=message_schema)
     until: str = Field(default="", max_length=2000, json_schema_extra=TEXT)
     title: str = Field(default="", max_length=200, json_schema_extra=TEXT)
@@ -186,10 +269,15 @@ def validate_body(model: type[BaseModel], data: Any, where: str = "") -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        details = [
-            {"field": ".".join([where] * bool(where) + [str(p) for p in e["loc"]]) or "body", "message": e["msg"],
-             "type": e["type"]}
-            for e in exc.errors(include_url=False, include_input=False)
-        ]
-        message = "; ".join(f"{d['field']}: {d['message']}" for d in details)
-        raise APIError(400, "invalid_request", message, details) from None
+        raise invalid_request(exc.errors(include_url=False, include_input=False), where) from None
+
+
+def invalid_request(errors: list[ErrorDetails], where: str = "") -> APIError:
+    """Pydantic's errors as the one 400 every body and query gets: each field (under `where`), what is wrong."""
+    details = [
+        {"field": ".".join([where] * bool(where) + [str(p) for p in e["loc"]]) or "body", "message": e["msg"],
+         "type": e["type"]}
+        for e in errors
+    ]
+    message = "; ".join(f"{d['field']}: {d['message']}" for d in details)
+    return APIError(400, "invalid_request", message, details)

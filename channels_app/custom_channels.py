@@ -24,7 +24,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from drf_spectacular.utils import extend_schema
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.views import APIView
@@ -33,6 +33,7 @@ from agents.channels import LoadedChannel, local_dev_strict
 from agents.discovery import LoadedAgent, load_deployment
 from agents.models import Agent
 from channels_app.auth import PolicyChainAuthentication, RequestInfo, authenticate, channel_chain
+from channels_app.bodies import validate_body
 from channels_app.errors import APIError, error_body, error_response
 from channels_app.responses import ApprovalDecided, SessionLinks
 from sessions.admission import AdmissionError
@@ -88,13 +89,7 @@ def _refuse(status: int, code: str, message: str, details: Any = None) -> JsonRe
 def _validated(model: type[BaseModel] | None, data: Any, where: str) -> Any:
     if model is None:
         return None
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        details = [{"field": ".".join([where, *(str(p) for p in e["loc"])]), "message": e["msg"], "type": e["type"]}
-                   for e in exc.errors(include_url=False, include_input=False)]
-        raise APIError(400, "invalid_request", "; ".join(f"{d['field']}: {d['message']}" for d in details),
-                       details) from None
+    return validate_body(model, data, where)
 
 
 def _query(request: Request) -> dict[str, Any]:

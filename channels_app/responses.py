@@ -9,13 +9,18 @@ from __future__ import annotations
 
 from datetime import datetime
 from urllib.parse import quote
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 from rest_framework import renderers
 
 from agents.models import Deployment
+from channels_app.described import (
+    AuthPolicyDescription, JSONObject, JSONValue, McpServerDescription, PrincipalDescription, RuntimeDescription,
+    ScheduleDescription, SessionOptions, SkillDescription, SubagentDescription, ToolDescription, Usage,
+)
+from sessions.direct import Finished, Parked
 from sessions.models import Artifact as ArtifactRow, Reminder as ReminderRow, Session, ToolCall
 
 
@@ -37,10 +42,19 @@ class JSONRenderer(renderers.JSONRenderer):
 
 # -- errors -------------------------------------------------------------------------------
 
+class Page(Reply):
+    """A list paged after clients had it whole: `nextCursor` comes only when another page follows,
+    so the body of a list that fits one page is what it always was."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=False)
+    omit_unset: ClassVar[bool] = True  # every field of the items is set by their `of`
+
+
 class ErrorDetail(Reply):
     code: str
     message: str
-    details: Any = None
+    # Free-form, by code: for `invalid_request` a list of {field, message, type}; often null.
+    details: JSONValue = None
 
 
 class ErrorBody(Reply):
@@ -68,8 +82,11 @@ class AgentSummary(Reply):
     deployment: DeploymentRef
 
 
-class AgentList(Reply):
+class AgentList(Page):
+    """One page of the agents, by slug; `nextCursor` only when another page follows."""
+
     agents: list[AgentSummary]
+    next_cursor: str | None = None
 
 
 class DeploymentDetail(DeploymentRef):
@@ -85,8 +102,9 @@ class ChannelRoute(Reply):
     path: str
     url: str
     description: str = ""
-    body_schema: dict[str, Any] | None = None
-    query_schema: dict[str, Any] | None = None
+    # JSON Schemas of the route's pydantic models: free-form.
+    body_schema: JSONObject | None = None
+    query_schema: JSONObject | None = None
     # The handler reads the bytes itself (a provider's signed body or form): no schema.
     raw_body: bool = False
 
@@ -100,9 +118,10 @@ class ChannelRef(Reply):
     description: str = ""
     routes: list[ChannelRoute] = []
     events: list[str] = []
-    auth: list[dict[str, Any]] | None = None
-    # A provider channel's settings: the variables holding its secrets and whether each is set, never a value.
-    config: dict[str, Any] | None = None
+    auth: list[AuthPolicyDescription] | None = None
+    # A provider channel's settings, by the kind's own names: the variables holding its secrets and
+    # whether each is set ({env, set}), never a value; other settings as they are.
+    config: dict[str, JSONValue] | None = None
 
 
 class AgentInfo(Reply):
@@ -110,21 +129,19 @@ class AgentInfo(Reply):
     name: str
     description: str
     model: str
-    params: dict[str, Any]
+    # The model's parameters, passed to its provider as they are: free-form.
+    params: JSONObject
     max_steps: int | None
-    tools: list[dict[str, Any]]
-    skills: list[Any]
-    subagents: list[Any]
+    tools: list[ToolDescription]
+    skills: list[SkillDescription]
+    subagents: list[SubagentDescription]
     channels: list[ChannelRef]
-    schedules: list[dict[str, Any]]
+    schedules: list[ScheduleDescription]
     deployment: DeploymentDetail | None
-    # Where file and shell tools act: kind (local | virtual), its limits, the workspace tools.
-    runtime: dict[str, Any] | None = None
+    runtime: RuntimeDescription | None = None
     # Every tool the model is offered: name, family (server | workspace | builtin | mcp), input schema.
-    offered_tools: list[dict[str, Any]] = []
-    # The MCP servers the agent declares: name, transport, command or url, and only the
-    # names of their env and headers (values may be secrets).
-    mcp: list[dict[str, Any]] = []
+    offered_tools: list[ToolDescription] = []
+    mcp: list[McpServerDescription] = []
 
 
 class AgentHealth(Reply):
@@ -187,8 +204,8 @@ class SessionDetail(Reply):
     title: str
     channel: str
     principal: PrincipalRef
-    usage: dict[str, Any]
-    options: dict[str, Any]
+    usage: Usage
+    options: SessionOptions
     deployment: DeploymentRef
     active_turn_id: str | None
     last_event_index: int
@@ -224,7 +241,8 @@ class EventEnvelope(Reply):
     session_id: str
     turn_id: str | None = None
     at: datetime
-    data: dict[str, Any]
+    # Free-form: each event type has its own (DESIGN.md lists them).
+    data: JSONObject
 
 
 # -- tools and approvals ------------------------------------------------------------------
@@ -232,10 +250,10 @@ class EventEnvelope(Reply):
 class Approval(Reply):
     call_id: str
     tool_name: str
-    input: Any
+    input: JSONValue  # the tool's input, free-form
     status: str
     turn_id: str
-    decided_by: dict[str, Any] | None
+    decided_by: PrincipalDescription | None
     reason: str
     requested_at: datetime
 
@@ -257,33 +275,46 @@ class ApprovalDecided(Reply):
         return cls(call_id=row.call_id, tool_name=row.tool, status=row.status)
 
 
-class ApprovalList(Reply):
+class ApprovalList(Page):
+    """One page of the calls awaiting a decision, oldest first; `nextCursor` only when another page follows."""
+
     approvals: list[Approval]
+    next_cursor: str | None = None
 
 
 class ToolResult(Reply):
     """A finished direct call: `output`, or `error` when a stubbed or denied call carries one."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(json_schema_serialization_defaults_required=False)
     omit_unset: ClassVar[bool] = True
     call_id: str
     tool_name: str
-    output: Any = None
+    output: JSONValue = None  # what the tool returned, free-form
     error: str | None = None
     stubbed: bool
     duration_ms: float
+
+    @classmethod
+    def of(cls, done: Finished) -> ToolResult:
+        outcome = {"output": done.output} if done.ok else {"error": done.error}
+        return cls(call_id=done.call_id, tool_name=done.tool_name, stubbed=done.stubbed,
+                   duration_ms=done.duration_ms, **outcome)
 
 
 class ParkedToolCall(Reply):
     """A call bound to a session that waits for a decision at `.../approvals/{callId}`."""
 
-    model_config = ConfigDict(extra="allow")
     call_id: str
     tool_name: str
-    input: Any
+    input: JSONValue  # the tool's input, free-form
     status: Literal["awaiting_approval"]
     session_id: str
     turn_id: str
+
+    @classmethod
+    def of(cls, parked: Parked) -> ParkedToolCall:
+        return cls(call_id=parked.call_id, tool_name=parked.tool_name, input=parked.input,
+                   status="awaiting_approval", session_id=parked.session_id, turn_id=parked.turn_id)
 
 
 # -- reminders and schedules --------------------------------------------------------------
@@ -312,8 +343,11 @@ class Reminder(Reply):
                    last_fired_at=r.last_fired_at, created_at=r.created_at)
 
 
-class ReminderList(Reply):
+class ReminderList(Page):
+    """One page of reminders; `nextCursor` only when another page follows."""
+
     reminders: list[Reminder]
+    next_cursor: str | None = None
 
 
 class ScheduleFired(Reply):
@@ -344,8 +378,11 @@ class Artifact(Reply):
                    created_at=row.created_at, updated_at=row.updated_at)
 
 
-class ArtifactList(Reply):
+class ArtifactList(Page):
+    """One page of the session's artifacts, oldest first; `nextCursor` only when another page follows."""
+
     artifacts: list[Artifact]
+    next_cursor: str | None = None
 
 
 def artifact_path(slug: str, session_id: str, name: str) -> str:

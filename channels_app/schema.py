@@ -28,6 +28,8 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 
 from channels_app.bodies import NO_NUL
+from channels_app.patterns import END
+from channels_app.tool_operations import add_tool_operations
 from channels_app.responses import ErrorBody, EventEnvelope
 
 SLUG = "^[-a-zA-Z0-9_]+$"  # Django's slug path converter
@@ -53,15 +55,20 @@ def refusals(*statuses: int) -> dict[int, OpenApiResponse]:
 
 
 START_INDEX = {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}
+LAST_EVENT_ID = {"type": "string", "pattern": rf"^(?:[0-9]{{1,18}})?{END}"}  # parse_count's count, or empty
 EVENTS_PARAMETERS = [
     OpenApiParameter("startIndex", START_INDEX, description="The first event index to send (default 0)"),
 ]
-LIST_PARAMETERS = [
-    OpenApiParameter("cursor", {"type": "string", "pattern": NO_NUL},
-                     description="`nextCursor` of the previous page, as this server issued it"),
-    OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": 100},
-                     description="Sessions per page (default 20)"),
-]
+
+
+def list_parameters(items: str, default: int) -> list[OpenApiParameter]:
+    """`cursor` and `limit` of a paged list (channels_app.pagination)."""
+    return [
+        OpenApiParameter("cursor", {"type": "string", "pattern": NO_NUL},
+                         description="`nextCursor` of the previous page, as this server issued it; empty: the first"),
+        OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": 100},
+                         description=f"{items} per page (default {default})"),
+    ]
 NDJSON_EVENTS = {
     (200, "application/x-ndjson"): OpenApiResponse(
         {"type": "string"},
@@ -99,6 +106,19 @@ def security_requirement() -> list[dict[str, list]]:
     return []
 
 
+# One event of the SSE stream (each, OpenAPI 3.2's `itemSchema`): its index, its type, its envelope as JSON.
+SSE_EVENT = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "pattern": "^[0-9]+$"},
+        "event": {"type": "string"},
+        "data": {"type": "string", "contentMediaType": "application/json",
+                 "contentSchema": {"$ref": "#/components/schemas/EventEnvelope"}},
+    },
+    "required": ["id", "event", "data"],
+}
+
+
 def add_streaming_routes(result, generator, request, public):
     path_parameter = {"in": "path", "required": True, "schema": {"type": "string", "pattern": NO_NUL}}
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
@@ -111,15 +131,15 @@ def add_streaming_routes(result, generator, request, public):
                 {**path_parameter, "name": "slug", "schema": {"type": "string", "pattern": SLUG}},
                 {**path_parameter, "name": "session_id"},
                 {"name": "startIndex", "in": "query", "schema": START_INDEX},
-                {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"},
-                 "description": "SSE only, without startIndex: resume after this index"},
+                {"name": "Last-Event-ID", "in": "header", "schema": LAST_EVENT_ID,
+                 "description": "SSE only, without startIndex: resume after this index (empty: from the start)"},
             ],
             "security": [{"bearerAuth": []}],  # replaced by document_security
             "responses": {
                 "200": {
                     "description": "One event envelope per line: {type, index, sessionId, turnId, at, data}",
                     "content": {"application/x-ndjson": {"schema": {"type": "string"}},
-                                "text/event-stream": {"schema": {"type": "string"}}},
+                                "text/event-stream": {"itemSchema": SSE_EVENT}},
                 },
                 **{str(s): {"description": WHY[s], "content": error} for s in SESSION},
             },
@@ -133,7 +153,8 @@ def document_security(result, generator, request, public):
 
     Also: path ids as the middleware takes them (no NUL), tool input as
     `load_json` takes it (any JSON without NUL, which pydantic cannot say),
-    and the event envelope schema that the NDJSON routes describe in prose.
+    and the event envelope schema that the NDJSON routes describe in prose;
+    then each deployed tool's own operation (`channels_app.tool_operations`) and the links (`add_links`).
     """
     requirement = security_requirement()
     for operations in result.get("paths", {}).values():
@@ -151,7 +172,7 @@ def document_security(result, generator, request, public):
     schemas.setdefault("EventEnvelope", EventEnvelope.model_json_schema(mode="serialization"))
     if not requirement:
         result["components"].pop("securitySchemes", None)
-    return result
+    return add_links(add_tool_operations(result))
 
 
 # Any JSON without NUL in its text: what `load_json` takes (tool input).
@@ -165,3 +186,62 @@ JSON_VALUE = {
          "additionalProperties": {"$ref": "#/components/schemas/JSONValue"}},
     ],
 }
+
+
+# Where the ids an operation takes come from: OpenAPI links, so that a client (or a tester
+# following them) reaches each route with ids this server made. {operationId: {status: {name: link}}}
+SESSION_IDS = {"slug": "$request.path.slug", "session_id": "$response.body#/sessionId"}
+# A link's body is the whole body (Schemathesis would otherwise merge generated fields into it,
+# and what one tool or a follow-up takes is narrower than the templated route's schema).
+AS_IS = {"x-schemathesis": {"merge_body": False}}
+OF_SESSION = {
+    "SessionDetail": "v1_session_retrieve", "SessionEvents": "v1_session_events_retrieve",
+    "SessionStream": "session_stream", "FollowUp": "v1_session_message_create", "Stop": "v1_session_stop_create",
+    "Approvals": "v1_session_approvals_retrieve", "Artifacts": "v1_session_artifacts_list",
+    "Reminders": "v1_session_reminders_retrieve", "SetReminder": "v1_session_reminders_create",
+    "DeleteSession": "v1_session_destroy",
+}
+SESSION_LINKS = {
+    **{name: {"operationId": target, "parameters": SESSION_IDS} for name, target in OF_SESSION.items()},
+    "FollowUpByToken": {"operationId": "v1_session_create", "parameters": {"slug": "$request.path.slug"},
+                        "requestBody": {"message": "And then?",
+                                        "continuationToken": "$response.body#/continuationToken"}, **AS_IS},
+    "WorkspaceToolCall": {
+        "operationId": "v1_tools_call_create",
+        "description": "`ls`, where the agent offers workspace tools (GET /info), bound to the session",
+        "parameters": {"slug": "$request.path.slug", "tool_name": "ls"},
+        "requestBody": {"sessionId": "$response.body#/sessionId", "input": {}}, **AS_IS},
+}
+SLUG_FROM_LIST = {"slug": "$response.body#/agents/0/slug"}
+LINKS: dict[str, dict[str, dict[str, Any]]] = {
+    "v1_agents_retrieve": {"200": {
+        name: {"operationId": target, "parameters": SLUG_FROM_LIST} for name, target in (
+            ("AgentInfo", "v1_info_retrieve"), ("CreateSession", "v1_session_create"),
+            ("Sessions", "v1_sessions_retrieve"))}},
+    "v1_session_create": {"201": SESSION_LINKS, "202": SESSION_LINKS},
+    "v1_session_message_create": {"202": {name: SESSION_LINKS[name] for name in ("Stop", "SessionEvents")}},
+    "v1_tools_call_create": {"202": {"Decide": {
+        "operationId": "v1_session_approvals_create",
+        "parameters": {**SESSION_IDS, "call_id": "$response.body#/callId"}}}},
+    "v1_session_approvals_retrieve": {"200": {"Decide": {
+        "operationId": "v1_session_approvals_create",
+        "parameters": {"slug": "$request.path.slug", "session_id": "$request.path.session_id",
+                       "call_id": "$response.body#/approvals/0/callId"}}}},
+    "v1_session_artifacts_list": {"200": {"Download": {
+        "operationId": "v1_session_artifact_download",
+        "parameters": {"slug": "$request.path.slug", "session_id": "$request.path.session_id",
+                       "name": "$response.body#/artifacts/0/name"}}}},
+    "v1_session_reminders_create": {"201": {
+        name: {"operationId": target,
+               "parameters": {"slug": "$request.path.slug", "reminder_id": "$response.body#/reminderId"}}
+        for name, target in (("Cancel", "v1_reminders_destroy"), ("Fire", "v1_dev_reminders_create"))}},
+}
+
+
+def add_links(result: dict[str, Any]) -> dict[str, Any]:
+    """The links above, on the responses they start from."""
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            for status, links in LINKS.get(operation.get("operationId"), {}).items():
+                operation["responses"][status]["links"] = links
+    return result

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
@@ -50,13 +51,59 @@ if TYPE_CHECKING:
     from sessions.principal import Principal
 
 
+@dataclass(frozen=True)
+class Finished:
+    """A direct call that ran (or was stubbed): its output, or the error a stubbed or denied call carries."""
+
+    call_id: str
+    tool_name: str
+    stubbed: bool
+    duration_ms: float
+    output: Any = None
+    error: str | None = None
+    ok: bool = True
+
+    @classmethod
+    def of(cls, row: ToolCall, duration_ms: float) -> Finished:
+        ok = row.status == ToolCall.Status.DONE
+        return cls(call_id=row.call_id, tool_name=row.tool, stubbed=row.stubbed, duration_ms=round(duration_ms, 1),
+                   output=row.output if ok else None, error=None if ok else row.error, ok=ok)
+
+
+@dataclass(frozen=True)
+class Parked:
+    """A call bound to a session that waits for a decision (POST .../approvals/<call_id>)."""
+
+    call_id: str
+    tool_name: str
+    input: Any
+    session_id: str
+    turn_id: str
+
+
 def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | None = None,
               approved_by: Principal | None = None) -> dict[str, Any]:
+    """`run_call`'s outcome as the SDK's `ctx.call_tool` and `manage.py call` give it: the tool route's body."""
+    outcome = run_call(agent, name, raw_input, session=session, approved_by=approved_by)
+    if isinstance(outcome, Parked):
+        return {"callId": outcome.call_id, "toolName": outcome.tool_name, "input": outcome.input,
+                "status": ToolCall.Status.AWAITING_APPROVAL, "sessionId": outcome.session_id,
+                "turnId": outcome.turn_id}
+    payload: dict[str, Any] = {"callId": outcome.call_id, "toolName": outcome.tool_name,
+                               "durationMs": outcome.duration_ms, "stubbed": outcome.stubbed}
+    if outcome.ok:
+        payload["output"] = outcome.output
+    else:
+        payload["error"] = outcome.error
+    return payload
+
+
+def run_call(agent: Agent, name: str, raw_input: Any, *, session: Session | None = None,
+             approved_by: Principal | None = None) -> Finished | Parked:
     """Run one tool call, or park it for approval when bound to a session.
 
     `approved_by` is a principal approving the call in advance (the operator
-    of `manage.py call --approve`). A parked call returns
-    `{"callId", "toolName", "input", "status": "awaiting_approval", "sessionId", "turnId"}`.
+    of `manage.py call --approve`).
     """
     deployment = session.deployment if session else agent.active_deployment
     if deployment is None:
@@ -89,8 +136,8 @@ def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | Non
             output = json_safe(tool(validated, tool_context(None, call_id, agent)))
         except Exception as exc:
             raise AdmissionError("tool_error", f"{type(exc).__name__}: {exc}", 422) from None
-        return {"callId": call_id, "toolName": name, "output": output, "stubbed": False,
-                "durationMs": round((time.monotonic() - started) * 1000, 1)}
+        return Finished(call_id=call_id, tool_name=name, output=output, stubbed=False,
+                        duration_ms=round((time.monotonic() - started) * 1000, 1))
     return _call_in_session(session, tool, name, validated, call_id, loaded.hooks, gated, approved_by, family)
 
 
@@ -117,7 +164,7 @@ def find_tool(loaded: LoadedAgent, name: str, session: Session | None) -> tuple[
 
 
 def _call_in_session(session: Session, tool: Tool, name: str, validated, call_id: str, hooks, gated: bool,
-                     approved_by: Principal | None, family: str = "server") -> dict[str, Any]:
+                     approved_by: Principal | None, family: str = "server") -> Finished | Parked:
     options = session.run_options
     if options.as_of is not None and tool.time_args:
         if refusal := check_time_args(tool.time_args, validated, options.as_of):
@@ -158,8 +205,7 @@ def _call_in_session(session: Session, tool: Tool, name: str, validated, call_id
                 "decidedBy": row.decided_by}))
         append_events(session.id, events, turn.id, hooks)
     if parks:
-        return {"callId": call_id, "toolName": name, "input": row.input, "status": ToolCall.Status.AWAITING_APPROVAL,
-                "sessionId": session.id, "turnId": turn.id}
+        return Parked(call_id=call_id, tool_name=name, input=row.input, session_id=session.id, turn_id=turn.id)
     duration = 0.0
     try:
         if not stubbed:
@@ -170,7 +216,7 @@ def _call_in_session(session: Session, tool: Tool, name: str, validated, call_id
         _release(session, turn, row, duration, hooks, Turn.Status.COMPLETED)
     if row.status == ToolCall.Status.FAILED:
         raise AdmissionError("tool_error", row.error, 422)
-    return result_payload(row, duration)
+    return Finished.of(row, duration)
 
 
 def resume_call(turn: Turn) -> None:

@@ -13,10 +13,11 @@ from rest_framework.views import APIView
 from agents.discovery import load_deployment
 from agents.models import Agent, Deployment
 from channels_app.ownership import get_agent
+from channels_app.pagination import AgentPages, paginate
 from channels_app.responses import (
     AgentHealth, AgentInfo, AgentList, AgentSummary, ChannelRef, DeploymentDetail, DeploymentRef, Health,
 )
-from channels_app.schema import refusals
+from channels_app.schema import list_parameters, refusals
 from sessions.instants import iso_z
 from sessions.models import Schedule
 from sessions.toolset import toolset
@@ -25,14 +26,13 @@ log = logging.getLogger(__name__)
 
 
 class AgentListView(APIView):
-    @extend_schema(summary="The agents on this server", responses={200: AgentList, **refusals(400, 401)})
+    @extend_schema(summary="The agents on this server", parameters=list_parameters("Agents", 100),
+                   responses={200: AgentList, **refusals(400, 401)})
     def get(self, request: Request) -> Response:
         agents = Agent.objects.select_related("active_deployment").exclude(active_deployment=None)
-        return Response(AgentList(agents=[
-            AgentSummary(slug=a.slug, name=a.name or a.slug, description=a.description, model=a.model_id,
-                         deployment=DeploymentRef.of(a.active_deployment))
-            for a in agents
-        ]))
+        return paginate(AgentPages, agents, request, self, lambda a: AgentSummary(
+            slug=a.slug, name=a.name or a.slug, description=a.description, model=a.model_id,
+            deployment=DeploymentRef.of(a.active_deployment)))
 
 
 class AgentInfoView(APIView):

@@ -12,8 +12,9 @@ from rest_framework.views import APIView
 
 from channels_app.errors import APIError
 from channels_app.ownership import get_owned_session
+from channels_app.pagination import ArtifactPages, paginate
 from channels_app.responses import Artifact, ArtifactList
-from channels_app.schema import SESSION, refusals
+from channels_app.schema import SESSION, list_parameters, refusals
 from sessions.models import Artifact as ArtifactRow
 
 
@@ -27,11 +28,11 @@ class AnyAccept(DefaultContentNegotiation):
 
 class SessionArtifactsView(APIView):
     @extend_schema(operation_id="v1_session_artifacts_list", summary="The files the session's turns produced",
-                   responses={200: ArtifactList, **refusals(*SESSION)})
+                   parameters=list_parameters("Artifacts", 100), responses={200: ArtifactList, **refusals(*SESSION)})
     def get(self, request: Request, slug: str, session_id: str) -> Response:
         session = get_owned_session(slug, session_id, request.user)
-        rows = ArtifactRow.objects.filter(session=session).order_by("created_at", "name")
-        return Response(ArtifactList(artifacts=[Artifact.of(r, slug) for r in rows]))
+        rows = ArtifactRow.objects.filter(session=session)
+        return paginate(ArtifactPages, rows, request, self, lambda r: Artifact.of(r, slug))
 
 
 class SessionArtifactView(APIView):

@@ -11,12 +11,16 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from channels_app.errors import APIError
-from channels_app.bodies import CreateSession, FollowUp, WorkspaceFile, checked_files, validate_body
+from channels_app.bodies import (
+    CreateSession, FollowUp, RuntimeOverlay, WorkspaceFile, checked_files, validate_body,
+)
 from channels_app.ownership import get_agent, get_owned_session, get_session_by_token
-from channels_app.pagination import SessionCursorPagination
+from channels_app.pagination import SessionCursorPagination, paginate
 from channels_app.parsers import parse_start_index
-from channels_app.responses import FollowUpAccepted, SessionCreated, SessionDetail, SessionLinks, SessionPage, StopAccepted
-from channels_app.schema import BODY, EVENTS_PARAMETERS, LIST_PARAMETERS, NDJSON_EVENTS, SESSION, refusals
+from channels_app.responses import (
+    FollowUpAccepted, SessionCreated, SessionDetail, SessionLinks, SessionPage, StopAccepted,
+)
+from channels_app.schema import BODY, EVENTS_PARAMETERS, NDJSON_EVENTS, SESSION, list_parameters, refusals
 from sessions.admission import start_session, stop_session, submit_message
 from sessions.deletion import delete_session
 from sessions.events import read_lines
@@ -55,7 +59,7 @@ class SessionCreateView(APIView):
             options["asOf"] = body.as_of
         files = list(body.workspace_files or [])
         if body.runtime is not None:
-            files += runtime_overlay(body.runtime, agent)
+            files += RuntimeOverlay.admit(body.runtime, runtime_kind(agent), agent.slug).workspace_files
             options["runtime"] = "local"
         admitted = start_session(agent, request.user, body.message, title=body.title or "", mode=body.mode,
                                  options=options, workspace_files=sent_files(agent, files))
@@ -70,39 +74,6 @@ def runtime_kind(agent) -> str:
     """The kind of the agent's runtime as its active release declares it."""
     manifest = agent.active_deployment.manifest if agent.active_deployment else {}
     return (manifest.get("runtime") or {}).get("kind", "local")
-
-
-def runtime_overlay(raw: dict[str, Any], agent) -> list[WorkspaceFile]:
-    """A create body's `runtime`: what a send may overlay on the agent's runtime, which is
-    extra workspace files on the agent's own local runtime. Everything else is refused, saying why."""
-    kind = raw.get("kind")
-    if kind is None:
-        raise APIError(400, "runtime_kind_required", "runtime.kind is required: 'local', the agent's own runtime, "
-                                                     "is the only one a session can be sent")
-    if kind == "virtual":
-        raise APIError(400, "runtime_not_sendable", "a virtual runtime's filesystem is code in the agent folder: "
-                                                    "it cannot be sent with a request")
-    if kind in ("cloud", "grokbot"):
-        raise APIError(400, "runtime_unavailable", f"this server runs every turn itself: there is no {kind} runtime")
-    if kind != "local":
-        raise APIError(400, "runtime_unknown", f"runtime.kind {kind!r} is not a runtime: send 'local'")
-    if runtime_kind(agent) != "local":
-        raise APIError(400, "runtime_overlay_refused",
-                       f"agent {agent.slug!r} runs on virtual_runtime: its workspace is its filesystem, and a local "
-                       "runtime cannot be overlaid on it")
-    for key in raw:
-        if key in ("workspaceDir", "cwd", "sandbox"):
-            raise APIError(400, "runtime_overlay_refused",
-                           f"runtime.{key} cannot be sent: a session's workspace is the directory the server gives "
-                           "it, never a host path or sandbox a caller chooses")
-        if key not in ("kind", "workspaceFiles"):
-            raise APIError(400, "runtime_overlay_refused",
-                           f"runtime.{key} is not something a request can change: a send may only add "
-                           "workspaceFiles to the agent's local runtime")
-    if not isinstance(raw.get("workspaceFiles", []), list):
-        raise APIError(400, "invalid_request", "runtime.workspaceFiles must be a list of files")
-    return [validate_body(WorkspaceFile, item, f"runtime.workspaceFiles.{i}")
-            for i, item in enumerate(raw.get("workspaceFiles", []))]
 
 
 def sent_files(agent, files: list[WorkspaceFile]) -> list[dict[str, Any]]:
@@ -160,15 +131,13 @@ class SessionDetailView(APIView):
 class SessionListView(APIView):
     @extend_schema(
         summary="The caller's sessions, newest first",
-        parameters=LIST_PARAMETERS,
+        parameters=list_parameters("Sessions", 20),
         responses={200: SessionPage, **refusals(400, 401, 404)},
     )
     def get(self, request: Request, slug: str) -> Response:
         agent = get_agent(slug)
         rows = Session.objects.for_principal(request.user).filter(agent=agent).select_related("agent", "deployment")
-        paginator = SessionCursorPagination()
-        page = paginator.paginate_queryset(rows, request, view=self)
-        return paginator.get_paginated_response([SessionDetail.of(s) for s in page])
+        return paginate(SessionCursorPagination, rows, request, self, SessionDetail.of)
 
 
 class SessionEventsView(APIView):

@@ -10,18 +10,19 @@ from rest_framework.views import APIView
 from channels_app.bodies import CreateReminder, validate_body
 from channels_app.errors import APIError
 from channels_app.ownership import get_agent, get_owned_reminder, get_owned_session
+from channels_app.pagination import ArmedReminderPages, ReminderPages, paginate
 from channels_app.responses import Reminder, ReminderList, ScheduleFired
-from channels_app.schema import BODY, SESSION, refusals
+from channels_app.schema import BODY, SESSION, list_parameters, refusals
 from sessions.models import Reminder as ReminderRow, Schedule, Session
 from sessions.timers import TimerError, cancel_reminder, create_reminder, fire_reminder_now, fire_schedule_now
 
 
 class SessionRemindersView(APIView):
-    @extend_schema(summary="The session's reminders", responses={200: ReminderList, **refusals(*SESSION)})
+    @extend_schema(summary="The session's reminders", parameters=list_parameters("Reminders", 100),
+                   responses={200: ReminderList, **refusals(*SESSION)})
     def get(self, request: Request, slug: str, session_id: str) -> Response:
         session = get_owned_session(slug, session_id, request.user)
-        rows = ReminderRow.objects.filter(session=session).order_by("-created_at")
-        return Response(ReminderList(reminders=[Reminder.of(r) for r in rows]))
+        return paginate(ReminderPages, ReminderRow.objects.filter(session=session), request, self, Reminder.of)
 
     @extend_schema(summary="Set a reminder that wakes the session with a prompt", request=CreateReminder,
                    responses={201: Reminder, **refusals(*SESSION, 409, *BODY)})
@@ -69,13 +70,13 @@ class DevScheduleFireView(APIView):
 
 class DevReminderListView(APIView):
     @extend_schema(summary="Dev mode: the caller's armed reminders on this agent",
-                   responses={200: ReminderList, **refusals(*SESSION)})
+                   parameters=list_parameters("Reminders", 100), responses={200: ReminderList, **refusals(*SESSION)})
     def get(self, request: Request, slug: str) -> Response:
         require_dev_mode()
         agent = get_agent(slug)
         owned = Session.objects.for_principal(request.user).filter(agent=agent)
         rows = ReminderRow.objects.filter(session__in=owned, status=ReminderRow.Status.ARMED)
-        return Response(ReminderList(reminders=[Reminder.of(r) for r in rows]))
+        return paginate(ArmedReminderPages, rows, request, self, Reminder.of)
 
 
 class DevReminderFireView(APIView):

@@ -8,17 +8,22 @@ from rest_framework.views import APIView
 
 from channels_app.bodies import ApprovalDecision, ToolCallBody, validate_body
 from channels_app.ownership import get_agent, get_owned_session
+from channels_app.pagination import ApprovalPages, paginate
 from channels_app.responses import Approval, ApprovalList, ParkedToolCall, ToolResult
-from channels_app.schema import BODY, SESSION, refusals
-from sessions.approvals import pending_approvals, resolve_approval
-from sessions.direct import call_tool
+from channels_app.schema import BODY, SESSION, list_parameters, refusals
+from sessions.approvals import resolve_approval
+from sessions.direct import Parked, run_call
+from sessions.models import ToolCall
 
 
 class ApprovalListView(APIView):
-    @extend_schema(summary="Tool calls parked for approval", responses={200: ApprovalList, **refusals(*SESSION)})
+    @extend_schema(summary="Tool calls parked for approval", parameters=list_parameters("Approvals", 100),
+                   responses={200: ApprovalList, **refusals(*SESSION)})
     def get(self, request: Request, slug: str, session_id: str) -> Response:
         session = get_owned_session(slug, session_id, request.user)
-        return Response(ApprovalList(approvals=[Approval.of(r) for r in pending_approvals(session)]))
+        # sessions.approvals.pending_approvals, as a queryset to page through
+        rows = ToolCall.objects.filter(session=session, status=ToolCall.Status.AWAITING_APPROVAL)
+        return paginate(ApprovalPages, rows, request, self, Approval.of)
 
 
 class ApprovalResolveView(APIView):
@@ -45,8 +50,8 @@ class ToolCallView(APIView):
         body: ToolCallBody = validate_body(ToolCallBody, request.data)
         agent = get_agent(slug)
         session = get_owned_session(slug, body.session_id, request.user) if body.session_id else None
-        result = call_tool(agent, tool_name, body.input, session=session)
+        outcome = run_call(agent, tool_name, body.input, session=session)
         # A needs_approval tool bound to a session parks until someone decides it.
-        if result.get("status") == "awaiting_approval":
-            return Response(ParkedToolCall.model_validate(result), status=202)
-        return Response(ToolResult.model_validate(result))
+        if isinstance(outcome, Parked):
+            return Response(ParkedToolCall.of(outcome), status=202)
+        return Response(ToolResult.of(outcome))

@@ -1,6 +1,6 @@
 """The agents on the server: list, info, health, and the OpenAPI document.
 
-Bad input is in tests/channels_app/test_bad_input.py, who may do what in test_auth_policies.py."""
+Bad input is in tests/channels_app/test_bad_*.py, who may do what in test_auth_policies.py."""
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,6 @@
 """POST /<slug>/v1/session: what a new session answers, in chat and task mode.
 
-Bad input is in tests/channels_app/test_bad_input.py, who may do what in test_auth_policies.py."""
+Bad input is in tests/channels_app/test_bad_*.py, who may do what in test_auth_policies.py."""
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,6 @@
 """One session and the list of them: stop, detail, delete, GET /<slug>/v1/sessions.
 
-Bad input is in tests/channels_app/test_bad_input.py, who may do what in test_auth_policies.py."""
+Bad input is in tests/channels_app/test_bad_*.py, who may do what in test_auth_policies.py."""
 from __future__ import annotations
 
 from datetime import timedelta

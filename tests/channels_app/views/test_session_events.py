@@ -1,6 +1,6 @@
 """Reading a session's events: the NDJSON dump and the live stream (SSE and NDJSON).
 
-Bad input is in tests/channels_app/test_bad_input.py, who may do what in test_auth_policies.py."""
+Bad input is in tests/channels_app/test_bad_*.py, who may do what in test_auth_policies.py."""
 from __future__ import annotations
 
 import json

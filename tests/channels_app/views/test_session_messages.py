@@ -1,6 +1,6 @@
 """Follow-ups (POST .../message and POST /session with a token), continuation tokens, and turns that call tools.
 
-Bad input is in tests/channels_app/test_bad_input.py, who may do what in test_auth_policies.py."""
+Bad input is in tests/channels_app/test_bad_*.py, who may do what in test_auth_policies.py."""
 from __future__ import annotations
 
 import hashlib

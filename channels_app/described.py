@@ -1,0 +1,141 @@
+"""The parts of response bodies that are data another layer wrote: typed dicts, camelCase as stored.
+
+An agent's manifest (`agents.discovery.LoadedAgent.manifest`), a session's
+usage and options, a principal: these are stored as JSON and sent as they
+are. The typed dicts here give them a schema in the OpenAPI document
+without reshaping them: every key is optional (a release deployed by an
+older version may lack one) and keys not named here still go out, as before.
+Where a value is free-form, its type says `JSONValue` or `JSONObject`.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import ConfigDict, with_config
+from typing_extensions import TypedDict
+
+# Free-form JSON: a tool's input or output, a JSON Schema, a model's parameters, an event's data.
+JSONValue = Any
+JSONObject = dict[str, Any]
+
+
+def optional_keys(schema: dict[str, Any]) -> None:
+    # Pydantic marks a total=False key required in a serialization schema whose model asks for
+    # defaults to be required (every `Reply` does): these keys may be absent.
+    schema.pop("required", None)
+
+
+OPEN = ConfigDict(extra="allow", json_schema_extra=optional_keys)
+
+
+@with_config(OPEN)
+class ToolDescription(TypedDict, total=False):
+    """A tool: as the release declares it (`tools`) or as the model is offered it (`offeredTools`)."""
+
+    name: str
+    description: str
+    effect: str
+    needsApproval: bool
+    directCall: bool
+    timeArgs: list[str]
+    execution: str
+    family: str
+    inputSchema: JSONObject
+    file: str
+
+
+@with_config(OPEN)
+class SkillDescription(TypedDict, total=False):
+    name: str
+    description: str
+    files: list[str]
+    source: str
+
+
+@with_config(OPEN)
+class SubagentDescription(TypedDict, total=False):
+    id: str
+    description: str
+    model: str
+
+
+@with_config(OPEN)
+class ScheduleDescription(TypedDict, total=False):
+    """A declared schedule, with its timer's state when it is active."""
+
+    id: str
+    kind: str
+    cron: str | None
+    title: str
+    file: str
+    nextFireAt: str | None
+    lastFiredAt: str | None
+    fireCount: int
+
+
+@with_config(OPEN)
+class RuntimeDescription(TypedDict, total=False):
+    """Where file and shell tools act: kind (local | virtual), its limits, the workspace tools."""
+
+    kind: Literal["local", "virtual"]
+    shell: bool
+    shellTimeoutSeconds: int | float
+    outputLimitBytes: int
+    env: list[str]
+    perSession: bool
+    filesystem: str | None
+    needsApproval: list[str]
+    toolsAllowlist: list[str] | None
+    workspaceTools: list[str] | None
+    seedFiles: bool
+
+
+@with_config(OPEN)
+class McpServerDescription(TypedDict, total=False):
+    """An MCP server the agent declares: only the names of its env and headers (values may be secrets)."""
+
+    name: str
+    transport: str
+    command: str
+    args: list[str]
+    url: str
+    envKeys: list[str]
+    headerKeys: list[str]
+    needsApproval: bool | list[str]
+    timeout: int | float
+
+
+@with_config(OPEN)
+class AuthPolicyDescription(TypedDict, total=False):
+    """An auth policy by kind (a custom one by name), never with a token."""
+
+    kind: str
+    verifier: bool
+    name: str
+
+
+@with_config(OPEN)
+class Usage(TypedDict, total=False):
+    """Token counts; null where the provider reported none."""
+
+    inputTokens: int | None
+    outputTokens: int | None
+    cacheReadTokens: int | None
+    cacheWriteTokens: int | None
+
+
+@with_config(OPEN)
+class SessionOptions(TypedDict, total=False):
+    """What every tool call of the session runs under."""
+
+    dryRun: bool
+    asOf: str
+    runtime: Literal["local"]
+
+
+@with_config(OPEN)
+class PrincipalDescription(TypedDict, total=False):
+    authenticator: str
+    principalId: str
+    principalType: str
+    attributes: JSONObject
