@@ -9,7 +9,7 @@ The tests hold each pattern against the check it spells.
 """
 from __future__ import annotations
 
-from sessions.reminders import MAX_DURATION, UNITS
+from sessions.host.reminders import MAX_DURATION, UNITS
 
 SPACE = r"[ \t\n\r\f\v]"  # what `\s` is in an ASCII regex
 # The end of the text: Python's `$` also matches before a last newline, which neither check takes.
