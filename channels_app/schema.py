@@ -243,5 +243,6 @@ def add_links(result: dict[str, Any]) -> dict[str, Any]:
     for operations in result.get("paths", {}).values():
         for operation in operations.values():
             for status, links in LINKS.get(operation.get("operationId"), {}).items():
-                operation["responses"][status]["links"] = links
+                # Merged over links already there (each deployed tool's own call, from tool_operations).
+                operation["responses"][status]["links"] = {**links, **operation["responses"][status].get("links", {})}
     return result

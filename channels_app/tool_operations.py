@@ -29,12 +29,23 @@ def add_tool_operations(result: dict[str, Any]) -> dict[str, Any]:
         return result
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     declared: set[str] = set()
+    calls: dict[str, dict[str, Any]] = {}
     for agent in Agent.objects.exclude(active_deployment=None).select_related("active_deployment").order_by("slug"):
         for tool in agent.active_deployment.manifest.get("tools", []):
             declared.add(tool["name"])
             if tool.get("execution", "server") == "server":
                 path = f"/{agent.slug}/v1/tools/{tool['name']}/call"
-                result["paths"][path] = {"post": tool_operation(generic, agent.slug, tool, schemas)}
+                operation = tool_operation(generic, agent.slug, tool, schemas)
+                result["paths"][path] = {"post": operation}
+                calls[f"Call{operation['operationId'][len('call_'):]}"] = {
+                    "operationId": operation["operationId"],
+                    "description": f"{tool['name']} bound to the session (its input generated), on agent {agent.slug}",
+                    "requestBody": {"sessionId": "$response.body#/sessionId"}}
+    for operations in result["paths"].values():
+        create = operations.get("post", {})
+        if create.get("operationId") == "v1_session_create":
+            for status in ("201", "202"):
+                create["responses"].get(status, {}).setdefault("links", {}).update(calls)
     for parameter in generic.get("parameters", []):
         if parameter["name"] == "tool_name" and declared:
             parameter["schema"]["not"] = {"enum": sorted(declared)}
@@ -59,6 +70,10 @@ def tool_operation(generic: dict[str, Any], slug: str, tool: dict[str, Any], sch
     operation.update(operationId=f"call_{prefix}", summary=f"Call {tool['name']}: {tool.get('description', '')}",
                      parameters=[p for p in operation.get("parameters", []) if p["in"] != "path"],
                      requestBody={"required": True, "content": {"application/json": {"schema": body}}})
+    # A gated call bound to a session waits (202): its id is what the approval route takes.
+    operation["responses"]["202"]["links"] = {"Decide": {
+        "operationId": "v1_session_approvals_create",
+        "parameters": {"slug": slug, "session_id": "$request.body#/sessionId", "call_id": "$response.body#/callId"}}}
     return operation
 
 

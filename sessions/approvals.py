@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import QuerySet
 
 from sessions import lifecycle
 from sessions.admission import AdmissionError
@@ -9,8 +10,9 @@ from sessions.events import append_event
 from sessions.models import EventType, Session, ToolCall
 
 
-def pending_approvals(session: Session) -> list[ToolCall]:
-    return list(ToolCall.objects.filter(session=session, status=ToolCall.Status.AWAITING_APPROVAL).order_by("id"))
+def pending_approvals(session: Session) -> QuerySet[ToolCall]:
+    """The session's calls waiting for a decision, oldest first (a queryset: the API pages through it)."""
+    return ToolCall.objects.filter(session=session, status=ToolCall.Status.AWAITING_APPROVAL).order_by("id")
 
 
 def resolve_approval(session: Session, call_id: str, decision: str, principal, reason: str = "") -> ToolCall:

@@ -11,9 +11,8 @@ from channels_app.ownership import get_agent, get_owned_session
 from channels_app.pagination import ApprovalPages, paginate
 from channels_app.responses import Approval, ApprovalList, ParkedToolCall, ToolResult
 from channels_app.schema import BODY, SESSION, list_parameters, refusals
-from sessions.approvals import resolve_approval
+from sessions.approvals import pending_approvals, resolve_approval
 from sessions.direct import Parked, run_call
-from sessions.models import ToolCall
 
 
 class ApprovalListView(APIView):
@@ -21,9 +20,7 @@ class ApprovalListView(APIView):
                    responses={200: ApprovalList, **refusals(*SESSION)})
     def get(self, request: Request, slug: str, session_id: str) -> Response:
         session = get_owned_session(slug, session_id, request.user)
-        # sessions.approvals.pending_approvals, as a queryset to page through
-        rows = ToolCall.objects.filter(session=session, status=ToolCall.Status.AWAITING_APPROVAL)
-        return paginate(ApprovalPages, rows, request, self, Approval.of)
+        return paginate(ApprovalPages, pending_approvals(session), request, self, Approval.of)
 
 
 class ApprovalResolveView(APIView):
