@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from agents.workspaces.filesystems import FILE_VERBS, VERBS, methods_of, name_of
 
@@ -199,10 +199,3 @@ def could_offer(runtime: Runtime, allowlist: Iterable[str] | None) -> frozenset[
     if allowlist is None:
         return frozenset(VERBS)
     return narrow(frozenset(VERBS), allowlist)[0]
-
-
-def is_factory(value: Any) -> bool:
-    return isinstance(value, VirtualRuntime) and value.per_session
-
-
-FactoryFn = Callable[[SessionContext], Any]
