@@ -103,19 +103,19 @@ def parse_count(raw: str | None) -> int | None:
     return int(raw)
 
 
-def parse_start_index(raw: str | None, last_event_id: str | None = None) -> int:
+def parse_start_index(raw: str | None, last_event_id: str | None = None, *, resume: bool = False) -> int:
     """Where a reader of the event log starts: `startIndex` (default 0), or one past an SSE `Last-Event-ID`.
 
-    `last_event_id` is passed only by SSE readers and counts only without a
+    A `Last-Event-ID` that is neither empty nor a count is refused wherever it
+    is sent; it sets the start only for a resuming (SSE) reader without a
     `startIndex`. Anything but a count is a 400 `invalid_start_index`.
     """
-    if raw is None and last_event_id:
-        last = parse_count(last_event_id)
-        start = None if last is None else last + 1
-        names = "Last-Event-ID"
-    else:
-        start = parse_count("0" if raw is None else raw)
-        names = "startIndex"
+    last = parse_count(last_event_id) if last_event_id else None
+    if last_event_id and last is None:
+        raise APIError(400, "invalid_start_index", "Last-Event-ID must be a non-negative integer")
+    if raw is None and resume and last is not None:
+        return last + 1
+    start = parse_count("0" if raw is None else raw)
     if start is None:
-        raise APIError(400, "invalid_start_index", f"{names} must be a non-negative integer")
+        raise APIError(400, "invalid_start_index", "startIndex must be a non-negative integer")
     return start

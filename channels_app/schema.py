@@ -132,7 +132,7 @@ def add_streaming_routes(result, generator, request, public):
                 {**path_parameter, "name": "session_id"},
                 {"name": "startIndex", "in": "query", "schema": START_INDEX},
                 {"name": "Last-Event-ID", "in": "header", "schema": LAST_EVENT_ID,
-                 "description": "SSE only, without startIndex: resume after this index (empty: from the start)"},
+                 "description": "SSE only, without startIndex: resume after this index (empty: from the start); any other value is a 400"},
             ],
             "security": [{"bearerAuth": []}],  # replaced by document_security
             "responses": {

@@ -48,7 +48,7 @@ def stream_view(request, slug: str, session_id: str):
         return response
     sse = "text/event-stream" in request.headers.get("Accept", "")
     try:
-        start = parse_start_index(request.GET.get("startIndex"), request.headers.get("Last-Event-ID") if sse else None)
+        start = parse_start_index(request.GET.get("startIndex"), request.headers.get("Last-Event-ID"), resume=sse)
     except APIError as exc:
         return error_response(exc.status_code, exc.error_code, exc.message)
     try:

@@ -42,6 +42,17 @@ def test_a_bad_last_event_id_on_the_sse_stream_gets_400(local, session, value):
     assert error_of(response, 400)["code"] == "invalid_start_index"
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("accept", ["text/event-stream", "application/x-ndjson"])
+def test_a_bad_last_event_id_gets_400_even_beside_a_start_index(local, session, accept):
+    # The document gives the header a pattern: a value outside it is refused even where it would not count.
+    response = local.get(f"/support/v1/session/{session.pk}/stream", {"startIndex": "2"},
+                         HTTP_ACCEPT=accept, HTTP_LAST_EVENT_ID="]RL4>W")
+
+    error = error_of(response, 400)
+    assert error["code"] == "invalid_start_index" and "Last-Event-ID" in error["message"]
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("value", ["0", "101", "-5", "ten", "2.5", "", "٣", "１０", "+5", "1_0"])
 def test_a_bad_limit_on_the_sessions_list_gets_400(local, support_agent, value):
