@@ -218,6 +218,10 @@ LINKS: dict[str, dict[str, dict[str, Any]]] = {
         name: {"operationId": target, "parameters": SLUG_FROM_LIST} for name, target in (
             ("AgentInfo", "v1_info_retrieve"), ("CreateSession", "v1_session_create"),
             ("Sessions", "v1_sessions_retrieve"))}},
+    "v1_info_retrieve": {"200": {"FireSchedule": {
+        "operationId": "v1_dev_schedules_create",
+        "description": "Under `serve --dev`: fire the agent's first schedule now",
+        "parameters": {"slug": "$request.path.slug", "schedule_id": "$response.body#/schedules/0/id"}}}},
     "v1_session_create": {"201": SESSION_LINKS, "202": SESSION_LINKS},
     "v1_session_message_create": {"202": {name: SESSION_LINKS[name] for name in ("Stop", "SessionEvents")}},
     "v1_tools_call_create": {"202": {"Decide": {

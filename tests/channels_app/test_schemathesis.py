@@ -30,6 +30,9 @@ MAX_EXAMPLES = 10  # per operation, in fuzzing and stateful: the suite has a tim
 
 
 BACKENDS = ("sqlite", "postgres+redis")
+# The embedded server runs in development mode, so the routes that fire timers by hand (403
+# `dev_mode_required` otherwise) are reached with real ids too; the scaled-out one runs as in production.
+SERVE_ARGS = {"sqlite": ("--dev",), "postgres+redis": ()}
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +40,8 @@ def servers(tmp_path_factory) -> Iterator[dict[str, Server]]:
     with contextlib.ExitStack() as stack:
         yield {
             backend: stack.enter_context(run_server(
-                tmp_path_factory.mktemp(f"schemathesis-{backend.replace('+', '-')}"), env=backend_env(stack, backend)))
+                tmp_path_factory.mktemp(f"schemathesis-{backend.replace('+', '-')}"), *SERVE_ARGS[backend],
+                env=backend_env(stack, backend)))
             for backend in BACKENDS
         }
 
