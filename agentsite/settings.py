@@ -235,6 +235,9 @@ AGENTSITE_AUTH = os.environ.get("AGENTSITE_AUTH", "local_dev_strict")
 # sha256 hex digests of accepted bearer tokens (serve --bearer-token stores only these).
 AGENTSITE_BEARER_TOKEN_HASHES = [h for h in os.environ.get("AGENTSITE_BEARER_TOKEN_HASHES", "").split(",") if h]
 AGENTSITE_DEV = _env_bool("AGENTSITE_DEV")
+# "on": every process an agent starts runs in the bubblewrap sandbox, and a host that cannot build it
+# offers no shell. "off": commands run as the server's own user (a single-user machine only).
+AGENTSITE_SANDBOX = os.environ.get("AGENTSITE_SANDBOX", "on")
 # serve --no-schedules turns cron schedules off (reminders still fire).
 AGENTSITE_SCHEDULES = _env_bool("AGENTSITE_SCHEDULES", True)
 AGENTSITE_PUBLIC_URL = os.environ.get("AGENTSITE_PUBLIC_URL", "")

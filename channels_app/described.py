@@ -74,6 +74,26 @@ class ScheduleDescription(TypedDict, total=False):
 
 
 @with_config(OPEN)
+class SandboxLimits(TypedDict):
+    """What one sandboxed command may use: processes, address space per process, CPU, workspace size."""
+
+    processes: int
+    memoryBytes: int
+    cpuSeconds: int
+    diskBytes: int
+
+
+class SandboxDescription(TypedDict, total=False):
+    """Whether this host runs an agent's processes in the sandbox (mode on), and what they may do;
+    `reason` says why an active mode could not start it (then no shell is offered)."""
+
+    active: bool
+    mode: Literal["on", "off"]
+    network: bool
+    limits: SandboxLimits
+    reason: str
+
+
 class RuntimeDescription(TypedDict, total=False):
     """Where file and shell tools act: kind (local | virtual), its limits, the workspace tools."""
 
@@ -88,6 +108,9 @@ class RuntimeDescription(TypedDict, total=False):
     toolsAllowlist: list[str] | None
     workspaceTools: list[str] | None
     seedFiles: bool
+    network: bool
+    limits: SandboxLimits
+    sandbox: SandboxDescription
 
 
 @with_config(OPEN)

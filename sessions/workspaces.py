@@ -35,6 +35,7 @@ from agents.discovery import LoadedAgent
 from agents.workspaces.filesystems import VERBS, WorkspaceError, methods_of, session_copy, split_path
 from agents.workspaces.localfs import LocalFS
 from agents.workspaces.memoryfs import skill_markdown
+from agents.workspaces import sandbox
 from agents.workspaces.runtimes import LocalRuntime, SessionContext, narrow
 from agents.workspaces.shell import LocalShellFS
 from agents.workspaces.tools import workspace_tools
@@ -124,11 +125,11 @@ def open_workspace(session: Any, loaded: LoadedAgent, *, files: bool = False) ->
     runtime = loaded.runtime
     if isinstance(runtime, LocalRuntime):
         root = workspace_dir(session.id)
-        offered, _ = narrow(runtime.methods(), loaded.allowlist)
+        offered = sandbox.host_allows(narrow(runtime.methods(), loaded.allowlist)[0])
         # The directory appears complete or not at all (materialize renames it into place).
         if (offered or loaded.agent_tools() or files) and not root.is_dir():
             materialize(root, loaded)
-        return Workspace("local", local_fs(root, runtime), offered, loaded, root)
+        return Workspace("local", local_fs(root, loaded), offered, loaded, root)
     with _virtual_lock:
         fs = _virtual.get(session.id)
         if fs is not None:
@@ -144,10 +145,20 @@ def open_workspace(session: Any, loaded: LoadedAgent, *, files: bool = False) ->
     return Workspace("virtual", fs, virtual_offered(loaded, fs), loaded)
 
 
-def local_fs(root: Path, runtime: LocalRuntime) -> LocalFS:
-    if runtime.shell:
-        return LocalShellFS(root, timeout=runtime.shell_timeout, output_limit=runtime.output_limit, env=runtime.env)
-    return LocalFS(root)
+def local_fs(root: Path, loaded: LoadedAgent) -> LocalFS:
+    """The files of a local workspace, with `shell` where the runtime has it and the host may run it."""
+    runtime = loaded.runtime
+    state = sandbox.status()
+    if not runtime.shell or not state.offers_shell:
+        return LocalFS(root)
+    mounts = None
+    if state.active:
+        readable = [*sandbox.python_paths(), str(Path(settings.BASE_DIR) / "agents")]
+        if loaded.agent_tools():
+            readable.append(str(loaded.root / "agent" / "tools"))
+        mounts = sandbox.Mounts(readable=tuple(readable), network=runtime.network, limits=runtime.limits())
+    return LocalShellFS(root, timeout=runtime.shell_timeout, output_limit=runtime.output_limit, env=runtime.env,
+                        mounts=mounts)
 
 
 def build_virtual(loaded: LoadedAgent, ctx: SessionContext) -> Any:

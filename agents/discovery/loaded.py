@@ -13,7 +13,8 @@ from agents.mcp import McpServer
 from agents.schedules import LoadedSchedule
 from agents.skills import LoadedSkill
 from agents.workspaces.filesystems import VERBS
-from agents.workspaces.runtimes import DEFAULT_RUNTIME, Runtime, offered_at_discovery
+from agents.workspaces import sandbox
+from agents.workspaces.runtimes import DEFAULT_RUNTIME, LocalRuntime, Runtime, offered_at_discovery
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,9 @@ class LoadedAgent:
         return None if self.config.tools is None else tuple(self.config.tools)
 
     def workspace_tools(self) -> frozenset[str] | None:
-        """The workspace tools every session is offered; None when a per-session factory decides."""
-        return offered_at_discovery(self.runtime, self.allowlist)
+        """The workspace tools every session is offered on this host; None when a per-session factory decides."""
+        offered = offered_at_discovery(self.runtime, self.allowlist)
+        return sandbox.host_allows(offered) if isinstance(self.runtime, LocalRuntime) and offered else offered
 
     def agent_tools(self) -> dict[str, Tool]:
         """Tools the model runs as scripts in its workspace (execution="agent")."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from agents.workspaces.filesystems import FILE_VERBS, VERBS, methods_of, name_of
+from agents.workspaces.sandbox import MiB, Limits
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_SHELL_TIMEOUT = 3600.0
@@ -46,9 +47,18 @@ class LocalRuntime:
     output_limit: int = 64 * 1024
     env: dict[str, str] = field(default_factory=dict)
     needs_approval: tuple[str, ...] = ()
+    network: bool = False
+    process_limit: int = Limits.processes
+    memory_limit: int = Limits.memory
+    disk_limit: int = Limits.disk
 
     def methods(self) -> frozenset[str]:
         return frozenset(FILE_VERBS) | ({"shell"} if self.shell else set())
+
+    def limits(self) -> Limits:
+        # Per process, CPU time cannot usefully exceed the wall-clock limit on two cores.
+        return Limits(processes=self.process_limit, memory=self.memory_limit, disk=self.disk_limit,
+                      cpu_seconds=int(self.shell_timeout * 2) + 1)
 
     def problems(self) -> list[str]:
         found = []
@@ -58,6 +68,14 @@ class LocalRuntime:
             found.append(f"local_runtime(shell_timeout=...) must be seconds between 0 and {MAX_SHELL_TIMEOUT:g}")
         if not isinstance(self.output_limit, int) or not 1024 <= self.output_limit <= 16 * 1024 * 1024:
             found.append("local_runtime(output_limit=...) must be bytes between 1024 and 16 MiB")
+        if not isinstance(self.network, bool):
+            found.append(f"local_runtime(network=...) must be True or False, not {self.network!r}")
+        for name, value, low, high, unit in (
+                ("process_limit", self.process_limit, 8, 4096, "processes"),
+                ("memory_limit", self.memory_limit, 64 * MiB, 64 * 1024 * MiB, "bytes"),
+                ("disk_limit", self.disk_limit, 1 * MiB, 1024 * 1024 * MiB, "bytes")):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                found.append(f"local_runtime({name}=...) must be {unit} between {low} and {high}")
         if not isinstance(self.env, dict):
             found.append("local_runtime(env=...) must be a dict of names to text")
         else:
@@ -69,7 +87,8 @@ class LocalRuntime:
     def describe(self) -> dict[str, Any]:
         return {"kind": "local", "shell": self.shell, "shellTimeoutSeconds": self.shell_timeout,
                 "outputLimitBytes": self.output_limit, "env": sorted(self.env) if isinstance(self.env, dict) else [],
-                "needsApproval": sorted(self.needs_approval)}
+                "needsApproval": sorted(self.needs_approval), "network": self.network,
+                "limits": self.limits().describe()}
 
     def __repr__(self) -> str:
         return "local_runtime()" if self == LocalRuntime() else "local_runtime(...)"
@@ -113,16 +132,22 @@ Runtime = LocalRuntime | VirtualRuntime
 
 
 def local_runtime(*, shell: bool = True, shell_timeout: float = 30.0, output_limit: int = 64 * 1024,
-                  env: dict[str, str] | None = None, needs_approval: Iterable[str] = ()) -> LocalRuntime:
+                  env: dict[str, str] | None = None, needs_approval: Iterable[str] = (), network: bool = False,
+                  process_limit: int = Limits.processes, memory_limit: int = Limits.memory,
+                  disk_limit: int = Limits.disk) -> LocalRuntime:
     """A directory per session under the state root, with every file verb and `shell`.
 
     `shell=False` leaves `shell` out. `shell_timeout` (seconds) and `output_limit`
     (bytes per stream) bound each command; `env` adds variables to the shell's
     allowlisted environment (nothing of the server's is passed on).
     `needs_approval` names workspace tools whose calls wait for a person's decision.
+    Commands run in the sandbox: without network unless `network=True`, with at
+    most `process_limit` processes, `memory_limit` bytes of address space each,
+    and a workspace of at most `disk_limit` bytes.
     """
     return LocalRuntime(shell=shell, shell_timeout=shell_timeout, output_limit=output_limit, env=dict(env or {}),
-                        needs_approval=tuple(needs_approval))
+                        needs_approval=tuple(needs_approval), network=network, process_limit=process_limit,
+                        memory_limit=memory_limit, disk_limit=disk_limit)
 
 
 def virtual_runtime(fs: Any = None, *, needs_approval: Iterable[str] = ()) -> VirtualRuntime:

@@ -5,10 +5,13 @@ environment built from an allowlist (nothing of the server's: no database URL,
 no provider keys, no secrets), stdin closed, its output capped, and a time
 limit. On timeout or when the turn is stopped the whole group is killed; the
 group is killed when the command ends too, so nothing it started in the
-background outlives the call. `shell` is host bash: the path checks of `LocalFS` hold
-for the file verbs, not for what a command does. Agents that must not reach
-the host leave `shell` out (`Agent(tools=[...])`, `local_runtime(shell=False)`)
-or use `virtual_runtime`.
+background outlives the call.
+
+With the sandbox (agents.workspaces.sandbox, the default) the command sees
+only the system's binaries, its workspace and what it is given to run; its
+processes, memory, CPU time and the workspace's size are limited, and a
+workspace grown past its disk limit stops the command. With
+`AGENTSITE_SANDBOX=off` it is the host's shell, as the server's user.
 """
 from __future__ import annotations
 
@@ -17,9 +20,11 @@ import signal
 import subprocess
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
+from agents.workspaces import sandbox
 from agents.workspaces.filesystems import ShellArgs, WorkspaceError
 from agents.workspaces.localfs import LocalFS
 
@@ -40,42 +45,62 @@ class LocalShellFS(LocalFS):
     """LocalFS with `shell` (`local_runtime()`'s default)."""
 
     def __init__(self, root: Path | str, *, timeout: float = 30.0, output_limit: int = 64 * 1024,
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, mounts: sandbox.Mounts | None = None):
         super().__init__(root)
         self.timeout = timeout
         self.output_limit = output_limit
         self.env = dict(env or {})
+        self.mounts = mounts  # None: unsandboxed (AGENTSITE_SANDBOX=off)
 
     def shell(self, args: ShellArgs, *, should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
         cwd = self.resolve(args.cwd)
         with self.directory(cwd):
             pass
-        directory = os.path.join(self.real_root(), *cwd)
+        root = self.real_root()
+        directory = os.path.join(root, *cwd)
         limit = min(args.timeout_seconds or self.timeout, self.timeout)
-        return run_shell(args.command, directory, shell_environment(Path(self.real_root()), self.env), limit,
-                         self.output_limit, should_stop or (lambda: False))
+        env = shell_environment(Path(root), self.env)
+        should_stop = should_stop or (lambda: False)
+        if self.mounts is None:
+            return run_shell(["/bin/sh", "-c", args.command], directory, env, limit, self.output_limit, should_stop)
+        quota = self.mounts.limits.disk
+        used = sandbox.hand_over(Path(root))
+        if used >= quota:
+            raise WorkspaceError(f"the workspace holds {used} bytes, at or over its limit of {quota}: delete files "
+                                 "before running commands")
+
+        def over_quota() -> str | None:
+            held = sandbox.disk_used(Path(root))
+            return f"the workspace reached {held} bytes, over its limit of {quota}" if held > quota else None
+
+        mounts = replace(self.mounts, writable=(root,), file_limit=quota - used)
+        argv = sandbox.command(["/bin/sh", "-c", args.command], cwd=directory, mounts=mounts)
+        return run_shell(argv, "/", env, limit, self.output_limit, should_stop, watch=over_quota)
 
 
-def run_shell(command: str, cwd: str, env: dict[str, str], limit: float, output_limit: int,
-              should_stop: Callable[[], bool]) -> dict[str, Any]:
-    """Run `command` as a process group of its own; killed whole at `limit` seconds or when `should_stop()`.
+def run_shell(argv: list[str], cwd: str, env: dict[str, str], limit: float, output_limit: int,
+              should_stop: Callable[[], bool], *, watch: Callable[[], str | None] | None = None) -> dict[str, Any]:
+    """Run `argv` as a process group of its own; killed whole at `limit` seconds, when `should_stop()`,
+    or when `watch()` names a reason.
 
-    1. start /bin/sh in a new session (its own process group), stdin closed;
+    1. start it in a new session (its own process group), stdin closed;
     2. read stdout and stderr in threads, keeping the first `output_limit` bytes of each;
-    3. wait for the shell without reaping it (its pid, and so its group id, cannot be reused
-       meanwhile), checking the clock and `should_stop` every 50 ms;
-    4. kill the group: on timeout or stop, and also after a normal exit, so background jobs die too;
-    5. reap the shell and collect the output.
+    3. wait for it without reaping it (its pid, and so its group id, cannot be reused
+       meanwhile), checking the clock, `should_stop` and `watch` at most every 50 ms;
+    4. kill the group: on timeout, stop or a watched limit, and also after a normal exit, so
+       background jobs die too;
+    5. reap it and collect the output.
     """
     try:
-        process = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                   close_fds=True)
+        process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
     except OSError as exc:
         raise WorkspaceError(f"cannot start the shell: {exc.strerror}") from None
     captured = {"stdout": _Capture(process.stdout, output_limit), "stderr": _Capture(process.stderr, output_limit)}
     deadline = time.monotonic() + limit
     timed_out = stopped = False
+    exceeded = None
+    pause = 0.002  # short commands are answered quickly; longer ones are checked every 50 ms
     while True:
         try:
             exited = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -89,7 +114,10 @@ def run_shell(command: str, cwd: str, env: dict[str, str], limit: float, output_
         if should_stop():
             stopped = True
             break
-        time.sleep(0.05)
+        if watch is not None and (exceeded := watch()):
+            break
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
     kill_group(process.pid)
     process.wait()
     for capture in captured.values():
@@ -102,6 +130,9 @@ def run_shell(command: str, cwd: str, env: dict[str, str], limit: float, output_
     }
     if timed_out:
         result["stderr"] += f"\n[killed after {limit:g} s: the workspace's time limit]"
+    if exceeded:
+        result["stderr"] += f"\n[killed: {exceeded}]"
+        result["limitExceeded"] = exceeded
     return result
 
 

@@ -12,6 +12,8 @@ from rest_framework.views import APIView
 
 from agents.discovery import load_deployment
 from agents.models import Agent, Deployment
+from agents.workspaces import sandbox
+from agents.workspaces.sandbox import Limits
 from channels_app.ownership import get_agent
 from channels_app.pagination import AgentPages, paginate
 from channels_app.responses import (
@@ -58,12 +60,26 @@ class AgentInfoView(APIView):
                 for c in manifest.get("channels", [])
             ],
             schedules=[{**s, **schedule_state.get(s["id"], {})} for s in manifest.get("schedules", [])],
-            runtime=manifest.get("runtime"), offered_tools=offered_tools(deployment), mcp=manifest.get("mcp", []),
+            runtime=runtime_now(manifest.get("runtime")), offered_tools=offered_tools(deployment), mcp=manifest.get("mcp", []),
             deployment=DeploymentDetail(
                 version=deployment.version, content_hash=deployment.content_hash, source=deployment.source,
                 status=deployment.status, created_at=deployment.created_at, activated_at=deployment.activated_at,
             ) if deployment else None,
         ))
+
+
+def runtime_now(runtime: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The release's runtime as this host runs it: whether the sandbox is active, and `shell` only where
+    it may be offered (the manifest was written where the release was deployed)."""
+    if not runtime or runtime.get("kind") != "local":
+        return runtime
+    state = sandbox.status()
+    tools = runtime.get("workspaceTools")
+    if tools is not None and not state.offers_shell:
+        tools = [t for t in tools if t != "shell"]
+    limits = runtime.get("limits") or Limits().describe()
+    return {**runtime, "workspaceTools": tools,
+            "sandbox": state.describe(network=bool(runtime.get("network")), limits=limits)}
 
 
 def channel_config(deployment: Deployment, channel_id: str) -> dict[str, Any] | None:

@@ -173,7 +173,8 @@ def test_the_manifest_describes_the_runtime(tmp_path):
 
     assert runtime == {"kind": "local", "shell": True, "shellTimeoutSeconds": 5, "outputLimitBytes": 65536,
                        "env": ["MODE"], "needsApproval": ["delete"], "toolsAllowlist": None,
-                       "workspaceTools": ALL, "seedFiles": False}
+                       "workspaceTools": ALL, "seedFiles": False, "network": False,
+                       "limits": {"processes": 128, "memoryBytes": 4 << 30, "cpuSeconds": 11, "diskBytes": 1 << 30}}
 
 
 # -- the filesystems ---------------------------------------------------------------------------

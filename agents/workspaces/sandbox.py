@@ -1,0 +1,252 @@
+"""The sandbox every process an agent starts runs in: `shell`, agent tool scripts, stdio MCP servers.
+
+Built on bubblewrap (Debian's `bwrap`), started through `prlimit` for the
+resource limits. When the server runs as root, the command is dropped to
+nobody inside (root is exempt from the process-count limit, and owns the
+host's files); otherwise it keeps the server's uid in a user namespace of its
+own. Inside:
+
+- new PID, IPC, UTS, cgroup and mount namespaces, no capabilities and
+  no_new_privs: the process sees its own processes only, and `/proc` is
+  theirs (bubblewrap's own environment, the one its PID 1 holds, is the
+  allowlisted environment too: it is started with nothing else);
+- a root of its own: the system's binaries and libraries read-only (`/usr`
+  and the few `/etc` files programs need), a private `/tmp` and `/dev`,
+  the paths a run is given (the session's workspace read-write, the Python
+  and the tool files it runs read-only), nothing of the state root, the
+  project, other workspaces or any home directory;
+- no network unless the agent asks for it (`local_runtime(network=True)`);
+- limits on processes, address space, CPU time and the size of one file.
+
+`AGENTSITE_SANDBOX=off` runs commands as the server's own user instead, for a
+single-user machine; with it on (the default) and no working sandbox, `shell`
+is not offered at all (fail closed).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+NOBODY = 65534  # the uid and gid sandboxed processes run as when the server is root
+SYSTEM_LINKS = ("bin", "lib", "lib64", "sbin")  # /bin -> usr/bin on a merged-/usr system
+ETC_FILES = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "group",
+             "nsswitch.conf", "os-release", "debian_version", "mime.types", "magic", "inputrc")
+NETWORK_ETC_FILES = ("resolv.conf", "hosts", "host.conf", "gai.conf", "protocols", "services", "ssl",
+                     "ca-certificates", "ca-certificates.conf")
+MiB = 1024 * 1024
+SCRATCH_BYTES = 64 * MiB  # each of /tmp and /dev/shm inside (memory-backed)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one sandboxed run may use. `disk` bounds the whole workspace, not one file."""
+
+    processes: int = 128
+    memory: int = 4096 * MiB   # address space of each process
+    cpu_seconds: int = 600     # CPU time of each process; the wall-clock limit is the runtime's own
+    disk: int = 1024 * MiB
+
+    def describe(self) -> dict[str, Any]:
+        return {"processes": self.processes, "memoryBytes": self.memory, "cpuSeconds": self.cpu_seconds,
+                "diskBytes": self.disk}
+
+
+@dataclass(frozen=True)
+class Mounts:
+    """What one run sees beside the system: host paths bound at the same place inside."""
+
+    writable: tuple[str, ...] = ()
+    readable: tuple[str, ...] = ()
+    network: bool = False
+    limits: Limits = field(default_factory=Limits)
+    file_limit: int | None = None  # bytes one file may reach (default: limits.disk)
+
+
+@dataclass(frozen=True)
+class Status:
+    """Whether this host sandboxes agent processes (`/info` shows it as runtime.sandbox)."""
+
+    mode: str          # "on" or "off" (AGENTSITE_SANDBOX)
+    active: bool       # processes run in the sandbox
+    reason: str = ""   # why not, when on but not active
+
+    @property
+    def offers_shell(self) -> bool:
+        """Fail closed: with the sandbox on, a host that cannot build it runs no agent processes."""
+        return self.active or self.mode == "off"
+
+    def describe(self, *, network: bool, limits: dict[str, Any]) -> dict[str, Any]:
+        """For /info (runtime.sandbox): a local runtime's network and limits, as this host applies them."""
+        described: dict[str, Any] = {"active": self.active, "mode": self.mode}
+        if self.active:
+            described.update(network=network, limits=limits)
+        elif self.mode == "off":
+            described["network"] = True  # the host's own: nothing is cut off
+        if self.reason:
+            described["reason"] = self.reason
+        return described
+
+
+def mode() -> str:
+    return "off" if str(getattr(settings, "AGENTSITE_SANDBOX", "on")).lower() in ("off", "0", "false", "no") else "on"
+
+
+def status() -> Status:
+    """This host's sandbox, probed once per process and mode."""
+    return _probe(mode())
+
+
+@functools.cache
+def _probe(current: str) -> Status:
+    if current == "off":
+        return Status(mode="off", active=False)
+    missing = [tool for tool in tools_needed() if shutil.which(tool) is None]
+    if missing:
+        reason = f"{', '.join(missing)} not found: install Debian's bubblewrap and util-linux"
+    else:
+        try:
+            done = subprocess.run(command(["/bin/true"], cwd="/", mounts=Mounts()), env=base_environment(),
+                                  capture_output=True, timeout=20, check=False)
+            reason = "" if done.returncode == 0 else (done.stderr.decode(errors="replace").strip()
+                                                      or f"exit status {done.returncode}")
+        except (OSError, subprocess.SubprocessError) as exc:
+            reason = str(exc)
+    if reason:
+        log.error("the workspace sandbox cannot start (%s): shell, agent tool scripts and sandboxed MCP servers "
+                  "are not offered; set AGENTSITE_SANDBOX=off only on a single-user machine", reason)
+        return Status(mode="on", active=False, reason=f"the sandbox cannot start: {reason}")
+    return Status(mode="on", active=True)
+
+
+def host_allows(offered: frozenset[str]) -> frozenset[str]:
+    """A local workspace's tools as this host may offer them: no `shell` where it cannot be sandboxed."""
+    return offered if "shell" not in offered or status().offers_shell else offered - {"shell"}
+
+
+def tools_needed() -> tuple[str, ...]:
+    return ("bwrap", "prlimit", "setpriv") if os.geteuid() == 0 else ("bwrap", "prlimit")
+
+
+def base_environment() -> dict[str, str]:
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+def runs_as() -> tuple[int, int]:
+    """The host uid and gid of sandboxed processes: the server's own, or nobody's when it is root."""
+    return (NOBODY, NOBODY) if os.geteuid() == 0 else (os.geteuid(), os.getegid())
+
+
+def command(argv: list[str], *, cwd: str, mounts: Mounts) -> list[str]:
+    """`argv` wrapped to run sandboxed in `cwd`. Start it with the environment it should see
+    (bubblewrap passes its own on, and shows it as PID 1's) and `close_fds`.
+
+    As root, bubblewrap builds the sandbox with root's right to mount any path,
+    and `setpriv` inside drops the command to nobody with no capabilities and
+    no_new_privs (setuid programs under /usr stay powerless). As another user,
+    bubblewrap adds a user namespace of its own, and the command keeps that uid.
+    """
+    limits = mounts.limits
+    wrapper = ["prlimit", f"--nproc={limits.processes}", f"--as={limits.memory}", f"--cpu={limits.cpu_seconds}",
+               f"--fsize={mounts.file_limit or limits.disk}", "--core=0", "--"]
+    jail = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try"]
+    if not mounts.network:
+        jail += ["--unshare-net"]
+    as_root = os.geteuid() == 0
+    if as_root:
+        jail += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        jail += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+    jail += ["--ro-bind", "/usr", "/usr"]
+    for name in SYSTEM_LINKS:
+        path = Path("/") / name
+        if path.is_symlink():
+            jail += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            jail += ["--ro-bind", str(path), str(path)]
+    for name in ETC_FILES + (NETWORK_ETC_FILES if mounts.network else ()):
+        if os.path.lexists(f"/etc/{name}"):
+            jail += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    jail += ["--proc", "/proc", "--dev", "/dev", "--size", str(SCRATCH_BYTES), "--tmpfs", "/tmp",
+             "--size", str(SCRATCH_BYTES), "--tmpfs", "/dev/shm"]
+    readable = [path for path in mounts.readable if not path.startswith("/usr/")]
+    for parent in _parents([*readable, *mounts.writable]):
+        jail += ["--perms", "0755", "--dir", parent]  # made 0700 otherwise when bubblewrap runs as root
+    for path in readable:
+        jail += ["--ro-bind", path, path]
+    for path in mounts.writable:
+        jail += ["--bind", path, path]
+    # The root itself is a memory-backed tmpfs: nothing may be written to it once built.
+    jail += ["--remount-ro", "/", "--chdir", cwd, "--"]
+    if as_root:
+        jail += ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all",
+                 "--bounding-set=-all", "--no-new-privs", "--"]
+    return wrapper + jail + list(argv)
+
+
+def _parents(paths: list[str]) -> list[str]:
+    """The directories above `paths`, each once, outermost first."""
+    found: dict[str, None] = {}
+    for path in paths:
+        for parent in reversed(Path(path).parents[:-1]):
+            found.setdefault(str(parent))
+    return sorted(found, key=lambda p: p.count("/"))
+
+
+def python_paths() -> tuple[str, ...]:
+    """What the server's Python needs to run inside: its environment and the installation under it."""
+    return tuple(dict.fromkeys(str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix)))
+
+
+def hand_over(root: Path) -> int:
+    """Make a workspace the sandbox's to write, and return the bytes it holds.
+
+    When the server is root the sandbox runs as nobody, so entries the server
+    wrote (the materialized workspace, file tool writes, sent files) change
+    owner. A file with more than one link is left alone: its other name may
+    be outside the workspace.
+    """
+    uid, gid = runs_as()
+    total = 0
+    for path, info, is_dir in _walk(str(root)):
+        total += info.st_blocks * 512
+        if info.st_uid != uid and (is_dir or info.st_nlink == 1):
+            with contextlib.suppress(FileNotFoundError):
+                os.lchown(path, uid, gid)
+    if os.lstat(root).st_uid != uid:
+        os.lchown(root, uid, gid)
+    return total
+
+
+def disk_used(root: Path) -> int:
+    """Bytes of disk a workspace holds (allocated blocks, so sparse files count what they use)."""
+    return sum(info.st_blocks * 512 for _, info, _ in _walk(str(root)))
+
+
+def _walk(top: str) -> Iterator[tuple[str, os.stat_result, bool]]:
+    """Every entry under `top`, never following a link; entries removed meanwhile are skipped."""
+    try:
+        entries = list(os.scandir(top))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            info = entry.stat(follow_symlinks=False)
+            is_dir = entry.is_dir(follow_symlinks=False)
+        except OSError:
+            continue
+        yield entry.path, info, is_dir
+        if is_dir:
+            yield from _walk(entry.path)
