@@ -21,6 +21,7 @@ import re
 import secrets
 import shlex
 import shutil
+import stat
 import sys
 import threading
 from collections import OrderedDict
@@ -75,8 +76,8 @@ class Workspace:
             runtime = self.loaded.runtime
             lines = ["## Workspace",
                      "You have a directory of your own for this conversation; it keeps its files between turns. "
-                     "Paths are relative to it: absolute paths and '..' are refused, and file tools do not follow "
-                     "symbolic links out of it.",
+                     "Paths are relative to it: absolute paths and '..' are refused, file tools do not follow "
+                     "symbolic links out of it, and they refuse hard links (a file with another name).",
                      f"Workspace tools: {verbs}."]
             if "shell" in self.offered:
                 lines.append(f"`shell` runs /bin/sh in the directory with a {runtime.shell_timeout:g} s limit and "
@@ -286,7 +287,10 @@ def _existing_dir(session_id: str) -> Path | None:
 
 
 def list_files(session_id: str, limit: int = 500) -> list[dict[str, Any]] | None:
-    """The files of a session's local workspace (path, size), or None if it has none on this host."""
+    """The files of a session's local workspace (path, size), or None if it has none on this host.
+
+    A hard link is listed as one, without a size: the file may be outside the workspace (`agents.workspaces.localfs`).
+    """
     root = _existing_dir(session_id)
     if root is None:
         return None
@@ -299,15 +303,19 @@ def list_files(session_id: str, limit: int = 500) -> list[dict[str, Any]] | None
                 info = path.lstat()
             except OSError:
                 continue
-            found.append({"path": path.relative_to(root).as_posix(), "bytes": info.st_size,
-                          "symlink": path.is_symlink()})
+            hardlink = stat.S_ISREG(info.st_mode) and info.st_nlink > 1
+            found.append({"path": path.relative_to(root).as_posix(), "bytes": None if hardlink else info.st_size,
+                          "symlink": stat.S_ISLNK(info.st_mode), "hardlink": hardlink})
             if len(found) >= limit:
                 return found
     return found
 
 
 def workspace_size(session_id: str) -> int | None:
-    """Bytes used by a session's local workspace, or None if it has none on this host."""
+    """Bytes used by a session's local workspace, or None if it has none on this host.
+
+    Hard links are not counted: their file is shared with another name, perhaps outside the workspace.
+    """
     root = _existing_dir(session_id)
     if root is None:
         return None
@@ -315,9 +323,11 @@ def workspace_size(session_id: str) -> int | None:
     for dirpath, _, filenames in os.walk(root):
         for name in filenames:
             try:
-                total += os.lstat(os.path.join(dirpath, name)).st_size
+                info = os.lstat(os.path.join(dirpath, name))
             except OSError:
-                pass
+                continue
+            if not (stat.S_ISREG(info.st_mode) and info.st_nlink > 1):
+                total += info.st_size
     return total
 
 

@@ -11,6 +11,18 @@ Then the file is reached from an open descriptor of the root, one directory at
 a time with O_NOFOLLOW, so a link swapped in between the check and the use
 (a `shell` command running beside a file call) is refused instead of followed.
 
+A hard link passes both checks: it is a real entry of the tree, yet `ln
+/elsewhere/secret hard` (run with `shell`) gives it the content of a file
+outside. The link count cannot say where a file's other names are, so a
+regular file with more than one is refused by every verb, checked on the
+descriptor that is read or written (a write opens without O_TRUNC, checks, and
+only then truncates): read, write, edit and delete refuse it with a message
+naming it; grep skips it, and refuses it when named; glob leaves it out, as it
+leaves out symbolic links; ls lists it with the type "hardlink" and no size,
+as it lists a symbolic link with the type "symlink". Deleting a directory
+removes the hard links inside it with it: unlinking a name leaves the file's
+other names as they are.
+
 `shell` (the process-group runner) is in `agents.workspaces.shell`.
 """
 from __future__ import annotations
@@ -115,8 +127,7 @@ class LocalFS:
                 info = os.fstat(handle.fileno())
                 if stat.S_ISDIR(info.st_mode):
                     raise WorkspaceError(f"{shown} is a directory: list it with ls")
-                if not stat.S_ISREG(info.st_mode):
-                    raise WorkspaceError(f"{shown} is not a regular file")
+                _require_own_file(info, shown)
                 if info.st_size > limit:
                     raise WorkspaceError(f"{shown} is {info.st_size} bytes, more than {limit}: read it with shell")
                 return handle.read(limit + 1)
@@ -140,15 +151,22 @@ class LocalFS:
             raise WorkspaceError(". is a directory: name a file")
         with self.directory(parts[:-1], create=True) as dir_fd:
             try:
-                fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
-                             dir_fd=dir_fd)
+                # No O_TRUNC: the file is checked before anything of it changes. O_NONBLOCK: a FIFO
+                # without a reader is refused (ENXIO) rather than waited on.
+                fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                             0o644, dir_fd=dir_fd)
             except OSError as exc:
                 raise _refusal(exc, shown) from None
             with os.fdopen(fd, "wb") as handle:
+                _require_own_file(os.fstat(fd), shown)
+                handle.truncate(0)
                 handle.write(data)
 
     def _files(self, base: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], int, str]]:
-        """Regular files under `base`: (segments below base, containing dir fd, name). Links are not followed."""
+        """Regular files under `base`: (segments below base, containing dir fd, name).
+
+        Symbolic links are not followed; hard links (files with more than one name) are left out.
+        """
         root = self.real_root()
         count = 0
         for dirpath, dirnames, filenames, dir_fd in os.fwalk(os.path.join(root, *base), follow_symlinks=False):
@@ -159,7 +177,7 @@ class LocalFS:
                     info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
                 except OSError:
                     continue
-                if stat.S_ISREG(info.st_mode):
+                if stat.S_ISREG(info.st_mode) and info.st_nlink == 1:
                     count += 1
                     if count > 20 * MAX_RESULTS:
                         return
@@ -178,7 +196,8 @@ class LocalFS:
                 for entry in sorted(listing, key=lambda e: e.name):
                     info = entry.stat(follow_symlinks=False)
                     kind = ("symlink" if stat.S_ISLNK(info.st_mode) else "dir" if stat.S_ISDIR(info.st_mode)
-                            else "file" if stat.S_ISREG(info.st_mode) else "other")
+                            else "other" if not stat.S_ISREG(info.st_mode)
+                            else "hardlink" if info.st_nlink > 1 else "file")
                     row: dict[str, Any] = {"name": entry.name, "type": kind}
                     if kind == "file":
                         row["size"] = info.st_size
@@ -236,6 +255,8 @@ class LocalFS:
         with self.directory(parts[:-1]) as dir_fd:
             try:
                 info = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+                if stat.S_ISREG(info.st_mode):
+                    _require_own_file(info, shown)
                 if stat.S_ISDIR(info.st_mode):
                     # rmtree with dir_fd is resistant to links swapped in while it runs.
                     shutil.rmtree(parts[-1], dir_fd=dir_fd)
@@ -263,13 +284,14 @@ def _is_regular(dir_fd: int, name: str) -> bool:
 
 
 def _read_small_text(dir_fd: int, name: str) -> str | None:
-    """A file's text for grep, or None (too big, binary, gone, or a link swapped in)."""
+    """A file's text for grep, or None (too big, binary, gone, a hard link, or a symbolic link swapped in)."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
             return None
         data = handle.read(MAX_GREP_FILE_BYTES + 1)
     if len(data) > MAX_GREP_FILE_BYTES or b"\x00" in data:
@@ -278,6 +300,15 @@ def _read_small_text(dir_fd: int, name: str) -> str | None:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+def _require_own_file(info: os.stat_result, shown: str) -> None:
+    """Refuse anything but a regular file with one name: another name may be outside the workspace."""
+    if not stat.S_ISREG(info.st_mode):
+        raise WorkspaceError(f"{shown} is not a regular file")
+    if info.st_nlink > 1:
+        raise WorkspaceError(f"{shown} is a hard link to a file elsewhere (it has {info.st_nlink} names, perhaps "
+                             "outside the workspace): file tools do not read, change or delete it")
 
 
 def _refusal(exc: OSError, shown: str) -> WorkspaceError:
@@ -290,4 +321,6 @@ def _refusal(exc: OSError, shown: str) -> WorkspaceError:
         return WorkspaceError(f"no file or directory {shown}")
     if exc.errno == errno.EISDIR:
         return WorkspaceError(f"{shown} is a directory")
+    if exc.errno == errno.ENXIO:
+        return WorkspaceError(f"{shown} is not a regular file")
     return WorkspaceError(f"{shown}: {exc.strerror or exc}")

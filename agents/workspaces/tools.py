@@ -14,7 +14,7 @@ from agents.workspaces.filesystems import ARGS, VERBS, WRITE_VERBS, WorkspaceErr
 
 DESCRIPTIONS = {
     "read": "Read a text file of the workspace (optionally a range of lines).",
-    "ls": "List a directory of the workspace: names, kinds (file, dir, symlink) and sizes.",
+    "ls": "List a directory of the workspace: names, kinds (file, dir, symlink, hardlink) and file sizes.",
     "glob": "Find files of the workspace whose path matches a glob pattern (`**/*.py`).",
     "grep": "Search the workspace's files for a regular expression: matching lines, files, or counts.",
     "write": "Create a file of the workspace, or replace its whole content.",

@@ -1,4 +1,4 @@
-"""Containment of a local workspace: every hostile path and symbolic link, against every verb.
+"""Containment of a local workspace: every hostile path, symbolic link and hard link, against every verb.
 
 The workspace is `<tmp>/ws`; beside it are `<tmp>/ws-evil` (a sibling whose
 name starts with the workspace's) and `<tmp>/outside`, each holding a secret.
@@ -42,6 +42,8 @@ def tree(tmp_path: Path) -> dict[str, Path]:
     os.symlink(outside / "secret.txt", ws / "file-link")
     os.symlink("../ws-evil", ws / "evil-link")
     os.symlink("../../outside", ws / "dir" / "up-link")
+    # A hard link is a real entry of the workspace, yet its content is the outside file's.
+    os.link(outside / "secret.txt", ws / "hard-link")
     return {"ws": ws, "evil": evil, "outside": outside, "tmp": tmp_path}
 
 
@@ -70,6 +72,7 @@ def hostile_paths(tree: dict[str, Path]) -> list[str]:
         "file-link",                                   # a link to a file outside
         "evil-link/secret.txt",                        # a link to the sibling
         "dir/up-link/secret.txt",                      # a relative link climbing out
+        "hard-link",                                   # a hard link to a file outside
     ]
 
 
@@ -119,8 +122,8 @@ def test_searching_the_whole_workspace_never_follows_a_link_out(tree):
     assert fs.grep(GrepArgs(pattern=SECRET)) == {"matches": [], "truncated": False}
     assert fs.grep(GrepArgs(pattern=SECRET, output_mode="files")) == {"files": [], "truncated": False}
     listing = {e["name"]: e["type"] for e in fs.ls(LsArgs(path="."))["entries"]}
-    assert listing == {"dir": "dir", "evil-link": "symlink", "file-link": "symlink", "link-out": "symlink",
-                       "notes.txt": "file"}
+    assert listing == {"dir": "dir", "evil-link": "symlink", "file-link": "symlink", "hard-link": "hardlink",
+                       "link-out": "symlink", "notes.txt": "file"}
 
 
 def test_a_link_made_by_shell_is_refused_by_the_file_verbs(tree):
@@ -185,3 +188,97 @@ def test_the_verbs_work_inside(tree):
     assert shell["stdout"] == f"{os.path.realpath(tree['ws'])}/a/b\none\n2\nthree\n"
     assert fs.delete(DeleteArgs(path="a")) == {"path": "a", "deleted": True}
     assert not (tree["ws"] / "a").exists()
+
+
+# -- hard links: a real entry of the workspace whose content is a file outside ------------------
+
+def refused_as_hard_link(call) -> str:
+    with pytest.raises(WorkspaceError) as refused:
+        call()
+    message = str(refused.value)
+    assert "hard-link is a hard link" in message and SECRET not in message, message
+    return message
+
+
+def test_reading_a_hard_link_to_a_file_outside_is_refused(tree):
+    fs = LocalShellFS(tree["ws"])
+
+    refused_as_hard_link(lambda: fs.read(ReadArgs(path="hard-link")))
+
+
+def test_writing_a_hard_link_to_a_file_outside_is_refused_and_the_file_keeps_its_content(tree):
+    fs = LocalShellFS(tree["ws"])
+    before = snapshot(tree["tmp"])
+
+    refused_as_hard_link(lambda: fs.write(WriteArgs(path="hard-link", content="pwned")))
+
+    assert (tree["outside"] / "secret.txt").read_text() == f"{SECRET} outside\n"
+    assert snapshot(tree["tmp"]) == before
+
+
+def test_editing_a_hard_link_to_a_file_outside_is_refused(tree):
+    fs = LocalShellFS(tree["ws"])
+    before = snapshot(tree["tmp"])
+
+    refused_as_hard_link(lambda: fs.edit(EditArgs(path="hard-link", old_text="outside", new_text="pwned")))
+
+    assert snapshot(tree["tmp"]) == before
+
+
+def test_deleting_a_hard_link_is_refused_as_every_verb_refuses_it(tree):
+    fs = LocalShellFS(tree["ws"])
+
+    refused_as_hard_link(lambda: fs.delete(DeleteArgs(path="hard-link")))
+
+    assert (tree["ws"] / "hard-link").exists() and (tree["outside"] / "secret.txt").exists()
+
+
+def test_ls_shows_a_hard_link_as_such_without_the_outside_files_size(tree):
+    fs = LocalShellFS(tree["ws"])
+
+    entries = {e["name"]: e for e in fs.ls(LsArgs(path="."))["entries"]}
+
+    assert entries["hard-link"] == {"name": "hard-link", "type": "hardlink"}
+    assert entries["notes.txt"] == {"name": "notes.txt", "type": "file", "size": 5}
+    with pytest.raises(WorkspaceError):
+        fs.ls(LsArgs(path="hard-link"))
+
+
+def test_glob_leaves_a_hard_link_out(tree):
+    fs = LocalShellFS(tree["ws"])
+    os.link(tree["outside"] / "secret.txt", tree["ws"] / "dir" / "deep.txt")
+
+    assert fs.glob(GlobArgs(pattern="**"))["files"] == ["notes.txt"]
+    assert fs.glob(GlobArgs(pattern="**/*.txt"))["files"] == ["notes.txt"]
+    assert fs.glob(GlobArgs(pattern="*", path="dir"))["files"] == []
+
+
+def test_grep_skips_a_hard_link_and_refuses_one_named_directly(tree):
+    fs = LocalShellFS(tree["ws"])
+    os.link(tree["outside"] / "secret.txt", tree["ws"] / "dir" / "deep.txt")
+
+    assert fs.grep(GrepArgs(pattern="outside")) == {"matches": [], "truncated": False}
+    assert fs.grep(GrepArgs(pattern="outside", path="dir", output_mode="files")) == {"files": [], "truncated": False}
+    refused_as_hard_link(lambda: fs.grep(GrepArgs(pattern="outside", path="hard-link")))
+
+
+def test_a_file_with_a_second_name_inside_the_workspace_is_refused_too(tree):
+    """The link count says a file has other names, not where they are: both names are refused."""
+    fs = LocalShellFS(tree["ws"])
+    made = fs.shell(ShellArgs(command="ln notes.txt dir/twin.txt"))
+    assert made["exitCode"] == 0
+
+    for path in ("notes.txt", "dir/twin.txt"):
+        with pytest.raises(WorkspaceError, match="is a hard link"):
+            fs.read(ReadArgs(path=path))
+    # A directory is deleted whole, hard links inside or not: unlinking one name leaves the other.
+    assert fs.delete(DeleteArgs(path="dir")) == {"path": "dir", "deleted": True}
+    assert fs.read(ReadArgs(path="notes.txt")) == "mine\n"
+
+
+def test_writing_to_a_fifo_is_refused_instead_of_waiting_for_a_reader(tree):
+    fs = LocalShellFS(tree["ws"])
+    os.mkfifo(tree["ws"] / "pipe")
+
+    with pytest.raises(WorkspaceError, match="pipe is not a regular file"):
+        fs.write(WriteArgs(path="pipe", content="x"))

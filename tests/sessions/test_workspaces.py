@@ -6,13 +6,19 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import threading
 import time
+import uuid
+from pathlib import Path
+
+from django.conf import settings
 
 from sessions.admission import start_session, stop_session
 from sessions.engine import run_turn
 from sessions.events import read_events
 from sessions.models import Session, ToolCall, Turn
+from sessions.workspaces import list_files, workspace_size
 from tests.sessions.test_lifecycle import post_json
 from tests.sessions.workspace_support import (
     ME, WEATHER, call, deploy, leftovers, results, start, transactional, workspace_of,
@@ -83,6 +89,37 @@ def test_a_hostile_path_in_a_turn_is_an_error_result_and_the_turn_completes(alic
     assert outside.read_text() == "secret"
     assert Session.objects.get(pk=session_id).status == "waiting"
     assert [e["type"] for e in read_events(session_id)][-2:] == ["turn.completed", "session.waiting"]
+
+
+@transactional
+def test_a_hard_link_made_with_shell_to_a_file_outside_is_refused_by_the_file_tools(alice, tmp_path, sync_turns):
+    deploy(tmp_path, "desk")
+    # Beside the workspaces, so on their filesystem: a hard link cannot cross filesystems.
+    outside = Path(settings.AGENTSITE_WORKSPACES_ROOT).parent / f"outside-{uuid.uuid4().hex}.txt"
+    outside.write_text("secret\n")
+    try:
+        before = outside.stat().st_mtime_ns
+        steps = [call("shell", command=f"ln {shlex.quote(str(outside))} hard"),
+                 call("read", path="hard"), call("write", path="hard", content="pwned"),
+                 call("edit", path="hard", old_text="secret", new_text="pwned"),
+                 call("grep", pattern="secret"), call("glob", pattern="**"), call("delete", path="hard")]
+        session_id = start(alice, "desk", "\n/next\n".join(steps))  # one call per step, in this order
+
+        shell, read, write, edit, grep, glob, delete = results(session_id)
+        assert shell["output"]["exitCode"] == 0, shell["output"]
+        for refused in (read, write, edit, delete):
+            error = refused.get("error", "")
+            assert error.startswith("WorkspaceError: hard is a hard link to a file elsewhere"), refused
+            assert "secret" not in error
+        assert grep["output"] == {"matches": [], "truncated": False}
+        assert "hard" not in glob["output"]["files"]
+        assert outside.read_text() == "secret\n" and outside.stat().st_mtime_ns == before
+        listed = {f["path"]: f for f in list_files(session_id)}
+        assert listed["hard"] == {"path": "hard", "bytes": None, "symlink": False, "hardlink": True}
+        assert workspace_size(session_id) == sum(f["bytes"] for f in listed.values() if not f["hardlink"])
+        assert Session.objects.get(pk=session_id).status == "waiting"
+    finally:
+        outside.unlink()
 
 
 # -- shell's limits -----------------------------------------------------------------------------
