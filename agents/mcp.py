@@ -24,7 +24,8 @@ from typing import Any
 SERVER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,31}$")
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 SEPARATOR = "__"  # between the server's name and its tool's in the name the model sees
-KNOWN_KEYS = {"command", "args", "env", "url", "headers", "needsApproval", "timeout", "connectTimeout"}
+KNOWN_KEYS = {"command", "args", "env", "url", "headers", "needsApproval", "timeout", "connectTimeout", "sandbox",
+              "network"}
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,10 @@ class McpServer:
     needs_approval: bool | tuple[str, ...] = False
     timeout: float = 30.0           # one call, seconds
     connect_timeout: float = 15.0   # start (or reach) the server and list its tools, seconds
+    # A stdio server runs in the workspace sandbox (agents.workspaces.sandbox) unless trusted with
+    # sandbox=False; inside it, it reaches the network only with network=True.
+    sandbox: bool = True
+    network: bool = False
 
     @property
     def transport(self) -> str:
@@ -55,15 +60,22 @@ class McpServer:
                 **({"command": self.command, "args": list(self.args)} if self.command else {"url": self.url}),
                 "envKeys": sorted(self.env), "headerKeys": sorted(self.headers),
                 "needsApproval": self.needs_approval if isinstance(self.needs_approval, bool) else list(self.needs_approval),
-                "timeout": self.timeout}
+                "timeout": self.timeout,
+                **({"sandbox": self.sandbox, "network": self.network} if self.command else {})}
 
 
 def mcp_stdio(name: str, command: str, args: list[str] | tuple[str, ...] = (), *, env: dict[str, str] | None = None,
               needs_approval: bool | list[str] | tuple[str, ...] = False, timeout: float = 30.0,
-              connect_timeout: float = 15.0) -> McpServer:
-    """A server the agent starts as a subprocess and talks to over stdin/stdout."""
+              connect_timeout: float = 15.0, sandbox: bool = True, network: bool = False) -> McpServer:
+    """A server the agent starts as a subprocess and talks to over stdin/stdout.
+
+    It runs sandboxed: it sees the agent folder read-only, a private /tmp and
+    no network unless `network=True`. `sandbox=False` trusts it with the
+    server's user and filesystem.
+    """
     return McpServer(name=name, command=command, args=tuple(args), env=dict(env or {}),
-                     needs_approval=_approval(needs_approval), timeout=timeout, connect_timeout=connect_timeout)
+                     needs_approval=_approval(needs_approval), timeout=timeout, connect_timeout=connect_timeout,
+                     sandbox=sandbox, network=network)
 
 
 def mcp_http(name: str, url: str, *, headers: dict[str, str] | None = None,
@@ -108,6 +120,11 @@ def server_problems(server: McpServer) -> list[str]:
     for label, value in (("timeout", server.timeout), ("connectTimeout", server.connect_timeout)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 600:
             problems.append(f"server {server.name!r}: {label} is a number of seconds, above 0 and at most 600")
+    for label, value in (("sandbox", server.sandbox), ("network", server.network)):
+        if not isinstance(value, bool):
+            problems.append(f"server {server.name!r}: {label} is true or false")
+    if server.url and (server.sandbox is not True or server.network is not False):
+        problems.append(f"server {server.name!r}: sandbox and network apply to a command (stdio) server only")
     if not isinstance(server.needs_approval, bool) and not all(isinstance(t, str) for t in server.needs_approval):
         problems.append(f"server {server.name!r}: needsApproval is true, false or a list of tool names")
     return problems
@@ -135,6 +152,7 @@ def load_mcp_json(path: Path) -> tuple[list[McpServer], list[str]]:
             env=dict(entry.get("env", {}) or {}), url=entry.get("url", ""), headers=dict(entry.get("headers", {}) or {}),
             needs_approval=approval if isinstance(approval, bool) else tuple(approval if isinstance(approval, list) else [approval]),
             timeout=entry.get("timeout", 30.0), connect_timeout=entry.get("connectTimeout", 15.0),
+            sandbox=entry.get("sandbox", True), network=entry.get("network", False),
         )
         if not isinstance(server.command, str) or not isinstance(server.url, str):
             problems.append(f"server {name!r}: command and url are strings")

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict
 
 from agents.definitions import Tool
 from agents.mcp import SEPARATOR, McpServer, expand
+from agents.workspaces import sandbox
 from sessions.loopthread import LoopThread
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,18 @@ class Connection:
         if s.command:
             env = {k: expand(v) for k, v in s.env.items()}
             command = sys.executable if s.command in ("python", "python3") else s.command
-            return StdioServerParameters(command=command, args=[expand(a) for a in s.args], env=env, cwd=str(self.cwd))
+            argv = [command, *(expand(a) for a in s.args)]
+            if not s.sandbox:
+                return StdioServerParameters(command=command, args=argv[1:], env=env, cwd=str(self.cwd))
+            state = sandbox.status()
+            if not state.active and state.mode == "on":
+                raise RuntimeError(f"{state.reason}: the server is not started (declare \"sandbox\": false to "
+                                   "run it unsandboxed, as the server's user)")
+            if state.active:
+                mounts = sandbox.Mounts(readable=(*sandbox.python_paths(), str(self.cwd)), network=s.network)
+                argv = sandbox.command(argv, cwd=str(self.cwd), mounts=mounts)
+                env = {**sandbox.base_environment(), "HOME": "/tmp", "TMPDIR": "/tmp", **env}
+            return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(self.cwd))
         import httpx2
 
         headers = {k: expand(v) for k, v in s.headers.items()}

@@ -55,7 +55,10 @@ def notes_file(tmp_path, monkeypatch) -> Path:
 
 
 def stdio_entry(**extra) -> dict:
-    return {"command": "python", "args": [str(SERVER), "stdio"], "env": {"NOTES_FILE": "${NOTES_FILE}"}, **extra}
+    # Trusted: these tests are about connections, and the notes file lies outside the agent folder
+    # (the sandboxed default is tests/sessions/test_mcp_sandbox.py).
+    return {"command": "python", "args": [str(SERVER), "stdio"], "env": {"NOTES_FILE": "${NOTES_FILE}"},
+            "sandbox": False, **extra}
 
 
 @pytest.fixture
@@ -320,5 +323,5 @@ def test_info_lists_the_servers_and_their_tools_without_secrets(local, tmp_path,
     assert offered["notes__note"]["effect"] == "write" and offered["notes__add"]["effect"] == "read"
     assert body["mcp"] == [{"name": "notes", "transport": "stdio", "command": "python", "args": [str(SERVER), "stdio"],
                             "envKeys": ["NOTES_FILE", "TOKEN"], "headerKeys": [], "needsApproval": False,
-                            "timeout": 30.0}]
+                            "timeout": 30.0, "sandbox": False, "network": False}]
     assert "do-not-show" not in response.content.decode() and "${SECRET_TOKEN}" not in response.content.decode()

@@ -4,7 +4,9 @@
     python notes_server.py http PORT [REQUIRED_AUTHORIZATION]
 
 Tools: `add` (read-only), `note` (writes a line to $NOTES_FILE), `slow`
-(sleeps), `die` (the process exits mid-call).
+(sleeps), `die` (the process exits mid-call), and what a hostile server would
+try: `peek` (read any path), `poke` (write any path), `reach` (open a TCP
+connection).
 """
 from __future__ import annotations
 
@@ -39,6 +41,36 @@ def slow(seconds: float) -> str:
 @server.tool(description="Exit the server process in the middle of the call.")
 def die() -> str:
     os._exit(3)
+
+
+@server.tool(description="Read a file; the error if it cannot.", annotations=ToolAnnotations(read_only_hint=True))
+def peek(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read(65536).decode("utf-8", errors="replace")
+    except OSError as exc:
+        return f"refused: {exc}"
+
+
+@server.tool(description="Write a file; the error if it cannot.")
+def poke(path: str) -> str:
+    try:
+        with open(path, "w") as f:
+            f.write("pwned")
+        return "written"
+    except OSError as exc:
+        return f"refused: {exc}"
+
+
+@server.tool(description="Open a TCP connection; the error if it cannot.", annotations=ToolAnnotations(read_only_hint=True))
+def reach(host: str, port: int) -> str:
+    import socket
+
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+        return "connected"
+    except OSError as exc:
+        return f"refused: {exc}"
 
 
 def main() -> None:
