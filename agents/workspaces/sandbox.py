@@ -189,10 +189,13 @@ def command(argv: list[str], *, cwd: str, mounts: Mounts) -> list[str]:
     for path in mounts.writable:
         jail += ["--bind", path, path]
     # The root itself is a memory-backed tmpfs: nothing may be written to it once built.
-    jail += ["--remount-ro", "/", "--chdir", cwd, "--"]
+    jail += ["--remount-ro", "/"]
     if as_root:
-        jail += ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all",
-                 "--bounding-set=-all", "--no-new-privs", "--"]
+        # bubblewrap's root holds no capability to enter nobody's directories: nobody changes into it.
+        jail += ["--", "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all",
+                 "--bounding-set=-all", "--no-new-privs", "--", "env", f"--chdir={cwd}", "--"]
+    else:
+        jail += ["--chdir", cwd, "--"]
     return wrapper + jail + list(argv)
 
 
