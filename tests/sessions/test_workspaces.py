@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 from django.conf import settings
+from django.test import override_settings
 
 from sessions.admission import start_session, stop_session
 from sessions.engine import run_turn
@@ -92,6 +93,7 @@ def test_a_hostile_path_in_a_turn_is_an_error_result_and_the_turn_completes(alic
 
 
 @transactional
+@override_settings(AGENTSITE_SANDBOX="off")  # the host's own shell, which can link to a file outside
 def test_a_hard_link_made_with_shell_to_a_file_outside_is_refused_by_the_file_tools(alice, tmp_path, sync_turns):
     deploy(tmp_path, "desk")
     # Beside the workspaces, so on their filesystem: a hard link cannot cross filesystems.
