@@ -83,6 +83,7 @@ class SandboxLimits(TypedDict):
     diskBytes: int
 
 
+@with_config(OPEN)
 class SandboxDescription(TypedDict, total=False):
     """Whether this host runs an agent's processes in the sandbox (mode on), and what they may do;
     `reason` says why an active mode could not start it (then no shell is offered)."""
@@ -94,6 +95,7 @@ class SandboxDescription(TypedDict, total=False):
     reason: str
 
 
+@with_config(OPEN)
 class RuntimeDescription(TypedDict, total=False):
     """Where file and shell tools act: kind (local | virtual), its limits, the workspace tools."""
 
