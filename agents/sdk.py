@@ -36,6 +36,7 @@ from agents.integrations.github.channel import github_channel
 from agents.integrations.github.client import GitHubConfig
 from agents.integrations.gitlab.channel import gitlab_channel
 from agents.integrations.gitlab.client import GitLabConfig
+from agents.integrations.outbound import OutboundError, OutboundHTTPError, OutboundRefused, OutboundTimeout
 from agents.integrations.repo_channels import default_auth
 from agents.integrations.slack.channel import slack_channel
 from agents.mcp import McpServer, mcp_http, mcp_stdio
@@ -53,4 +54,5 @@ __all__ = [
     "local_dev_strict", "local_dev", "loopback_only", "bearer_auth", "allow_all", "public_endpoint",
     "slack_channel", "github_channel", "gitlab_channel", "bitbucket_channel", "default_auth", "RepoEvent",
     "GitHubConfig", "GitLabConfig", "BitbucketConfig",
+    "OutboundError", "OutboundHTTPError", "OutboundRefused", "OutboundTimeout",
 ]

@@ -64,8 +64,9 @@ class Host:
     @property
     def http(self) -> OutboundClient:
         """An HTTP client that refuses loopback, private, link-local and metadata addresses
-        (and redirects to them); `AGENTSITE_OUTBOUND_ALLOW` admits named networks. Close it
-        after use (`with ctx.host.http as http: ...`)."""
+        (and redirects to them); `AGENTSITE_OUTBOUND_ALLOW` admits named networks. Its methods
+        take httpx's request arguments, `timeout` bounding the whole call. Close it after use
+        (`with ctx.host.http as http: ...`)."""
         return OutboundClient()
 
     # Code hosts and Slack, with the credentials of the agent's channel of that kind.

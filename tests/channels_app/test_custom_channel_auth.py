@@ -184,6 +184,33 @@ def test_the_webhook_example_keeps_one_session_per_thread_and_stores_replies(ser
     assert missing.status_code == 400 and missing.json()["error"]["details"][0]["field"] == "body.text"
 
 
+@transactional
+def test_the_webhook_examples_callback_is_posted_through_the_outbound_guard(server_default, sync_turns, settings,
+                                                                             caplog):
+    from tests.agents.integrations.fakeapi import Answer, FakeAPI
+
+    deploy_agent_folder(WEBHOOK)
+    client = Client(**LOCAL)
+    with FakeAPI() as receiver:
+        receiver.route("POST", "/replies", Answer(204))
+        callback = f"{receiver.url}/replies"
+
+        settings.AGENTSITE_OUTBOUND_ALLOW = []
+        refused = post(client, "/webhook/v1/channels/inbox/messages",
+                       {"text": "to loopback", "thread": "t-local", "callbackUrl": callback})
+        assert refused.status_code == 200, refused.content
+        assert receiver.requests == []
+        assert f"refused to reach {callback}: 127.0.0.1 is a loopback address" in caplog.text
+        thread = client.get("/webhook/v1/channels/inbox/threads/t-local").json()
+        assert thread["replies"] == ["You said: to loopback"], "the reply is kept whether or not it could be posted"
+
+        settings.AGENTSITE_OUTBOUND_ALLOW = ["127.0.0.1/32"]
+        allowed = post(client, "/webhook/v1/channels/inbox/messages",
+                       {"text": "to the allowed network", "thread": "t-allowed", "callbackUrl": callback})
+        assert [r.json() for r in receiver.requests] == [
+            {"thread": "t-allowed", "text": "You said: to the allowed network", "sessionId": allowed.json()["sessionId"]}]
+
+
 # -- the playground --------------------------------------------------------------------------
 
 def test_the_agent_page_has_a_try_form_for_each_channel_route(server_default, db):

@@ -11,10 +11,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from agents.discovery import deploy_agent_folder
+from sessions.direct import call_tool
 from sessions.events import read_events
 from sessions.host import Host
 from sessions.models import Artifact, Session
 from sessions.timers import create_reminder, fire_due
+from tests.agents.integrations.fakeapi import Answer, FakeAPI
 from tests.sessions.test_schedules import due_at, handler_schedule, write_agent
 
 T0 = datetime(2025, 3, 3, 9, 0, tzinfo=timezone.utc)
@@ -71,36 +73,46 @@ def test_a_reminder_handler_uses_its_sessions_host(alice, support_agent, sync_tu
 
 
 FETCH_TOOL = '''\
+from typing import Any
 from pydantic import BaseModel
-from agents.sdk import tool
+from agents.sdk import OutboundError, tool
 
 
 class Input(BaseModel):
     url: str
+    method: str = "GET"
+    params: dict[str, str] | None = None
+    headers: dict[str, str] | None = None
+    body: Any = None
 
 
 @tool(description="Fetch a URL.")
 def fetch(input: Input, ctx) -> dict:
     try:
-        with ctx.host.http as http:
-            response = http.get(input.url)
-    except Exception as exc:
+        if input.method == "GET":
+            response = ctx.host.http.get(input.url, params=input.params, headers=input.headers, timeout=3)
+        else:
+            with ctx.host.http as http:
+                response = http.request(input.method, input.url, params=input.params, headers=input.headers,
+                                        json=input.body, timeout=3)
+    except OutboundError as exc:
         return {"refused": type(exc).__name__, "why": str(exc)}
     return {"status": response.status_code, "body": response.json()}
 '''
 
 
-@pytest.mark.django_db
-def test_a_tools_outbound_http_goes_through_the_ssrf_guard(tmp_path, settings):
-    from sessions.direct import call_tool
-    from tests.agents.integrations.fakeapi import Answer, FakeAPI
-
+def fetcher(tmp_path):
     root = tmp_path / "fetcher"
     (root / "agent" / "tools").mkdir(parents=True)
     (root / "agent" / "agent.py").write_text('from agents.sdk import Agent\nagent = Agent(model="scripted:echo", tools=[])\n')
     (root / "agent" / "tools" / "fetch.py").write_text(FETCH_TOOL)
     (root / "agent" / "instructions.md").write_text("Fetch.\n")
-    agent = deploy_agent_folder(root).agent
+    return deploy_agent_folder(root).agent
+
+
+@pytest.mark.django_db
+def test_a_tools_outbound_http_goes_through_the_ssrf_guard(tmp_path, settings):
+    agent = fetcher(tmp_path)
     with FakeAPI() as fake:
         fake.route("GET", "/status", Answer(body={"ok": True}))
         settings.AGENTSITE_OUTBOUND_ALLOW = []
@@ -110,3 +122,24 @@ def test_a_tools_outbound_http_goes_through_the_ssrf_guard(tmp_path, settings):
 
         settings.AGENTSITE_OUTBOUND_ALLOW = ["127.0.0.1/32"]
         assert call_tool(agent, "fetch", {"url": f"{fake.url}/status"})["output"] == {"status": 200, "body": {"ok": True}}
+
+
+@pytest.mark.django_db
+def test_a_tools_params_headers_and_json_reach_the_server_and_a_redirect_to_loopback_is_refused(tmp_path, settings):
+    agent = fetcher(tmp_path)
+    settings.AGENTSITE_OUTBOUND_ALLOW = ["127.0.0.1/32"]
+    with FakeAPI() as fake, FakeAPI(host="127.0.0.2") as elsewhere:
+        fake.route("POST", "/orders", lambda request, match: Answer(200, {"got": request.json()}))
+        fake.route("GET", "/go", Answer(302, headers={"location": f"http://127.0.0.2:{elsewhere.port}/inside"}))
+        elsewhere.route("GET", "/inside", Answer(200, {"inside": True}))
+
+        posted = call_tool(agent, "fetch", {"url": f"{fake.url}/orders", "method": "POST", "params": {"dry": "1"},
+                                            "headers": {"X-Request-Id": "r-7"}, "body": {"sku": "A1", "n": 2}})
+        assert posted["output"] == {"status": 200, "body": {"got": {"sku": "A1", "n": 2}}}
+        seen = fake.requests[0]
+        assert (seen.query, seen.headers["x-request-id"]) == ({"dry": ["1"]}, "r-7")
+
+        redirected = call_tool(agent, "fetch", {"url": f"{fake.url}/go"})["output"]
+        assert redirected["refused"] == "OutboundRefused"
+        assert "127.0.0.2 is a loopback address" in redirected["why"]
+        assert elsewhere.requests == [], "the allowlist names 127.0.0.1/32, not the rest of loopback"

@@ -4,16 +4,18 @@
     GET  /webhook/v1/channels/inbox/threads/t-1     the thread's session and the replies so far
 
 Replies go back through the events map: each `message.completed` is stored in
-the session's channel state and, when the thread gave a callback URL, posted to it.
+the session's channel state and, when the thread gave a callback URL, posted to it
+through `ctx.host.http`: the URL is the caller's choice, so a loopback, private or
+metadata address (or a redirect to one) is refused unless AGENTSITE_OUTBOUND_ALLOW
+names its network.
 """
 from __future__ import annotations
 
 import logging
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl
 
-from agents.sdk import GET, POST, Channel
+from agents.sdk import GET, POST, Channel, OutboundError
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +65,10 @@ def deliver_reply(event, channel, ctx):
     state = channel.state.modify(lambda s: {**s, "replies": [*s.get("replies", []), text]})
     if state.get("callbackUrl"):
         try:
-            httpx.post(state["callbackUrl"], json={"thread": state.get("thread"), "text": text,
-                                                   "sessionId": channel.session_id}, timeout=10)
-        except httpx.HTTPError as exc:
+            with ctx.host.http as http:
+                http.post(state["callbackUrl"], json={"thread": state.get("thread"), "text": text,
+                                                      "sessionId": channel.session_id}, timeout=10)
+        except OutboundError as exc:
             log.warning("cannot post the reply of %s to its callback: %s", channel.session_id, exc)
 
 

@@ -1,9 +1,4 @@
-"""The one outbound HTTP client for channels and tools, with an SSRF guard.
-
-A webhook handler or a tool sends requests to URLs that other people can
-influence (a GitHub Enterprise base URL, a redirect from an API, a URL in a
-payload). `OutboundClient` refuses to reach anything that is not a public
-address unless it is explicitly allowed:
+"""Which URLs this server may reach: `check_url` and the allowlist.
 
 1. The URL's host is parsed. An IP literal in a non-canonical spelling
    (`2130706433`, `0177.0.0.1`, `0x7f000001`, `127.1`) is refused outright:
@@ -12,11 +7,8 @@ address unless it is explicitly allowed:
    (loopback, link-local and cloud metadata, private ranges, CGNAT,
    unspecified, multicast, reserved; IPv6 forms that embed an IPv4 address
    are judged by the embedded address).
-3. The request is sent to the address that was checked, with the original
-   `Host` header and TLS server name, so a second DNS answer (rebinding)
-   never decides where the connection goes.
-4. Redirects are followed here, one hop at a time, each hop checked again,
-   up to `max_redirects`. Credentials are dropped when a hop changes origin.
+3. The `Target` names the one address that was checked; the client connects
+   to it (`outbound.client`).
 
 The allowlist (`AGENTSITE_OUTBOUND_ALLOW`, a Django setting or a
 comma-separated environment variable, or `allow=` on the client) names
@@ -28,13 +20,10 @@ the network for that).
 from __future__ import annotations
 
 import ipaddress
-import json as jsonlib
 import os
 import socket
-import ssl
-import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
 import httpx
@@ -43,8 +32,6 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], list[str]]
 
 ALLOW_SETTING = "AGENTSITE_OUTBOUND_ALLOW"
-REDIRECT_STATUSES = {301, 302, 303, 307, 308}
-USER_AGENT = "agentsite"
 
 # Cloud metadata endpoints. Most are link-local already; these are named so
 # a hostname allowlist entry (which admits private addresses) never admits them.
@@ -73,16 +60,6 @@ class OutboundRefused(OutboundError):
         super().__init__(f"refused to reach {url}: {reason}")
         self.url = url
         self.reason = reason
-
-
-class OutboundHTTPError(OutboundError):
-    """The remote answered with an error status."""
-
-    def __init__(self, response: httpx.Response):
-        text = response.text[:500]
-        super().__init__(f"{response.request.method} {response.url} answered {response.status_code}: {text}")
-        self.response = response
-        self.status_code = response.status_code
 
 
 @dataclass(frozen=True)
@@ -273,137 +250,3 @@ def check_url(url: str | httpx.URL, *, allow: Allowlist | None = None,
         if kind:
             raise OutboundRefused(str(url), f"{host} resolves to a {kind} address ({text})")
     return Target(url, host, port, addresses[0])
-
-
-class OutboundClient:
-    """Guarded HTTP: every request and every redirect hop goes through `check_url`.
-
-    `allow` overrides the configured allowlist (tests pass
-    `["127.0.0.1/32"]` for their loopback fakes). Environment proxies are
-    ignored on purpose: a proxy would connect to a name we never checked.
-    """
-
-    def __init__(self, *, allow: Iterable[str] | None = None, timeout: float = 10.0, max_redirects: int = 5,
-                 max_response_bytes: int = 10 * 1024 * 1024, headers: Mapping[str, str] | None = None,
-                 resolver: Resolver | None = None, verify: bool | str | ssl.SSLContext = True):
-        self.allow = Allowlist.parse(allow) if allow is not None else None
-        self.timeout = timeout
-        self.max_redirects = max_redirects
-        self.max_response_bytes = max_response_bytes
-        self.headers = httpx.Headers({"user-agent": USER_AGENT, **(headers or {})})
-        self.resolver = resolver
-        self.verify = verify
-        # One pool per origin: connections are keyed by the pinned address,
-        # and two hostnames sharing an address must not share a TLS session.
-        self._clients: dict[tuple[str, str, int], httpx.Client] = {}
-        self._lock = threading.Lock()
-
-    def __enter__(self) -> "OutboundClient":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        with self._lock:
-            clients, self._clients = list(self._clients.values()), {}
-        for client in clients:
-            client.close()
-
-    def check(self, url: str | httpx.URL) -> Target:
-        allow = self.allow if self.allow is not None else Allowlist.from_settings()
-        return check_url(url, allow=allow, resolver=self.resolver)
-
-    def request(self, method: str, url: str | httpx.URL, *, params: Any = None,
-                headers: Mapping[str, str] | None = None, json: Any = None, content: bytes | str | None = None,
-                data: Mapping[str, Any] | None = None) -> httpx.Response:
-        """Send a request, following redirects through the guard; the body is read (bounded)."""
-        first = httpx.Request(method, parse_url(url), params=params, headers=self._merged(headers), json=json,
-                              content=content, data=data)
-        body = first.read()
-        method, current, hop_headers = first.method, first.url, first.headers
-        for _ in range(self.max_redirects + 1):
-            response = self._send(method, current, hop_headers, body)
-            location = response.headers.get("location")
-            if response.status_code not in REDIRECT_STATUSES or not location:
-                return response
-            following = current.join(location)
-            if response.status_code == 303 or (response.status_code in (301, 302) and method not in ("GET", "HEAD")):
-                method, body = ("HEAD" if method == "HEAD" else "GET"), b""
-                hop_headers = httpx.Headers({k: v for k, v in hop_headers.items()
-                                             if k.lower() not in ("content-type", "content-length")})
-            if (following.scheme, following.host, following.port) != (current.scheme, current.host, current.port):
-                hop_headers = httpx.Headers({k: v for k, v in hop_headers.items()
-                                             if k.lower() not in ("authorization", "cookie", "private-token")})
-            current = following
-        raise OutboundError(f"more than {self.max_redirects} redirects from {url}")
-
-    def get(self, url: str | httpx.URL, **kwargs: Any) -> httpx.Response:
-        return self.request("GET", url, **kwargs)
-
-    def post(self, url: str | httpx.URL, **kwargs: Any) -> httpx.Response:
-        return self.request("POST", url, **kwargs)
-
-    def put(self, url: str | httpx.URL, **kwargs: Any) -> httpx.Response:
-        return self.request("PUT", url, **kwargs)
-
-    def patch(self, url: str | httpx.URL, **kwargs: Any) -> httpx.Response:
-        return self.request("PATCH", url, **kwargs)
-
-    def delete(self, url: str | httpx.URL, **kwargs: Any) -> httpx.Response:
-        return self.request("DELETE", url, **kwargs)
-
-    def request_json(self, method: str, url: str | httpx.URL, **kwargs: Any) -> Any:
-        """`request`, then the decoded JSON body; an error status raises OutboundHTTPError."""
-        response = self.request(method, url, **kwargs)
-        if response.status_code >= 400:
-            raise OutboundHTTPError(response)
-        if not response.content:
-            return None
-        try:
-            return jsonlib.loads(response.content)
-        except ValueError as exc:
-            raise OutboundError(f"{method} {url} answered {response.status_code} with a body that is not JSON") from exc
-
-    def _merged(self, headers: Mapping[str, str] | None) -> httpx.Headers:
-        merged = httpx.Headers(self.headers)
-        merged.update(headers or {})
-        return merged
-
-    def _client_for(self, target: Target) -> httpx.Client:
-        key = (target.url.scheme, target.host, target.port)
-        with self._lock:
-            client = self._clients.get(key)
-            if client is None:
-                client = httpx.Client(timeout=self.timeout, follow_redirects=False, trust_env=False,
-                                      verify=self.verify)
-                self._clients[key] = client
-            return client
-
-    def _send(self, method: str, url: httpx.URL, headers: httpx.Headers, body: bytes) -> httpx.Response:
-        target = self.check(url)
-        pinned = url.copy_with(host=target.address)
-        hop_headers = httpx.Headers(headers)
-        hop_headers["host"] = url.netloc.decode("ascii")
-        # httpcore verifies the certificate against the SNI name, not the address.
-        extensions = {"sni_hostname": target.host} if url.scheme == "https" else {}
-        request = httpx.Request(method, pinned, headers=hop_headers, content=body, extensions=extensions)
-        try:
-            response = self._client_for(target).send(request, stream=True)
-            try:
-                chunks, size = [], 0
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > self.max_response_bytes:
-                        raise OutboundError(f"{method} {url} answered more than {self.max_response_bytes} bytes")
-                    chunks.append(chunk)
-            finally:
-                response.close()
-        except httpx.HTTPError as exc:
-            raise OutboundError(f"{method} {url} failed: {exc}") from exc
-        # The body is decoded now; rebuild the response around the URL the
-        # caller asked for (not the pinned address) without encoding headers.
-        kept = [(k, v) for k, v in response.headers.multi_items()
-                if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
-        return httpx.Response(response.status_code, headers=kept, content=b"".join(chunks),
-                              request=httpx.Request(method, url, headers=headers))
