@@ -9,12 +9,14 @@ their own to show /info with the sandbox off or unavailable.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import sys
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
@@ -26,6 +28,7 @@ from tests.support import Server, run_server
 
 SECRETS = {"OPENAI_API_KEY": "sk-test-secret-123", "GITHUB_WEBHOOK_SECRET": "gh-secret-456",
            "SLACK_SIGNING_SECRET": "slack-secret-789"}
+ENV = {**SECRETS, "AGENTSITE_DEFAULT_MODEL": "scripted:echo"}  # a provider key would pick that provider
 NOBODY = 65534
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -82,16 +85,42 @@ def agent_folder(root: Path, name: str, agent_py: str, tools: dict[str, str] | N
         (root / name / "agent" / "tools" / file).write_text(source)
 
 
+def bare_path(root: Path) -> str:
+    """A PATH with the sandbox's helpers but no bubblewrap."""
+    root.mkdir()
+    for tool in ("prlimit", "setpriv"):
+        (root / tool).symlink_to(f"/usr/bin/{tool}")
+    return str(root)
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[Server]:
-    """The examples (notes has shell) plus `quota` (64 MiB workspace, a tool script) and `hasty` (2 s)."""
+def servers(tmp_path_factory) -> Iterator[dict[str, Server]]:
+    """Started together: `main` with the examples (notes has shell) plus `quota` (64 MiB workspace, a tool
+    script) and `hasty` (2 s commands); `off` with AGENTSITE_SANDBOX=off; `bare` with no bubblewrap."""
     state = tmp_path_factory.mktemp("sandbox-state")
     agents = tmp_path_factory.mktemp("sandbox-agents")
     agent_folder(agents, "quota", QUOTA_AGENT,
                  {"peek.py": PEEK_TOOL.format(database=str(state / "db.sqlite3"), state_root=str(state))})
     agent_folder(agents, "hasty", HASTY_AGENT)
-    with run_server(state, "--agents", str(agents), env=SECRETS) as running:
-        yield running
+    others = tmp_path_factory.mktemp("sandbox-others")
+    plans = {"main": (state, ("--agents", str(agents)), ENV),
+             "off": (others / "off", (), {**ENV, "AGENTSITE_SANDBOX": "off"}),
+             "bare": (others / "bare", (), {**ENV, "PATH": bare_path(others / "bin")})}
+    with contextlib.ExitStack() as stack:
+        def start(name: str) -> Server:
+            root, args, env = plans[name]
+            inner = contextlib.ExitStack()
+            stack.callback(inner.close)
+            return inner.enter_context(run_server(root, *args, env=env, ready_timeout=90))
+
+        with ThreadPoolExecutor(len(plans)) as pool:
+            started = dict(zip(plans, pool.map(start, plans)))
+        yield started
+
+
+@pytest.fixture(scope="module")
+def server(servers) -> Server:
+    return servers["main"]
 
 
 @pytest.fixture(scope="module")
@@ -100,10 +129,31 @@ def client(server: Server) -> Iterator[httpx.Client]:
         yield c
 
 
-def settled_session(client: httpx.Client, slug: str, message: str = "hello") -> str:
+POOL = {"notes": 9, "quota": 2, "hasty": 1}
+
+
+@pytest.fixture(scope="module")
+def pool(client: httpx.Client) -> dict[str, list[str]]:
+    """Sessions whose first turn has settled, made all at once: each test takes fresh ones."""
+    made = {slug: [start_session(client, slug) for _ in range(count)] for slug, count in POOL.items()}
+    for slug, ids in made.items():
+        for session_id in ids:
+            wait_settled(client, slug, session_id)
+    return made
+
+
+@pytest.fixture
+def fresh(pool):
+    return lambda slug: pool[slug].pop()
+
+
+def start_session(client: httpx.Client, slug: str, message: str = "hello") -> str:
     created = client.post(f"/{slug}/v1/session", json={"message": message})
     assert created.status_code == 201, created.text
-    session_id = created.json()["sessionId"]
+    return created.json()["sessionId"]
+
+
+def wait_settled(client: httpx.Client, slug: str, session_id: str) -> str:
     deadline = time.monotonic() + 30
     while client.get(f"/{slug}/v1/session/{session_id}").json()["status"] == "running":
         assert time.monotonic() < deadline, "the first turn never settled"
@@ -157,8 +207,8 @@ def settle_leftovers(root: Path, marker: str = "", timeout: float = 3) -> list[s
 # -- 1. secrets ------------------------------------------------------------------------------
 
 
-def test_no_environment_of_the_server_is_readable(server, client):
-    session = settled_session(client, "notes")
+def test_no_environment_of_the_server_is_readable(server, client, fresh):
+    session = fresh("notes")
     for command in ("tr '\\0' '\\n' < /proc/$PPID/environ", "cat /proc/*/environ", "cat /proc/1/environ",
                     "env; set", "cat /proc/self/environ; cat /proc/$$/environ",
                     f"cat /proc/{server.process.pid}/environ"):
@@ -168,19 +218,21 @@ def test_no_environment_of_the_server_is_readable(server, client):
     assert SECRETS["OPENAI_API_KEY"] in Path(f"/proc/{server.process.pid}/environ").read_text()
 
 
-def test_a_model_turn_running_shell_sees_no_secret_either(server, client):
-    command = "cat /proc/*/environ; tr '\\0' '\\n' < /proc/$PPID/environ; env; echo turn-ran"
-    session = settled_session(client, "notes", f"/call shell {json.dumps({'command': command})}")
-    events = client.get(f"/notes/v1/session/{session}/events").text
-    assert "turn-ran" in events  # the worker ran the command
-    assert_no_secret(events)
+def test_a_model_turn_running_shell_sees_no_secret_either(server, client, fresh):
+    command = "cat /proc/*/environ; tr '\\0' '\\n' < /proc/$PPID/environ; env; echo turn-$((40 + 2))"
+    session = wait_settled(client, "notes", start_session(client, "notes", f"/call shell {json.dumps({'command': command})}"))
+    events = [json.loads(line) for line in client.get(f"/notes/v1/session/{session}/events").text.splitlines()]
+    assert [e["type"] for e in events if e["type"].startswith("turn.")][-1] == "turn.completed", events
+    [output] = [e["data"]["output"] for e in events if e["type"] == "action.result"]
+    assert "turn-42" in output["stdout"], output  # the worker ran the command in the sandbox
+    assert_no_secret(json.dumps(events))
 
 
 # -- 2. processes ----------------------------------------------------------------------------
 
 
-def test_only_the_sandboxs_own_processes_are_visible(server, client):
-    session = settled_session(client, "notes")
+def test_only_the_sandboxs_own_processes_are_visible(server, client, fresh):
+    session = fresh("notes")
     result = shell(client, "notes", session, "ls /proc | grep -c '^[0-9]'; ps ax -o pid=,args=; cat /proc/*/cmdline")
     lines = result["stdout"].splitlines()
     assert 0 < int(lines[0]) <= 8, result
@@ -194,8 +246,8 @@ def test_only_the_sandboxs_own_processes_are_visible(server, client):
 # -- 3. reading outside ----------------------------------------------------------------------
 
 
-def test_the_state_root_database_and_another_workspace_cannot_be_read(server, client):
-    first, second = settled_session(client, "notes"), settled_session(client, "notes")
+def test_the_state_root_database_and_another_workspace_cannot_be_read(server, client, fresh):
+    first, second = fresh("notes"), fresh("notes")
     written = client.post("/notes/v1/tools/write/call",
                           json={"input": {"path": "marker", "content": "first-session-private"}, "sessionId": first})
     assert written.status_code == 200, written.text
@@ -214,8 +266,8 @@ def test_the_state_root_database_and_another_workspace_cannot_be_read(server, cl
     assert listed["stdout"].split() == [second]
 
 
-def test_a_link_planted_by_shell_does_not_let_the_file_tools_read_outside(server, client):
-    session = settled_session(client, "notes")
+def test_a_link_planted_by_shell_does_not_let_the_file_tools_read_outside(server, client, fresh):
+    session = fresh("notes")
     database = server.state_root / "db.sqlite3"
     shell(client, "notes", session, f"ln -s {database} leak; ln -s / top; ln -s {server.state_root} state")
     for path in ("leak", "top/etc/hostname", f"state/serve-{server.base_url.rsplit(':', 1)[1]}.log"):
@@ -228,8 +280,8 @@ def test_a_link_planted_by_shell_does_not_let_the_file_tools_read_outside(server
 # -- 4. writing outside ----------------------------------------------------------------------
 
 
-def test_nothing_outside_the_workspace_can_be_written(server, client):
-    session = settled_session(client, "notes")
+def test_nothing_outside_the_workspace_can_be_written(server, client, fresh):
+    session = fresh("notes")
     targets = [server.state_root / "pwn", Path("/pwn"), server.state_root / "workspaces" / "pwn",
                Path(sys.prefix) / "pwn", Path(__file__).resolve().parents[2] / "agents" / "pwn"]
     command = f"echo x > /tmp/../{server.state_root}/pwn; touch {server.state_root}/pwn; touch /pwn; " + \
@@ -244,8 +296,8 @@ def test_nothing_outside_the_workspace_can_be_written(server, client):
 # -- 5. processes without end -----------------------------------------------------------------
 
 
-def test_a_fork_bomb_is_contained_and_leaves_nothing_behind(server, client):
-    session = settled_session(client, "notes")
+def test_a_fork_bomb_is_contained_and_leaves_nothing_behind(server, client, fresh):
+    session = fresh("notes")
     started = time.monotonic()
     result = shell(client, "notes", session, "f(){ f|f& }; f; sleep 1; "
                    "i=0; while [ $i -lt 1000 ]; do sleep 977 & i=$((i+1)); done; echo spawned")
@@ -259,8 +311,8 @@ def test_a_fork_bomb_is_contained_and_leaves_nothing_behind(server, client):
 # -- 6. disk -----------------------------------------------------------------------------------
 
 
-def test_ten_gigabytes_of_writes_stop_at_the_workspace_limit(server, client):
-    session = settled_session(client, "quota")
+def test_ten_gigabytes_of_writes_stop_at_the_workspace_limit(server, client, fresh):
+    session = fresh("quota")
     root = workspace(server, session)
     started = time.monotonic()
     result = shell(client, "quota", session,
@@ -283,8 +335,8 @@ def test_ten_gigabytes_of_writes_stop_at_the_workspace_limit(server, client):
 # -- 7. time -----------------------------------------------------------------------------------
 
 
-def test_a_background_sleeper_dies_with_a_command_past_its_time_limit(server, client):
-    session = settled_session(client, "hasty")
+def test_a_background_sleeper_dies_with_a_command_past_its_time_limit(server, client, fresh):
+    session = fresh("hasty")
     started = time.monotonic()
     result = shell(client, "hasty", session, "sleep 1000 & nohup sleep 1000 >/dev/null 2>&1 & sleep 30")
     assert result["timedOut"] is True and time.monotonic() - started < 10, result
@@ -294,8 +346,8 @@ def test_a_background_sleeper_dies_with_a_command_past_its_time_limit(server, cl
 # -- 8. network --------------------------------------------------------------------------------
 
 
-def test_the_servers_port_is_unreachable(server, client):
-    session = settled_session(client, "notes")
+def test_the_servers_port_is_unreachable(server, client, fresh):
+    session = fresh("notes")
     port = server.base_url.rsplit(":", 1)[1]
     probe = (f"import socket; socket.create_connection(('127.0.0.1', {port}), 2); print('CONNECTED')")
     for python in (sys.executable, "python3"):
@@ -310,8 +362,8 @@ def test_the_servers_port_is_unreachable(server, client):
 # -- 9. agent tool scripts -------------------------------------------------------------------
 
 
-def test_an_agent_tool_script_sees_no_secret_and_no_database(server, client):
-    session = settled_session(client, "quota")
+def test_an_agent_tool_script_sees_no_secret_and_no_database(server, client, fresh):
+    session = fresh("quota")
     result = shell(client, "quota", session, ".tools/peek '{}'")
     assert result["exitCode"] == 0, result
     assert_no_secret(result["stdout"], result["stderr"])
@@ -333,19 +385,15 @@ def test_info_shows_the_sandbox_active_without_network_and_with_limits(server, c
     assert quota["limits"]["diskBytes"] == 64 * MiB
 
 
-def test_info_shows_the_sandbox_off_when_turned_off(tmp_path):
-    with run_server(tmp_path / "state", env={**SECRETS, "AGENTSITE_SANDBOX": "off"}) as off, off.client() as client:
+def test_info_shows_the_sandbox_off_when_turned_off(servers):
+    with servers["off"].client() as client:
         runtime = client.get("/notes/v1/info").json()["runtime"]
     assert runtime["sandbox"]["mode"] == "off" and runtime["sandbox"]["active"] is False
     assert "shell" in runtime["workspaceTools"]
 
 
-def test_a_host_without_bubblewrap_offers_no_shell(tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for tool in ("prlimit", "setpriv"):
-        (bin_dir / tool).symlink_to(f"/usr/bin/{tool}")
-    with run_server(tmp_path / "state", env={**SECRETS, "PATH": str(bin_dir)}) as bare, bare.client() as client:
+def test_a_host_without_bubblewrap_offers_no_shell(servers):
+    with servers["bare"].client() as client:
         info = client.get("/notes/v1/info").json()
     sandbox = info["runtime"]["sandbox"]
     assert sandbox["active"] is False and sandbox["mode"] == "on" and "bwrap" in sandbox["reason"]
