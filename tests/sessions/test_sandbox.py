@@ -14,11 +14,10 @@ import json
 import os
 import shlex
 import sys
-import textwrap
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterator
 
 import httpx
 import psutil
@@ -258,7 +257,7 @@ def test_the_state_root_database_and_another_workspace_cannot_be_read(server, cl
 
     for command in (f"ls -la {server.state_root}", f"head -c 64 {database}", f"cat {marker}",
                     f"cat /tmp/../{marker}", f"cat {server.state_root / 'workspaces'}/*/marker",
-                    f"find / -name marker 2>/dev/null; find / -name 'db.sqlite3*' 2>/dev/null"):
+                    "find / -name marker 2>/dev/null; find / -name 'db.sqlite3*' 2>/dev/null"):
         result = shell(client, "notes", second, command)
         assert "first-session-private" not in result["stdout"] and "SQLite format" not in result["stdout"]
         assert "db.sqlite3" not in result["stdout"] and "serve-" not in result["stdout"], result
@@ -287,9 +286,13 @@ def test_nothing_outside_the_workspace_can_be_written(server, client, fresh):
     command = f"echo x > /tmp/../{server.state_root}/pwn; touch {server.state_root}/pwn; touch /pwn; " + \
         "; ".join(f"touch {shlex.quote(str(t))}" for t in targets[2:]) + f"; echo x >> {server.state_root}/db.sqlite3"
     result = shell(client, "notes", session, command)
-    assert result["exitCode"] != 0 and result["stderr"], result
-    for target in targets:
-        assert not target.exists(), target
+    try:
+        assert result["exitCode"] != 0 and result["stderr"], result
+        for target in targets:
+            assert not target.exists(), target
+    finally:
+        for target in targets:  # a sandbox that let them through must not leave them behind
+            target.unlink(missing_ok=True)
     assert (server.state_root / "db.sqlite3").read_bytes()[-2:] != b"x\n"
 
 
@@ -349,7 +352,7 @@ def test_a_background_sleeper_dies_with_a_command_past_its_time_limit(server, cl
 def test_the_servers_port_is_unreachable(server, client, fresh):
     session = fresh("notes")
     port = server.base_url.rsplit(":", 1)[1]
-    probe = (f"import socket; socket.create_connection(('127.0.0.1', {port}), 2); print('CONNECTED')")
+    probe = f"import socket; socket.create_connection(('127.0.0.1', {port}), 2); print('CONNECTED')"
     for python in (sys.executable, "python3"):
         result = shell(client, "notes", session, f"{python} -c {shlex.quote(probe)}")
         assert "CONNECTED" not in result["stdout"], result
