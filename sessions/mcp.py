@@ -103,7 +103,8 @@ class Connection:
                 raise RuntimeError(f"{state.reason}: the server is not started (declare \"sandbox\": false to "
                                    "run it unsandboxed, as the server's user)")
             if state.active:
-                mounts = sandbox.Mounts(readable=(*sandbox.python_paths(), str(self.cwd)), network=s.network)
+                mounts = sandbox.Mounts(readable=(*sandbox.python_paths(), str(self.cwd)), network=s.network,
+                                        user=sandbox.runs_as(self.cwd))
                 argv = sandbox.command(argv, cwd=str(self.cwd), mounts=mounts)
                 env = {**sandbox.base_environment(), "HOME": "/tmp", "TMPDIR": "/tmp", **env}
             return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(self.cwd))

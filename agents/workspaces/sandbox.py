@@ -1,10 +1,10 @@
 """The sandbox every process an agent starts runs in: `shell`, agent tool scripts, stdio MCP servers.
 
 Built on bubblewrap (Debian's `bwrap`), started through `prlimit` for the
-resource limits. When the server runs as root, the command is dropped to
-nobody inside (root is exempt from the process-count limit, and owns the
-host's files); otherwise it keeps the server's uid in a user namespace of its
-own. Inside:
+resource limits. When the server runs as root, the command is dropped inside
+to an unprivileged uid of its workspace's own (root is exempt from the
+process-count limit, and owns the host's files); otherwise it keeps the
+server's uid in a user namespace of its own. Inside:
 
 - new PID, IPC, UTS, cgroup and mount namespaces, no capabilities and
   no_new_privs: the process sees its own processes only, and `/proc` is
@@ -31,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -39,7 +40,11 @@ from django.conf import settings
 
 log = logging.getLogger(__name__)
 
-NOBODY = 65534  # the uid and gid sandboxed processes run as when the server is root
+NOBODY = 65534  # the uid of a run with no place of its own (the probe), when the server is root
+# When the server is root, each workspace (or MCP server folder) runs as a uid of its own in this range,
+# far above any account's: the process limit counts per uid, so one place's fork bomb cannot starve another.
+UID_BASE = 1_000_000
+UID_SPAN = 1_000_000
 SYSTEM_LINKS = ("bin", "lib", "lib64", "sbin")  # /bin -> usr/bin on a merged-/usr system
 ETC_FILES = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "group",
              "nsswitch.conf", "os-release", "debian_version", "mime.types", "magic", "inputrc")
@@ -72,6 +77,7 @@ class Mounts:
     network: bool = False
     limits: Limits = field(default_factory=Limits)
     file_limit: int | None = None  # bytes one file may reach (default: limits.disk)
+    user: tuple[int, int] = (NOBODY, NOBODY)  # uid and gid when the server is root (runs_as)
 
 
 @dataclass(frozen=True)
@@ -143,9 +149,13 @@ def base_environment() -> dict[str, str]:
     return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 
 
-def runs_as() -> tuple[int, int]:
-    """The host uid and gid of sandboxed processes: the server's own, or nobody's when it is root."""
-    return (NOBODY, NOBODY) if os.geteuid() == 0 else (os.geteuid(), os.getegid())
+def runs_as(place: Path | str) -> tuple[int, int]:
+    """The host uid and gid of sandboxed processes working in `place`: the server's own, or, when
+    it is root, one of the sandbox's range chosen by the place (the same every time)."""
+    if os.geteuid() != 0:
+        return os.geteuid(), os.getegid()
+    uid = UID_BASE + zlib.crc32(str(place).encode()) % UID_SPAN
+    return uid, uid
 
 
 def command(argv: list[str], *, cwd: str, mounts: Mounts) -> list[str]:
@@ -192,7 +202,8 @@ def command(argv: list[str], *, cwd: str, mounts: Mounts) -> list[str]:
     jail += ["--remount-ro", "/"]
     if as_root:
         # bubblewrap's root holds no capability to enter nobody's directories: nobody changes into it.
-        jail += ["--", "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all",
+        uid, gid = mounts.user
+        jail += ["--", "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all",
                  "--bounding-set=-all", "--no-new-privs", "--", "env", f"--chdir={cwd}", "--"]
     else:
         jail += ["--chdir", cwd, "--"]
@@ -216,12 +227,12 @@ def python_paths() -> tuple[str, ...]:
 def hand_over(root: Path) -> int:
     """Make a workspace the sandbox's to write, and return the bytes it holds.
 
-    When the server is root the sandbox runs as nobody, so entries the server
-    wrote (the materialized workspace, file tool writes, sent files) change
-    owner. A file with more than one link is left alone: its other name may
+    When the server is root the sandbox runs as the workspace's own uid, so
+    entries the server wrote (the materialized workspace, file tool writes,
+    sent files) change owner. A file with more than one link is left alone: its other name may
     be outside the workspace.
     """
-    uid, gid = runs_as()
+    uid, gid = runs_as(root)
     total = 0
     for path, info, is_dir in _walk(str(root)):
         total += info.st_blocks * 512

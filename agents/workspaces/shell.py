@@ -73,7 +73,7 @@ class LocalShellFS(LocalFS):
             held = sandbox.disk_used(Path(root))
             return f"the workspace reached {held} bytes, over its limit of {quota}" if held > quota else None
 
-        mounts = replace(self.mounts, writable=(root,), file_limit=quota - used)
+        mounts = replace(self.mounts, writable=(root,), file_limit=quota - used, user=sandbox.runs_as(root))
         argv = sandbox.command(["/bin/sh", "-c", args.command], cwd=directory, mounts=mounts)
         return run_shell(argv, "/", env, limit, self.output_limit, should_stop, watch=over_quota)
 

@@ -23,12 +23,12 @@ import httpx
 import psutil
 import pytest
 
+from agents.workspaces import sandbox
 from tests.support import Server, run_server
 
 SECRETS = {"OPENAI_API_KEY": "sk-test-secret-123", "GITHUB_WEBHOOK_SECRET": "gh-secret-456",
            "SLACK_SIGNING_SECRET": "slack-secret-789"}
 ENV = {**SECRETS, "AGENTSITE_DEFAULT_MODEL": "scripted:echo"}  # a provider key would pick that provider
-NOBODY = 65534
 MiB = 1024 * 1024
 GiB = 1024 * MiB
 
@@ -167,7 +167,7 @@ def shell(client: httpx.Client, slug: str, session_id: str, command: str) -> dic
 
 
 def workspace(server: Server, session_id: str) -> Path:
-    return server.state_root / "workspaces" / session_id
+    return (server.state_root / "workspaces" / session_id).resolve()
 
 
 def assert_no_secret(*texts: str) -> None:
@@ -177,11 +177,11 @@ def assert_no_secret(*texts: str) -> None:
 
 
 def sandboxed_in(root: Path) -> list[psutil.Process]:
-    """The host's processes running as nobody with `root` as their home: what a session's commands left."""
+    """The host's processes running as its workspace's uid with `root` as their home: what a session's commands left."""
     found = []
     for process in psutil.process_iter(["uids"]):
         try:
-            if process.info["uids"] and process.info["uids"].real == NOBODY \
+            if process.info["uids"] and process.info["uids"].real == sandbox.runs_as(root)[0] \
                     and process.environ().get("HOME") == str(root):
                 found.append(process)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -190,13 +190,13 @@ def sandboxed_in(root: Path) -> list[psutil.Process]:
 
 
 def settle_leftovers(root: Path, marker: str = "", timeout: float = 3) -> list[str]:
-    """Wait a little for `root`'s processes (and any nobody process whose command has `marker`) to go."""
+    """Wait a little for `root`'s processes (and any sandboxed process whose command has `marker`) to go."""
     deadline = time.monotonic() + timeout
     while True:
         left = [" ".join(p.cmdline()) for p in sandboxed_in(root)]
         if marker:
             left += [" ".join(p.info["cmdline"]) for p in psutil.process_iter(["cmdline", "uids"])
-                     if p.info["uids"] and p.info["uids"].real == NOBODY
+                     if p.info["uids"] and p.info["uids"].real >= sandbox.UID_BASE
                      and marker in " ".join(p.info["cmdline"] or [])]
         if not left or time.monotonic() > deadline:
             return left
@@ -371,7 +371,7 @@ def test_an_agent_tool_script_sees_no_secret_and_no_database(server, client, fre
     assert result["exitCode"] == 0, result
     assert_no_secret(result["stdout"], result["stderr"])
     seen = json.loads(result["stdout"])
-    assert seen["uid"] == NOBODY
+    assert seen["uid"] == sandbox.runs_as(workspace(server, session))[0] >= sandbox.UID_BASE
     assert seen["database"].startswith("refused"), seen
     assert seen["stateRoot"].startswith("refused") or "db.sqlite3" not in seen["stateRoot"], seen
     assert not set(SECRETS) & set(seen["environ"])
