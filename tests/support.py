@@ -54,7 +54,7 @@ class Server:
 
 
 @contextlib.contextmanager
-def run_server(state_root: Path, *args: str, env: dict[str, str] | None = None, ready_timeout: float = 40,
+def run_server(state_root: Path, *args: str, env: dict[str, str] | None = None, ready_timeout: float = 90,
                port: int | None = None, cwd: Path = ROOT) -> Iterator[Server]:
     """Start `manage.py serve` on `port` (default: a free one) in `cwd` and wait until /healthz answers."""
     port = port or free_port()
