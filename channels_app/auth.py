@@ -16,7 +16,8 @@ from django.conf import settings
 from rest_framework import authentication, permissions
 
 from agents.channels import AuthPolicy
-from sessions.models import hash_token
+from sessions.models import PersonalToken, hash_token
+from sessions.models.token import TOKEN_PREFIX
 from sessions.principal import Principal
 
 FORWARDING_HEADERS = ("x-forwarded-for", "x-real-ip", "forwarded", "x-forwarded-host")
@@ -142,6 +143,17 @@ def bearer_auth(
     return policy
 
 
+class Refused(Exception):
+    """A policy's definite no: the chain stops there and the caller gets a 401."""
+
+
+def user_principal(user, **attributes: Any) -> Principal:
+    """A Django user as a principal: the same whether it logged in or sent a personal token,
+    so the sessions it starts either way are its own."""
+    return Principal(authenticator="django", principal_id=user.get_username(),
+                     principal_type="staff" if user.is_staff else "user", attributes=attributes)
+
+
 def django_login() -> Policy:
     """A browser logged in to the admin (Django session): its user is the principal."""
 
@@ -149,10 +161,37 @@ def django_login() -> Policy:
         user = info.user
         if user is None or not getattr(user, "is_authenticated", False) or not user.is_active:
             return None
-        return Principal(authenticator="django", principal_id=user.get_username(),
-                         principal_type="staff" if user.is_staff else "user")
+        return user_principal(user)
 
     return policy
+
+
+def personal_token() -> Policy:
+    """`Authorization: Bearer ast_...`: the token's user, with the token's agent scope.
+
+    A bearer of that shape is meant as a personal token: an unknown, revoked or
+    expired one is refused outright rather than left to the next policy (on
+    loopback that would be the local principal, acting for whoever sent it).
+    """
+
+    def policy(info: RequestInfo) -> Principal | None:
+        scheme, _, presented = info.headers.get("authorization", "").partition(" ")
+        presented = presented.strip()
+        if scheme.lower() != "bearer" or not presented.startswith(TOKEN_PREFIX):
+            return None
+        token = PersonalToken.find(presented)
+        if token is None or token.status() != PersonalToken.Status.ACTIVE or not token.user.is_active:
+            raise Refused("unknown, revoked or expired personal token")
+        token.touch()
+        return user_principal(token.user, token=token.id, agents=token.agents)
+
+    return policy
+
+
+def check_scope(principal: Any, slug: str | None) -> bool:
+    """Whether `principal` may reach agent `slug`: a personal token may be scoped to some agents."""
+    agents = principal.attributes.get("agents") if isinstance(principal, Principal) else None
+    return slug is None or agents is None or slug in agents
 
 
 def allow_all() -> Policy:
@@ -220,7 +259,12 @@ def channel_chain(declared: Sequence[Any] | None) -> list[Policy]:
 
 
 def policy_chain() -> list[Policy]:
-    """The server-wide chain, chosen by `serve` flags through settings."""
+    """The server-wide chain, chosen by `serve` flags through settings. A personal token
+    comes first, then a login: a request that names its user is that user, on loopback too."""
+    return [personal_token(), *_server_policies()]
+
+
+def _server_policies() -> list[Policy]:
     custom = getattr(settings, "AGENTSITE_AUTH_POLICIES", None)
     if custom:
         return list(custom)
@@ -230,14 +274,17 @@ def policy_chain() -> list[Policy]:
     # A logged-in admin user may always use the playground and API from the browser.
     if mode == "bearer":
         return [bearer_auth(hashes=settings.AGENTSITE_BEARER_TOKEN_HASHES), django_login()]
-    return [local_dev_strict(), django_login()]
+    return [django_login(), local_dev_strict()]
 
 
 def authenticate(info: RequestInfo, chain: Sequence[Policy] | None = None) -> Principal | None:
-    for policy in policy_chain() if chain is None else chain:
-        principal = policy(info)
-        if principal is not None:
-            return principal
+    try:
+        for policy in policy_chain() if chain is None else chain:
+            principal = policy(info)
+            if principal is not None:
+                return principal
+    except Refused:
+        pass
     return None
 
 
@@ -246,7 +293,7 @@ class PolicyChainAuthentication(authentication.SessionAuthentication):
         principal = authenticate(RequestInfo.from_django(request._request))
         if principal is None:
             return None
-        if principal.authenticator == "django":
+        if principal.authenticator == "django" and "token" not in principal.attributes:
             # Cookies ride along on cross-site requests: a session login needs the CSRF token.
             self.enforce_csrf(request)
         return (principal, None)
@@ -257,5 +304,7 @@ class PolicyChainAuthentication(authentication.SessionAuthentication):
 
 
 class HasPrincipal(permissions.BasePermission):
+    message = "this personal token is not scoped to this agent"
+
     def has_permission(self, request, view) -> bool:
-        return isinstance(request.user, Principal)
+        return isinstance(request.user, Principal) and check_scope(request.user, view.kwargs.get("slug"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidatorFunctionWrapHandler, field_validator
@@ -240,6 +240,15 @@ class ApprovalDecision(Body):
 class ToolCallBody(Body):
     input: dict[str, Any] = Field(default_factory=dict)  # documented as JSON without NUL by channels_app.schema
     session_id: str | None = Field(default=None, max_length=40, json_schema_extra=TEXT)
+
+
+class CreateToken(Body):
+    """A personal token: `agents` lists the agent slugs it may reach (absent: every agent)."""
+
+    name: str = Field(min_length=1, max_length=100, pattern=NOT_BLANK)
+    expires_days: int | None = Field(default=None, ge=1, le=3650)
+    agents: list[Annotated[str, Field(pattern=r"^[-a-zA-Z0-9_]{1,100}$")]] | None = Field(
+        default=None, min_length=1, max_length=100)
 
 
 class CreateReminder(Body):

@@ -20,7 +20,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from channels_app.auth import RequestInfo, authenticate
+from channels_app.auth import RequestInfo, authenticate, check_scope
 from channels_app.bodies import SocketMessage, validate_body
 from channels_app.errors import APIError
 from channels_app.middleware import bad_path_id
@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 # A refused socket closes with 4000 + the HTTP status the same request would get.
 _owned_session = database_sync_to_async(get_owned_session)
+_authenticate = database_sync_to_async(authenticate)
 
 
 class SessionEventsConsumer(AsyncWebsocketConsumer):
@@ -46,10 +47,12 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
         if foreign_websocket_origin(self.scope) is not None:
             return await self.close(code=4403)
         info = RequestInfo.from_scope(self.scope)
-        self.principal = authenticate(info)
+        self.principal = await _authenticate(info)  # a personal token is a row to read
         if self.principal is None:
             return await self.close(code=4401)
         kwargs = self.scope["url_route"]["kwargs"]
+        if not check_scope(self.principal, kwargs.get("slug")):
+            return await self.close(code=4403)
         if bad_path_id(kwargs):
             return await self.close(code=4400)
         query = parse_qs(self.scope.get("query_string", b"").decode("utf-8", "replace"))

@@ -32,7 +32,7 @@ from rest_framework.views import APIView
 from agents.channels import LoadedChannel, local_dev_strict
 from agents.discovery import LoadedAgent, load_deployment
 from agents.models import Agent
-from channels_app.auth import PolicyChainAuthentication, RequestInfo, authenticate, channel_chain
+from channels_app.auth import PolicyChainAuthentication, RequestInfo, authenticate, channel_chain, check_scope
 from channels_app.bodies import validate_body
 from channels_app.errors import APIError, error_body, error_response
 from channels_app.responses import ApprovalDecided, SessionLinks
@@ -140,7 +140,9 @@ class ChannelRouteView(APIView):
             response = _refuse(401, "unauthorized", "authentication required: no auth policy admitted this request")
             response["WWW-Authenticate"] = 'Bearer realm="agentsite"'
             return response
-        if principal.authenticator == "django":
+        if not check_scope(principal, slug):
+            return _refuse(403, "forbidden", "this personal token is not scoped to this agent")
+        if principal.authenticator == "django" and "token" not in principal.attributes:
             try:  # a browser's cookie rides along cross-site: a login needs the CSRF token
                 PolicyChainAuthentication().enforce_csrf(request)
             except exceptions.PermissionDenied as exc:

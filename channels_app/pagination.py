@@ -29,7 +29,7 @@ from rest_framework.response import Response
 
 from channels_app.errors import APIError
 from channels_app.parsers import load_json, parse_count
-from channels_app.responses import AgentList, ApprovalList, ArtifactList, ReminderList, Reply, SessionPage
+from channels_app.responses import AgentList, ApprovalList, ArtifactList, ReminderList, Reply, SessionPage, TokenList
 
 
 class CursorPages(CursorPagination):
@@ -128,6 +128,11 @@ class ReminderPages(CursorPages):
 class ArmedReminderPages(CursorPages):
     ordering = ("next_fire_at", "created_at", "id")  # an armed reminder always has its next firing
     key, reply = "reminders", ReminderList
+
+
+class TokenPages(CursorPages):
+    ordering = ("-created_at", "-id")
+    key, reply = "tokens", TokenList
 
 
 def paginate(pages: type[CursorPages], rows, request, view, render) -> Response:

@@ -21,7 +21,7 @@ from channels_app.described import (
     ScheduleDescription, SessionOptions, SkillDescription, SubagentDescription, ToolDescription, Usage,
 )
 from sessions.direct import Finished, Parked
-from sessions.models import Artifact as ArtifactRow, Reminder as ReminderRow, Session, ToolCall
+from sessions.models import Artifact as ArtifactRow, PersonalToken, Reminder as ReminderRow, Session, ToolCall
 
 
 class Reply(BaseModel):
@@ -353,6 +353,41 @@ class ReminderList(Page):
 class ScheduleFired(Reply):
     schedule_id: str
     session_ids: list[str]
+
+
+# -- personal tokens ----------------------------------------------------------------------
+
+class Token(Reply):
+    """A personal token as its owner sees it: never the secret."""
+
+    token_id: str
+    name: str
+    prefix: str
+    agents: list[str] | None
+    status: Literal["active", "expired", "revoked"]
+    created_at: datetime
+    expires_at: datetime | None
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+    @classmethod
+    def of(cls, row: PersonalToken) -> Token:
+        return cls(token_id=row.id, name=row.name, prefix=row.prefix, agents=row.agents, status=row.status(),
+                   created_at=row.created_at, expires_at=row.expires_at, last_used_at=row.last_used_at,
+                   revoked_at=row.revoked_at)
+
+
+class TokenCreated(Token):
+    """The new token with its secret, `token`, shown this once: send it as `Authorization: Bearer <token>`."""
+
+    token: str
+
+
+class TokenList(Page):
+    """One page of the caller's tokens, newest first; `nextCursor` only when another page follows."""
+
+    tokens: list[Token]
+    next_cursor: str | None = None
 
 
 # -- artifacts ----------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import AsyncIterator
 from django.http import StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from channels_app.auth import RequestInfo, authenticate
+from channels_app.auth import RequestInfo, authenticate, check_scope
 from channels_app.errors import APIError, error_response
 from channels_app.ownership import check_reader
 from channels_app.parsers import parse_start_index
@@ -46,6 +46,8 @@ def stream_view(request, slug: str, session_id: str):
         response = error_response(401, "unauthorized", "authentication required: no auth policy admitted this request")
         response["WWW-Authenticate"] = 'Bearer realm="agentsite"'
         return response
+    if not check_scope(principal, slug):
+        return error_response(403, "forbidden", "this personal token is not scoped to this agent")
     sse = "text/event-stream" in request.headers.get("Accept", "")
     try:
         start = parse_start_index(request.GET.get("startIndex"), request.headers.get("Last-Event-ID"), resume=sse)

@@ -1,10 +1,12 @@
 from django.urls import path
 
 from channels_app import custom_channels, stream
-from channels_app.views import agents, artifacts, sessions, timers, tools
+from channels_app.views import agents, artifacts, sessions, timers, tokens, tools
 
 urlpatterns = [
     path("v1/agents", agents.AgentListView.as_view(), name="agents"),
+    path("v1/tokens", tokens.TokenListView.as_view(), name="tokens"),
+    path("v1/tokens/<str:token_id>", tokens.TokenView.as_view(), name="token"),
     path("<slug:slug>/v1/session", sessions.SessionCreateView.as_view(), name="session-create"),
     path("<slug:slug>/v1/sessions", sessions.SessionListView.as_view(), name="session-list"),
     path("<slug:slug>/v1/session/<str:session_id>", sessions.SessionDetailView.as_view(), name="session-detail"),

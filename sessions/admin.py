@@ -22,7 +22,9 @@ from sessions.deletion import delete_session
 from sessions.lifecycle import interrupt
 from sessions.approvals import resolve_approval
 from sessions.instants import iso_z
-from sessions.models import Artifact, Event, HostFile, KVEntry, Reminder, Schedule, Session, ToolCall, Turn
+from sessions.models import (
+    Artifact, Event, HostFile, KVEntry, PersonalToken, Reminder, Schedule, Session, ToolCall, Turn,
+)
 from sessions.timers import cancel_reminder
 from sessions.workspaces import workspace_size
 
@@ -346,3 +348,25 @@ class KVEntryAdmin(admin.ModelAdmin):
     @admin.display(description="value")
     def short_value(self, obj: KVEntry) -> str:
         return _clip(json.dumps(obj.value, ensure_ascii=False), 80)
+
+
+@admin.register(PersonalToken)
+class PersonalTokenAdmin(admin.ModelAdmin):
+    """Users' API tokens. They are made by their owners (or `manage.py createtoken`), since the
+    secret is shown only once; here they are seen and revoked. The hash is never shown."""
+
+    list_display = ("name", "user", "prefix", "agents", "created_at", "expires_at", "last_used_at", "revoked_at")
+    list_select_related = ("user",)
+    list_filter = ("revoked_at",)
+    search_fields = ("name", "id", "user__username")
+    fields = readonly_fields = ("id", "prefix", "user", "name", "agents", "created_at", "expires_at", "last_used_at",
+                                "revoked_at")
+    actions = ["revoke"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request, queryset) -> None:
+        revoked = sum(token.revoke() for token in queryset)
+        self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)

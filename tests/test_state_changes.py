@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ("agents", "sessions", "channels_app", "agentsite")
-MODELS = frozenset({"Session", "Turn", "ToolCall", "Schedule", "Reminder", "ChannelDelivery"})
+MODELS = frozenset({"Session", "Turn", "ToolCall", "Schedule", "Reminder", "ChannelDelivery", "PersonalToken"})
 MANAGERS = frozenset({"objects", "_default_manager", "_base_manager"})
 ALLOWED = ("sessions/models/", "sessions/lifecycle.py", "sessions/sql/")
 # Methods that return a queryset: a name assigned one can be updated later.

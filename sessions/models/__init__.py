@@ -18,9 +18,10 @@ from sessions.models.session import (
 )
 from sessions.models.storage import Artifact, ChannelDelivery, HostFile, KVEntry
 from sessions.models.timer import Reminder, Schedule, new_reminder_id
+from sessions.models.token import PersonalToken, TokenError
 from sessions.models.toolcall import ToolCall
 
 __all__ = [
-    "Artifact", "ChannelBinding", "ChannelDelivery", "Event", "EventType", "HostFile", "KVEntry", "Reminder", "RunOptions", "Schedule", "Session",
-    "ToolCall", "Turn", "hash_token", "new_id", "new_reminder_id", "new_session_id", "new_turn_id",
+    "Artifact", "ChannelBinding", "ChannelDelivery", "Event", "EventType", "HostFile", "KVEntry", "PersonalToken", "Reminder", "RunOptions", "Schedule", "Session",
+    "TokenError", "ToolCall", "Turn", "hash_token", "new_id", "new_reminder_id", "new_session_id", "new_turn_id",
 ]
