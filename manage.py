@@ -8,7 +8,13 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(sys.argv)
+    from agentsite.production import ProductionSettingsMissing
+
+    try:
+        execute_from_command_line(sys.argv)
+    except ProductionSettingsMissing as exc:
+        # The message says what to set; a traceback through Django's loader would bury it.
+        sys.exit(str(exc))
 
 
 if __name__ == "__main__":

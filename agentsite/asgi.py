@@ -3,9 +3,15 @@ import os
 
 import django
 
+from agentsite.production import ProductionSettingsMissing
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
-# Django must be set up before anything imports models (consumers do).
-django.setup(set_prefix=False)
+try:
+    # Django must be set up before anything imports models (consumers do).
+    django.setup(set_prefix=False)
+except ProductionSettingsMissing as exc:
+    # The server's own traceback would bury what to set; exit with the message alone.
+    raise SystemExit(str(exc)) from None
 
 from django.conf import settings  # noqa: E402
 

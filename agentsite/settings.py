@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 
 import dj_database_url
 
+from agentsite.production import FALLBACK_SECRET_KEY, environment, production_settings
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -25,9 +27,17 @@ def _env_bool(name: str, default: bool = False) -> bool:
 STATE_ROOT = Path(os.environ.get("AGENTSITE_STATE_ROOT", BASE_DIR / ".agentsite")).resolve()
 STATE_ROOT.mkdir(parents=True, exist_ok=True)
 
-SECRET_KEY = os.environ.get("AGENTSITE_SECRET_KEY") or "agentsite-insecure-dev-key-set-AGENTSITE_SECRET_KEY"
+SECRET_KEY = os.environ.get("AGENTSITE_SECRET_KEY") or FALLBACK_SECRET_KEY
 DEBUG = _env_bool("AGENTSITE_DEBUG")
 ALLOWED_HOSTS = [h for h in os.environ.get("AGENTSITE_ALLOWED_HOSTS", "*").split(",") if h]
+# Proxies in front of this server (addresses), comma-separated. In production their
+# X-Forwarded-Proto tells Django a request came in over https (agentsite/production.py).
+AGENTSITE_TRUSTED_PROXIES = [p.strip() for p in os.environ.get("AGENTSITE_TRUSTED_PROXIES", "").split(",") if p.strip()]
+# "production": refuse to start without a real secret key and the public URL, debug off, only the
+# public URL's host allowed, secure cookies and HSTS over https (agentsite/production.py).
+AGENTSITE_ENV = environment(os.environ)
+if AGENTSITE_ENV == "production":
+    globals().update(production_settings(os.environ))
 
 INSTALLED_APPS = [
     "daphne",

@@ -20,7 +20,13 @@ from sessions.models import PersonalToken, hash_token
 from sessions.models.token import TOKEN_PREFIX
 from sessions.principal import Principal
 
-FORWARDING_HEADERS = ("x-forwarded-for", "x-real-ip", "forwarded", "x-forwarded-host")
+# Headers a proxy or a CDN adds to name the client it forwards: from a loopback peer any of
+# them means a proxy on this host, so the caller is not local whatever the peer address says.
+FORWARDING_HEADERS = (
+    "x-forwarded-for", "forwarded", "x-forwarded-host",
+    "x-real-ip", "x-client-ip", "true-client-ip", "cf-connecting-ip", "x-originating-ip",
+    "x-cluster-client-ip", "client-ip", "fastly-client-ip",
+)
 
 
 @dataclass(frozen=True)

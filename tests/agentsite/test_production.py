@@ -1,0 +1,121 @@
+"""`AGENTSITE_ENV=production`: what it refuses to start without, and what it turns on."""
+from __future__ import annotations
+
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentsite.production import FALLBACK_SECRET_KEY, ProductionSettingsMissing, production_settings
+from tests.support import ROOT, child_env, free_port, run_server
+
+STRONG_KEY = secrets.token_urlsafe(50)
+PRODUCTION = {"AGENTSITE_ENV": "production", "AGENTSITE_SECRET_KEY": STRONG_KEY,
+              "AGENTSITE_PUBLIC_URL": "https://agents.example.com"}
+
+
+def manage(tmp_path: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, env=child_env(AGENTSITE_STATE_ROOT=str(tmp_path / "state"), **env))
+
+
+def without(name: str) -> dict[str, str]:
+    return {k: v for k, v in PRODUCTION.items() if k != name}
+
+
+def test_check_deploy_finds_nothing_to_warn_about_in_production(tmp_path):
+    # The API schema check reads the deployed agents' tools: a deployment migrates first.
+    assert manage(tmp_path, "migrate", "-v0", env=PRODUCTION).returncode == 0
+
+    done = manage(tmp_path, "check", "--deploy", "--fail-level", "WARNING", env=PRODUCTION)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "System check identified no issues" in done.stdout
+    assert "WARNING" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("command", [["check"], ["serve", "--no-examples"]])
+@pytest.mark.parametrize("missing", ["AGENTSITE_SECRET_KEY", "AGENTSITE_PUBLIC_URL"])
+def test_production_refuses_to_start_without_each_required_setting(tmp_path, command, missing):
+    done = manage(tmp_path, *command, env=without(missing))
+
+    assert done.returncode != 0
+    assert f"{missing} is not set" in done.stderr
+    assert "export " + missing in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_production_refuses_the_built_in_fallback_key(tmp_path):
+    done = manage(tmp_path, "check", env={**PRODUCTION, "AGENTSITE_SECRET_KEY": FALLBACK_SECRET_KEY})
+
+    assert done.returncode != 0
+    assert "AGENTSITE_SECRET_KEY is the built-in development key" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_asgi_app_refuses_to_load_without_the_required_settings(tmp_path):
+    done = subprocess.run([sys.executable, "-c", "import agentsite.asgi"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, env=child_env(AGENTSITE_STATE_ROOT=str(tmp_path / "state"),
+                                                    **without("AGENTSITE_PUBLIC_URL")))
+
+    assert done.returncode != 0
+    assert "AGENTSITE_PUBLIC_URL is not set" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("value", ["prod", "Production!"])
+def test_a_misspelt_environment_is_refused_rather_than_taken_for_development(tmp_path, value):
+    done = manage(tmp_path, "check", env={**PRODUCTION, "AGENTSITE_ENV": value})
+
+    assert done.returncode != 0
+    assert "AGENTSITE_ENV" in done.stderr and "production" in done.stderr
+
+
+def test_production_refuses_a_wildcard_among_the_allowed_hosts():
+    with pytest.raises(ProductionSettingsMissing, match="AGENTSITE_ALLOWED_HOSTS lists '\\*'"):
+        production_settings({**PRODUCTION, "AGENTSITE_ALLOWED_HOSTS": "other.example,*"})
+
+
+def test_production_allows_the_public_hosts_only_and_turns_debug_off():
+    got = production_settings({**PRODUCTION, "AGENTSITE_DEBUG": "1", "AGENTSITE_ALLOWED_HOSTS": "internal.example"})
+
+    assert got["DEBUG"] is False
+    assert got["ALLOWED_HOSTS"] == ["agents.example.com", "internal.example"]
+    assert got["SECRET_KEY"] == STRONG_KEY
+    assert production_settings({**PRODUCTION, "AGENTSITE_PUBLIC_URL": "http://[::1]:8000"})["ALLOWED_HOSTS"] == ["[::1]"]
+
+
+def test_an_https_public_url_turns_on_secure_cookies_hsts_and_the_redirect():
+    got = production_settings(PRODUCTION)
+
+    assert got["SESSION_COOKIE_SECURE"] and got["CSRF_COOKIE_SECURE"] and got["SECURE_SSL_REDIRECT"]
+    assert got["SECURE_HSTS_SECONDS"] > 0
+    assert got["SECURE_HSTS_INCLUDE_SUBDOMAINS"] is False
+    assert "SECURE_PROXY_SSL_HEADER" not in got
+    chosen = production_settings({**PRODUCTION, "AGENTSITE_HSTS_SECONDS": "600", "AGENTSITE_HSTS_INCLUDE_SUBDOMAINS": "1",
+                                  "AGENTSITE_TRUSTED_PROXIES": "127.0.0.1"})
+    assert (chosen["SECURE_HSTS_SECONDS"], chosen["SECURE_HSTS_INCLUDE_SUBDOMAINS"]) == (600, True)
+    assert "security.W005" not in chosen["SILENCED_SYSTEM_CHECKS"]
+    assert chosen["SECURE_PROXY_SSL_HEADER"] == ("HTTP_X_FORWARDED_PROTO", "https")
+
+
+def test_a_plain_http_public_url_keeps_cookies_usable_over_http():
+    got = production_settings({**PRODUCTION, "AGENTSITE_PUBLIC_URL": "http://agents.internal:8000"})
+
+    assert not any(k in got for k in ("SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "SECURE_SSL_REDIRECT",
+                                      "SECURE_HSTS_SECONDS"))
+
+
+def test_a_production_server_answers_400_to_a_foreign_host(tmp_path):
+    port = free_port()
+    # Plain http, so no redirect to https gets in the way of the Host check.
+    env = {**PRODUCTION, "AGENTSITE_PUBLIC_URL": f"http://127.0.0.1:{port}"}
+
+    with run_server(tmp_path / "state", "--no-examples", "--no-workers", env=env, port=port) as server:
+        with server.client() as client:
+            assert client.get("/healthz").status_code == 200
+            assert client.get("/healthz", headers={"Host": "evil.example"}).status_code == 400
+            assert client.get("/v1/agents", headers={"Host": f"evil.example:{port}"}).status_code == 400
+            assert client.get("/v1/agents", headers={"Host": "localhost"}).status_code == 400
