@@ -5,12 +5,13 @@ from datetime import timedelta
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from agents.discovery.folder import MAX_RETENTION_DAYS
 from agents.models import Agent
 from sessions.retention import purge_idle
 
 
 def days(value: str) -> int:
-    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= 36500:
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= MAX_RETENTION_DAYS:
         raise ValueError(value)
     return int(value)
 
