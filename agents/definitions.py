@@ -38,6 +38,9 @@ class Agent:
     # Narrows the workspace tools offered (read, ls, glob, grep, write, edit, delete, shell);
     # None: every tool the workspace implements; []: none.
     tools: list[str] | tuple[str, ...] | None = None
+    # Delete this agent's sessions once idle for this many days; None: the server's
+    # AGENTSITE_RETENTION_DAYS; 0: keep them forever, whatever the server's setting.
+    retention_days: int | None = None
 
 
 @dataclass(frozen=True)

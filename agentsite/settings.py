@@ -24,6 +24,24 @@ def _env_bool(name: str, default: bool = False) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+# The longest retention the setting (and an agent, agents/discovery/folder.py) may ask for.
+_MAX_RETENTION_DAYS = 36500
+
+
+def _env_retention_days(name: str) -> int | None:
+    """Days to keep sessions, from `name`: unset, empty or 0 is off (None); anything else but a whole
+    number of days between 1 and _MAX_RETENTION_DAYS stops the server from starting."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    if not (value.isascii() and value.isdigit()) or int(value) > _MAX_RETENTION_DAYS:
+        raise ImproperlyConfigured(f"{name}={value!r}: give a whole number of days (such as 90), at most "
+                                   f"{_MAX_RETENTION_DAYS}, or leave it unset to keep sessions forever")
+    return int(value) or None
+
+
 STATE_ROOT = Path(os.environ.get("AGENTSITE_STATE_ROOT", BASE_DIR / ".agentsite")).resolve()
 STATE_ROOT.mkdir(parents=True, exist_ok=True)
 
@@ -282,6 +300,9 @@ AGENTSITE_CHANNEL_DELIVERY_DAYS = int(os.environ.get("AGENTSITE_CHANNEL_DELIVERY
 # How often the recovery sweep looks for channel deliveries that were never enqueued (a process
 # that died between a commit and its enqueue), and prunes old delivery ids: a scan, so seldom.
 AGENTSITE_CHANNEL_RESCAN_SECONDS = float(os.environ.get("AGENTSITE_CHANNEL_RESCAN_SECONDS", "300"))
+# Sessions idle for longer than this many days are deleted by the ticker (sessions/retention.py);
+# None (unset) keeps them. An agent overrides it with Agent(retention_days=N).
+AGENTSITE_RETENTION_DAYS = _env_retention_days("AGENTSITE_RETENTION_DAYS")
 AGENTSITE_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTSITE_MAX_MESSAGE_CHARS", "100000"))
 # Readers poll the event table in case a wake-up was lost. Redis carries every
 # process's wake-ups to every reader, so there the poll is only a slow backstop;

@@ -16,10 +16,12 @@ class SessionsConfig(AppConfig):
         from sessions import ticker
         from sessions.receivers import sync_deployed_schedules
         from sessions.recovery import sweep_and_report
+        from sessions.retention import retention_tick
         from sessions.timers import tick
 
-        # The ticker's jobs, in order: end lost turns first, then fire due timers.
+        # The ticker's jobs, in order: end lost turns first, then fire due timers, then (hourly) retention.
         ticker.add_job("recovery sweep", sweep_and_report)
         ticker.add_job("timer tick", tick)
+        ticker.add_job("retention", retention_tick)
         post_spawn.connect(ticker.start_ticker, dispatch_uid="agentsite-turn-recovery")
         deployment_activated.connect(sync_deployed_schedules, dispatch_uid="agentsite-sync-schedules")

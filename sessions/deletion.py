@@ -12,20 +12,35 @@ from __future__ import annotations
 from django.db import transaction
 
 from sessions.admission import stop_session
-from sessions.models import Session
+from sessions.models import Reminder, Session, Turn
 from sessions.reminders import cancel_session_reminders
 from sessions.workspaces import delete_workspace
 
 
-def delete_session(session: Session) -> None:
-    stop_session(session)
-    cancel_session_reminders(session)
+def delete_session(session: Session, *, unless_in_flight: bool = False) -> bool:
+    """Delete `session`; False if it was gone already.
+
+    `unless_in_flight` (retention): a session with a queued or running turn is
+    left alone instead of stopped (False), and its reminders go with it
+    instead of staying behind as cancelled rows.
+    """
+    if not unless_in_flight:
+        stop_session(session)
+        cancel_session_reminders(session)
     with transaction.atomic():
         # Lock the row before the cascade is collected. A worker still finishing
         # the turn would otherwise add events after the collection, and on
         # PostgreSQL the delete then fails its deferred foreign-key check; with
         # the lock, the worker's next append waits and finds the session gone.
-        Session.objects.select_for_update().filter(pk=session.pk).values_list("pk", flat=True).first()
+        if Session.objects.select_for_update().filter(pk=session.pk).values_list("pk", flat=True).first() is None:
+            return False
+        if unless_in_flight:
+            # Under the lock: a turn admitted from here on waits for it and finds the session gone.
+            if Turn.in_flight(session.pk):
+                return False
+            cancel_session_reminders(session)
+            Reminder.objects.filter(session=session.pk).delete()
         Session.objects.filter(pk=session.pk).delete()
     # After the rows: a turn still finishing finds its session gone and stops writing here.
     delete_workspace(session.id)
+    return True

@@ -1,7 +1,7 @@
 """A process's ticker: one thread that runs the periodic jobs every AGENTSITE_SWEEP_SECONDS.
 
-The jobs are registered at start-up (sessions.apps: the recovery sweep, then
-due timers), so this module needs neither of them. One ticker runs in each
+The jobs are registered at start-up (sessions.apps: the recovery sweep, due
+timers, then retention), so this module needs none of them. One ticker runs in each
 qcluster worker process (django-q2's post_spawn), and in any process holding
 a run-form reminder's handler (sessions.reminders).
 """

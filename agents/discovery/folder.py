@@ -31,6 +31,9 @@ SUBAGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 # Built-in tools the engine offers when the agent has skills or subagents.
 BUILTIN_TOOLS = frozenset({"load_skill", "read_skill_file", "delegate", "remind_me", "cancel_reminder"})
 IGNORED_PARTS = {"__pycache__", ".DS_Store"}
+# The longest retention an agent may ask for (AGENTSITE_RETENTION_DAYS has the same bound):
+# beyond it a cutoff date would not compute.
+MAX_RETENTION_DAYS = 36500
 
 
 def agent_dir(root: Path) -> Path:
@@ -106,6 +109,8 @@ def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
         problems.append(Problem("agent/agent.py", str(exc)))
     if config.max_steps is not None and not (isinstance(config.max_steps, int) and 1 <= config.max_steps <= 100):
         problems.append(Problem("agent/agent.py", "max_steps must be an integer between 1 and 100"))
+    if (problem := retention_problem(config.retention_days)) is not None:
+        problems.append(Problem("agent/agent.py", problem))
 
     tools: dict[str, Tool] = {}
     tools_dir = base / "tools"
@@ -159,6 +164,14 @@ def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
         tools=tools, content_hash=digest, warnings=warnings, skills=skills, subagents=subagents, hooks=hooks,
         schedules=schedules, runtime=runtime, seed_dir=seed_dir, mcp=mcp_servers, channels=channels,
     )
+
+
+def retention_problem(days: object) -> str | None:
+    if days is None or (isinstance(days, int) and not isinstance(days, bool) and 0 <= days <= MAX_RETENTION_DAYS):
+        return None
+    return (f"retention_days must be a whole number of days between 0 and {MAX_RETENTION_DAYS}, not {days!r}: "
+            "Agent(retention_days=90) deletes sessions idle for 90 days, 0 keeps them forever, and None "
+            "(the default) follows the server's AGENTSITE_RETENTION_DAYS")
 
 
 def _load_subagents(

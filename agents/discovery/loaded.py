@@ -85,6 +85,7 @@ class LoadedAgent:
             "model": self.model,
             "params": self.config.params,
             "maxSteps": self.config.max_steps,
+            "retentionDays": self.config.retention_days,
             "instructions": self.instructions,
             "tools": [
                 {

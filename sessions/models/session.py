@@ -14,10 +14,12 @@ from functools import cached_property
 from typing import Any
 
 from django.db import models
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from agents.discovery import load_deployment
 from sessions.models.channel import ChannelBinding
+from sessions.models.event import Event
 from sessions.sql.rows import update_where
 
 
@@ -68,6 +70,22 @@ class SessionQuerySet(models.QuerySet):
         """(principal_id, authenticator, mode) of session `session_id` of agent `agent_slug`; None if there is none."""
         return self.filter(pk=session_id, agent__slug=agent_slug).values_list(
             "principal_id", "authenticator", "mode").first()
+
+    def idle_before(self, cutoff: datetime) -> "SessionQuerySet":
+        """Sessions whose last activity (`last_active`) is before `cutoff`, each with `in_flight`: a turn queued or running.
+
+        The last activity is the later of the last event's time and `updated_at`
+        (which a settling turn moves): events also record what happens outside
+        turns (approvals decided, direct tool calls, operators' actions).
+        """
+        last_event = models.Subquery(Event.objects.filter(session=models.OuterRef("pk")).order_by("-index")
+                                     .values("at")[:1], output_field=models.DateTimeField())
+        in_flight = Turn.objects.filter(session=models.OuterRef("pk"), status__in=Turn.IN_FLIGHT)
+        # A session's activity never precedes its creation, so the indexed created_at narrows the scan first.
+        return self.filter(created_at__lt=cutoff, updated_at__lt=cutoff).annotate(
+            last_active=Greatest("updated_at", Coalesce(last_event, "updated_at")),
+            in_flight=models.Exists(in_flight),
+        ).filter(last_active__lt=cutoff)
 
 
 class Session(ChannelBinding):
@@ -220,6 +238,8 @@ class Turn(models.Model):
         AWAITING_APPROVAL = "awaiting_approval"
 
     FINISHED = (Status.COMPLETED, Status.FAILED, Status.INTERRUPTED)
+    # A worker runs it or is about to (a parked turn waits for people, not for a worker).
+    IN_FLIGHT = (Status.QUEUED, Status.RUNNING)
 
     id = models.CharField(primary_key=True, max_length=40, default=new_turn_id, editable=False)
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
@@ -324,6 +344,10 @@ class Turn(models.Model):
     def interrupt_queued(session_id: str) -> int:
         """Flag every queued turn of a session: each ends with "turn interrupted" as soon as it starts."""
         return Turn.objects.filter(session_id=session_id, status=Turn.Status.QUEUED).update(interrupt_requested=True)
+
+    @staticmethod
+    def in_flight(session_id: str) -> bool:
+        return Turn.objects.filter(session_id=session_id, status__in=Turn.IN_FLIGHT).exists()
 
     def interrupted(self) -> bool:
         # A turn deleted with its session counts as interrupted: deleting stops the
