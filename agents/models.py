@@ -7,7 +7,9 @@ from django.db import models, transaction
 from django.utils import timezone
 
 SLUG_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
-RESERVED_SLUGS = frozenset({"v1", "playground", "admin", "api", "static", "healthz"})
+# The server's own top-level paths: an agent is served under /<slug>/, so it may not take one.
+# "accounts" holds the login, logout and password pages.
+RESERVED_SLUGS = frozenset({"v1", "playground", "admin", "api", "static", "healthz", "accounts"})
 
 
 def validate_slug(value: str) -> None:

@@ -212,6 +212,10 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
+# People log in under /accounts/ (channels_app/accounts.py), then land on the playground.
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/playground/"
+
 STATIC_URL = "static/"
 STATIC_ROOT = STATE_ROOT / "static"
 STATIC_ROOT.mkdir(exist_ok=True)

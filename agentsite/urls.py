@@ -5,9 +5,14 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from channels_app.views.agents import HealthView
 
+admin.site.site_header = "agentsite administration"
+admin.site.site_title = "agentsite admin"
+admin.site.index_title = "Agents, sessions and the team"
+
 urlpatterns = [
     path("", RedirectView.as_view(url="/playground/", permanent=False)),
     path("admin/", admin.site.urls),
+    path("accounts/", include("channels_app.accounts")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("healthz", HealthView.as_view(), name="healthz"),

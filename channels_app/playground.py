@@ -1,7 +1,8 @@
 """The web playground: server-rendered pages; the conversation itself streams
 into the page over the session websocket (see static/playground/playground.js).
 
-Pages run the same auth chain and ownership checks as the HTTP API.
+Pages run the same auth chain and ownership checks as the HTTP API; a caller
+that no policy admits is sent to the login page and back.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import path
@@ -33,6 +35,11 @@ def _refuse(request: HttpRequest, status: int, title: str, detail: str) -> HttpR
     return render(request, "playground/error.html", {"title": title, "detail": detail, "status": status}, status=status)
 
 
+def _sign_in(request: HttpRequest) -> HttpResponse:
+    """No policy admitted the caller: a person logs in (channels_app/accounts.py) and comes back."""
+    return redirect_to_login(request.get_full_path())
+
+
 def _principal(request: HttpRequest) -> Principal | None:
     return authenticate(RequestInfo.from_django(request))
 
@@ -43,7 +50,7 @@ def _agent(slug: str) -> Agent | None:
 
 def agents_page(request: HttpRequest) -> HttpResponse:
     if _principal(request) is None:
-        return _refuse(request, 401, "Not signed in", "No auth policy admitted this request.")
+        return _sign_in(request)
     agents = Agent.objects.select_related("active_deployment").exclude(active_deployment=None)
     return render(request, "playground/agents.html", {"agents": agents})
 
@@ -51,7 +58,7 @@ def agents_page(request: HttpRequest) -> HttpResponse:
 def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
     principal = _principal(request)
     if principal is None:
-        return _refuse(request, 401, "Not signed in", "No auth policy admitted this request.")
+        return _sign_in(request)
     agent = _agent(slug)
     if agent is None or agent.active_deployment is None:
         return _refuse(request, 404, "No such agent", f"There is no agent {slug!r} on this server.")
@@ -126,7 +133,7 @@ def example_input(schema: dict[str, Any]) -> dict[str, Any]:
 def _owned_session(request: HttpRequest, slug: str, session_id: str) -> tuple[Session | None, HttpResponse | None]:
     principal = _principal(request)
     if principal is None:
-        return None, _refuse(request, 401, "Not signed in", "No auth policy admitted this request.")
+        return None, _sign_in(request)
     try:
         return get_owned_session(slug, session_id, principal), None
     except APIError as exc:

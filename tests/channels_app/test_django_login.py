@@ -14,10 +14,10 @@ def remote_browser(settings, support_agent):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_remote_browser_without_a_login_is_refused_with_a_way_to_log_in(remote_browser):
+def test_a_remote_browser_without_a_login_is_sent_to_log_in(remote_browser):
     response = remote_browser.get("/playground/support")
-    assert response.status_code == 401
-    assert b"/admin/login/?next=" in response.content
+    assert response.status_code == 302
+    assert response["Location"] == "/accounts/login/?next=/playground/support"
     assert remote_browser.get("/v1/agents").status_code == 401
 
 

@@ -1,7 +1,7 @@
 """The playground's server-rendered pages, through Django's test client.
 
 Each page runs the route's auth chain and ownership: the owner gets the page,
-a caller no policy admits gets 401, another principal's session is 403, and
+a caller no policy admits is sent to the login page, another principal's session is 403, and
 an unknown agent or session is 404. The conversation itself streams in over
 the websocket (test_websocket.py; the page in Chromium: tests/browser/).
 """
@@ -64,12 +64,16 @@ def test_the_agents_page_lists_deployed_agents(alice, support_agent):
 
 
 @transactional
-def test_the_agents_page_refuses_a_caller_no_policy_admits(nobody, support_agent):
+def test_the_agents_page_sends_a_caller_no_policy_admits_to_log_in(nobody, support_agent):
     response = nobody.get("/playground/")
 
-    assert response.status_code == 401
-    assert "Not signed in" in html(response)
-    assert "support" not in html(response).split("<main>")[1], "nothing about the agents leaks"
+    assert response.status_code == 302
+    assert response["Location"] == "/accounts/login/?next=/playground/"
+    assert b"support" not in response.content, "nothing about the agents leaks"
+
+
+def signs_in(response) -> bool:
+    return response.status_code == 302 and response["Location"].startswith("/accounts/login/?next=")
 
 
 @transactional
@@ -131,7 +135,7 @@ def test_the_agent_page_shows_another_principal_none_of_alices_sessions(bob, ali
 
 @transactional
 def test_the_agent_page_refuses_a_caller_no_policy_admits(nobody, support_agent):
-    assert nobody.get("/playground/support").status_code == 401
+    assert signs_in(nobody.get("/playground/support"))
 
 
 @transactional
@@ -240,8 +244,8 @@ def test_the_session_page_refuses_another_principal_with_403(bob, alices_session
 
 @transactional
 def test_the_session_page_refuses_a_caller_no_policy_admits(nobody, alices_session):
-    assert nobody.get(f"/playground/support/session/{alices_session}").status_code == 401
-    assert nobody.get(f"/playground/support?sessionId={alices_session}").status_code == 401
+    assert signs_in(nobody.get(f"/playground/support/session/{alices_session}"))
+    assert signs_in(nobody.get(f"/playground/support?sessionId={alices_session}"))
 
 
 @transactional
@@ -264,13 +268,13 @@ def test_a_session_under_another_agents_slug_is_404(alice, alices_session, tmp_p
 
 @transactional
 def test_pages_run_the_loopback_default_chain(local, support_agent, sync_turns):
-    """Under local_dev_strict(): the loopback caller owns its sessions; a rebound Host gets 401."""
+    """Under local_dev_strict(): the loopback caller owns its sessions; a rebound Host logs in."""
     session_id = start(local)
     assert local.get(f"/playground/support/session/{session_id}").status_code == 200
 
     rebound = Client(HTTP_HOST="rebind.example:8000", REMOTE_ADDR="127.0.0.1")
-    assert rebound.get("/playground/").status_code == 401
-    assert rebound.get(f"/playground/support/session/{session_id}").status_code == 401
+    assert signs_in(rebound.get("/playground/"))
+    assert signs_in(rebound.get(f"/playground/support/session/{session_id}"))
 
 
 # -- /playground/<slug>/session/<id>/trace ---------------------------------------------------
@@ -325,7 +329,7 @@ def test_the_trace_of_a_session_with_no_turn_yet(alice, support_agent):
 @transactional
 def test_the_trace_refuses_others(bob, nobody, alices_session):
     assert bob.get(f"/playground/support/session/{alices_session}/trace").status_code == 403
-    assert nobody.get(f"/playground/support/session/{alices_session}/trace").status_code == 401
+    assert signs_in(nobody.get(f"/playground/support/session/{alices_session}/trace"))
 
 
 @transactional
