@@ -16,9 +16,10 @@ import time
 from django.conf import settings
 from django.core.cache import caches
 from django.core.cache.backends.db import DatabaseCache
-from django.db import connections, router, transaction
+from django.db import router, transaction
 
 from channels_app.errors import APIError
+from sessions.pglocks import lock_for_transaction
 
 SESSIONS = "sessions"
 MESSAGES = "messages"
@@ -57,10 +58,7 @@ def increment(key: str, window_seconds: int) -> int:
         return _add_one(cache, key, window_seconds)
     alias = router.db_for_write(cache.cache_model_class)
     with transaction.atomic(using=alias):
-        connection = connections[alias]
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [key])
+        lock_for_transaction(key, using=alias)
         return _add_one(cache, key, window_seconds)
 
 

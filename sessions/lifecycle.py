@@ -20,12 +20,13 @@ from datetime import datetime
 from typing import Any, Iterable, Sequence
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from agents.hooks import Hook
 from sessions.events import append_events
 from sessions.models import EventType, Session, ToolCall, Turn
+from sessions.pglocks import lock_for_transaction
 from sessions.sql.rows import insert_row
 from sessions.taskqueue import enqueue
 from sessions.usage import Usage, add_usage
@@ -62,10 +63,8 @@ def principal_turn_lock(session: Session) -> None:
     (`transaction_mode: IMMEDIATE`); on PostgreSQL a transaction-scoped
     advisory lock does it. Taken first in its transaction (see the lock order above).
     """
-    if running_turn_cap() and connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
-                           [f"turns\0{session.authenticator}\0{session.principal_id}"])
+    if running_turn_cap():
+        lock_for_transaction(f"turns\0{session.authenticator}\0{session.principal_id}")
 
 
 def _under_cap(session: Session) -> bool:
