@@ -3,13 +3,14 @@ import os
 
 import django
 
+from agentsite.limits import LimitSettingInvalid
 from agentsite.production import ProductionSettingsMissing
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 try:
     # Django must be set up before anything imports models (consumers do).
     django.setup(set_prefix=False)
-except ProductionSettingsMissing as exc:
+except (ProductionSettingsMissing, LimitSettingInvalid) as exc:
     # The server's own traceback would bury what to set; exit with the message alone.
     raise SystemExit(str(exc)) from None
 

@@ -12,6 +12,9 @@ from urllib.parse import urlsplit
 
 import dj_database_url
 
+from agentsite.limits import (
+    DEFAULT_MAX_RUNNING_TURNS, DEFAULT_RATE_MESSAGES, DEFAULT_RATE_SESSIONS, parse_cap, parse_rate,
+)
 from agentsite.production import FALLBACK_SECRET_KEY, environment, production_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -180,8 +183,15 @@ else:
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
                           "KEY_PREFIX": "agentsite"}}
+    CACHES["limits"] = CACHES["default"]
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    # The rate counters (channels_app/ratelimits.py) must hold across web processes, so
+    # without Redis they live in the database every process of the server opens (its
+    # table made by `serve` and by the test database's setup: `createcachetable`).
+    # Culling drops counters still in use: keep far more than the open windows.
+    CACHES["limits"] = {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "agentsite_limits",
+                        "OPTIONS": {"MAX_ENTRIES": 100_000}}
 
 Q_CLUSTER = {
     "name": "agentsite",
@@ -307,6 +317,15 @@ AGENTSITE_CHANNEL_RESCAN_SECONDS = float(os.environ.get("AGENTSITE_CHANNEL_RESCA
 # Sessions idle for longer than this many days are deleted by the ticker (sessions/retention.py);
 # None (unset) keeps them. An agent overrides it with Agent(retention_days=N).
 AGENTSITE_RETENTION_DAYS = _env_retention_days("AGENTSITE_RETENTION_DAYS")
+# Per-principal limits (agentsite/limits.py): sessions started and messages sent, as
+# `N/sec|min|hour` or `off` (over it: 429 with Retry-After), and turns running at once
+# (more wait queued, in order; `0` or `off`: no cap).
+AGENTSITE_RATE_SESSIONS = parse_rate("AGENTSITE_RATE_SESSIONS", os.environ.get("AGENTSITE_RATE_SESSIONS"),
+                                     DEFAULT_RATE_SESSIONS)
+AGENTSITE_RATE_MESSAGES = parse_rate("AGENTSITE_RATE_MESSAGES", os.environ.get("AGENTSITE_RATE_MESSAGES"),
+                                     DEFAULT_RATE_MESSAGES)
+AGENTSITE_MAX_RUNNING_TURNS = parse_cap("AGENTSITE_MAX_RUNNING_TURNS", os.environ.get("AGENTSITE_MAX_RUNNING_TURNS"),
+                                        DEFAULT_MAX_RUNNING_TURNS)
 AGENTSITE_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTSITE_MAX_MESSAGE_CHARS", "100000"))
 # Readers poll the event table in case a wake-up was lost. Redis carries every
 # process's wake-ups to every reader, so there the poll is only a slow backstop;

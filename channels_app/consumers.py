@@ -27,6 +27,7 @@ from channels_app.middleware import bad_path_id
 from channels_app.origin import foreign_websocket_origin
 from channels_app.ownership import get_owned_session
 from channels_app.parsers import JSONRefused, load_json, parse_start_index
+from channels_app.ratelimits import MESSAGES, check_rate
 from sessions.admission import AdmissionError, stop_session, submit_message
 from sessions.follow import follow_events
 
@@ -94,6 +95,7 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
         try:
             if kind == "message":
                 body: SocketMessage = validate_body(SocketMessage, frame)
+                await database_sync_to_async(check_rate)(self.principal, MESSAGES)
                 admitted = await database_sync_to_async(submit_message)(self.session, body.message,
                                                                          admission=body.admission)
                 await self.send(text_data=json.dumps({"type": "ack", "turnId": admitted.turn.id}))

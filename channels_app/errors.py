@@ -16,12 +16,14 @@ log = logging.getLogger(__name__)
 
 
 class APIError(exceptions.APIException):
-    def __init__(self, status_code: int, code: str, message: str, details: Any = None):
+    def __init__(self, status_code: int, code: str, message: str, details: Any = None,
+                 headers: dict[str, str] | None = None):
         super().__init__(message, code)
         self.status_code = status_code
         self.error_code = code
         self.message = message
         self.details = details
+        self.headers = headers or {}
 
 
 def _flatten(detail: Any) -> str:
@@ -34,7 +36,8 @@ def _flatten(detail: Any) -> str:
 
 def exception_handler(exc: Exception, context: dict) -> Response:
     if isinstance(exc, APIError):
-        return Response(error_body(exc.error_code, exc.message, exc.details), status=exc.status_code)
+        return Response(error_body(exc.error_code, exc.message, exc.details), status=exc.status_code,
+                        headers=exc.headers)
     if isinstance(exc, AdmissionError):
         return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
     if isinstance(exc, Http404):

@@ -9,7 +9,8 @@ body. The statuses every route shares:
 - 403: another principal's session, or a state-changing request from a
   page on another site (`foreign_origin`);
 - 404: an unknown agent, session, reminder, approval, tool, schedule or artifact;
-- 413 and 415: a body over the size limit, or not JSON.
+- 413 and 415: a body over the size limit, or not JSON;
+- 429: over a per-principal rate limit (starting sessions, sending messages).
 
 The document is built per request, so `security` says what this server's
 auth chain really asks for (see `security_requirement`).
@@ -45,9 +46,15 @@ WHY = {
     413: "The body is over the upload limit",
     415: "The body is not application/json",
     422: "The tool raised an error",
+    429: "Over the caller's rate limit (AGENTSITE_RATE_SESSIONS or AGENTSITE_RATE_MESSAGES, code `rate_limited`): "
+         "retry after the seconds the Retry-After header gives",
 }
 SESSION = (400, 401, 403, 404)  # a route naming a session (or another owned resource)
 BODY = (413, 415)  # a route that reads a JSON body
+
+
+RETRY_AFTER = OpenApiParameter("Retry-After", int, OpenApiParameter.HEADER, response=[429],
+                               description="Seconds until the caller's budget starts again")
 
 
 def refusals(*statuses: int) -> dict[int, OpenApiResponse]:

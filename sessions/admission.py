@@ -122,6 +122,7 @@ def submit_message(
     if admission not in Turn.Admission.values:
         raise AdmissionError("invalid_admission", "admission must be 'preempt' or 'coalesce'", 400)
     with transaction.atomic():
+        lifecycle.principal_turn_lock(session)  # before the session row: the lifecycle's lock order
         # Re-read under the write lock: a concurrent follow-up may have rotated the token.
         session = Session.objects.select_for_update().get(pk=session.pk)
         if session.mode == Session.Mode.TASK:

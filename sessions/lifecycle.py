@@ -6,8 +6,9 @@ won) composed here inside one transaction, and a turn is enqueued only from
 `transaction.on_commit`, so a worker never looks for a row that has not
 committed. The states and who triggers each move are drawn in ARCHITECTURE.md.
 
-Lock order: every transaction here that writes several rows takes tool
-calls first, then the session row (an event append or a Session update),
+Lock order: every transaction here that writes several rows takes the
+principal's turn lock first (only under a running-turn cap, `principal_turn_lock`),
+then tool calls, then the session row (an event append or a Session update),
 then the turn. A follow-up holds the session row while it interrupts the
 turn; taking them the other way round deadlocks on PostgreSQL. So a move
 whose winner a turn update decides makes its session writes first and rolls
@@ -18,12 +19,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Iterable, Sequence
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from agents.hooks import Hook
 from sessions.events import append_events
 from sessions.models import EventType, Session, ToolCall, Turn
+from sessions.pglocks import lock_for_transaction
 from sessions.sql.rows import insert_row
 from sessions.taskqueue import enqueue
 from sessions.usage import Usage, add_usage
@@ -41,6 +44,49 @@ def _enqueue_on_commit(turn_id: str) -> None:
     transaction.on_commit(lambda: enqueue_turn(turn_id))
 
 
+# --- the running-turn cap ----------------------------------------------------------------
+#
+# Under AGENTSITE_MAX_RUNNING_TURNS = N, at most N sessions of one principal hold an
+# active turn (queued for a worker, running, or parked for approval: each holds its
+# session's lock). A turn beyond that stays queued without the lock, and the end of one
+# of the principal's turns activates the principal's oldest waiting turn, whatever its session.
+
+
+def running_turn_cap() -> int:
+    return settings.AGENTSITE_MAX_RUNNING_TURNS
+
+
+def principal_turn_lock(session: Session) -> None:
+    """Serialize, per principal, the transactions that count its active turns and take one more.
+
+    On SQLite every write transaction already holds the database's lock
+    (`transaction_mode: IMMEDIATE`); on PostgreSQL a transaction-scoped
+    advisory lock does it. Taken first in its transaction (see the lock order above).
+    """
+    if running_turn_cap():
+        lock_for_transaction(f"turns\0{session.authenticator}\0{session.principal_id}")
+
+
+def _under_cap(session: Session) -> bool:
+    cap = running_turn_cap()
+    return not cap or Session.objects.holding_turns(session.principal_id, session.authenticator) < cap
+
+
+def dispatch_waiting(session: Session) -> list[str]:
+    """Activate the oldest turns waiting for the cap among `session`'s principal's sessions, while below it."""
+    started: list[str] = []
+    while _under_cap(session):
+        waiting = Turn.objects.next_waiting(session.principal_id, session.authenticator)
+        if waiting is None:
+            break
+        turn_id, session_id = waiting
+        if not Session.take_lock(session_id, turn_id, Session.Status.RUNNING):
+            break
+        _enqueue_on_commit(turn_id)
+        started.append(turn_id)
+    return started
+
+
 # --- queue → activate ---------------------------------------------------------------
 
 
@@ -51,28 +97,43 @@ def open_session(session: Session, turn: Turn, events: Sequence[tuple[str, dict[
     One transaction: the FK from session to turn is checked at commit, so the
     two inserts may go in either order. The enqueue is registered after the
     events' hooks, so hooks see the opening events before any of the turn's.
+    A principal at the running-turn cap gets the session with its turn
+    waiting, queued without the lock (the session stays `idle`).
     """
     with transaction.atomic(savepoint=False):
-        session.status = Session.Status.RUNNING
-        session.active_turn_id = turn.id
+        principal_turn_lock(session)
+        free = _under_cap(session)
+        if free:
+            session.status = Session.Status.RUNNING
+            session.active_turn_id = turn.id
         insert_row(session)
         turn.session = session
         insert_row(turn)
         append_events(session.id, events, hooks=hooks)
-        _enqueue_on_commit(turn.id)
+        if free:
+            _enqueue_on_commit(turn.id)
 
 
 def queue_turn(session: Session, **fields: Any) -> Turn:
     """A new queued turn; it starts at once if the session is free (else when the active turn settles)."""
     with transaction.atomic(savepoint=False):
+        principal_turn_lock(session)
         turn = Turn.objects.create(session=session, **fields)
-        dispatch_next(session.id)
+        dispatch_next(session.id, session)
     return turn
 
 
-def dispatch_next(session_id: str) -> str | None:
-    """queued → active: start the oldest queued turn if no turn of the session is active; returns its id."""
+def dispatch_next(session_id: str, session: Session | None = None) -> str | None:
+    """queued → active: start the oldest queued turn if no turn of the session is active; returns its id.
+
+    Under a running-turn cap, only while the session's principal is below it
+    (the caller holds `principal_turn_lock`).
+    """
     with transaction.atomic(savepoint=False):
+        if running_turn_cap():
+            session = session or Session.objects.get(pk=session_id)
+            if not _under_cap(session):
+                return None
         queued = Turn.objects.filter(session_id=session_id, status=Turn.Status.QUEUED).order_by(
             "created_at", "id").values_list("id", flat=True).first()
         if queued is None or not Session.take_lock(session_id, queued, Session.Status.RUNNING):
@@ -188,9 +249,11 @@ def settle(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, A
     2. the session: lock released, status, conversation, usage totals;
     3. the turn's outcome, a conditional update: if the turn was no longer
        ours (recovery ended it), all of it is rolled back and this returns False;
-    4. the session's next queued turn dispatched (chat sessions).
+    4. the session's next queued turn dispatched (chat sessions); under a
+       running-turn cap, the principal's oldest waiting turns instead.
     """
     with transaction.atomic():
+        principal_turn_lock(session)
         append_events(session.id, events, turn.id, hooks=hooks)
         update: dict[str, Any] = {"updated_at": timezone.now()}
         if session_status:
@@ -207,7 +270,9 @@ def settle(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, A
         if not turn.end(status, error=error, usage=usage):
             transaction.set_rollback(True)  # not ours any more: whoever ended it settled it
             return False
-        if session.mode != Session.Mode.TASK:
+        if running_turn_cap():
+            dispatch_waiting(session)
+        elif session.mode != Session.Mode.TASK:
             dispatch_next(session.id)
     return True
 

@@ -22,6 +22,11 @@ else:
     os.environ.setdefault("AGENTSITE_STATE_ROOT", _root)
     os.environ.setdefault("AGENTSITE_TEST_DB", os.path.join(_root, "test-db.sqlite3"))
 
+# The per-principal limits are off for the suite, whose tests start sessions far faster
+# than a person does; the tests of the limits set their own (tests/channels_app/test_rate_limits.py).
+for key in ("AGENTSITE_RATE_SESSIONS", "AGENTSITE_RATE_MESSAGES", "AGENTSITE_MAX_RUNNING_TURNS"):
+    os.environ.setdefault(key, "off")
+
 # Never reach a real model provider from the suite.
 for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
     os.environ.pop(key, None)

@@ -16,11 +16,14 @@ from channels_app.bodies import (
 )
 from channels_app.ownership import get_agent, get_owned_session, get_session_by_token
 from channels_app.pagination import SessionCursorPagination, paginate
+from channels_app.ratelimits import MESSAGES, SESSIONS, check_rate
 from channels_app.parsers import parse_start_index
 from channels_app.responses import (
     FollowUpAccepted, SessionCreated, SessionDetail, SessionLinks, SessionPage, StopAccepted,
 )
-from channels_app.schema import BODY, EVENTS_PARAMETERS, NDJSON_EVENTS, SESSION, list_parameters, refusals
+from channels_app.schema import (
+    BODY, EVENTS_PARAMETERS, NDJSON_EVENTS, RETRY_AFTER, SESSION, list_parameters, refusals,
+)
 from sessions.admission import start_session, stop_session, submit_message
 from sessions.deletion import delete_session
 from sessions.events import read_lines
@@ -36,10 +39,11 @@ class SessionCreateView(APIView):
     @extend_schema(
         summary="Create a session and start its first turn (or follow up with continuationToken)",
         request=CreateSession,
+        parameters=[RETRY_AFTER],
         responses={
             201: OpenApiResponse(SessionCreated, description="A new session; its first turn is queued"),
             202: OpenApiResponse(FollowUpAccepted, description="With continuationToken: a follow-up was admitted"),
-            **refusals(400, 401, 403, 404, 409, *BODY),
+            **refusals(400, 401, 403, 404, 409, *BODY, 429),
         },
     )
     def post(self, request: Request, slug: str) -> Response:
@@ -61,8 +65,10 @@ class SessionCreateView(APIView):
         if body.runtime is not None:
             files += RuntimeOverlay.admit(body.runtime, runtime_kind(agent), agent.slug).workspace_files
             options["runtime"] = "local"
+        stored = sent_files(agent, files)
+        check_rate(request.user, SESSIONS)
         admitted = start_session(agent, request.user, body.message, title=body.title or "", mode=body.mode,
-                                 options=options, workspace_files=sent_files(agent, files))
+                                 options=options, workspace_files=stored)
         session = admitted.session
         return Response(SessionCreated(
             session_id=session.id, continuation_token=admitted.continuation_token, turn_id=admitted.turn.id,
@@ -88,6 +94,7 @@ def sent_files(agent, files: list[WorkspaceFile]) -> list[dict[str, Any]]:
 def follow_up(request: Request, session: Session, message: str, token: str | None, admission: str,
               files: list[WorkspaceFile] | None = None) -> Response:
     stored = sent_files(session.agent, list(files or []))
+    check_rate(request.user, MESSAGES)
     admitted = submit_message(session, message, admission=admission, continuation_token=token,
                               workspace_files=stored)
     return Response(FollowUpAccepted(
@@ -97,8 +104,8 @@ def follow_up(request: Request, session: Session, message: str, token: str | Non
 
 
 class SessionMessageView(APIView):
-    @extend_schema(summary="Send a follow-up message", request=FollowUp,
-                   responses={202: FollowUpAccepted, **refusals(*SESSION, 409, *BODY)})
+    @extend_schema(summary="Send a follow-up message", request=FollowUp, parameters=[RETRY_AFTER],
+                   responses={202: FollowUpAccepted, **refusals(*SESSION, 409, *BODY, 429)})
     def post(self, request: Request, slug: str, session_id: str) -> Response:
         body: FollowUp = validate_body(FollowUp, request.data)
         session = get_owned_session(slug, session_id, request.user)

@@ -66,6 +66,11 @@ class SessionQuerySet(models.QuerySet):
     def for_principal(self, principal) -> "SessionQuerySet":
         return self.filter(principal_id=principal.principal_id, authenticator=principal.authenticator)
 
+    def holding_turns(self, principal_id: str, authenticator: str) -> int:
+        """How many of a principal's sessions hold an active turn (the running-turn cap counts them)."""
+        return self.filter(principal_id=principal_id, authenticator=authenticator,
+                           active_turn__isnull=False).count()
+
     def owner_and_mode(self, session_id: str, agent_slug: str) -> tuple[str, str, str] | None:
         """(principal_id, authenticator, mode) of session `session_id` of agent `agent_slug`; None if there is none."""
         return self.filter(pk=session_id, agent__slug=agent_slug).values_list(
@@ -217,6 +222,14 @@ class Session(ChannelBinding):
         return bool(update_where(Session, {"id": session_id, "active_turn": turn_id}, {"active_turn": None, **update}))
 
 
+class TurnQuerySet(models.QuerySet):
+    def next_waiting(self, principal_id: str, authenticator: str) -> tuple[str, str] | None:
+        """(turn id, session id) of the principal's oldest queued turn whose session holds no active turn."""
+        return self.filter(status=Turn.Status.QUEUED, session__principal_id=principal_id,
+                           session__authenticator=authenticator, session__active_turn__isnull=True).order_by(
+            "created_at", "id").values_list("id", "session_id").first()
+
+
 class Turn(models.Model):
     class Trigger(models.TextChoices):
         USER = "user"
@@ -262,6 +275,8 @@ class Turn(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TurnQuerySet.as_manager()
 
     class Meta:
         ordering = ["created_at"]

@@ -75,6 +75,8 @@ class Command(BaseCommand):
         _check_port_free(opts["host"], opts["port"])
 
         call_command("migrate", interactive=False, verbosity=0)
+        # The database cache tables (the rate counters' without Redis; a no-op when they exist).
+        call_command("createcachetable", verbosity=0)
         self.deploy(opts)
 
         env = dict(os.environ, AGENTSITE_STATE_ROOT=str(settings.STATE_ROOT), PYTHONUNBUFFERED="1",

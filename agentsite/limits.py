@@ -1,0 +1,64 @@
+"""The limits a team sets on each principal, read from the environment when the settings load.
+
+`AGENTSITE_RATE_SESSIONS` and `AGENTSITE_RATE_MESSAGES` are rates such as
+`30/min` (a count per `sec`, `min` or `hour`; `off` or empty: no limit);
+`AGENTSITE_MAX_RUNNING_TURNS` is a count (`0` or `off`: no cap). A value that
+does not parse raises `LimitSettingInvalid` while the settings load, so every
+process refuses to start with a message naming the setting, as production
+mode's missing settings do (`manage.py` and `agentsite.asgi` print it alone).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.core.exceptions import ImproperlyConfigured
+
+# A small team's defaults: far above what a person at the playground or a
+# script with a loop and a sleep sends, low enough to stop a runaway loop
+# before it spends much on a model.
+DEFAULT_RATE_SESSIONS = "60/min"
+DEFAULT_RATE_MESSAGES = "120/min"
+DEFAULT_MAX_RUNNING_TURNS = "4"
+
+UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
+OFF = ("", "off", "none", "0")
+
+
+class LimitSettingInvalid(ImproperlyConfigured):
+    """A limit's setting does not parse."""
+
+
+@dataclass(frozen=True)
+class Rate:
+    """At most `count` requests per `seconds`, counted in fixed windows of that length."""
+
+    count: int
+    seconds: int
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_rate(name: str, value: str | None, default: str) -> Rate | None:
+    """`N/sec|min|hour` as a Rate; None for off. Raises LimitSettingInvalid naming `name`."""
+    raw = (default if value is None else value).strip().lower()
+    if raw in OFF:
+        return None
+    count, _, unit = raw.partition("/")
+    if not count.strip().isdigit() or int(count) < 1 or unit.strip() not in UNITS:
+        raise LimitSettingInvalid(
+            f"{name}={value!r} is not a rate: write a count per sec, min or hour such as {default!r}, "
+            "or 'off' for no limit")
+    return Rate(int(count), UNITS[unit.strip()], f"{int(count)}/{unit.strip()}")
+
+
+def parse_cap(name: str, value: str | None, default: str) -> int:
+    """A count of at least 1, or 0 for off. Raises LimitSettingInvalid naming `name`."""
+    raw = (default if value is None else value).strip().lower()
+    if raw in OFF:
+        return 0
+    if not raw.isdigit():
+        raise LimitSettingInvalid(f"{name}={value!r} is not a count: write a number such as {default!r}, "
+                                  "or 'off' for no cap")
+    return int(raw)
