@@ -22,6 +22,7 @@ django_asgi_app = PooledThreadsASGIHandler(settings.AGENTSITE_WEB_THREADS)
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from channels_app.proxies import behind_trusted_proxies  # noqa: E402
 from channels_app.routing import websocket_urlpatterns  # noqa: E402
 
 if os.environ.get("AGENTSITE_MOUNT_CHANNELS") == "1":
@@ -32,10 +33,12 @@ if os.environ.get("AGENTSITE_MOUNT_CHANNELS") == "1":
     # Custom channels' on_start (long-lived transports) as the web process starts, off the import path.
     threading.Thread(target=mount_all, name="mount-channels", daemon=True).start()
 
-application = ProtocolTypeRouter(
+# A trusted proxy's forwarding headers become the scope's client, scheme and host, for HTTP
+# and websockets alike, before anything reads them (channels_app.proxies).
+application = behind_trusted_proxies(ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         # The session cookie of an admin login is a principal on websockets too.
         "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
     }
-)
+))

@@ -35,9 +35,11 @@ from sessions.models import hash_token
 WEB_SERVERS = {
     "daphne": lambda host, port: ["-m", "daphne", "-b", host, "-p", str(port), "agentsite.asgi:application"],
     # Lifespan off: the app has no lifespan handler (channels' on_start runs from agentsite.asgi).
+    # Proxy headers off: uvicorn would take X-Forwarded-For from any 127.0.0.1 peer; the app
+    # reads them from AGENTSITE_TRUSTED_PROXIES only (channels_app.proxies), under either server.
     "uvicorn": lambda host, port: ["-m", "uvicorn", "--host", host, "--port", str(port), "--loop", "uvloop",
                                    "--http", "httptools", "--ws", "websockets", "--no-access-log",
-                                   "--lifespan", "off", "agentsite.asgi:application"],
+                                   "--no-proxy-headers", "--lifespan", "off", "agentsite.asgi:application"],
 }
 
 
