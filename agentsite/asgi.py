@@ -14,6 +14,7 @@ except ProductionSettingsMissing as exc:
     raise SystemExit(str(exc)) from None
 
 from django.conf import settings  # noqa: E402
+from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 
 from agentsite.threads import PooledThreadsASGIHandler  # noqa: E402
 
@@ -35,10 +36,13 @@ if os.environ.get("AGENTSITE_MOUNT_CHANNELS") == "1":
 
 # A trusted proxy's forwarding headers become the scope's client, scheme and host, for HTTP
 # and websockets alike, before anything reads them (channels_app.proxies).
-application = behind_trusted_proxies(ProtocolTypeRouter(
-    {
-        "http": django_asgi_app,
-        # The session cookie of an admin login is a principal on websockets too.
-        "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
-    }
-))
+try:
+    application = behind_trusted_proxies(ProtocolTypeRouter(
+        {
+            "http": django_asgi_app,
+            # The session cookie of an admin login is a principal on websockets too.
+            "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
+        }
+    ))
+except ImproperlyConfigured as exc:  # a bad AGENTSITE_TRUSTED_PROXIES entry, named
+    raise SystemExit(str(exc)) from None

@@ -25,11 +25,13 @@ import sys
 from pathlib import Path
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from agentsite.supervise import exec_supervisor
 from agents.discovery import AgentFolderError, deploy_agent_folder, find_agent_folders
+from channels_app.proxies import trusted_networks
 from sessions.models import hash_token
 
 WEB_SERVERS = {
@@ -73,6 +75,10 @@ class Command(BaseCommand):
                 os.execve(sys.executable, [sys.executable, *sys.argv], env)
         if opts["bearer_token"] and opts["allow_anonymous"]:
             raise CommandError("choose --bearer-token or --allow-anonymous, not both")
+        try:
+            trusted_networks()  # the web process would die on a bad entry: say so here, once
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from None
 
         _check_port_free(opts["host"], opts["port"])
 

@@ -105,3 +105,14 @@ def test_under_uvicorn_a_forwarded_proto_from_an_untrusted_loopback_peer_is_igno
 
         assert as_https.status_code == 403 and as_https.json()["error"]["code"] == "foreign_origin", as_https.text
         assert as_http.status_code == 401, as_http.text
+
+
+def test_serve_refuses_a_trusted_proxy_entry_that_is_not_an_address(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "manage.py"), "serve", "--no-examples", "--port", str(free_port())],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env=child_env(AGENTSITE_STATE_ROOT=str(tmp_path / "state"),
+                                        AGENTSITE_TRUSTED_PROXIES="127.0.0.1,nginx.local"))
+
+    assert done.returncode != 0
+    assert "AGENTSITE_TRUSTED_PROXIES lists 'nginx.local'" in done.stderr
+    assert "Traceback" not in done.stderr
