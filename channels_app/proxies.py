@@ -135,8 +135,11 @@ def rewrite_scope(scope: Mapping[str, Any], networks: Sequence[Network] | None =
     """The scope as the client sent it to the proxy, when the peer is a trusted proxy; else as is."""
     if scope.get("type") not in ("http", "websocket"):
         return scope
-    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+    networks = trusted_networks() if networks is None else networks
     peer = (scope.get("client") or ("", 0))[0] or ""
+    if not networks or not is_trusted_proxy(peer, networks):  # the common case: nothing to decode
+        return scope
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
     hop = forwarded_hop(peer, headers, networks)
     if hop is None:
         return scope
