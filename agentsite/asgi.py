@@ -15,6 +15,7 @@ except (ProductionSettingsMissing, LimitSettingInvalid) as exc:
     raise SystemExit(str(exc)) from None
 
 from django.conf import settings  # noqa: E402
+from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 
 from agentsite.threads import PooledThreadsASGIHandler  # noqa: E402
 
@@ -23,6 +24,7 @@ django_asgi_app = PooledThreadsASGIHandler(settings.AGENTSITE_WEB_THREADS)
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from channels_app.proxies import behind_trusted_proxies  # noqa: E402
 from channels_app.routing import websocket_urlpatterns  # noqa: E402
 
 if os.environ.get("AGENTSITE_MOUNT_CHANNELS") == "1":
@@ -33,10 +35,15 @@ if os.environ.get("AGENTSITE_MOUNT_CHANNELS") == "1":
     # Custom channels' on_start (long-lived transports) as the web process starts, off the import path.
     threading.Thread(target=mount_all, name="mount-channels", daemon=True).start()
 
-application = ProtocolTypeRouter(
-    {
-        "http": django_asgi_app,
-        # The session cookie of an admin login is a principal on websockets too.
-        "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
-    }
-)
+# A trusted proxy's forwarding headers become the scope's client, scheme and host, for HTTP
+# and websockets alike, before anything reads them (channels_app.proxies).
+try:
+    application = behind_trusted_proxies(ProtocolTypeRouter(
+        {
+            "http": django_asgi_app,
+            # The session cookie of an admin login is a principal on websockets too.
+            "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
+        }
+    ))
+except ImproperlyConfigured as exc:  # a bad AGENTSITE_TRUSTED_PROXIES entry, named
+    raise SystemExit(str(exc)) from None

@@ -56,9 +56,11 @@ def production_settings(environ: Mapping[str, str]) -> dict[str, Any]:
     1. Check the required settings: a secret key that is not the fallback, a
        public URL with a scheme and a host, no `*` among the allowed hosts.
     2. Turn debug off and allow only the public URL's host and the listed ones.
-    3. With trusted proxies in front, take their X-Forwarded-Proto as the scheme.
-    4. When the public URL is https: secure cookies, HSTS and the redirect to
+    3. When the public URL is https: secure cookies, HSTS and the redirect to
        https (over plain http they would lock people out of their logins).
+       A proxy that ends TLS says the request came over https in X-Forwarded-Proto,
+       which counts from AGENTSITE_TRUSTED_PROXIES only (channels_app.proxies), never
+       Django's SECURE_PROXY_SSL_HEADER, which believes it from any peer.
     """
     problems: list[str] = []
     secret_key = environ.get("AGENTSITE_SECRET_KEY", "")
@@ -85,11 +87,6 @@ def production_settings(environ: Mapping[str, str]) -> dict[str, Any]:
         "DEBUG": False,
         "ALLOWED_HOSTS": list(dict.fromkeys([_host_pattern(public.hostname), *extra_hosts])),
     }
-    if environ.get("AGENTSITE_TRUSTED_PROXIES", "").strip():
-        # A proxy that ends TLS talks plain http to this server: without its word that the
-        # request came in over https, the redirect to https would send it round forever.
-        # Django reads this header from any peer; only a trusted proxy in front should send it.
-        overrides["SECURE_PROXY_SSL_HEADER"] = ("HTTP_X_FORWARDED_PROTO", "https")
     if public.scheme == "https":
         include_subdomains = _flag(environ, "AGENTSITE_HSTS_INCLUDE_SUBDOMAINS")
         preload = _flag(environ, "AGENTSITE_HSTS_PRELOAD")

@@ -51,8 +51,8 @@ STATE_ROOT.mkdir(parents=True, exist_ok=True)
 SECRET_KEY = os.environ.get("AGENTSITE_SECRET_KEY") or FALLBACK_SECRET_KEY
 DEBUG = _env_bool("AGENTSITE_DEBUG")
 ALLOWED_HOSTS = [h for h in os.environ.get("AGENTSITE_ALLOWED_HOSTS", "*").split(",") if h]
-# Proxies in front of this server (addresses), comma-separated. In production their
-# X-Forwarded-Proto tells Django a request came in over https (agentsite/production.py).
+# Proxies in front of this server (addresses and CIDR networks), comma-separated: only their
+# forwarding headers name the client, scheme and host (channels_app.proxies).
 AGENTSITE_TRUSTED_PROXIES = [p.strip() for p in os.environ.get("AGENTSITE_TRUSTED_PROXIES", "").split(",") if p.strip()]
 # "production": refuse to start without a real secret key and the public URL, debug off, only the
 # public URL's host allowed, secure cookies and HSTS over https (agentsite/production.py).

@@ -55,8 +55,10 @@ class Server:
 
 @contextlib.contextmanager
 def run_server(state_root: Path, *args: str, env: dict[str, str] | None = None, ready_timeout: float = 90,
-               port: int | None = None, cwd: Path = ROOT) -> Iterator[Server]:
-    """Start `manage.py serve` on `port` (default: a free one) in `cwd` and wait until /healthz answers."""
+               port: int | None = None, cwd: Path = ROOT,
+               ready_headers: dict[str, str] | None = None) -> Iterator[Server]:
+    """Start `manage.py serve` on `port` (default: a free one) in `cwd` and wait until /healthz answers
+    (asked with `ready_headers`: a production server behind a proxy answers only what the proxy sends)."""
     port = port or free_port()
     state_root.mkdir(parents=True, exist_ok=True)
     log = state_root / f"serve-{port}.log"
@@ -72,7 +74,7 @@ def run_server(state_root: Path, *args: str, env: dict[str, str] | None = None, 
             if process.poll() is not None:
                 raise RuntimeError(f"serve exited with {process.returncode}:\n{server.output()}")
             try:
-                if httpx.get(f"{server.base_url}/healthz", timeout=1).status_code == 200:
+                if httpx.get(f"{server.base_url}/healthz", headers=ready_headers, timeout=1).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass

@@ -25,19 +25,23 @@ import sys
 from pathlib import Path
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from agentsite.supervise import exec_supervisor
 from agents.discovery import AgentFolderError, deploy_agent_folder, find_agent_folders
+from channels_app.proxies import trusted_networks
 from sessions.models import hash_token
 
 WEB_SERVERS = {
     "daphne": lambda host, port: ["-m", "daphne", "-b", host, "-p", str(port), "agentsite.asgi:application"],
     # Lifespan off: the app has no lifespan handler (channels' on_start runs from agentsite.asgi).
+    # Proxy headers off: uvicorn would take X-Forwarded-For from any 127.0.0.1 peer; the app
+    # reads them from AGENTSITE_TRUSTED_PROXIES only (channels_app.proxies), under either server.
     "uvicorn": lambda host, port: ["-m", "uvicorn", "--host", host, "--port", str(port), "--loop", "uvloop",
                                    "--http", "httptools", "--ws", "websockets", "--no-access-log",
-                                   "--lifespan", "off", "agentsite.asgi:application"],
+                                   "--no-proxy-headers", "--lifespan", "off", "agentsite.asgi:application"],
 }
 
 
@@ -71,6 +75,10 @@ class Command(BaseCommand):
                 os.execve(sys.executable, [sys.executable, *sys.argv], env)
         if opts["bearer_token"] and opts["allow_anonymous"]:
             raise CommandError("choose --bearer-token or --allow-anonymous, not both")
+        try:
+            trusted_networks()  # the web process would die on a bad entry: say so here, once
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from None
 
         _check_port_free(opts["host"], opts["port"])
 
