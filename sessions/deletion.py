@@ -9,15 +9,28 @@ own follow-ups through admission.
 """
 from __future__ import annotations
 
+import logging
+
 from django.db import transaction
 
 from sessions.admission import stop_session
 from sessions.models import Session
+from sessions.principal import Principal
 from sessions.reminders import cancel_session_reminders
 from sessions.workspaces import delete_workspace
 
+log = logging.getLogger(__name__)
 
-def delete_session(session: Session) -> None:
+
+def delete_session(session: Session, by: Principal | None = None) -> None:
+    """Delete the session; an operator (`by`) deleting someone else's is logged.
+
+    Not as `operator.acted`, which the session's log would lose with it, and not as
+    a row of its own: the server's log is the record that outlives the session.
+    """
+    if by is not None and by.oversees(session):  # warning: the level the server logs by default
+        log.warning("operator %s (%s) deleted session %s of agent %s, started by %s (%s)", by.principal_id,
+                    by.authenticator, session.id, session.agent_id, session.principal_id, session.authenticator)
     stop_session(session)
     cancel_session_reminders(session)
     with transaction.atomic():
