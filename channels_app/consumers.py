@@ -4,7 +4,8 @@ It sends the same envelopes as the NDJSON stream, one per text frame, by
 running the same follower (replay from startIndex, then live). The auth
 chain and ownership are the HTTP routes'. A refused socket is accepted and
 closed at once with a code the page can read: 4401 (no policy admitted
-it), 4403 (foreign Origin or another principal's session), 4404 (unknown
+it), 4403 (foreign Origin or another principal's session, unless the caller is
+an operator, who may follow and stop it but not post to it), 4404 (unknown
 session), 4400 (bad startIndex, or a session id holding NUL). A client may
 send `{"type": "message", "message": "...", "admission": "coalesce"}` to
 post a follow-up through the socket; a bad frame gets an error frame, and
@@ -58,7 +59,7 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
             return await self.close(code=4400)
         query = parse_qs(self.scope.get("query_string", b"").decode("utf-8", "replace"))
         try:
-            self.session = await _owned_session(kwargs["slug"], kwargs["session_id"], self.principal)
+            self.session = await _owned_session(kwargs["slug"], kwargs["session_id"], self.principal, operators=True)
             start = parse_start_index(query.get("startIndex", [None])[0])
         except APIError as exc:
             return await self.close(code=4000 + exc.status_code)
@@ -94,13 +95,15 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
         kind = frame.get("type")
         try:
             if kind == "message":
+                if not self.session.is_owned_by(self.principal):  # an operator following someone else's
+                    raise APIError(403, "forbidden", "only the session's own principal may send it messages")
                 body: SocketMessage = validate_body(SocketMessage, frame)
                 await database_sync_to_async(check_rate)(self.principal, MESSAGES)
                 admitted = await database_sync_to_async(submit_message)(self.session, body.message,
                                                                          admission=body.admission)
                 await self.send(text_data=json.dumps({"type": "ack", "turnId": admitted.turn.id}))
             elif kind == "stop":
-                stopping = await database_sync_to_async(stop_session)(self.session)
+                stopping = await database_sync_to_async(stop_session)(self.session, by=self.principal)
                 await self.send(text_data=json.dumps({"type": "ack", "stopping": stopping}))
             else:
                 await self.send_error("invalid_frame", "type must be 'message' or 'stop'")

@@ -2,7 +2,10 @@
 
 The HTTP views, the NDJSON/SSE stream, the websocket and the playground
 pages all find a session the same way: it must belong to the agent in the
-URL (404 otherwise) and to the caller (403 otherwise). Each function raises
+URL (404 otherwise) and to the caller (403 otherwise). Operators (staff and
+the `operators` group) may also reach other principals' sessions where a route
+says so (`operators=True`): to read, follow, decide approvals, stop and delete,
+never to speak in someone else's conversation. Each function raises
 an `APIError` carrying status, code and message; the JSON routes answer it
 as is, the websocket turns the status into a close code (4404, 4403) and the
 playground into a page. One query on success; the agent is only looked up
@@ -42,30 +45,31 @@ def get_agent(slug: str) -> Agent:
     return agent
 
 
-def require_owner(session: Session, principal) -> Session:
-    if not session.is_owned_by(principal):
+def require_owner(session: Session, principal, *, operators: bool = False) -> Session:
+    if not session.is_owned_by(principal) and not (operators and principal.operator):
         raise APIError(403, "forbidden", "this session belongs to another principal")
     return session
 
 
-def get_owned_session(slug: str, session_id: str, principal) -> Session:
-    """The session `session_id` of agent `slug`, if `principal` owns it (else 404 or 403)."""
+def get_owned_session(slug: str, session_id: str, principal, *, operators: bool = False) -> Session:
+    """The session `session_id` of agent `slug`, if `principal` owns it or, with `operators`,
+    is an operator (else 404 or 403)."""
     session = Session.objects.select_related("agent", "deployment").filter(pk=session_id, agent__slug=slug).first()
     if session is None:
         get_agent(slug)
         raise APIError(404, "session_not_found", f"no session {session_id!r} on agent {slug!r}")
-    return require_owner(session, principal)
+    return require_owner(session, principal, operators=operators)
 
 
 def check_reader(slug: str, session_id: str, principal) -> str:
     """As get_owned_session, for a reader that needs no more than the answer and
     the session's mode (which it returns): three columns, not the session with
-    its agent and deployment."""
+    its agent and deployment. Operators may read any session."""
     row = Session.objects.owner_and_mode(session_id, slug)
     if row is None:
         get_agent(slug)
         raise APIError(404, "session_not_found", f"no session {session_id!r} on agent {slug!r}")
-    if row[:2] != (principal.principal_id, principal.authenticator):
+    if row[:2] != (principal.principal_id, principal.authenticator) and not principal.operator:
         raise APIError(403, "forbidden", "this session belongs to another principal")
     return row[2]
 

@@ -119,3 +119,12 @@ def parse_start_index(raw: str | None, last_event_id: str | None = None, *, resu
     if start is None:
         raise APIError(400, "invalid_start_index", "startIndex must be a non-negative integer")
     return start
+
+
+def parse_flag(raw: str | None, name: str) -> bool:
+    """A yes/no query parameter: absent, `0` or `false` is no; `1` or `true` is yes; anything else a 400."""
+    if raw is None or raw in ("0", "false"):
+        return False
+    if raw in ("1", "true"):
+        return True
+    raise APIError(400, "invalid_query", f"{name} must be 1 or 0 (true or false)")

@@ -76,6 +76,11 @@ def list_parameters(items: str, default: int) -> list[OpenApiParameter]:
         OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": 100},
                          description=f"{items} per page (default {default})"),
     ]
+ALL_SESSIONS = OpenApiParameter(
+    "all", {"type": "string", "enum": ["1", "0", "true", "false"]},
+    description="1: every principal's sessions of the agent, for operators (staff and the operators group); "
+                "a 403 for anyone else",
+)
 NDJSON_EVENTS = {
     (200, "application/x-ndjson"): OpenApiResponse(
         {"type": "string"},

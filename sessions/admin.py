@@ -23,7 +23,7 @@ from sessions.lifecycle import interrupt
 from sessions.approvals import resolve_approval
 from sessions.instants import iso_z
 from sessions.models import (
-    Artifact, Event, HostFile, KVEntry, PersonalToken, Reminder, Schedule, Session, ToolCall, Turn,
+    Artifact, Event, EventType, HostFile, KVEntry, PersonalToken, Reminder, Schedule, Session, ToolCall, Turn,
 )
 from sessions.timers import cancel_reminder
 from sessions.workspaces import workspace_size
@@ -76,7 +76,8 @@ def _size(size: int) -> str:
 
 def _principal(request) -> Principal:
     user = request.user
-    return Principal(authenticator="django", principal_id=user.get_username(), principal_type="staff")
+    # The admin admits staff only, and staff are operators.
+    return Principal(authenticator="django", principal_id=user.get_username(), principal_type="staff", operator=True)
 
 
 @admin.register(Session)
@@ -124,12 +125,15 @@ class SessionAdmin(admin.ModelAdmin):
         return format_html(
             '<a href="{}?session={}">{} events</a> · <a href="{}?session={}">{} turns</a> · '
             '<a href="{}?session={}">{} tool calls</a> · <a href="{}?session={}">{} artifacts</a> · '
-            '<a href="{}?session={}">{} key-value entries</a>',
+            '<a href="{}?session={}">{} key-value entries</a> · '
+            '<a href="{}?session={}&type={}">{} operator actions</a>',
             reverse("admin:agent_sessions_event_changelist"), obj.pk, obj.events.count(),
             reverse("admin:agent_sessions_turn_changelist"), obj.pk, obj.turns.count(),
             reverse("admin:agent_sessions_toolcall_changelist"), obj.pk, obj.tool_calls.count(),
             reverse("admin:agent_sessions_artifact_changelist"), obj.pk, obj.artifacts.count(),
             reverse("admin:agent_sessions_kventry_changelist"), obj.pk, obj.kv_entries.count(),
+            reverse("admin:agent_sessions_event_changelist"), obj.pk, EventType.OPERATOR_ACTED,
+            obj.events.filter(type=EventType.OPERATOR_ACTED).count(),
         )
 
     @admin.display(description="turns")
@@ -171,14 +175,14 @@ class SessionAdmin(admin.ModelAdmin):
 
     @admin.action(description="Stop the running turn of the selected sessions", permissions=["change"])
     def stop_running_turns(self, request, queryset) -> None:
-        stopped = sum(stop_session(s) for s in queryset)
+        stopped = sum(stop_session(s, by=_principal(request)) for s in queryset)
         self.message_user(request, f"Asked {stopped} running turn(s) to stop.", messages.SUCCESS)
 
     @admin.action(description="Delete the selected sessions and their events", permissions=["delete"])
     def delete_sessions(self, request, queryset) -> None:
         count = 0
         for session in queryset:
-            delete_session(session)
+            delete_session(session, by=_principal(request))
             count += 1
         self.message_user(request, f"Deleted {count} session(s).", messages.SUCCESS)
 

@@ -15,8 +15,10 @@ from django.db import transaction
 
 from agents.models import Agent
 from sessions import lifecycle, wakeups
+from sessions.events import append_events, operator_acted
 from sessions.lifecycle import dispatch_next, interrupt, interrupt_in_flight  # noqa: F401 (callers import them here)
 from sessions.models import EventType, Session, Turn
+from sessions.principal import Principal
 from sessions.taskqueue import runs_inline
 
 log = logging.getLogger(__name__)
@@ -144,12 +146,23 @@ def submit_message(
     return Admitted(session=session, turn=turn, continuation_token=token)
 
 
-def stop_session(session: Session) -> bool:
+def stop_session(session: Session, by: Principal | None = None) -> bool:
     """Interrupt the running turn, if any, and the follow-ups queued behind it.
 
-    Each ends with `turn.failed` "turn interrupted".
+    Each ends with `turn.failed` "turn interrupted". An operator (`by`) stopping someone
+    else's session is recorded as `operator.acted`, only when something was stopped.
     """
     turn_id = Session.objects.filter(pk=session.pk).values_list("active_turn_id", flat=True).first()
     if not turn_id:
         return False
-    return lifecycle.interrupt_in_flight(session.pk, turn_id)
+    if by is None or not by.oversees(session):
+        return lifecycle.interrupt_in_flight(session.pk, turn_id)
+    hooks = session.hooks()  # loaded before the write lock is taken
+    with transaction.atomic():
+        # The record first: the session row before the turns, lifecycle's lock order. It is
+        # undone when the turn had already ended, so the log names only stops that happened.
+        append_events(session.id, [operator_acted(by, "stop")], hooks=hooks)
+        if not lifecycle.interrupt_in_flight(session.pk, turn_id):
+            transaction.set_rollback(True)
+            return False
+    return True

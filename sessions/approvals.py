@@ -6,7 +6,7 @@ from django.db.models import QuerySet
 
 from sessions import lifecycle
 from sessions.admission import AdmissionError
-from sessions.events import append_event
+from sessions.events import append_events, operator_acted
 from sessions.models import EventType, Session, ToolCall
 
 
@@ -18,6 +18,7 @@ def pending_approvals(session: Session) -> QuerySet[ToolCall]:
 def resolve_approval(session: Session, call_id: str, decision: str, principal, reason: str = "") -> ToolCall:
     """Record the decision and resume the turn once none of its calls still waits.
 
+    An operator deciding on someone else's session is recorded with the decision (`operator.acted`).
     Raises AdmissionError 404 for an unknown call and 409 for one already decided.
     """
     if decision not in ToolCall.Decision.values:
@@ -34,10 +35,13 @@ def resolve_approval(session: Session, call_id: str, decision: str, principal, r
             raise AdmissionError(
                 "already_resolved", f"tool call {call_id!r} is not awaiting approval (it is {row.status})", 409
             )
-        append_event(session.id, EventType.ACTION_APPROVAL_RESOLVED, {
+        events = [(EventType.ACTION_APPROVAL_RESOLVED, {
             "callId": row.call_id, "toolName": row.tool, "decision": decision, "reason": reason,
             "decidedBy": decided_by,
-        }, row.turn_id, hooks)
+        })]
+        if principal.oversees(session):
+            events.append(operator_acted(principal, decision, row.call_id))
+        append_events(session.id, events, row.turn_id, hooks)
         if not ToolCall.objects.filter(turn_id=row.turn_id, status=ToolCall.Status.AWAITING_APPROVAL).exists():
             lifecycle.resume_parked(row.turn_id)
     return row

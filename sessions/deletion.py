@@ -9,21 +9,31 @@ own follow-ups through admission.
 """
 from __future__ import annotations
 
+import logging
+
 from django.db import transaction
 
 from sessions.admission import stop_session
 from sessions.models import Reminder, Session, Turn
+from sessions.principal import Principal
 from sessions.reminders import cancel_session_reminders
 from sessions.workspaces import delete_workspace
 
+log = logging.getLogger(__name__)
 
-def delete_session(session: Session, *, unless_in_flight: bool = False) -> bool:
-    """Delete `session`; False if it was gone already.
+def delete_session(session: Session, by: Principal | None = None, *, unless_in_flight: bool = False) -> bool:
+    """Delete `session`; False if it was gone already (or, with `unless_in_flight`, busy).
 
+    An operator (`by`) deleting someone else's session is logged: not as
+    `operator.acted`, which the session's log would lose with it, and not as a
+    row of its own: the server's log is the record that outlives the session.
     `unless_in_flight` (retention): a session with a queued or running turn is
     left alone instead of stopped (False), and its reminders go with it
     instead of staying behind as cancelled rows.
     """
+    if by is not None and by.oversees(session):  # warning: the level the server logs by default
+        log.warning("operator %s (%s) deleted session %s of agent %s, started by %s (%s)", by.principal_id,
+                    by.authenticator, session.id, session.agent_id, session.principal_id, session.authenticator)
     if not unless_in_flight:
         stop_session(session)
         cancel_session_reminders(session)

@@ -100,6 +100,15 @@ def append_event(session_id: str, type_: EventType, data: dict[str, Any], turn_i
     return append_events(session_id, [(type_, data)], turn_id, hooks)[0]
 
 
+def operator_acted(principal, action: str, call_id: str = "") -> tuple[str, dict[str, Any]]:
+    """The `operator.acted` event of `principal` doing `action` ("approve", "deny", "stop") on a session
+    that is not theirs, for the same append as the act's own events."""
+    data: dict[str, Any] = {"operator": principal.principal_id, "action": action}
+    if call_id:
+        data["callId"] = call_id
+    return EventType.OPERATOR_ACTED, data
+
+
 def read_lines(session_id: str, start_index: int = 0, limit: int | None = None) -> list[Line]:
     """The session's events from `start_index` on, serialized, in order (see sessions.sql.events.event_lines)."""
     return sql.event_lines(session_id, start_index, limit)

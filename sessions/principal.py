@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# The Django group whose members are operators (as is every staff user): they see and act on
+# every session of every agent, not only their own.
+OPERATORS_GROUP = "operators"
+
 
 @dataclass(frozen=True)
 class Principal:
@@ -16,9 +20,17 @@ class Principal:
     principal_id: str
     principal_type: str = "user"
     attributes: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    # Set only where a Django user is turned into a principal (staff or the operators group),
+    # never from what a policy or a request says, so no caller can claim it.
+    operator: bool = field(default=False, hash=False, compare=False)
 
     # DRF treats request.user as a user object.
     is_authenticated = True
+
+    def oversees(self, session) -> bool:
+        """Whether acting on `session` is an operator acting on someone else's session
+        (the acts `operator.acted` records)."""
+        return self.operator and not session.is_owned_by(self)
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -16,13 +16,13 @@ from channels_app.bodies import (
 )
 from channels_app.ownership import get_agent, get_owned_session, get_session_by_token
 from channels_app.pagination import SessionCursorPagination, paginate
+from channels_app.parsers import parse_flag, parse_start_index
 from channels_app.ratelimits import MESSAGES, SESSIONS, check_rate
-from channels_app.parsers import parse_start_index
 from channels_app.responses import (
     FollowUpAccepted, SessionCreated, SessionDetail, SessionLinks, SessionPage, StopAccepted,
 )
 from channels_app.schema import (
-    BODY, EVENTS_PARAMETERS, NDJSON_EVENTS, RETRY_AFTER, SESSION, list_parameters, refusals,
+    ALL_SESSIONS, BODY, EVENTS_PARAMETERS, NDJSON_EVENTS, RETRY_AFTER, SESSION, list_parameters, refusals,
 )
 from sessions.admission import start_session, stop_session, submit_message
 from sessions.deletion import delete_session
@@ -117,8 +117,8 @@ class SessionStopView(APIView):
     @extend_schema(summary="Interrupt the running turn", request=None,
                    responses={202: StopAccepted, **refusals(*SESSION, 409)})
     def post(self, request: Request, slug: str, session_id: str) -> Response:
-        session = get_owned_session(slug, session_id, request.user)
-        if not stop_session(session):
+        session = get_owned_session(slug, session_id, request.user, operators=True)
+        if not stop_session(session, by=request.user):
             raise APIError(409, "not_running", "no turn is running on this session")
         return Response(StopAccepted(session_id=session.id, stopping=True), status=202)
 
@@ -126,24 +126,29 @@ class SessionStopView(APIView):
 class SessionDetailView(APIView):
     @extend_schema(summary="Session detail", responses={200: SessionDetail, **refusals(*SESSION)})
     def get(self, request: Request, slug: str, session_id: str) -> Response:
-        return Response(SessionDetail.of(get_owned_session(slug, session_id, request.user)))
+        return Response(SessionDetail.of(get_owned_session(slug, session_id, request.user, operators=True)))
 
     @extend_schema(summary="Delete a session and its events",
                    responses={204: OpenApiResponse(description="Deleted"), **refusals(*SESSION)})
     def delete(self, request: Request, slug: str, session_id: str) -> Response:
-        delete_session(get_owned_session(slug, session_id, request.user))
+        delete_session(get_owned_session(slug, session_id, request.user, operators=True), by=request.user)
         return Response(status=204)
 
 
 class SessionListView(APIView):
     @extend_schema(
-        summary="The caller's sessions, newest first",
-        parameters=list_parameters("Sessions", 20),
-        responses={200: SessionPage, **refusals(400, 401, 404)},
+        summary="The caller's sessions, newest first (with all=1, an operator's view: every session of the agent)",
+        parameters=[*list_parameters("Sessions", 20), ALL_SESSIONS],
+        responses={200: SessionPage, **refusals(400, 401, 403, 404)},
     )
     def get(self, request: Request, slug: str) -> Response:
+        every = parse_flag(request.query_params.get("all"), "all")
+        if every and not request.user.operator:
+            raise APIError(403, "operators_only", "all=1 lists every principal's sessions: only operators "
+                                                  "(staff and members of the operators group) may ask for it")
         agent = get_agent(slug)
-        rows = Session.objects.for_principal(request.user).filter(agent=agent).select_related("agent", "deployment")
+        rows = Session.objects.all() if every else Session.objects.for_principal(request.user)
+        rows = rows.filter(agent=agent).select_related("agent", "deployment")
         return paginate(SessionCursorPagination, rows, request, self, SessionDetail.of)
 
 
@@ -151,7 +156,7 @@ class SessionEventsView(APIView):
     @extend_schema(summary="All events from startIndex, as NDJSON, once", parameters=EVENTS_PARAMETERS,
                    responses={**NDJSON_EVENTS, **refusals(*SESSION)})
     def get(self, request: Request, slug: str, session_id: str) -> HttpResponse:
-        session = get_owned_session(slug, session_id, request.user)
+        session = get_owned_session(slug, session_id, request.user, operators=True)
         start = parse_start_index(request.query_params.get("startIndex"))
         lines = "".join(f"{line.json}\n" for line in read_lines(session.id, start))
         return HttpResponse(lines, content_type="application/x-ndjson")

@@ -19,7 +19,7 @@ class ApprovalListView(APIView):
     @extend_schema(summary="Tool calls parked for approval", parameters=list_parameters("Approvals", 100),
                    responses={200: ApprovalList, **refusals(*SESSION)})
     def get(self, request: Request, slug: str, session_id: str) -> Response:
-        session = get_owned_session(slug, session_id, request.user)
+        session = get_owned_session(slug, session_id, request.user, operators=True)
         return paginate(ApprovalPages, pending_approvals(session), request, self, Approval.of)
 
 
@@ -28,7 +28,7 @@ class ApprovalResolveView(APIView):
                    responses={200: Approval, **refusals(*SESSION, 409, *BODY)})
     def post(self, request: Request, slug: str, session_id: str, call_id: str) -> Response:
         body: ApprovalDecision = validate_body(ApprovalDecision, request.data)
-        session = get_owned_session(slug, session_id, request.user)
+        session = get_owned_session(slug, session_id, request.user, operators=True)
         row = resolve_approval(session, call_id, body.decision, request.user, body.reason)
         return Response(Approval.of(row))
 
