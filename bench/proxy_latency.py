@@ -59,7 +59,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="agentsite-proxy-bench-") as tmp:
         https_port, http_port, server_port = free_port(), free_port(), free_port()
         with run_server(Path(tmp) / "state", "--bearer-token", token, "--no-schedules", port=server_port,
-                        env={"AGENTSITE_TRUSTED_PROXIES": "127.0.0.1"}) as server, \
+                        env={"AGENTSITE_TRUSTED_PROXIES": "127.0.0.1", "AGENTSITE_RATE_SESSIONS": "off",
+                             "AGENTSITE_RATE_MESSAGES": "off"}) as server, \
                 run_nginx(Path(tmp) / "nginx", https_port=https_port, http_port=http_port,
                           upstream_port=server_port) as ca:
             clients = {

@@ -30,7 +30,10 @@ def run_config(name: str, counts: dict[str, Any], args: argparse.Namespace, tmp:
     state_root = tmp / name
     state_root.mkdir(parents=True)
     cfg = Config(name=name)
-    extra = {"AGENTSITE_STATE_ROOT": str(state_root)}
+    # One principal drives the server far past a person's pace: the per-principal limits would
+    # measure themselves, not the engine (--limits keeps the running-turn cap on to price it).
+    extra = {"AGENTSITE_STATE_ROOT": str(state_root), "AGENTSITE_RATE_SESSIONS": "off",
+             "AGENTSITE_RATE_MESSAGES": "off", "AGENTSITE_MAX_RUNNING_TURNS": "4" if args.limits else "off"}
     if args.workers:
         extra["AGENTSITE_WORKERS"] = str(args.workers)
     if args.settings:
@@ -123,6 +126,8 @@ def main(description: str) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller counts, for a smoke run")
     parser.add_argument("--out", help="JSON output path (default bench/results/turns-<timestamp>.json)")
     parser.add_argument("--only", nargs="+", choices=["W1", "W2", "W3", "W4"], help="run only these workloads")
+    parser.add_argument("--limits", action="store_true",
+                        help="keep the default running-turn cap (4 per principal) on; rates stay off")
     parser.add_argument("--workers", type=int, help="django-q worker processes (AGENTSITE_WORKERS; default: settings)")
     parser.add_argument("--redis-db", type=int, help="Redis db number for the pg config (default: a free one)")
     parser.add_argument("--settings", help="DJANGO_SETTINGS_MODULE for the server processes (default agentsite.settings),"
