@@ -5,6 +5,7 @@ from __future__ import annotations
 from io import StringIO
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.test import Client
@@ -60,7 +61,7 @@ def test_the_admin_lists_and_revokes_tokens_without_their_hash(alice):
     admin.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
 
     listed = admin.get("/admin/agent_sessions/personaltoken/")
-    detail = admin.get(f"/admin/agent_sessions/personaltoken/{token.pk}/change/")
+    detail = admin.get(f"/admin/agent_sessions/personaltoken/{quote(token.pk)}/change/")  # as the admin links it
 
     assert listed.status_code == detail.status_code == 200
     assert b"laptop" in listed.content and token.prefix.encode() in listed.content
