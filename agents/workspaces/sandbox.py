@@ -219,6 +219,7 @@ def _parents(paths: list[str]) -> list[str]:
     return sorted(found, key=lambda p: p.count("/"))
 
 
+@functools.cache  # the same for the life of the process; resolved once, not on every workspace opened
 def python_paths() -> tuple[str, ...]:
     """What the server's Python needs to run inside: its environment and the installation under it."""
     return tuple(dict.fromkeys(str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix)))

@@ -7,10 +7,12 @@ outside, write outside, and open a connection.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import socket
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from django.conf import settings
@@ -94,12 +96,18 @@ def test_a_sandboxed_server_writes_nowhere_on_the_host(local, tmp_path, secret_e
         assert not target.exists()
 
 
-@transactional
-def test_a_sandboxed_server_has_no_network_unless_declared(local, tmp_path, secret_env):
+@contextlib.contextmanager
+def listening() -> Iterator[int]:
+    """A port on this host's loopback that accepts connections while the block runs."""
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
-        port = listener.getsockname()[1]
+        yield listener.getsockname()[1]
+
+
+@transactional
+def test_a_sandboxed_server_has_no_network_unless_declared(local, tmp_path, secret_env):
+    with listening() as port:
         deploy_notes(tmp_path)
 
         assert output(local, "reach", host="127.0.0.1", port=port).startswith("refused")
@@ -107,10 +115,7 @@ def test_a_sandboxed_server_has_no_network_unless_declared(local, tmp_path, secr
 
 @transactional
 def test_a_declared_network_reaches_out(local, tmp_path, secret_env):
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen()
-        port = listener.getsockname()[1]
+    with listening() as port:
         deploy_notes(tmp_path, network=True)
 
         assert output(local, "reach", host="127.0.0.1", port=port) == "connected"
