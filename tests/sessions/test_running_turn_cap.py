@@ -1,27 +1,29 @@
 """AGENTSITE_MAX_RUNNING_TURNS against a real server: with a cap of 1, a principal's
 turns run one after another, in the order they were sent, while another
-principal's turn is not held behind them.
+principal's turn is not held behind them. On the embedded default and on
+PostgreSQL + Redis, where the count is taken under an advisory lock.
 """
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime
 from typing import Iterator
 
 import httpx
 import pytest
 
-from tests.support import Server, read_stream_until, run_server
+from tests.support import Server, backend_env, read_stream_until, run_server
 
 ALICE = "alice-token-0123456789"
 BOB = "bob-token-9876543210"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[Server]:
-    env = {"AGENTSITE_MAX_RUNNING_TURNS": "1", "AGENTSITE_WORKERS": "3"}
-    with run_server(tmp_path_factory.mktemp("state"), "--bearer-token", ALICE, "--bearer-token", BOB,
-                    env=env) as server:
-        yield server
+@pytest.fixture(scope="module", params=["sqlite", "postgres+redis"])
+def server(request, tmp_path_factory) -> Iterator[Server]:
+    with contextlib.ExitStack() as stack:
+        env = {"AGENTSITE_MAX_RUNNING_TURNS": "1", "AGENTSITE_WORKERS": "3", **backend_env(stack, request.param)}
+        yield stack.enter_context(run_server(tmp_path_factory.mktemp("state"), "--bearer-token", ALICE,
+                                             "--bearer-token", BOB, env=env))
 
 
 def start(client: httpx.Client, message: str) -> dict:
