@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidatorFun
 from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from agents.models import Agent
 from channels_app.errors import APIError
 from channels_app.patterns import BASE64, CRON, SENT_PATH, duration_pattern
 from sessions.workspaces import valid_sent_path
@@ -46,6 +47,14 @@ def within_message_limit(value: str) -> str:
     if len(value) > limit:
         raise PydanticCustomError("string_too_long", "String should have at most {max_length} characters",
                                   {"max_length": limit})
+    return value
+
+
+def whole_number(value: Any) -> Any:
+    """403.0 as 403: JSON Schema counts a number with no fraction as an integer, strict pydantic does not.
+    Booleans and fractions stay refused."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     return value
 
 
@@ -242,13 +251,25 @@ class ToolCallBody(Body):
     session_id: str | None = Field(default=None, max_length=40, json_schema_extra=TEXT)
 
 
+def known_agents(schema: dict[str, Any]) -> None:
+    """`agents` names agents this server has, as the document is served (the scope refuses others)."""
+    slugs = sorted(Agent.objects.values_list("slug", flat=True))
+    if slugs:
+        scope = next(option for option in schema["properties"]["agents"]["anyOf"] if option.get("type") == "array")
+        scope["items"]["enum"] = slugs
+
+
 class CreateToken(Body):
     """A personal token: `agents` lists the agent slugs it may reach (absent: every agent)."""
+
+    model_config = ConfigDict(json_schema_extra=known_agents)
 
     name: str = Field(min_length=1, max_length=100, pattern=NOT_BLANK)
     expires_days: int | None = Field(default=None, ge=1, le=3650)
     agents: list[Annotated[str, Field(pattern=r"^[-a-zA-Z0-9_]{1,100}$")]] | None = Field(
         default=None, min_length=1, max_length=100)
+
+    integral = field_validator("expires_days", mode="before")(whole_number)
 
 
 class CreateReminder(Body):

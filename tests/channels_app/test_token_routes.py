@@ -117,6 +117,8 @@ def test_a_personal_token_manages_tokens_unless_scoped(members):
     ({"name": "x", "agents": ["nope"]}, "no agent named 'nope'"),
     ({"name": "x", "agents": []}, "agents"),
     ({"name": "x", "expiresDays": 0}, "expiresDays"),
+    ({"name": "x", "expiresDays": 2.5}, "expiresDays"),
+    ({"name": "x", "expiresDays": True}, "expiresDays"),
     ({"name": " "}, "name"),
     ({"name": "x", "secret": "mine"}, "secret"),
 ])
@@ -125,6 +127,13 @@ def test_a_bad_token_request_is_a_400_naming_the_problem(members, body, says):
 
     assert refused.status_code == 400 and says in refused.json()["error"]["message"]
     assert not PersonalToken.objects.exists()
+
+
+def test_a_whole_number_written_with_a_fraction_is_an_integer_as_json_schema_says(members):
+    created = browser(members[0]).post("/v1/tokens", {"name": "x", "expiresDays": 30.0}, content_type="application/json")
+
+    assert created.status_code == 201, created.content
+    assert (PersonalToken.objects.get().expires_at - PersonalToken.objects.get().created_at).days == 30
 
 
 def test_the_token_list_is_cursor_paged(members):
@@ -138,3 +147,10 @@ def test_the_token_list_is_cursor_paged(members):
 
     assert [t["name"] for t in first["tokens"] + rest["tokens"]] == ["three", "two", "one"]
     assert "nextCursor" not in rest
+
+
+def test_the_document_names_the_agents_a_token_may_be_scoped_to(members):
+    document = browser(members[0]).get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    scope = document["components"]["schemas"]["CreateToken"]["properties"]["agents"]["anyOf"][0]
+
+    assert scope["items"]["enum"] == ["support"]  # what the scope takes, not any slug-shaped name

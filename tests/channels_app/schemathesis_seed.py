@@ -1,0 +1,130 @@
+"""Real ids for the Schemathesis run: rows only a conversation makes, made before it starts.
+
+Some operations take the id of something that exists only after a turn has
+run a certain way: a call parked on an approval, an artifact a tool saved, a
+turn still running, an armed reminder. Generated requests reach them through
+the document's links only by luck (a generated message rarely parks a turn),
+so the test makes one of each through the API, as a person with a personal
+token, and sends each such operation one request with the real ids through
+Schemathesis (`real_id_cases`), under every check, before the generated run.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+import httpx
+
+from tests.support import ROOT, Server, child_env, read_stream_until
+
+USER = "schemathesis"
+PARKED = '/call cancel_order {"order_id": "A102"}'
+ARTIFACT = '/call write_incident_report {"service": "web", "summary": "Seeded for the OpenAPI run."}'
+RUNNING = "/sleep 600000"
+COPIES = 2  # of each: the cases take one, the generated run the other
+
+
+@dataclass
+class Seeds:
+    token: str
+    values: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, dictionary: str, value: str) -> None:
+        self.values.setdefault(dictionary, []).append(value)
+
+
+def personal_token(server: Server, env: dict[str, str]) -> str:
+    """A member and their personal token (`createtoken`), in the server's own database."""
+    script = ("from django.contrib.auth.models import User; from django.core.management import call_command; "
+              f"User.objects.create_user({USER!r}, password='unused-password-1'); "
+              f"call_command('createtoken', {USER!r}, '--name', 'openapi')")
+    done = subprocess.run([sys.executable, str(ROOT / "manage.py"), "shell", "-c", script], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60,
+                          env=child_env(AGENTSITE_STATE_ROOT=str(server.state_root), **env))
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+def seed(server: Server, env: dict[str, str]) -> Seeds:
+    seeds = Seeds(personal_token(server, env))
+    with server.client(timeout=30, headers={"Authorization": f"Bearer {seeds.token}"}) as client:
+        for _ in range(COPIES):
+            parked = start(client, "support", PARKED)
+            read_stream_until(client, f"/support/v1/session/{parked}/stream", "action.approval_requested")
+            (approval,) = ok(client.get(f"/support/v1/session/{parked}/approvals"))["approvals"]
+            seeds.add("parked_sessions", parked)
+            seeds.add("parked_calls", approval["callId"])
+
+            reported = start(client, "ops", ARTIFACT)
+            read_stream_until(client, f"/ops/v1/session/{reported}/stream", "session.waiting")
+            (artifact,) = ok(client.get(f"/ops/v1/session/{reported}/artifacts"))["artifacts"]
+            seeds.add("artifact_sessions", reported)
+            seeds.add("artifact_names", artifact["name"])
+
+            reminder = ok(client.post(f"/ops/v1/session/{reported}/reminders",
+                                      json={"delay": "1h", "prompt": "Seeded for the OpenAPI run."}))
+            seeds.add("reminders", reminder["reminderId"])
+
+            for slug in ("support", "notes"):
+                idle = start(client, slug, "Hello.")
+                read_stream_until(client, f"/{slug}/v1/session/{idle}/stream", "session.waiting")
+                seeds.add(f"idle_{slug}_sessions", idle)
+
+            token = ok(client.post("/v1/tokens", json={"name": "to revoke"}))
+            seeds.add("tokens", token["tokenId"])
+        for schedule in ok(client.get("/ops/v1/info"))["schedules"]:
+            seeds.add("schedules", schedule["id"])
+        # One, last: a running turn holds a worker process until it is stopped.
+        running = start(client, "notes", RUNNING)
+        read_stream_until(client, f"/notes/v1/session/{running}/stream", "turn.started")
+        seeds.add("running_sessions", running)
+    return seeds
+
+
+def start(client: httpx.Client, slug: str, message: str) -> str:
+    return ok(client.post(f"/{slug}/v1/session", json={"message": message}))["sessionId"]
+
+
+def ok(response: httpx.Response) -> dict:
+    assert response.is_success, f"{response.request.method} {response.request.url}: {response.status_code} {response.text}"
+    return response.json()
+
+
+@dataclass
+class RealIdCase:
+    method: str
+    path: str
+    path_parameters: dict[str, str] = field(default_factory=dict)
+    body: dict | None = None
+
+
+def real_id_cases(seeds: Seeds) -> list[RealIdCase]:
+    """One request per operation that takes a seeded id, in an order that leaves each id usable."""
+    first = {name: values[0] for name, values in seeds.values.items()}
+    parked, reported = first["parked_sessions"], first["artifact_sessions"]
+    return [
+        RealIdCase("GET", "/{slug}/v1/session/{session_id}/approvals", {"slug": "support", "session_id": parked}),
+        RealIdCase("POST", "/{slug}/v1/session/{session_id}/approvals/{call_id}",
+                   {"slug": "support", "session_id": parked, "call_id": first["parked_calls"]}, {"decision": "approve"}),
+        RealIdCase("POST", "/support/v1/tools/cancel_order/call", body={
+            "input": {"order_id": "A102"}, "sessionId": first["idle_support_sessions"]}),
+        RealIdCase("POST", "/ops/v1/tools/write_incident_report/call", body={
+            "input": {"service": "search", "summary": "Reached with a real session."}, "sessionId": reported}),
+        RealIdCase("POST", "/{slug}/v1/tools/{tool_name}/call", {"slug": "notes", "tool_name": "ls"},
+                   {"input": {}, "sessionId": first["idle_notes_sessions"]}),
+        RealIdCase("GET", "/{slug}/v1/session/{session_id}/artifacts", {"slug": "ops", "session_id": reported}),
+        RealIdCase("GET", "/{slug}/v1/session/{session_id}/artifacts/{name}",
+                   {"slug": "ops", "session_id": reported, "name": first["artifact_names"]}),
+        RealIdCase("POST", "/{slug}/v1/session/{session_id}/reminders", {"slug": "ops", "session_id": reported},
+                   {"every": "2h", "prompt": "Reached with a real session."}),
+        RealIdCase("GET", "/{slug}/v1/session/{session_id}/reminders", {"slug": "ops", "session_id": reported}),
+        RealIdCase("POST", "/{slug}/v1/dev/reminders/{reminder_id}",
+                   {"slug": "ops", "reminder_id": seeds.values["reminders"][0]}),
+        RealIdCase("DELETE", "/{slug}/v1/reminders/{reminder_id}",
+                   {"slug": "ops", "reminder_id": seeds.values["reminders"][1]}),
+        RealIdCase("POST", "/{slug}/v1/dev/schedules/{schedule_id}", {"slug": "ops", "schedule_id": first["schedules"]}),
+        RealIdCase("POST", "/{slug}/v1/session/{session_id}/stop",
+                   {"slug": "notes", "session_id": first["running_sessions"]}),
+        RealIdCase("DELETE", "/v1/tokens/{token_id}", {"token_id": first["tokens"]}),
+    ]
