@@ -37,7 +37,7 @@ from channels_app.proxies import trusted_networks
 from sessions.models import hash_token
 
 WEB_SERVERS = ("daphne", "uvicorn")
-# What uvicorn and daphne listen with (their own default; each process's listen() sets it again).
+# uvicorn's default backlog (it calls listen() again with it); daphne adopts the socket as it is.
 LISTEN_BACKLOG = 2048
 
 
