@@ -6,13 +6,16 @@ waits for the whole life of the server holds no Django, no models and no
 deployed agents: a few MB instead of about 80. Its pid stays serve's, which
 is the parent every child's lifeline is tied to.
 
-    python -m agentsite.supervise '<json: {"commands": {...}, "cwd": ..., "banner": [...]}>'
+    python -m agentsite.supervise '<json: {"commands": {...}, "cwd": ..., "banner": [...], "pass_fds": {...}}>'
 
 It is started in `cwd`, the project's folder, where `-m` finds it whatever
 folder serve was started from.
 
 The children's environment is the supervisor's own, set by the exec: never
 on the command line, which any local user can read (API keys live there).
+A child named in `pass_fds` inherits those descriptors (serve's listening
+socket, which the supervisor got across the exec); every other descriptor
+is closed in the children.
 """
 from __future__ import annotations
 
@@ -26,10 +29,11 @@ import time
 GRACE_SECONDS = 10
 
 
-def supervise(commands: dict[str, list[str]], cwd: str, banner: list[str]) -> int:
+def supervise(commands: dict[str, list[str]], cwd: str, banner: list[str],
+              pass_fds: dict[str, list[int]] | None = None) -> int:
     # Forked from the main thread: a child's lifeline tie fires when the forking thread ends.
     children = {
-        name: subprocess.Popen(cmd, cwd=cwd, start_new_session=True)
+        name: subprocess.Popen(cmd, cwd=cwd, start_new_session=True, pass_fds=(pass_fds or {}).get(name, ()))
         for name, cmd in commands.items()
     }
     stopping = False
@@ -81,15 +85,16 @@ def _signal_group(child: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def exec_supervisor(commands: dict[str, list[str]], env: dict[str, str], cwd: str, banner: list[str]) -> None:
-    """Replace this process with the supervisor (never returns)."""
+def exec_supervisor(commands: dict[str, list[str]], env: dict[str, str], cwd: str, banner: list[str],
+                    pass_fds: dict[str, list[int]] | None = None) -> None:
+    """Replace this process with the supervisor (never returns); descriptors in `pass_fds` must be inheritable."""
     sys.stdout.flush()
     sys.stderr.flush()
-    spec = json.dumps({"commands": commands, "cwd": cwd, "banner": banner})
+    spec = json.dumps({"commands": commands, "cwd": cwd, "banner": banner, "pass_fds": pass_fds or {}})
     os.chdir(cwd)
     os.execve(sys.executable, [sys.executable, "-m", "agentsite.supervise", spec], env)
 
 
 if __name__ == "__main__":
     plan = json.loads(sys.argv[1])
-    sys.exit(supervise(plan["commands"], plan["cwd"], plan["banner"]))
+    sys.exit(supervise(plan["commands"], plan["cwd"], plan["banner"], plan.get("pass_fds")))

@@ -117,7 +117,8 @@ def child_env(extra: dict[str, str]) -> dict[str, str]:
 
 
 def web_command(asgi: str, port: int) -> list[str]:
-    """The web process as `manage.py serve --server <asgi>` starts it (agentsite/management/commands/serve.py)."""
+    """The web process with the options `manage.py serve --server <asgi>` gives it
+    (agentsite/management/commands/serve.py, agentsite/webserver.py), binding its own port."""
     if asgi == "uvicorn":
         return [PYTHON, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port), "--loop", "uvloop",
                 "--http", "httptools", "--ws", "websockets", "--no-access-log", "--lifespan", "off",

@@ -1,32 +1,41 @@
-"""deploy/nginx.conf in front of a production server: a session over https, as NDJSON, SSE and a websocket.
+"""deploy/nginx.conf in front of `serve --production --server uvicorn`: a session over https, as NDJSON,
+SSE and a websocket, with a personal token and with a person's login.
 
 nginx ends TLS on a certificate the test makes and forwards to the server on
 loopback, which lists 127.0.0.1 in AGENTSITE_TRUSTED_PROXIES: its
 X-Forwarded-Proto is what keeps the production server from redirecting to
 https forever, and what the client sends in forwarding headers never makes it
-the local principal.
+the local principal. One server and one nginx serve every test of the module.
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import secrets
 import ssl
 import subprocess
 import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
 
 import httpx
+import pytest
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from tests.agentsite.nginx_support import nginx_binary, run_nginx
-from tests.support import ROOT, child_env, free_port, read_stream_until, run_server
+from tests.support import ROOT, Server, child_env, free_port, read_stream_until, run_server
 
 WAITING = "session.waiting"
+PASSWORD = "ada-logs-in-over-tls-1"
 
 
 def personal_token(state_root, env: dict[str, str]) -> str:
     """A user and a personal token (`createtoken`) in the server's own database (its state root)."""
     script = ("from django.contrib.auth.models import User; from django.core.management import call_command; "
-              "User.objects.create_user('ada', password='unused-password-1'); "
+              f"User.objects.create_user('ada', password={PASSWORD!r}); "
               "call_command('createtoken', 'ada', '--name', 'nginx')")
     done = subprocess.run([sys.executable, str(ROOT / "manage.py"), "shell", "-c", script], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, env=child_env(AGENTSITE_STATE_ROOT=str(state_root), **env))
@@ -47,50 +56,114 @@ def read_sse_until(client: httpx.Client, url: str, until_type: str, headers: dic
     raise AssertionError(f"the SSE stream ended before {until_type}: {events}")
 
 
-def test_a_session_runs_through_nginx_over_https_with_a_personal_token(tmp_path):
+@dataclass
+class Site:
+    server: Server
+    public: str
+    https_port: int
+    http_port: int
+    ca: Path
+    token: str
+
+    def client(self, **kwargs) -> httpx.Client:
+        return httpx.Client(base_url=self.public, verify=str(self.ca), timeout=20, **kwargs)
+
+    def websocket_frames(self, path: str, headers: dict[str, str]) -> list[dict]:
+        frames: list[dict] = []
+        context = ssl.create_default_context(cafile=str(self.ca))
+        with connect(f"wss://localhost:{self.https_port}{path}/ws?startIndex=0", ssl=context,
+                     additional_headers=headers, open_timeout=20) as ws:
+            while not frames or frames[-1]["type"] != WAITING:
+                frames.append(json.loads(ws.recv(timeout=20)))
+        return frames
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Iterator[Site]:
+    """`serve --production --server uvicorn` behind nginx over TLS, with a person who has a personal token."""
     nginx_binary()
     https_port, http_port, server_port = free_port(), free_port(), free_port()
     public = f"https://localhost:{https_port}"
-    env = {"AGENTSITE_ENV": "production", "AGENTSITE_SECRET_KEY": secrets.token_urlsafe(50),
-           "AGENTSITE_PUBLIC_URL": public, "AGENTSITE_TRUSTED_PROXIES": "127.0.0.1"}
+    # No AGENTSITE_ENV: --production turns it on.
+    env = {"AGENTSITE_SECRET_KEY": secrets.token_urlsafe(50), "AGENTSITE_PUBLIC_URL": public,
+           "AGENTSITE_TRUSTED_PROXIES": "127.0.0.1"}
     # What nginx would send: the server is only ready for requests that came in over https.
     as_proxied = {"Host": f"localhost:{https_port}", "X-Forwarded-Proto": "https", "X-Forwarded-For": "127.0.0.1"}
+    tmp = tmp_path_factory.mktemp("site")
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(run_server(tmp / "state", "--production", "--server", "uvicorn", "--no-schedules",
+                                                env=env, port=server_port, ready_headers=as_proxied))
+        ca = stack.enter_context(run_nginx(tmp / "nginx", https_port=https_port, http_port=http_port,
+                                           upstream_port=server_port))
+        token = personal_token(server.state_root, {**env, "AGENTSITE_ENV": "production"})
+        yield Site(server, public, https_port, http_port, ca, token)
 
-    with run_server(tmp_path / "state", "--no-schedules", env=env, port=server_port, ready_headers=as_proxied) as server, \
-            run_nginx(tmp_path / "nginx", https_port=https_port, http_port=http_port, upstream_port=server_port) as ca:
-        token = personal_token(server.state_root, env)
-        auth = {"Authorization": f"Bearer {token}"}
-        with httpx.Client(base_url=public, verify=str(ca), timeout=20) as client:
-            # Forged forwarding headers reach the server from nginx's trusted address, and still
-            # do not make a loopback client the local principal.
-            assert client.get("/v1/agents").status_code == 401
-            assert client.get("/v1/agents", headers={"X-Forwarded-For": "127.0.0.1", "Forwarded": "for=127.0.0.1",
-                                                     "X-Real-IP": "127.0.0.1"}).status_code == 401
-            created = client.post("/support/v1/session", json={"message": "hello through nginx"}, headers=auth)
-            assert created.status_code == 201, created.text
-            session_id = created.json()["sessionId"]
-            assert created.json()["streamUrl"].startswith(f"{public}/")
-            assert "max-age" in created.headers["strict-transport-security"]
-            path = f"/support/v1/session/{session_id}"
 
-            client.headers.update(auth)
-            ndjson = read_stream_until(client, f"{path}/stream", WAITING)
-            sse = read_sse_until(client, f"{path}/stream", WAITING, auth)
-            assert [e["type"] for e in sse] == [e["type"] for e in ndjson]
-            assert ndjson[0]["type"] == "session.started"
+def test_a_session_runs_through_nginx_over_https_with_a_personal_token(site):
+    public, server = site.public, site.server
+    assert "1 web (uvicorn)" in server.output()
+    auth = {"Authorization": f"Bearer {site.token}"}
+    with site.client() as client:
+        # Forged forwarding headers reach the server from nginx's trusted address, and still
+        # do not make a loopback client the local principal.
+        assert client.get("/v1/agents").status_code == 401
+        assert client.get("/v1/agents", headers={"X-Forwarded-For": "127.0.0.1", "Forwarded": "for=127.0.0.1",
+                                                 "X-Real-IP": "127.0.0.1"}).status_code == 401
+        created = client.post("/support/v1/session", json={"message": "hello through nginx"}, headers=auth)
+        assert created.status_code == 201, created.text
+        session_id = created.json()["sessionId"]
+        assert created.json()["streamUrl"].startswith(f"{public}/")
+        assert "max-age" in created.headers["strict-transport-security"]
+        path = f"/support/v1/session/{session_id}"
 
-        context = ssl.create_default_context(cafile=str(ca))
-        frames = []
-        with connect(f"wss://localhost:{https_port}{path}/ws?startIndex=0", ssl=context, additional_headers=auth,
-                     open_timeout=20) as ws:
-            while not frames or frames[-1]["type"] != WAITING:
-                frames.append(json.loads(ws.recv(timeout=20)))
-        assert [e["type"] for e in frames] == [e["type"] for e in ndjson]
+        client.headers.update(auth)
+        ndjson = read_stream_until(client, f"{path}/stream", WAITING)
+        sse = read_sse_until(client, f"{path}/stream", WAITING, auth)
+        assert [e["type"] for e in sse] == [e["type"] for e in ndjson]
+        assert ndjson[0]["type"] == "session.started"
 
-        # nginx's plain-http server only redirects; straight to the server, http is redirected too.
-        assert httpx.get(f"http://127.0.0.1:{http_port}/v1/agents", headers={"Host": "localhost"}).status_code == 301
-        direct = httpx.get(f"{server.base_url}/v1/agents", headers={"Host": f"localhost:{https_port}"})
-        assert direct.status_code == 301 and direct.headers["location"].startswith("https://")
+    frames = site.websocket_frames(path, auth)
+    assert [e["type"] for e in frames] == [e["type"] for e in ndjson]
+
+    # nginx's plain-http server only redirects; straight to the server, http is redirected too.
+    assert httpx.get(f"http://127.0.0.1:{site.http_port}/v1/agents", headers={"Host": "localhost"}).status_code == 301
+    direct = httpx.get(f"{server.base_url}/v1/agents", headers={"Host": f"localhost:{site.https_port}"})
+    assert direct.status_code == 301 and direct.headers["location"].startswith("https://")
+
+
+def test_a_person_logs_in_through_nginx_and_follows_a_session_with_the_login_cookie(site):
+    with site.client() as client:
+        form = client.get("/accounts/login/")
+        assert form.status_code == 200
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
+        # Django checks an https form's Referer against the host the proxy named.
+        logged_in = client.post("/accounts/login/", data={"username": "ada", "password": PASSWORD,
+                                                          "csrfmiddlewaretoken": csrf},
+                                headers={"Referer": f"{site.public}/accounts/login/"})
+        assert logged_in.status_code == 302 and logged_in.headers["location"] == "/playground/", logged_in.text
+        cookies = {c.split("=", 1)[0]: c.lower() for c in logged_in.headers.get_list("set-cookie")}
+        assert "secure" in cookies["sessionid"] and "httponly" in cookies["sessionid"]
+        assert "secure" in cookies["csrftoken"]
+
+        # A browser's cookie on a write needs the CSRF token (rotated by the login) and the site's Origin.
+        same_site = {"Origin": site.public}
+        refused = client.post("/support/v1/session", json={"message": "hello"}, headers=same_site)
+        assert refused.status_code == 403, refused.text
+        created = client.post("/support/v1/session", json={"message": "hello, logged in"},
+                              headers={**same_site, "X-CSRFToken": client.cookies["csrftoken"]})
+        assert created.status_code == 201, created.text
+        path = f"/support/v1/session/{created.json()['sessionId']}"
+        ndjson = read_stream_until(client, f"{path}/stream", WAITING)
+        assert ndjson[-2]["type"] == "turn.completed"
+        assert client.get("/support/v1/sessions").json()["sessions"][0]["sessionId"] == created.json()["sessionId"]
+        cookie = f"sessionid={client.cookies['sessionid']}"
+
+    frames = site.websocket_frames(path, {"Cookie": cookie, "Origin": site.public})
+    assert [e["type"] for e in frames] == [e["type"] for e in ndjson]
+    # Without the cookie the same websocket is refused.
+    with pytest.raises(ConnectionClosed) as refused:
+        site.websocket_frames(path, {"Origin": site.public})
+    assert refused.value.rcvd.code == 4401
 
 
 def test_under_uvicorn_a_forwarded_proto_from_an_untrusted_loopback_peer_is_ignored(tmp_path):

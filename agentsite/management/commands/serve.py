@@ -1,11 +1,13 @@
 """`manage.py serve`: the web server (daphne, or uvicorn with `--server uvicorn`) and the turn
-workers (qcluster) together.
+workers (qcluster) together; `--production` for a server a team uses.
 
-1. Check that the port is free, apply migrations and deploy the example
-   agents (and any --agents folders).
-2. Plan the web server and `manage.py qcluster` as child processes, each in its own
+1. Bind the listening socket (a taken port fails here, before anything
+   runs), apply migrations, collect the static files under --production and
+   deploy the example agents (and any --agents folders).
+2. Plan N web server processes (`--web-processes`), each accepting on that
+   one socket, and `manage.py qcluster` as child processes, each in its own
    process group, with the auth and mode switches passed in the environment.
-   Both run under agentsite.lifeline, so they and every process they fork die
+   All run under agentsite.lifeline, so they and every process they fork die
    with serve, even when serve is killed with SIGKILL.
 3. Replace itself (exec, same pid) with agentsite.supervise, a small process
    without Django that starts them, prints the URLs and waits. The supervisor
@@ -13,8 +15,8 @@ workers (qcluster) together.
    imports are the project's, never a module of the caller's folder. Paths
    given relative to the caller's folder (arguments, path settings in the
    environment) are made absolute before that. Ctrl-C or
-   SIGTERM stops both children (SIGTERM, then SIGKILL after a grace period);
-   if one child dies, the other is stopped.
+   SIGTERM stops every child (SIGTERM, then SIGKILL after a grace period);
+   if one child dies, the others are stopped.
 """
 from __future__ import annotations
 
@@ -34,15 +36,9 @@ from agents.discovery import AgentFolderError, deploy_agent_folder, find_agent_f
 from channels_app.proxies import trusted_networks
 from sessions.models import hash_token
 
-WEB_SERVERS = {
-    "daphne": lambda host, port: ["-m", "daphne", "-b", host, "-p", str(port), "agentsite.asgi:application"],
-    # Lifespan off: the app has no lifespan handler (channels' on_start runs from agentsite.asgi).
-    # Proxy headers off: uvicorn would take X-Forwarded-For from any 127.0.0.1 peer; the app
-    # reads them from AGENTSITE_TRUSTED_PROXIES only (channels_app.proxies), under either server.
-    "uvicorn": lambda host, port: ["-m", "uvicorn", "--host", host, "--port", str(port), "--loop", "uvloop",
-                                   "--http", "httptools", "--ws", "websockets", "--no-access-log",
-                                   "--no-proxy-headers", "--lifespan", "off", "agentsite.asgi:application"],
-}
+WEB_SERVERS = ("daphne", "uvicorn")
+# uvicorn's default backlog (it calls listen() again with it); daphne adopts the socket as it is.
+LISTEN_BACKLOG = 2048
 
 
 class Command(BaseCommand):
@@ -62,33 +58,53 @@ class Command(BaseCommand):
         parser.add_argument("--allow-anonymous", action="store_true", help="admit every caller as the anonymous principal")
         parser.add_argument("--workers", type=int, help="turn worker processes (default 2)")
         parser.add_argument("--no-workers", action="store_true", help="serve HTTP only; run `manage.py qcluster` elsewhere")
-        parser.add_argument("--server", choices=sorted(WEB_SERVERS), default="daphne",
-                            help="the ASGI server of the web process (uvicorn: uvloop and httptools, less CPU "
-                                 "per request; see bench/README.md)")
+        parser.add_argument("--server", choices=WEB_SERVERS,
+                            help="the ASGI server of the web processes (default daphne, uvicorn under --production; "
+                                 "uvicorn: uvloop and httptools, less CPU per request; see bench/README.md)")
+        parser.add_argument("--web-processes", type=int, default=1, metavar="N",
+                            help="web server processes accepting on the one port (more than 1 needs REDIS_URL)")
+        parser.add_argument("--production", action="store_true",
+                            help="run with AGENTSITE_ENV=production (AGENTSITE_SECRET_KEY and AGENTSITE_PUBLIC_URL "
+                                 "required), collect the static files, uvicorn unless --server says otherwise")
 
     def handle(self, *args, **opts):
-        if opts["state_root"]:
-            wanted = Path(opts["state_root"]).resolve()
-            if wanted != Path(settings.STATE_ROOT):
-                # Settings are already loaded with the old root: start again with the new one.
-                env = {**os.environ, "AGENTSITE_STATE_ROOT": str(wanted)}
-                os.execve(sys.executable, [sys.executable, *sys.argv], env)
+        _restart_with_settings(opts)
+        if opts["production"] and opts["dev"]:
+            raise CommandError("--dev is for a server on one's own machine: not with --production")
         if opts["bearer_token"] and opts["allow_anonymous"]:
             raise CommandError("choose --bearer-token or --allow-anonymous, not both")
+        web_processes = opts["web_processes"]
+        if web_processes < 1:
+            raise CommandError("--web-processes takes a number of processes, 1 or more")
+        if web_processes > 1 and not settings.REDIS_URL:
+            raise CommandError(f"--web-processes {web_processes} needs REDIS_URL: without Redis a session's events and "
+                               "wake-ups stay inside the web process that has them (the in-memory channel layer), "
+                               "so a stream on another web process would miss them; set REDIS_URL or serve with one")
+        server = opts["server"] or ("uvicorn" if opts["production"] else "daphne")
         try:
             trusted_networks()  # the web process would die on a bad entry: say so here, once
         except ImproperlyConfigured as exc:
             raise CommandError(str(exc)) from None
 
-        _check_port_free(opts["host"], opts["port"])
+        listener = _listen(opts["host"], opts["port"])
+        # Twisted adopts a listening descriptor as IPv4 only (its `fd:` endpoint has no family):
+        # daphne on an IPv6 address binds the port itself, after this check released it, once.
+        shared = server == "uvicorn" or listener.family == socket.AF_INET
+        if not shared and web_processes > 1:
+            raise CommandError(f"daphne shares a listening socket over IPv4 only: serve {opts['host']} with "
+                               "--server uvicorn, or an IPv4 address, for more than one web process")
 
         call_command("migrate", interactive=False, verbosity=0)
         # The database cache tables (the rate counters' without Redis; a no-op when they exist).
         call_command("createcachetable", verbosity=0)
+        if opts["production"]:
+            # Under STATIC_ROOT in the state root, where WhiteNoise serves them from.
+            call_command("collectstatic", interactive=False, verbosity=0)
         self.deploy(opts)
 
         env = dict(os.environ, AGENTSITE_STATE_ROOT=str(settings.STATE_ROOT), PYTHONUNBUFFERED="1",
-                   # The web process runs the custom channels' on_start as it starts (agentsite.asgi).
+                   # Every web process runs the custom channels' on_start as it starts
+                   # (agentsite.asgi), as it would on the first request to a channel anyway.
                    AGENTSITE_MOUNT_CHANNELS="1")
         if opts["bearer_token"]:
             env["AGENTSITE_AUTH"] = "bearer"
@@ -107,22 +123,32 @@ class Command(BaseCommand):
         manage = str(Path(settings.BASE_DIR) / "manage.py")
         # Same pid after the exec below: the supervisor is the parent the children are tied to.
         lifeline = [sys.executable, "-m", "agentsite.lifeline", "--parent", str(os.getpid())]
-        commands = {
-            "web": [*lifeline, *WEB_SERVERS[opts["server"]](opts["host"], opts["port"])],
-        }
+        if shared:
+            listener.set_inheritable(True)  # kept across the exec, and handed to each web process
+            web = (["-m", "agentsite.webserver", str(listener.fileno())] if server == "uvicorn"
+                   else ["-m", "daphne", "--fd", str(listener.fileno()), "agentsite.asgi:application"])
+        else:
+            web = ["-m", "daphne", "-b", opts["host"], "-p", str(opts["port"]), "agentsite.asgi:application"]
+        names = ["web"] if web_processes == 1 else [f"web-{n}" for n in range(1, web_processes + 1)]
+        commands = {name: [*lifeline, *web] for name in names}
         if not opts["no_workers"]:
             commands["workers"] = [*lifeline, manage, "qcluster"]
         host = f"[{opts['host']}]" if ":" in opts["host"] else opts["host"]
         base = f"http://{host}:{opts['port']}"
         banner = [
             f"agentsite serving on {base}  (state: {settings.STATE_ROOT})",
+            *([f"  public     {settings.AGENTSITE_PUBLIC_URL}  (production)"] if opts["production"] else []),
             f"  agents     {base}/v1/agents",
             f"  API docs   {base}/api/docs/",
             f"  admin      {base}/admin/",
             f"  health     {base}/healthz",
+            f"  processes  {web_processes} web ({server}), "
+            + ("no turn workers (run `manage.py qcluster`)" if opts["no_workers"]
+               else f"{opts['workers'] or settings.Q_CLUSTER['workers']} turn workers"),
             "Press Ctrl-C to stop.",
         ]
-        exec_supervisor(commands, env, str(settings.BASE_DIR), banner)
+        inherited = {name: [listener.fileno()] for name in names} if shared else {}
+        exec_supervisor(commands, env, str(settings.BASE_DIR), banner, inherited)
 
     def deploy(self, opts) -> None:
         dirs = [Path(d) for d in opts["agents"]]
@@ -155,21 +181,41 @@ def _absolute_paths(env: dict[str, str]) -> dict[str, str]:
     return fixed
 
 
-def _check_port_free(host: str, port: int) -> None:
-    """Fail before starting anything when another process listens on the port.
+def _restart_with_settings(opts) -> None:
+    """Start this command again (exec, same pid) when the settings it was loaded with are not the asked-for ones.
 
-    SO_REUSEADDR as Twisted sets it, so connections of a killed server left in
-    TIME_WAIT do not count as taken.
+    Settings are read once, at startup: a state root or the production switch
+    given on the command line must be in the environment before they load.
+    In production they refuse to load without the settings production needs,
+    and manage.py prints what to set.
+    """
+    wanted: dict[str, str] = {}
+    if opts["state_root"] and Path(opts["state_root"]).resolve() != Path(settings.STATE_ROOT):
+        wanted["AGENTSITE_STATE_ROOT"] = str(Path(opts["state_root"]).resolve())
+    if opts["production"] and settings.AGENTSITE_ENV != "production":
+        wanted["AGENTSITE_ENV"] = "production"
+    if wanted:
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **wanted})
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The server's listening socket, bound here: a taken port fails before anything starts.
+
+    SO_REUSEADDR as Twisted and uvicorn set it, so connections of a killed
+    server left in TIME_WAIT do not count as taken.
     """
     try:
         family, type_, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     except socket.gaierror as exc:
         raise CommandError(f"cannot serve on {host}:{port}: {exc.strerror}") from None
-    with socket.socket(family, type_, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(address)
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise CommandError(f"port {port} on {host} is already in use; stop what listens there or pass --port") from None
-            raise CommandError(f"cannot serve on {host}:{port}: {exc.strerror}") from None
+    listener = socket.socket(family, type_, proto)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(address)
+        listener.listen(LISTEN_BACKLOG)
+    except OSError as exc:
+        listener.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise CommandError(f"port {port} on {host} is already in use; stop what listens there or pass --port") from None
+        raise CommandError(f"cannot serve on {host}:{port}: {exc.strerror}") from None
+    return listener
