@@ -282,10 +282,16 @@ def resume_parked(turn_id: str, *, winding_down: bool = False, hooks: Sequence[H
 
 
 def interrupt(turn_id: str) -> bool:
-    """Ask a turn to stop. A parked turn has no worker to notice, so it is queued to wind down."""
+    """Ask a turn to stop. A parked turn has no worker to notice, so it is queued to wind down;
+    so is one waiting for the running-turn cap, at the head of a session holding no active turn."""
     requested = Turn(pk=turn_id).request_interrupt()
     if requested:
         resume_parked(turn_id, winding_down=True)
+        waiting = Session.objects.filter(turns=turn_id, active_turn__isnull=True).first() if running_turn_cap() else None
+        if waiting is not None:
+            with transaction.atomic():
+                principal_turn_lock(waiting)
+                dispatch_next(waiting.pk, waiting)
     return requested
 
 

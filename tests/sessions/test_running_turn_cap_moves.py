@@ -15,6 +15,7 @@ import json
 import pytest
 
 from sessions import lifecycle
+from sessions.admission import interrupt
 from sessions.engine import run_turn
 from sessions.events import read_events
 from sessions.models import Session, Turn
@@ -138,6 +139,17 @@ def test_stopping_a_session_ends_its_turn_waiting_for_a_slot_now(alice, gated, w
 
     worker.work()
     assert types(running)[-2:] == ["turn.completed", "session.waiting"]
+
+
+@transactional
+def test_stopping_one_waiting_turn_as_the_admin_does_ends_it_now(alice, gated, worker):
+    start(alice, "hi")
+    waiting = start(alice, "hi")["sessionId"]
+
+    assert interrupt(last_turn(waiting).id)
+
+    worker.work(only=waiting)
+    assert types(waiting)[-2:] == ["turn.failed", "session.waiting"] and status(waiting) == "waiting"
 
 
 @transactional
