@@ -137,7 +137,7 @@ def submit_message(
             )
         if admission == Turn.Admission.PREEMPT and session.active_turn_id:
             lifecycle.interrupt_in_flight(session.pk, session.active_turn_id)
-        elif admission == Turn.Admission.PREEMPT:
+        elif admission == Turn.Admission.PREEMPT and lifecycle.running_turn_cap():
             # Turns waiting for the running-turn cap are superseded too: they wind down at once.
             Turn.interrupt_queued(session.pk)
         token = session.rotate_token()

@@ -118,9 +118,9 @@ def refill_slots(principal_id: str, authenticator: str) -> list[str]:
     For the moves that free a slot without settling a turn (a session deleted
     mid-turn), and the recovery sweep's pass over principals with waiting turns.
     """
-    if not running_turn_cap():
-        return []
     owner = Session(principal_id=principal_id, authenticator=authenticator)
+    if not running_turn_cap() or not _under_cap(owner):  # a read first: most sweeps find nothing to start
+        return []
     with transaction.atomic():
         principal_turn_lock(owner)
         return dispatch_waiting(owner)
