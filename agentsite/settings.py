@@ -226,6 +226,16 @@ USE_TZ = True
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/playground/"
 
+# Django's four: a password like the username, shorter than 8 characters, one of the
+# commonly used ones, or all digits is refused where a person sets one (password
+# change, the admin, `createsuperuser`, `changepassword`) with a message saying why.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
 STATIC_URL = "static/"
 STATIC_ROOT = STATE_ROOT / "static"
 STATIC_ROOT.mkdir(exist_ok=True)

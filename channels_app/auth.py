@@ -195,9 +195,14 @@ def personal_token() -> Policy:
     return policy
 
 
+def agent_scope(principal: Any) -> list[str] | None:
+    """The slugs of the agents a personal token is scoped to; None: every agent."""
+    return principal.attributes.get("agents") if isinstance(principal, Principal) else None
+
+
 def check_scope(principal: Any, slug: str | None) -> bool:
     """Whether `principal` may reach agent `slug`: a personal token may be scoped to some agents."""
-    agents = principal.attributes.get("agents") if isinstance(principal, Principal) else None
+    agents = agent_scope(principal)
     return slug is None or agents is None or slug in agents
 
 

@@ -137,6 +137,9 @@ def submit_message(
             )
         if admission == Turn.Admission.PREEMPT and session.active_turn_id:
             lifecycle.interrupt_in_flight(session.pk, session.active_turn_id)
+        elif admission == Turn.Admission.PREEMPT and lifecycle.running_turn_cap():
+            # Turns waiting for the running-turn cap are superseded too: they wind down at once.
+            Turn.interrupt_queued(session.pk)
         token = session.rotate_token()
         turn = lifecycle.queue_turn(session, trigger=trigger, message=message, admission=admission,
                                     source_ref=source_ref, workspace_files=workspace_files or [])
@@ -147,22 +150,23 @@ def submit_message(
 
 
 def stop_session(session: Session, by: Principal | None = None) -> bool:
-    """Interrupt the running turn, if any, and the follow-ups queued behind it.
+    """Interrupt the running turn, if any, and the follow-ups queued behind it or waiting
+    for the running-turn cap.
 
     Each ends with `turn.failed` "turn interrupted". An operator (`by`) stopping someone
     else's session is recorded as `operator.acted`, only when something was stopped.
     """
-    turn_id = Session.objects.filter(pk=session.pk).values_list("active_turn_id", flat=True).first()
-    if not turn_id:
-        return False
     if by is None or not by.oversees(session):
-        return lifecycle.interrupt_in_flight(session.pk, turn_id)
+        return lifecycle.stop_turns(session)
+    if not Turn.objects.filter(session=session.pk).exclude(status__in=Turn.FINISHED).exists():
+        return False
     hooks = session.hooks()  # loaded before the write lock is taken
     with transaction.atomic():
         # The record first: the session row before the turns, lifecycle's lock order. It is
-        # undone when the turn had already ended, so the log names only stops that happened.
+        # undone when no turn was stopped, so the log names only stops that happened.
+        lifecycle.principal_turn_lock(session)
         append_events(session.id, [operator_acted(by, "stop")], hooks=hooks)
-        if not lifecycle.interrupt_in_flight(session.pk, turn_id):
+        if not lifecycle.stop_turns(session):
             transaction.set_rollback(True)
             return False
     return True

@@ -30,6 +30,7 @@ def resolve_approval(session: Session, call_id: str, decision: str, principal, r
     decided_by = principal.as_dict()
     hooks = session.hooks()  # loaded before the write lock is taken
     with transaction.atomic():
+        lifecycle.principal_turn_lock(session)  # first: the lifecycle's lock order (resuming may take a slot)
         if not row.resolve(decision, decided_by, reason):
             row.refresh_from_db()
             raise AdmissionError(
@@ -43,5 +44,5 @@ def resolve_approval(session: Session, call_id: str, decision: str, principal, r
             events.append(operator_acted(principal, decision, row.call_id))
         append_events(session.id, events, row.turn_id, hooks)
         if not ToolCall.objects.filter(turn_id=row.turn_id, status=ToolCall.Status.AWAITING_APPROVAL).exists():
-            lifecycle.resume_parked(row.turn_id)
+            lifecycle.resume_parked(row.turn_id, hooks=hooks)
     return row

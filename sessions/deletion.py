@@ -14,6 +14,7 @@ import logging
 from django.db import transaction
 
 from sessions.admission import stop_session
+from sessions.lifecycle import refill_slots
 from sessions.models import Reminder, Session, Turn
 from sessions.principal import Principal
 from sessions.reminders import cancel_session_reminders
@@ -51,6 +52,9 @@ def delete_session(session: Session, by: Principal | None = None, *, unless_in_f
             cancel_session_reminders(session)
             Reminder.objects.filter(session=session.pk).delete()
         Session.objects.filter(pk=session.pk).delete()
+    # A turn of the session that held one of its principal's running slots will not settle:
+    # the principal's turns waiting for the cap take the slot now.
+    refill_slots(session.principal_id, session.authenticator)
     # After the rows: a turn still finishing finds its session gone and stops writing here.
     delete_workspace(session.id)
     return True

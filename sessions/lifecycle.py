@@ -46,10 +46,17 @@ def _enqueue_on_commit(turn_id: str) -> None:
 
 # --- the running-turn cap ----------------------------------------------------------------
 #
-# Under AGENTSITE_MAX_RUNNING_TURNS = N, at most N sessions of one principal hold an
-# active turn (queued for a worker, running, or parked for approval: each holds its
-# session's lock). A turn beyond that stays queued without the lock, and the end of one
-# of the principal's turns activates the principal's oldest waiting turn, whatever its session.
+# Under AGENTSITE_MAX_RUNNING_TURNS = N, at most N sessions of one principal hold a running
+# slot: an active turn queued for a worker or running. A turn parked for approval waits for
+# people, not for a worker: it keeps its session's lock but gives its slot back, and once its
+# calls are decided (its session back to `running`) it waits for a slot like any other turn.
+# A turn beyond the cap stays queued without the lock (or parked, decided), and when one of
+# the principal's turns ends or parks, the principal's oldest waiting turn starts, whatever
+# its session. The next turn of a session held back so gets `turn.queued`. A turn told to
+# stop (its session stopped, or superseded by a preempting follow-up) never waits for a
+# slot: it starts at once and ends as interrupted.
+
+CAP_REASON = "running_turns_cap"
 
 
 def running_turn_cap() -> int:
@@ -73,18 +80,50 @@ def _under_cap(session: Session) -> bool:
 
 
 def dispatch_waiting(session: Session) -> list[str]:
-    """Activate the oldest turns waiting for the cap among `session`'s principal's sessions, while below it."""
+    """Start the oldest turns waiting for the cap among `session`'s principal's sessions, while below it.
+
+    A queued turn takes its session's lock; a decided parked turn has it already and is queued again.
+    """
     started: list[str] = []
     while _under_cap(session):
         waiting = Turn.objects.next_waiting(session.principal_id, session.authenticator)
         if waiting is None:
             break
-        turn_id, session_id = waiting
-        if not Session.take_lock(session_id, turn_id, Session.Status.RUNNING):
+        turn_id, session_id, parked = waiting
+        if not (Turn.requeue(turn_id) if parked else Session.take_lock(session_id, turn_id, Session.Status.RUNNING)):
             break
         _enqueue_on_commit(turn_id)
         started.append(turn_id)
     return started
+
+
+def held_back(session_id: str, turn_id: str, hooks: Sequence[Hook] = ()) -> None:
+    """Tell the session's readers that its next turn waits for one of the principal's running slots."""
+    append_events(session_id, [(EventType.TURN_QUEUED, {"waitingFor": CAP_REASON,
+                                                        "runningTurnsCap": running_turn_cap()})], turn_id, hooks)
+
+
+def _announce_head(session: Session, hooks: Sequence[Hook] = (), only: str | None = None) -> None:
+    """`turn.queued` for the session's next turn if the cap holds it back (the session holds no active turn)."""
+    if not Session.objects.filter(pk=session.pk, active_turn__isnull=True).exists():
+        return
+    head = Turn.objects.session_head(session.pk)
+    if head is not None and head[0] == (only or head[0]):
+        held_back(session.pk, head[0], hooks)
+
+
+def refill_slots(principal_id: str, authenticator: str) -> list[str]:
+    """Start a principal's waiting turns while below the cap, in a transaction of its own.
+
+    For the moves that free a slot without settling a turn (a session deleted
+    mid-turn), and the recovery sweep's pass over principals with waiting turns.
+    """
+    owner = Session(principal_id=principal_id, authenticator=authenticator)
+    if not running_turn_cap() or not _under_cap(owner):  # a read first: most sweeps find nothing to start
+        return []
+    with transaction.atomic():
+        principal_turn_lock(owner)
+        return dispatch_waiting(owner)
 
 
 # --- queue → activate ---------------------------------------------------------------
@@ -112,6 +151,8 @@ def open_session(session: Session, turn: Turn, events: Sequence[tuple[str, dict[
         append_events(session.id, events, hooks=hooks)
         if free:
             _enqueue_on_commit(turn.id)
+        else:
+            held_back(session.id, turn.id, hooks)
 
 
 def queue_turn(session: Session, **fields: Any) -> Turn:
@@ -119,24 +160,28 @@ def queue_turn(session: Session, **fields: Any) -> Turn:
     with transaction.atomic(savepoint=False):
         principal_turn_lock(session)
         turn = Turn.objects.create(session=session, **fields)
-        dispatch_next(session.id, session)
+        if dispatch_next(session.id, session) is None and running_turn_cap():
+            _announce_head(session, only=turn.id)
     return turn
 
 
-def dispatch_next(session_id: str, session: Session | None = None) -> str | None:
+def dispatch_next(session_id: str, session: Session | None = None, *, winding_down_only: bool = False) -> str | None:
     """queued → active: start the oldest queued turn if no turn of the session is active; returns its id.
 
     Under a running-turn cap, only while the session's principal is below it
-    (the caller holds `principal_turn_lock`).
+    (the caller holds `principal_turn_lock`), unless the turn is told to stop:
+    it winds down at once. `winding_down_only`: start it only in that case.
     """
     with transaction.atomic(savepoint=False):
-        if running_turn_cap():
+        head = Turn.objects.session_head(session_id)
+        if head is None:
+            return None
+        queued, winding_down = head
+        if not winding_down and (winding_down_only or running_turn_cap()):
             session = session or Session.objects.get(pk=session_id)
-            if not _under_cap(session):
+            if winding_down_only or not _under_cap(session):
                 return None
-        queued = Turn.objects.filter(session_id=session_id, status=Turn.Status.QUEUED).order_by(
-            "created_at", "id").values_list("id", flat=True).first()
-        if queued is None or not Session.take_lock(session_id, queued, Session.Status.RUNNING):
+        if not Session.take_lock(session_id, queued, Session.Status.RUNNING):
             return None
         _enqueue_on_commit(queued)
         return queued
@@ -193,24 +238,43 @@ def park(turn: Turn, state: dict[str, Any], events: Iterable[tuple[str, dict[str
     turn is queued again at once, since no decision is left to do it.
     """
     with transaction.atomic():
+        principal_turn_lock(turn.session)
         append_events(turn.session_id, events, turn.id, hooks=hooks)
         Session.set_status_while_active(turn.session_id, turn.id, Session.Status.AWAITING_APPROVAL)
         if not turn.park(state):
             transaction.set_rollback(True)
             return False
         if not ToolCall.objects.filter(turn=turn, status=ToolCall.Status.AWAITING_APPROVAL).exists():
-            resume_parked(turn.id)
+            resume_parked(turn.id, hooks=hooks)
+        elif running_turn_cap():
+            dispatch_waiting(turn.session)  # its slot is free while people decide
     return True
 
 
-def resume_parked(turn_id: str) -> bool:
-    """awaiting_approval → queued, and enqueue it: a worker resumes it where it stopped."""
+def resume_parked(turn_id: str, *, winding_down: bool = False, hooks: Sequence[Hook] = ()) -> bool:
+    """awaiting_approval → queued, and enqueue it: a worker resumes it where it stopped.
+
+    Under a running-turn cap a decided turn takes a slot again: at once while
+    the principal is below the cap and no older turn waits, else it stays
+    parked with its session `running` until a slot frees (`dispatch_waiting`).
+    A turn told to stop (`winding_down`) does not wait. The caller holds
+    `principal_turn_lock` (the lock order: it comes first in the transaction).
+    """
+    capped = bool(running_turn_cap()) and not winding_down
+    session = Session.objects.filter(active_turn=turn_id).first() if capped else None
     with transaction.atomic():
         Session.set_status_while_active(None, turn_id, Session.Status.RUNNING, expect=Session.Status.AWAITING_APPROVAL)
-        if not Turn.requeue(turn_id):
+        if session is None:
+            if capped or not Turn.requeue(turn_id):
+                transaction.set_rollback(True)
+                return False
+            _enqueue_on_commit(turn_id)
+            return True
+        if not Turn.objects.filter(pk=turn_id, status=Turn.Status.AWAITING_APPROVAL).exists():
             transaction.set_rollback(True)
             return False
-        _enqueue_on_commit(turn_id)
+        if turn_id not in dispatch_waiting(session):
+            held_back(session.pk, turn_id, hooks)
     return True
 
 
@@ -218,10 +282,16 @@ def resume_parked(turn_id: str) -> bool:
 
 
 def interrupt(turn_id: str) -> bool:
-    """Ask a turn to stop. A parked turn has no worker to notice, so it is queued to wind down."""
+    """Ask a turn to stop. A parked turn has no worker to notice, so it is queued to wind down;
+    so is one waiting for the running-turn cap, at the head of a session holding no active turn."""
     requested = Turn(pk=turn_id).request_interrupt()
     if requested:
-        resume_parked(turn_id)
+        resume_parked(turn_id, winding_down=True)
+        waiting = Session.objects.filter(turns=turn_id, active_turn__isnull=True).first() if running_turn_cap() else None
+        if waiting is not None:
+            with transaction.atomic():
+                principal_turn_lock(waiting)
+                dispatch_next(waiting.pk, waiting)
     return requested
 
 
@@ -235,6 +305,28 @@ def interrupt_in_flight(session_id: str, active_turn_id: str) -> bool:
     """
     Turn.interrupt_queued(session_id)
     return interrupt(active_turn_id)
+
+
+def stop_turns(session: Session) -> bool:
+    """Interrupt the session's active turn and those queued behind it; False if it has none.
+
+    A session holding no active turn may have turns waiting for the running-turn
+    cap: they are told to stop and started at once, whatever the cap, so each
+    ends as interrupted now rather than running when a slot frees.
+    """
+    active = Session.objects.filter(pk=session.pk).values_list("active_turn_id", flat=True).first()
+    if active:
+        return interrupt_in_flight(session.pk, active)
+    with transaction.atomic():
+        principal_turn_lock(session)
+        # Read again under the lock: a slot may have been handed to one of its turns meanwhile.
+        active = Session.objects.filter(pk=session.pk).values_list("active_turn_id", flat=True).first()
+        if active:
+            return interrupt_in_flight(session.pk, active)
+        if not Turn.interrupt_queued(session.pk):
+            return False
+        dispatch_next(session.pk, session)
+    return True
 
 
 # --- settle ------------------------------------------------------------------------------
@@ -271,7 +363,10 @@ def settle(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, A
             transaction.set_rollback(True)  # not ours any more: whoever ended it settled it
             return False
         if running_turn_cap():
+            dispatch_next(session.id, session, winding_down_only=True)
             dispatch_waiting(session)
+            if session.mode != Session.Mode.TASK:
+                _announce_head(session, hooks)
         elif session.mode != Session.Mode.TASK:
             dispatch_next(session.id)
     return True

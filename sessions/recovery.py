@@ -7,6 +7,7 @@ reported as interrupted and never run again. The conditional update on the
 turn makes the sweep safe to run from every qcluster at once. It also
 re-enqueues a session's active turn that sat queued too long, in case its
 task was lost (claiming is conditional, so a duplicate task is harmless),
+starts turns waiting for the running-turn cap whose principal is below it,
 and enqueues again the custom-channel event deliveries whose worker died.
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ from django.utils import timezone
 
 from sessions.custom_channels import prune_deliveries, redeliver_lapsed, rescan_undelivered
 from sessions.events import SessionGone
-from sessions.lifecycle import ending_events, requeue_lost_task, settle
+from sessions.lifecycle import ending_events, refill_slots, requeue_lost_task, running_turn_cap, settle
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.processes import process_gone
 from sessions.tools import result_payload
@@ -86,6 +87,11 @@ def sweep(now=None) -> int:
     active_queued = Session.objects.filter(active_turn__status=Turn.Status.QUEUED).values_list("active_turn_id", flat=True)
     for turn_id in active_queued:
         requeue_lost_task(turn_id, now, stale, retry_at)
+    if running_turn_cap():
+        # Turns waiting for a running slot while their principal is below the cap (the cap raised
+        # at a restart, a session deleted by a process that died before handing its slot on).
+        for principal_id, authenticator in Turn.objects.waiting_owners():
+            refill_slots(principal_id, authenticator)
     redeliver_lapsed(now)
     global _next_rescan
     if time.monotonic() >= _next_rescan:  # a scan of the session table: seldom

@@ -14,6 +14,7 @@ from agents.discovery import load_deployment
 from agents.models import Agent, Deployment
 from agents.workspaces import sandbox
 from agents.workspaces.sandbox import Limits
+from channels_app.auth import agent_scope
 from channels_app.ownership import get_agent
 from channels_app.pagination import AgentPages, paginate
 from channels_app.responses import (
@@ -32,6 +33,10 @@ class AgentListView(APIView):
                    responses={200: AgentList, **refusals(400, 401)})
     def get(self, request: Request) -> Response:
         agents = Agent.objects.select_related("active_deployment").exclude(active_deployment=None)
+        scope = agent_scope(request.user)
+        if scope is not None:
+            # A personal token scoped to some agents lists only those: the others answer it 403.
+            agents = agents.filter(slug__in=scope)
         return paginate(AgentPages, agents, request, self, lambda a: AgentSummary(
             slug=a.slug, name=a.name or a.slug, description=a.description, model=a.model_id,
             deployment=DeploymentRef.of(a.active_deployment)))

@@ -17,6 +17,9 @@ class EventType(StrEnum):
     SESSION_FAILED = "session.failed"
     AGENT_BOUND = "agent.bound"
     MESSAGE_RECEIVED = "message.received"
+    # Not in DESIGN.md's table: a turn held back by the principal's running-turn cap
+    # (AGENTSITE_MAX_RUNNING_TURNS): {waitingFor: "running_turns_cap", runningTurnsCap: N}.
+    TURN_QUEUED = "turn.queued"
     TURN_STARTED = "turn.started"
     TURN_COMPLETED = "turn.completed"
     TURN_FAILED = "turn.failed"

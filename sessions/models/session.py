@@ -67,9 +67,11 @@ class SessionQuerySet(models.QuerySet):
         return self.filter(principal_id=principal.principal_id, authenticator=principal.authenticator)
 
     def holding_turns(self, principal_id: str, authenticator: str) -> int:
-        """How many of a principal's sessions hold an active turn (the running-turn cap counts them)."""
-        return self.filter(principal_id=principal_id, authenticator=authenticator,
-                           active_turn__isnull=False).count()
+        """How many of a principal's sessions hold a running slot (the running-turn cap counts them):
+        an active turn queued for a worker or running. A parked turn waits for people, not for a
+        worker: it keeps its session's lock but no slot."""
+        return self.filter(principal_id=principal_id, authenticator=authenticator, active_turn__isnull=False).exclude(
+            active_turn__status=Turn.Status.AWAITING_APPROVAL).count()
 
     def owner_and_mode(self, session_id: str, agent_slug: str) -> tuple[str, str, str] | None:
         """(principal_id, authenticator, mode) of session `session_id` of agent `agent_slug`; None if there is none."""
@@ -223,11 +225,34 @@ class Session(ChannelBinding):
 
 
 class TurnQuerySet(models.QuerySet):
-    def next_waiting(self, principal_id: str, authenticator: str) -> tuple[str, str] | None:
-        """(turn id, session id) of the principal's oldest queued turn whose session holds no active turn."""
-        return self.filter(status=Turn.Status.QUEUED, session__principal_id=principal_id,
-                           session__authenticator=authenticator, session__active_turn__isnull=True).order_by(
-            "created_at", "id").values_list("id", "session_id").first()
+    def next_waiting(self, principal_id: str, authenticator: str) -> tuple[str, str, bool] | None:
+        """The principal's oldest turn waiting for a running slot, as (turn id, session id, parked).
+
+        Either a queued turn whose session holds no active turn, or a parked turn
+        whose calls are all decided (`parked`: its session is back to `running`,
+        the turn still `awaiting_approval`). Oldest by when the turn was sent.
+        """
+        mine = self.filter(session__principal_id=principal_id, session__authenticator=authenticator)
+        queued = mine.filter(status=Turn.Status.QUEUED, session__active_turn__isnull=True)
+        decided = mine.filter(status=Turn.Status.AWAITING_APPROVAL, session__status=Session.Status.RUNNING)
+        found = [(*row, parked) for rows, parked in ((queued, False), (decided, True))
+                 for row in rows.order_by("created_at", "id").values_list("created_at", "id", "session_id")[:1]]
+        if not found:
+            return None
+        _, turn_id, session_id, parked = min(found)
+        return turn_id, session_id, parked
+
+    def waiting_owners(self) -> set[tuple[str, str]]:
+        """(principal id, authenticator) of every principal with a turn waiting for a running slot."""
+        queued = self.filter(status=Turn.Status.QUEUED, session__active_turn__isnull=True)
+        decided = self.filter(status=Turn.Status.AWAITING_APPROVAL, session__status=Session.Status.RUNNING)
+        return {owner for rows in (queued, decided)
+                for owner in rows.values_list("session__principal_id", "session__authenticator").distinct()}
+
+    def session_head(self, session_id: str) -> tuple[str, bool] | None:
+        """(id, interrupt requested) of the session's oldest queued turn: the next to start."""
+        return self.filter(session_id=session_id, status=Turn.Status.QUEUED).order_by(
+            "created_at", "id").values_list("id", "interrupt_requested").first()
 
 
 class Turn(models.Model):

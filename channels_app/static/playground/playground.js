@@ -166,6 +166,10 @@ class SessionView {
         this.item(event, el("div", { class: "msg user" }, source, data.text || ""));
         break;
       }
+      case "turn.queued":
+        this.item(event, el("div", { class: "turn-meta",
+          text: `queued: ${data.runningTurnsCap} of your turns are running; this one starts when one ends` }));
+        break;
       case "turn.started":
         this.setStatus("running");
         break;
