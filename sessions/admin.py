@@ -17,9 +17,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import content_disposition_header
 
 from sessions.principal import Principal
-from sessions.admission import stop_session
+from sessions.admission import stop_session, stop_turn
 from sessions.deletion import delete_session
-from sessions.lifecycle import interrupt
 from sessions.approvals import resolve_approval
 from sessions.instants import iso_z
 from sessions.models import (
@@ -203,7 +202,8 @@ class TurnAdmin(admin.ModelAdmin):
 
     @admin.action(description="Stop the selected turns", permissions=["change"])
     def stop_turns(self, request, queryset) -> None:
-        count = sum(interrupt(t.pk) for t in queryset.exclude(status__in=Turn.FINISHED))
+        by = _principal(request)
+        count = sum(stop_turn(t, by=by) for t in queryset.exclude(status__in=Turn.FINISHED).select_related("session"))
         self.message_user(request, f"Asked {count} turn(s) to stop.", messages.SUCCESS)
 
 
@@ -279,7 +279,8 @@ class ReminderAdmin(admin.ModelAdmin):
 
     @admin.action(description="Cancel the selected reminders", permissions=["change"])
     def cancel(self, request, queryset) -> None:
-        count = sum(cancel_reminder(r, "cancelled in the admin") for r in queryset.filter(status=Reminder.Status.ARMED))
+        by, armed = _principal(request), queryset.filter(status=Reminder.Status.ARMED).select_related("session")
+        count = sum(cancel_reminder(r, "cancelled in the admin", by=by) for r in armed)
         self.message_user(request, f"Cancelled {count} reminder(s).", messages.SUCCESS)
 
 

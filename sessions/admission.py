@@ -15,7 +15,7 @@ from django.db import transaction
 
 from agents.models import Agent
 from sessions import lifecycle, wakeups
-from sessions.events import append_events, operator_acted
+from sessions.events import act_on, append_events
 from sessions.lifecycle import dispatch_next, interrupt, interrupt_in_flight  # noqa: F401 (callers import them here)
 from sessions.models import EventType, Session, Turn
 from sessions.principal import Principal
@@ -155,14 +155,10 @@ def stop_session(session: Session, by: Principal | None = None) -> bool:
     turn_id = Session.objects.filter(pk=session.pk).values_list("active_turn_id", flat=True).first()
     if not turn_id:
         return False
-    if by is None or not by.oversees(session):
-        return lifecycle.interrupt_in_flight(session.pk, turn_id)
-    hooks = session.hooks()  # loaded before the write lock is taken
-    with transaction.atomic():
-        # The record first: the session row before the turns, lifecycle's lock order. It is
-        # undone when the turn had already ended, so the log names only stops that happened.
-        append_events(session.id, [operator_acted(by, "stop")], hooks=hooks)
-        if not lifecycle.interrupt_in_flight(session.pk, turn_id):
-            transaction.set_rollback(True)
-            return False
-    return True
+    return act_on(session, by, "stop", lambda: lifecycle.interrupt_in_flight(session.pk, turn_id))
+
+
+def stop_turn(turn: Turn, by: Principal | None = None) -> bool:
+    """Interrupt one turn (the admin stops turns one by one). An operator stopping a turn of
+    someone else's session is recorded as `operator.acted` with the turn's id, only when it was asked to stop."""
+    return act_on(turn.session, by, "stop", lambda: lifecycle.interrupt(turn.pk), turnId=turn.pk)
