@@ -111,6 +111,21 @@ def operator_acted(principal, action: str, call_id: str = "", **ids: str) -> tup
     return EventType.OPERATOR_ACTED, data
 
 
+# What each operator act reads as, after the operator's name (the playground says the same).
+ACTS = {"approve": "approved call {callId}", "deny": "denied call {callId}", "stop": "stopped the session",
+        "cancel_reminder": "cancelled reminder {reminderId}"}
+
+
+def describe_act(data: dict[str, Any]) -> str:
+    """An `operator.acted` event's data as a sentence: "olga stopped turn trn_1", "sam approved call call_1"."""
+    action = data.get("action", "")
+    if action == "stop" and data.get("turnId"):
+        did = f"stopped turn {data['turnId']}"
+    else:
+        did = ACTS.get(action, action).format_map({"callId": "", "reminderId": "", **data})
+    return f"{data.get('operator', 'an operator')} {did}".strip()
+
+
 def act_on(session, by, action: str, act: Callable[[], bool], **ids: str) -> bool:
     """Do `act` (a transition that returns whether it happened) on `session` for `by`; an operator
     acting on someone else's session is recorded as `operator.acted`, only when the act happened.
