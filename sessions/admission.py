@@ -15,7 +15,7 @@ from django.db import transaction
 
 from agents.models import Agent
 from sessions import lifecycle, wakeups
-from sessions.events import act_on, append_events
+from sessions.events import act_on
 from sessions.lifecycle import dispatch_next, interrupt, interrupt_in_flight  # noqa: F401 (callers import them here)
 from sessions.models import EventType, Session, Turn
 from sessions.principal import Principal
