@@ -19,7 +19,8 @@ from agents.channels import ChannelHook
 from agents.hooks import Hook
 from sessions import wakeups
 from sessions.channel_delivery import hand_to_channels
-from sessions.models import Event, EventType
+from sessions.models import Event, EventType, Session
+from sessions.principal import Principal
 from sessions.sql import events as sql
 from sessions.sql.events import Line
 
@@ -126,7 +127,7 @@ def describe_act(data: dict[str, Any]) -> str:
     return f"{data.get('operator', 'an operator')} {did}".strip()
 
 
-def act_on(session, by, action: str, act: Callable[[], bool], **ids: str) -> bool:
+def act_on(session: Session, by: Principal | None, action: str, act: Callable[[], bool], **ids: str) -> bool:
     """Do `act` (a transition that returns whether it happened) on `session` for `by`; an operator
     acting on someone else's session is recorded as `operator.acted`, only when the act happened.
 

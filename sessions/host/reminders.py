@@ -18,6 +18,7 @@ from django.utils import timezone
 from agents.schedules import cron_problem, next_after
 from sessions.events import act_on
 from sessions.models import Reminder, Session
+from sessions.principal import Principal
 from sessions.processes import process_id as owner_id
 from sessions.ticker import ensure_ticker
 
@@ -99,7 +100,7 @@ def create_reminder(
     return reminder
 
 
-def cancel_reminder(reminder: Reminder, reason: str = "cancelled", by: Any = None) -> bool:
+def cancel_reminder(reminder: Reminder, reason: str = "cancelled", by: Principal | None = None) -> bool:
     """Cancel an armed reminder; False if it had already ended. An operator (`by`, a principal)
     cancelling a reminder of someone else's session is recorded there as `operator.acted`."""
     _handlers.pop(reminder.id, None)
