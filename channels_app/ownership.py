@@ -4,8 +4,9 @@ The HTTP views, the NDJSON/SSE stream, the websocket and the playground
 pages all find a session the same way: it must belong to the agent in the
 URL (404 otherwise) and to the caller (403 otherwise). Operators (staff and
 the `operators` group) may also reach other principals' sessions where a route
-says so (`operators=True`): to read, follow, decide approvals, stop and delete,
-never to speak in someone else's conversation. Each function raises
+says so (`operators=True`): to read (artifacts and reminders too), follow, decide
+approvals, stop, cancel reminders and delete, never to speak in someone else's
+conversation (nor to set or fire a reminder in it). Each function raises
 an `APIError` carrying status, code and message; the JSON routes answer it
 as is, the websocket turns the status into a close code (4404, 4403) and the
 playground into a page. One query on success; the agent is only looked up
@@ -86,12 +87,13 @@ def get_session_by_token(agent: Agent, token: str, principal) -> Session:
     return require_owner(session, principal)
 
 
-def get_owned_reminder(slug: str, reminder_id: str, principal) -> Reminder:
-    """A reminder of agent `slug` bound to a session `principal` owns (else 404 or 403)."""
+def get_owned_reminder(slug: str, reminder_id: str, principal, *, operators: bool = False) -> Reminder:
+    """A reminder of agent `slug` bound to a session `principal` owns or, with `operators`,
+    to any session if `principal` is an operator (else 404 or 403)."""
     reminder = Reminder.objects.select_related("session").filter(pk=reminder_id, agent__slug=slug).first()
     if reminder is None:
         get_agent(slug)
         raise APIError(404, "reminder_not_found", f"no reminder {reminder_id!r} on agent {slug!r}")
-    if reminder.session is None or not reminder.session.is_owned_by(principal):
+    if reminder.session is None or not (reminder.session.is_owned_by(principal) or (operators and principal.operator)):
         raise APIError(403, "forbidden", "this reminder belongs to another principal's session")
     return reminder

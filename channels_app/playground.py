@@ -64,14 +64,21 @@ def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
         return _refuse(request, 404, "No such agent", f"There is no agent {slug!r} on this server.")
     if session_id := request.GET.get("sessionId"):
         return session_page(request, slug, session_id)
+    every = request.GET.get("all") == "1"
+    if every and not principal.operator:
+        return _refuse(request, 403, "Operators only", "Every principal's sessions are listed for operators only "
+                                                      "(staff and members of the operators group).")
+    # An operator's view, as `GET /<slug>/v1/sessions?all=1`: every session of the agent, whoever
+    # started it (a person, a schedule, a channel), with who that was.
+    rows = Session.objects.all() if every else Session.objects.for_principal(principal)
     sessions = (
-        Session.objects.for_principal(principal).filter(agent=agent)
-        .only("id", "title", "status", "mode", "created_at", "updated_at").order_by("-created_at")[:50]
+        rows.filter(agent=agent).only("id", "title", "status", "mode", "channel", "principal_id", "principal_type",
+                                      "authenticator", "created_at", "updated_at").order_by("-created_at")[:50]
     )
     manifest = agent.active_deployment.manifest
     return render(request, "playground/agent.html", {
         "agent": agent, "manifest": manifest, "sessions": sessions, "tools": _tool_rows(manifest),
-        "channels": _channel_rows(manifest),
+        "channels": _channel_rows(manifest), "every": every, "operator": principal.operator, "principal": principal,
     })
 
 
@@ -130,22 +137,26 @@ def example_input(schema: dict[str, Any]) -> dict[str, Any]:
     return example
 
 
-def _owned_session(request: HttpRequest, slug: str, session_id: str) -> tuple[Session | None, HttpResponse | None]:
+def _owned_session(request: HttpRequest, slug: str, session_id: str) -> tuple[Session | None, bool, HttpResponse | None]:
+    """The session and whether the caller follows it as an operator, if the caller owns it or is
+    an operator (who may follow any session: read it, decide its parked calls, stop it, cancel its
+    reminders, never post in it); else the page that refuses."""
     principal = _principal(request)
     if principal is None:
-        return None, _sign_in(request)
+        return None, False, _sign_in(request)
     try:
-        return get_owned_session(slug, session_id, principal), None
+        session = get_owned_session(slug, session_id, principal, operators=True)
     except APIError as exc:
         if exc.status_code == 403:
-            return None, _refuse(request, 403, "Not your session", "This session belongs to another principal.")
+            return None, False, _refuse(request, 403, "Not your session", "This session belongs to another principal.")
         if exc.error_code == "agent_not_found":
-            return None, _refuse(request, 404, "No such agent", f"There is no agent {slug!r} on this server.")
-        return None, _refuse(request, 404, "No such session", f"There is no session {session_id!r} on {slug!r}.")
+            return None, False, _refuse(request, 404, "No such agent", f"There is no agent {slug!r} on this server.")
+        return None, False, _refuse(request, 404, "No such session", f"There is no session {session_id!r} on {slug!r}.")
+    return session, principal.oversees(session), None
 
 
 def session_page(request: HttpRequest, slug: str, session_id: str) -> HttpResponse:
-    session, refusal = _owned_session(request, slug, session_id)
+    session, following, refusal = _owned_session(request, slug, session_id)
     if refusal:
         return refusal
     manifest = session.deployment.manifest
@@ -155,6 +166,7 @@ def session_page(request: HttpRequest, slug: str, session_id: str) -> HttpRespon
                  for a in Artifact.objects.filter(session=session).order_by("created_at", "name")]
     return render(request, "playground/session.html", {
         "agent": session.agent, "session": session, "manifest": manifest, "tools": _tool_rows(manifest),
+        "following": following,
         "channels": _channel_rows(manifest),
         "reminders": list(reminders), "workspace": workspace_panel(session, manifest), "artifacts": artifacts,
     })
@@ -230,7 +242,7 @@ def build_trace(rows: list[tuple[int, str, str, dict, datetime]]) -> list[dict[s
 
 
 def trace_page(request: HttpRequest, slug: str, session_id: str) -> HttpResponse:
-    session, refusal = _owned_session(request, slug, session_id)
+    session, _, refusal = _owned_session(request, slug, session_id)
     if refusal:
         return refusal
     rows = list(Event.objects.filter(session=session).order_by("index").values_list("index", "type", "turn_id", "data", "at"))

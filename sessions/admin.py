@@ -17,9 +17,9 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import content_disposition_header
 
 from sessions.principal import Principal
-from sessions.admission import stop_session
+from sessions.admission import stop_session, stop_turn
 from sessions.deletion import delete_session
-from sessions.lifecycle import interrupt
+from sessions.events import describe_act
 from sessions.approvals import resolve_approval
 from sessions.instants import iso_z
 from sessions.models import (
@@ -91,7 +91,8 @@ class SessionAdmin(admin.ModelAdmin):
         "authenticator", "next_event_index", "options", "usage", "active_turn", "created_at", "updated_at",
         "history", "workspace",
     )
-    readonly_fields = summary_fields + ("latest_turns", "latest_tool_calls", "latest_artifacts", "latest_events")
+    readonly_fields = summary_fields + ("latest_turns", "latest_tool_calls", "latest_artifacts", "latest_events",
+                                        "operator_actions")
     # The continuation token hash and the provider conversation are never shown.
     fieldsets = (
         (None, {"fields": summary_fields}),
@@ -99,6 +100,7 @@ class SessionAdmin(admin.ModelAdmin):
         (f"Latest tool calls (up to {LATEST_TOOL_CALLS})", {"fields": ("latest_tool_calls",)}),
         (f"Latest artifacts (up to {LATEST_ARTIFACTS})", {"fields": ("latest_artifacts",)}),
         (f"Latest events (up to {LATEST_EVENTS}, in index order)", {"fields": ("latest_events",)}),
+        (f"Operator actions (up to {LATEST_EVENTS}, the latest first)", {"fields": ("operator_actions",)}),
     )
     actions = ["stop_running_turns", "delete_sessions"]
 
@@ -173,6 +175,17 @@ class SessionAdmin(admin.ModelAdmin):
               format_html("<code>{}</code>", _clip(json.dumps(e.data, ensure_ascii=False)))) for e in events),
         )
 
+    @admin.display(description="operator actions")
+    def operator_actions(self, obj: Session) -> str:
+        """Who acted on this session, not being its principal: the `operator.acted` events, as sentences."""
+        acts = list(obj.events.filter(type=EventType.OPERATOR_ACTED).order_by("-index")[:LATEST_EVENTS])
+        if not acts:
+            return "none"
+        rows = format_html_join("", "<tr><td>{}</td><td>#{}</td><td>{}</td></tr>",
+                                ((_when(e.at), e.index, describe_act(e.data)) for e in acts))
+        return format_html('<table class="operator-actions"><thead><tr><th>at</th><th>event</th><th>what</th></tr>'
+                           '</thead><tbody>{}</tbody></table>', rows)
+
     @admin.action(description="Stop the running turn of the selected sessions", permissions=["change"])
     def stop_running_turns(self, request, queryset) -> None:
         stopped = sum(stop_session(s, by=_principal(request)) for s in queryset)
@@ -203,7 +216,8 @@ class TurnAdmin(admin.ModelAdmin):
 
     @admin.action(description="Stop the selected turns", permissions=["change"])
     def stop_turns(self, request, queryset) -> None:
-        count = sum(interrupt(t.pk) for t in queryset.exclude(status__in=Turn.FINISHED))
+        by = _principal(request)
+        count = sum(stop_turn(t, by=by) for t in queryset.exclude(status__in=Turn.FINISHED).select_related("session"))
         self.message_user(request, f"Asked {count} turn(s) to stop.", messages.SUCCESS)
 
 
@@ -239,12 +253,19 @@ class ToolCallAdmin(admin.ModelAdmin):
 
 @admin.register(Event)
 class EventAdmin(admin.ModelAdmin):
-    list_display = ("session", "index", "type", "turn_id", "at")
+    list_display = ("session", "index", "type", "turn_id", "at", "what")
     list_filter = ("type",)
     search_fields = ("session__id", "type")
 
     def has_add_permission(self, request) -> bool:
         return False
+
+    @admin.display(description="what")
+    def what(self, obj: Event) -> str:
+        """An operator's act as a sentence (who did what); any other event's data, clipped."""
+        if obj.type == EventType.OPERATOR_ACTED:
+            return describe_act(obj.data)
+        return _clip(json.dumps(obj.data, ensure_ascii=False), 80)
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
@@ -279,7 +300,8 @@ class ReminderAdmin(admin.ModelAdmin):
 
     @admin.action(description="Cancel the selected reminders", permissions=["change"])
     def cancel(self, request, queryset) -> None:
-        count = sum(cancel_reminder(r, "cancelled in the admin") for r in queryset.filter(status=Reminder.Status.ARMED))
+        by, armed = _principal(request), queryset.filter(status=Reminder.Status.ARMED).select_related("session")
+        count = sum(cancel_reminder(r, "cancelled in the admin", by=by) for r in armed)
         self.message_user(request, f"Cancelled {count} reminder(s).", messages.SUCCESS)
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from django.db import transaction
 
 from agents.models import Agent
 from sessions import lifecycle, wakeups
-from sessions.events import append_events, operator_acted
+from sessions.events import act_on
 from sessions.lifecycle import dispatch_next, interrupt, interrupt_in_flight  # noqa: F401 (callers import them here)
 from sessions.models import EventType, Session, Turn
 from sessions.principal import Principal
@@ -156,17 +156,21 @@ def stop_session(session: Session, by: Principal | None = None) -> bool:
     Each ends with `turn.failed` "turn interrupted". An operator (`by`) stopping someone
     else's session is recorded as `operator.acted`, only when something was stopped.
     """
+    return _operator_act(session, by, "stop", lambda: lifecycle.stop_turns(session))
+
+
+def stop_turn(turn: Turn, by: Principal | None = None) -> bool:
+    """Interrupt one turn (the admin stops turns one by one). An operator stopping a turn of
+    someone else's session is recorded as `operator.acted` with the turn's id, only when it was asked to stop."""
+    return _operator_act(turn.session, by, "stop", lambda: lifecycle.interrupt(turn.pk), turnId=turn.pk)
+
+
+def _operator_act(session: Session, by: Principal | None, action: str, act: Callable[[], bool], **ids: str) -> bool:
+    """`act_on` with the session principal's turn lock taken first when a record is written: a stop
+    may take that lock too (turns waiting for the cap), and lifecycle's order is that lock, then the
+    session row the record appends to."""
     if by is None or not by.oversees(session):
-        return lifecycle.stop_turns(session)
-    if not Turn.objects.filter(session=session.pk).exclude(status__in=Turn.FINISHED).exists():
-        return False
-    hooks = session.hooks()  # loaded before the write lock is taken
+        return act()
     with transaction.atomic():
-        # The record first: the session row before the turns, lifecycle's lock order. It is
-        # undone when no turn was stopped, so the log names only stops that happened.
         lifecycle.principal_turn_lock(session)
-        append_events(session.id, [operator_acted(by, "stop")], hooks=hooks)
-        if not lifecycle.stop_turns(session):
-            transaction.set_rollback(True)
-            return False
-    return True
+        return act_on(session, by, action, act, **ids)

@@ -10,7 +10,7 @@ after commit, so a reader never looks for a row that is not there yet.
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -19,7 +19,8 @@ from agents.channels import ChannelHook
 from agents.hooks import Hook
 from sessions import wakeups
 from sessions.channel_delivery import hand_to_channels
-from sessions.models import Event, EventType
+from sessions.models import Event, EventType, Session
+from sessions.principal import Principal
 from sessions.sql import events as sql
 from sessions.sql.events import Line
 
@@ -100,13 +101,50 @@ def append_event(session_id: str, type_: EventType, data: dict[str, Any], turn_i
     return append_events(session_id, [(type_, data)], turn_id, hooks)[0]
 
 
-def operator_acted(principal, action: str, call_id: str = "") -> tuple[str, dict[str, Any]]:
-    """The `operator.acted` event of `principal` doing `action` ("approve", "deny", "stop") on a session
-    that is not theirs, for the same append as the act's own events."""
+def operator_acted(principal, action: str, call_id: str = "", **ids: str) -> tuple[str, dict[str, Any]]:
+    """The `operator.acted` event of `principal` doing `action` ("approve", "deny", "stop",
+    "cancel_reminder") on a session that is not theirs, for the same append as the act's own events.
+    `ids` name what was acted on beyond the session (`turnId`, `reminderId`)."""
     data: dict[str, Any] = {"operator": principal.principal_id, "action": action}
     if call_id:
         data["callId"] = call_id
+    data.update({key: value for key, value in ids.items() if value})
     return EventType.OPERATOR_ACTED, data
+
+
+# What each operator act reads as, after the operator's name (the playground says the same).
+ACTS = {"approve": "approved call {callId}", "deny": "denied call {callId}", "stop": "stopped the session",
+        "cancel_reminder": "cancelled reminder {reminderId}"}
+
+
+def describe_act(data: dict[str, Any]) -> str:
+    """An `operator.acted` event's data as a sentence: "olga stopped turn trn_1", "sam approved call call_1"."""
+    action = data.get("action", "")
+    if action == "stop" and data.get("turnId"):
+        did = f"stopped turn {data['turnId']}"
+    else:
+        did = ACTS.get(action, action).format_map({"callId": "", "reminderId": "", **data})
+    return f"{data.get('operator', 'an operator')} {did}".strip()
+
+
+def act_on(session: Session, by: Principal | None, action: str, act: Callable[[], bool], **ids: str) -> bool:
+    """Do `act` (a transition that returns whether it happened) on `session` for `by`; an operator
+    acting on someone else's session is recorded as `operator.acted`, only when the act happened.
+
+    The one door for operators' acts that write no event of their own (stops, a reminder
+    cancelled), whichever surface asks: the API, the websocket, the admin.
+    """
+    if by is None or not by.oversees(session):
+        return act()
+    hooks = session.hooks()  # loaded before the write lock is taken
+    with transaction.atomic():
+        # The record first: the session row before the turns or the reminder, lifecycle's lock
+        # order. It is undone when the act found nothing to do, so the log names only acts that happened.
+        append_events(session.id, [operator_acted(by, action, **ids)], hooks=hooks)
+        if not act():
+            transaction.set_rollback(True)
+            return False
+    return True
 
 
 def read_lines(session_id: str, start_index: int = 0, limit: int | None = None) -> list[Line]:

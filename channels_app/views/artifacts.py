@@ -1,4 +1,5 @@
-"""A session's artifacts: the files its turns produced, listed and downloaded by its principal."""
+"""A session's artifacts: the files its turns produced, listed and downloaded by its principal
+(and by operators, whose reads are not recorded)."""
 from __future__ import annotations
 
 from django.http import HttpResponse
@@ -30,7 +31,7 @@ class SessionArtifactsView(APIView):
     @extend_schema(operation_id="v1_session_artifacts_list", summary="The files the session's turns produced",
                    parameters=list_parameters("Artifacts", 100), responses={200: ArtifactList, **refusals(*SESSION)})
     def get(self, request: Request, slug: str, session_id: str) -> Response:
-        session = get_owned_session(slug, session_id, request.user)
+        session = get_owned_session(slug, session_id, request.user, operators=True)
         rows = ArtifactRow.objects.filter(session=session)
         return paginate(ArtifactPages, rows, request, self, lambda r: Artifact.of(r, slug))
 
@@ -47,7 +48,7 @@ class SessionArtifactView(APIView):
         },
     )
     def get(self, request: Request, slug: str, session_id: str, name: str) -> HttpResponse:
-        session = get_owned_session(slug, session_id, request.user)
+        session = get_owned_session(slug, session_id, request.user, operators=True)
         row = ArtifactRow.objects.filter(session=session, name=name).first()
         if row is None:
             raise APIError(404, "artifact_not_found", f"session {session_id!r} has no artifact {name!r}")

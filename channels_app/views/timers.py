@@ -18,10 +18,10 @@ from sessions.timers import TimerError, cancel_reminder, create_reminder, fire_r
 
 
 class SessionRemindersView(APIView):
-    @extend_schema(summary="The session's reminders", parameters=list_parameters("Reminders", 100),
-                   responses={200: ReminderList, **refusals(*SESSION)})
+    @extend_schema(summary="The session's reminders (operators: any session's)",
+                   parameters=list_parameters("Reminders", 100), responses={200: ReminderList, **refusals(*SESSION)})
     def get(self, request: Request, slug: str, session_id: str) -> Response:
-        session = get_owned_session(slug, session_id, request.user)
+        session = get_owned_session(slug, session_id, request.user, operators=True)
         return paginate(ReminderPages, ReminderRow.objects.filter(session=session), request, self, Reminder.of)
 
     @extend_schema(summary="Set a reminder that wakes the session with a prompt", request=CreateReminder,
@@ -38,11 +38,11 @@ class SessionRemindersView(APIView):
 
 
 class ReminderView(APIView):
-    @extend_schema(summary="Cancel a reminder",
+    @extend_schema(summary="Cancel a reminder (operators: any session's, recorded there as operator.acted)",
                    responses={204: OpenApiResponse(description="Cancelled"), **refusals(*SESSION, 409)})
     def delete(self, request: Request, slug: str, reminder_id: str) -> Response:
-        reminder = get_owned_reminder(slug, reminder_id, request.user)
-        if not cancel_reminder(reminder, "cancelled"):
+        reminder = get_owned_reminder(slug, reminder_id, request.user, operators=True)
+        if not cancel_reminder(reminder, "cancelled", by=request.user):
             raise APIError(409, "reminder_not_armed", f"reminder {reminder_id!r} already ended ({reminder.status})")
         return Response(status=204)
 

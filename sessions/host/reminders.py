@@ -16,7 +16,9 @@ from typing import Any, Callable
 from django.utils import timezone
 
 from agents.schedules import cron_problem, next_after
+from sessions.events import act_on
 from sessions.models import Reminder, Session
+from sessions.principal import Principal
 from sessions.processes import process_id as owner_id
 from sessions.ticker import ensure_ticker
 
@@ -98,9 +100,14 @@ def create_reminder(
     return reminder
 
 
-def cancel_reminder(reminder: Reminder, reason: str = "cancelled") -> bool:
+def cancel_reminder(reminder: Reminder, reason: str = "cancelled", by: Principal | None = None) -> bool:
+    """Cancel an armed reminder; False if it had already ended. An operator (`by`, a principal)
+    cancelling a reminder of someone else's session is recorded there as `operator.acted`."""
     _handlers.pop(reminder.id, None)
-    return reminder.end(Reminder.Status.CANCELLED, reason)
+    if by is None or reminder.session_id is None:
+        return reminder.end(Reminder.Status.CANCELLED, reason)
+    return act_on(reminder.session, by, "cancel_reminder", lambda: reminder.end(Reminder.Status.CANCELLED, reason),
+                  reminderId=reminder.id)
 
 
 def cancel_session_reminders(session: Session, reason: str = "session_deleted") -> int:

@@ -35,7 +35,8 @@ class EventType(StrEnum):
     ACTION_APPROVAL_RESOLVED = "action.approval_resolved"
     SUBAGENT_CALLED = "subagent.called"
     SUBAGENT_COMPLETED = "subagent.completed"
-    # An operator approved, denied or stopped someone else's session: {operator, action, callId?}.
+    # An operator approved, denied, stopped (a session or one turn) or cancelled a reminder of someone
+    # else's session: {operator, action, callId?, turnId?, reminderId?}.
     OPERATOR_ACTED = "operator.acted"
     # Not in DESIGN.md's table: a file a turn produced was stored (`ctx.host.artifacts.save`).
     ARTIFACT_SAVED = "artifact.saved"

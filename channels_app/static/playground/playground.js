@@ -68,6 +68,37 @@ function setupNewSession(form) {
 
 // --- session page: the live conversation -----------------------------------
 
+// An operator's act on someone else's session: the admin's sentence (sessions.events.describe_act), naming the role.
+function describeAct(data) {
+  const who = data.operator || "an operator";
+  const did = {
+    approve: `approved call ${data.callId}`,
+    deny: `denied call ${data.callId}`,
+    stop: data.turnId ? `stopped turn ${data.turnId}` : "stopped the session",
+    cancel_reminder: `cancelled reminder ${data.reminderId}`,
+  }[data.action] || data.action;
+  return `${who} (operator) ${did}`;
+}
+
+function setupReminderCancels() {
+  // Owners and operators alike: DELETE the reminder, then drop it from the panel.
+  document.addEventListener("click", async (event) => {
+    const button = event.target.closest("[data-cancel]");
+    if (!button) return;
+    button.disabled = true;
+    const response = await fetch(button.dataset.cancel, {
+      method: "DELETE", credentials: "same-origin", headers: { Accept: "application/json", "X-CSRFToken": csrfToken() },
+    });
+    if (response.ok || response.status === 409) {  // 409: it had ended already
+      const text = response.ok ? "reminder cancelled" : "reminder had already ended";
+      button.closest(".reminder").replaceWith(el("p", { class: "muted reminder-cancelled", text }));
+    } else {
+      button.disabled = false;
+      button.after(el("span", { class: "error", text: ` HTTP ${response.status}` }));
+    }
+  });
+}
+
 class SessionView {
   constructor(root) {
     this.root = root;
@@ -237,6 +268,9 @@ class SessionView {
       case "artifact.saved":
         this.addArtifact(data);
         break;
+      case "operator.acted":
+        this.item(event, el("div", { class: "operator-act", text: describeAct(data) }));
+        break;
       case "subagent.called":
         this.item(event, el("div", { class: "tool-call subagent" },
           el("div", { class: "head" }, el("span", { text: "→ subagent " }), el("code", { text: data.subagent })),
@@ -394,6 +428,7 @@ function setupChannelTries() {
 document.addEventListener("DOMContentLoaded", () => {
   setupHints();
   setupChannelTries();
+  setupReminderCancels();
   const newSession = document.getElementById("new-session");
   if (newSession) setupNewSession(newSession);
   const session = document.getElementById("session");
