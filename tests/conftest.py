@@ -19,6 +19,17 @@ ALICE = Principal(authenticator="bearer", principal_id="alice")
 BOB = Principal(authenticator="bearer", principal_id="bob")
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files marked `slow` first (a stable sort, after pytest-django's order).
+
+    The workers take whole files in this order (`--dist loadfile`), and pytest-django
+    puts tests without a database, the live servers among them, last: a minutes-long
+    file taken last would run alone while the other workers sit idle.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture
 def sync_turns(settings):
     """Run each enqueued turn right away, through django-q2's real async_task."""

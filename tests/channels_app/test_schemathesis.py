@@ -39,6 +39,8 @@ from schemathesis.config import SchemathesisConfig
 from tests.channels_app.schemathesis_seed import Seeds, real_id_cases, seed
 from tests.support import Server, backend_env, child_env, run_server
 
+pytestmark = pytest.mark.slow  # minutes: see tests/conftest.py
+
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 MAX_EXAMPLES = 10  # per operation, in fuzzing and stateful: the suite has a time budget; coverage still runs every operation
 
