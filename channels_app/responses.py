@@ -18,10 +18,10 @@ from rest_framework import renderers
 from agents.models import Deployment
 from channels_app.described import (
     AuthPolicyDescription, JSONObject, JSONValue, McpServerDescription, PrincipalDescription, RuntimeDescription,
-    ScheduleDescription, SessionOptions, SkillDescription, SubagentDescription, ToolDescription, Usage,
+    ScheduleDescription, SessionOptions, SkillDescription, SubagentDescription, ToolDescription, TurnTimings, Usage,
 )
 from sessions.direct import Finished, Parked
-from sessions.models import Artifact as ArtifactRow, PersonalToken, Reminder as ReminderRow, Session, ToolCall
+from sessions.models import Artifact as ArtifactRow, PersonalToken, Reminder as ReminderRow, Session, ToolCall, Turn
 
 
 class Reply(BaseModel):
@@ -224,6 +224,24 @@ class SessionDetail(Reply):
             last_event_index=session.next_event_index - 1,
             created_at=session.created_at, updated_at=session.updated_at,
         )
+
+
+class LastTurn(Reply):
+    """The session's newest turn: `timings` once it has ended, `traceId` once turns are traced."""
+
+    id: str
+    status: str
+    timings: TurnTimings | None
+    trace_id: str | None = None
+
+
+class SessionWithLastTurn(SessionDetail):
+    last_turn: LastTurn | None = None  # null before the first turn
+
+    @classmethod
+    def with_turn(cls, session: Session, turn: Turn | None) -> SessionWithLastTurn:
+        last = turn and LastTurn(id=turn.id, status=turn.status, timings=turn.timings)
+        return cls(**dict(SessionDetail.of(session)), last_turn=last)
 
 
 class SessionPage(Reply):
