@@ -168,10 +168,10 @@ class PrincipalDescription(TypedDict, total=False):
 
 @with_config(OPEN)
 class TimingStep(TypedDict, total=False):
-    """One bar of a turn's waterfall: `kind` queue | workspace | model | tool | approval | settle,
+    """One bar of a turn's waterfall: `kind` queue | load | workspace | model | tool | approval | settle,
     `name` the model, the tool or the tools waited on; ms from the turn's creation."""
 
-    kind: Literal["queue", "workspace", "model", "tool", "approval", "settle"]
+    kind: Literal["queue", "load", "workspace", "model", "tool", "approval", "settle"]
     name: str
     startMs: float
     durationMs: float
@@ -190,6 +190,7 @@ class TurnTimings(TypedDict, total=False):
     """
 
     queueMs: float | None
+    loadMs: float | None
     workspaceMs: float | None
     modelMs: float | None
     firstTokenMs: float | None

@@ -206,6 +206,7 @@ class TurnRunner:
                 self.emitter.emit(EventType.TURN_STARTED, {"trigger": self.turn.trigger,
                                                            "admission": self.turn.admission})
             preparing = time.monotonic()
+            self.clock.span("load", "", self.clock.claimed, preparing)
             self.workspace = open_workspace(self.session, loaded, files=bool(sent))
             write_sent_files(self.workspace, sent)
             self.toolset = toolset(loaded, self.workspace, self.delegate)

@@ -12,6 +12,8 @@ the values ride on writes the turn makes anyway (its park, its settle).
 The stages, each a step of the waterfall (`kind`) and a total:
 
     queue      created (or, after an approval, decided) → claimed by a worker   queueMs
+    load       claimed → the turn, its session and the agent's release read
+               (a release's first load in a process imports its modules)        loadMs
     workspace  the workspace opened, sent files written, the toolset built     workspaceMs
     model      one model call, with its time to the first output (firstTokenMs) modelMs
     tool       one tool call, by tool name                                      toolsMs
@@ -30,7 +32,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-TOTALS = {"queue": "queueMs", "workspace": "workspaceMs", "model": "modelMs", "tool": "toolsMs",
+TOTALS = {"queue": "queueMs", "load": "loadMs", "workspace": "workspaceMs", "model": "modelMs", "tool": "toolsMs",
           "approval": "approvalMs", "settle": "settleMs"}
 
 

@@ -53,7 +53,7 @@ def send_payment(input: Input, ctx) -> dict:
     return {"sent": input.amount}
 '''
 
-TOTALS = ("queueMs", "workspaceMs", "modelMs", "toolsMs", "approvalMs", "settleMs", "totalMs")
+TOTALS = ("queueMs", "loadMs", "workspaceMs", "modelMs", "toolsMs", "approvalMs", "settleMs", "totalMs")
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def assert_consistent(timings: dict) -> None:
     for step in steps:
         assert step["startMs"] >= 0 and step["durationMs"] >= 0
         assert step["startMs"] + step["durationMs"] <= timings["totalMs"] + 1, step
-    for kind, key in (("queue", "queueMs"), ("workspace", "workspaceMs"), ("model", "modelMs"),
+    for kind, key in (("queue", "queueMs"), ("load", "loadMs"), ("workspace", "workspaceMs"), ("model", "modelMs"),
                       ("approval", "approvalMs"), ("settle", "settleMs")):
         assert timings[key] == pytest.approx(sum(s["durationMs"] for s in steps if s["kind"] == kind), abs=0.5), kind
 
@@ -123,9 +123,9 @@ def test_a_turn_with_a_tool_call_and_an_approval_reports_where_its_time_went(ali
     assert completed["usage"]["outputTokens"] > 0 and completed["durationMs"] > 0, "existing fields unchanged"
     assert_consistent(timings)
     assert [s["kind"] for s in timings["steps"]] == [
-        "queue", "workspace", "model", "tool", "approval", "queue", "workspace", "tool", "model", "settle"]
-    first_model, slow, approval, payment, second_model = (
-        timings["steps"][2], timings["steps"][3], timings["steps"][4], timings["steps"][7], timings["steps"][8])
+        "queue", "load", "workspace", "model", "tool", "approval", "queue", "load", "workspace", "tool", "model",
+        "settle"]
+    first_model, slow, approval, payment, second_model = (timings["steps"][i] for i in (3, 4, 5, 9, 10))
 
     assert first_model["name"] == "scripted:echo" and first_model["durationMs"] >= 120
     assert first_model["firstTokenMs"] >= 120, "the model said nothing before its sleep ended"
@@ -157,8 +157,8 @@ def test_a_failed_turn_reports_its_timings_too(alice, timed, sync_turns):
     assert failed["error"] == "the model is down" and failed["code"] == "scripted_failure"
     timings = failed["timings"]
     assert_consistent(timings)
-    assert [s["kind"] for s in timings["steps"]] == ["queue", "workspace", "model", "settle"]
-    model = timings["steps"][2]
+    assert [s["kind"] for s in timings["steps"]] == ["queue", "load", "workspace", "model", "settle"]
+    model = timings["steps"][3]
     assert model["durationMs"] >= 80 and model["firstTokenMs"] is None, "it failed before saying anything"
     assert timings["firstTokenMs"] is None and timings["toolsMs"] == 0 and timings["approvalMs"] == 0
     assert Turn.objects.get(session_id=session_id).timings == timings
@@ -173,8 +173,9 @@ def test_a_turn_interrupted_while_parked_records_the_wait(alice, timed, sync_tur
     assert failed["error"] == "turn interrupted"
     timings = failed["timings"]
     assert_consistent(timings)
-    assert [s["kind"] for s in timings["steps"]] == ["queue", "workspace", "model", "approval", "workspace", "settle"]
-    assert timings["approvalMs"] >= 150 and timings["steps"][3]["name"] == "send_payment"
+    assert [s["kind"] for s in timings["steps"]] == [
+        "queue", "load", "workspace", "model", "approval", "load", "workspace", "settle"]
+    assert timings["approvalMs"] >= 150 and timings["steps"][4]["name"] == "send_payment"
 
 
 @transactional
