@@ -259,7 +259,7 @@ class EventEnvelope(Reply):
     session_id: str
     turn_id: str | None = None
     at: datetime
-    # Free-form: each event type has its own (DESIGN.md lists them).
+    # Free-form: each type has its own (DESIGN.md lists them; `timings` of turn.completed/failed: TurnTimings).
     data: JSONObject
 
 

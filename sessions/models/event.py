@@ -18,6 +18,7 @@ class EventType(StrEnum):
     AGENT_BOUND = "agent.bound"
     MESSAGE_RECEIVED = "message.received"
     TURN_STARTED = "turn.started"
+    # {usage, durationMs, timings} and {error, code, usage, durationMs?, timings} (sessions.timings).
     TURN_COMPLETED = "turn.completed"
     TURN_FAILED = "turn.failed"
     STEP_STARTED = "step.started"
