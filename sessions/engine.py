@@ -66,8 +66,7 @@ class Heartbeat:
     _turns: dict[str, Turn] = {}
     _pid: int | None = None
 
-    def __init__(self, turn: Turn, claimed: float | None = None):
-        """`claimed`: when this worker's claim of the turn won (monotonic)."""
+    def __init__(self, turn: Turn):
         self.turn = turn
 
     def __enter__(self) -> "Heartbeat":
@@ -207,11 +206,13 @@ class TurnRunner:
                                                            "admission": self.turn.admission})
             preparing = time.monotonic()
             self.clock.span("load", "", self.clock.claimed, preparing)
-            self.workspace = open_workspace(self.session, loaded, files=bool(sent))
-            write_sent_files(self.workspace, sent)
-            self.toolset = toolset(loaded, self.workspace, self.delegate)
-            self.tools = self.toolset.tools
-            self.clock.span("workspace", "", preparing)
+            try:
+                self.workspace = open_workspace(self.session, loaded, files=bool(sent))
+                write_sent_files(self.workspace, sent)
+                self.toolset = toolset(loaded, self.workspace, self.delegate)
+                self.tools = self.toolset.tools
+            finally:  # a workspace that cannot be built is timed too
+                self.clock.span("workspace", "", preparing)
             profile = Profile(loaded.model, self.system_prompt(loaded), dict(loaded.config.params),
                               loaded.config.max_steps or settings.AGENTSITE_MAX_STEPS)
             executor = Executor(self.session, self.turn, self.tools, families=self.toolset.families,

@@ -214,3 +214,23 @@ def test_a_lost_turn_reports_what_is_known_of_its_timings(alice, timed, sync_tur
     assert [s["kind"] for s in timings["steps"]] == ["queue"]
     turn.refresh_from_db()
     assert turn.timings == timings
+
+
+@transactional
+def test_a_workspace_that_cannot_be_built_is_timed_in_the_failed_turn(alice, tmp_path, sync_turns):
+    root = tmp_path / "broken"
+    (root / "agent").mkdir(parents=True)
+    (root / "agent" / "instructions.md").write_text("You work in your workspace.\n")
+    (root / "agent" / "agent.py").write_text(
+        "import time\nfrom agents.sdk import Agent, virtual_runtime\n\n"
+        "def workspace(ctx):\n    time.sleep(0.1)\n    raise RuntimeError('no disk today')\n\n"
+        "agent = Agent(runtime=virtual_runtime(workspace))\n")
+    deploy_agent_folder(root)
+    response = post_json(alice, "/broken/v1/session", {"message": "hello"})
+    assert response.status_code == 201, response.content
+    failed = ending(response.json()["sessionId"], "turn.failed")
+    assert failed["code"] == "workspace_error"
+    timings = failed["timings"]
+    assert_consistent(timings)
+    assert [s["kind"] for s in timings["steps"]] == ["queue", "load", "workspace", "settle"]
+    assert timings["workspaceMs"] >= 100 and timings["modelMs"] == 0 and timings["firstTokenMs"] is None
