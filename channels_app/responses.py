@@ -236,7 +236,9 @@ class LastTurn(Reply):
 
 
 class SessionWithLastTurn(SessionDetail):
-    last_turn: LastTurn | None = None  # null before the first turn
+    """A session's detail with its newest turn, `lastTurn` (null before the first)."""
+
+    last_turn: LastTurn | None = None
 
     @classmethod
     def with_turn(cls, session: Session, turn: Turn | None) -> SessionWithLastTurn:

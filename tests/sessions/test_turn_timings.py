@@ -234,3 +234,18 @@ def test_a_workspace_that_cannot_be_built_is_timed_in_the_failed_turn(alice, tmp
     assert_consistent(timings)
     assert [s["kind"] for s in timings["steps"]] == ["queue", "load", "workspace", "settle"]
     assert timings["workspaceMs"] >= 100 and timings["modelMs"] == 0 and timings["firstTokenMs"] is None
+
+
+@pytest.mark.django_db
+def test_the_openapi_document_describes_last_turn_and_its_timings(local):
+    document = local.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    schemas = document["components"]["schemas"]
+    detail = document["paths"]["/{slug}/v1/session/{session_id}"]["get"]["responses"]["200"]
+    body = schemas[detail["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]]
+    assert "lastTurn" in body["properties"] and "lastTurn" in body["required"]
+    last_turn = schemas["LastTurn"]
+    assert set(last_turn["properties"]) == {"id", "status", "timings", "traceId"}
+    timings = schemas["TurnTimings"]["properties"]
+    assert set(TOTALS) | {"firstTokenMs", "steps"} <= set(timings)
+    kind = schemas["TimingStep"]["properties"]["kind"]["allOf"][0]["$ref"].rsplit("/", 1)[1]
+    assert set(schemas[kind]["enum"]) == {"queue", "load", "workspace", "model", "tool", "approval", "settle"}
