@@ -150,7 +150,7 @@ class TurnRunner:
         state = turn.state or {}
         self.usage_so_far = state["usage"] if "usage" in state else zero()  # a resumed turn's steps so far
         self.started = time.monotonic() - state.get("elapsedMs", 0) / 1000
-        self.clock = TurnClock(turn.created_at, self.started if claimed is None else claimed, state.get("timings"))
+        self.clock = TurnClock(turn.created_at, time.monotonic() if claimed is None else claimed, state.get("timings"))
         self.loop_ended: float | None = None
         # Whether ToolCall rows may exist for this turn (saves a query on plain turns).
         self.called_tools = bool(state.get("messages"))
