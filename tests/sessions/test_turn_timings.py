@@ -17,6 +17,7 @@ import pytest
 from django.utils import timezone
 
 from agents.discovery import deploy_agent_folder
+from sessions.engine import run_turn
 from sessions.events import read_events
 from sessions.models import Session, Turn
 from sessions.recovery import sweep
@@ -249,3 +250,23 @@ def test_the_openapi_document_describes_last_turn_and_its_timings(local):
     assert set(TOTALS) | {"firstTokenMs", "steps"} <= set(timings)
     kind = schemas["TimingStep"]["properties"]["kind"]["allOf"][0]["$ref"].rsplit("/", 1)[1]
     assert set(schemas[kind]["enum"]) == {"queue", "load", "workspace", "model", "tool", "approval", "settle"}
+
+
+@transactional
+def test_a_follow_up_queued_behind_a_turn_counts_its_wait_as_queue_time(alice, timed):
+    # No sync_turns: each task waits in django-q's queue until run here, as it would for a busy worker.
+    created = started(alice, "first")
+    session_id = created["sessionId"]
+    follow = post_json(alice, f"/timed/v1/session/{session_id}/message", {
+        "message": "/sleep 50\nsecond", "continuationToken": created["continuationToken"], "admission": "coalesce"})
+    assert follow.status_code == 202, follow.content
+    time.sleep(0.2)
+    run_turn(created["turnId"])
+    run_turn(follow.json()["turnId"])
+
+    first, second = [e["data"]["timings"] for e in read_events(session_id) if e["type"] == "turn.completed"]
+    assert first["queueMs"] >= 200 and second["queueMs"] >= 200, "created, then waited for a worker"
+    assert second["modelMs"] >= 50 and second["firstTokenMs"] >= 50
+    for timings in (first, second):
+        assert_consistent(timings)
+        assert timings["totalMs"] >= timings["queueMs"] + timings["modelMs"]
