@@ -164,3 +164,38 @@ class PrincipalDescription(TypedDict, total=False):
     principalId: str
     principalType: str
     attributes: JSONObject
+
+
+@with_config(OPEN)
+class TimingStep(TypedDict, total=False):
+    """One bar of a turn's waterfall: `kind` queue | load | workspace | model | tool | approval | settle,
+    `name` the model, the tool or the tools waited on; ms from the turn's creation."""
+
+    kind: Literal["queue", "load", "workspace", "model", "tool", "approval", "settle"]
+    name: str
+    startMs: float
+    durationMs: float
+    firstTokenMs: float | None  # a model call's time to its first output
+    callId: str  # a tool call's
+
+
+@with_config(OPEN)
+class TurnTimings(TypedDict, total=False):
+    """Where an ended turn's time went (ms): stage totals and the steps of its waterfall.
+
+    `toolsMs` counts a step's parallel calls once; `firstTokenMs` is the first
+    model call's time to its first output; `totalMs` runs from the turn's
+    creation to its settle, parked time included. A stage is null when
+    unknown (a turn whose worker was lost).
+    """
+
+    queueMs: float | None
+    loadMs: float | None
+    workspaceMs: float | None
+    modelMs: float | None
+    firstTokenMs: float | None
+    toolsMs: float | None
+    approvalMs: float | None
+    settleMs: float | None
+    totalMs: float | None
+    steps: list[TimingStep]

@@ -21,7 +21,7 @@ from channels_app.auth import Principal, RequestInfo, authenticate
 from channels_app.errors import APIError
 from channels_app.ownership import get_owned_session
 from channels_app.responses import artifact_path
-from sessions.models import Artifact, Event, Reminder, Session
+from sessions.models import Artifact, Event, EventType, Reminder, Session
 from sessions.trajectory import fold_turn_outcome
 from sessions.workspaces import list_files, workspace_size
 
@@ -188,6 +188,27 @@ def _parse(at: str) -> datetime:
     return datetime.fromisoformat(at)
 
 
+# A turn's stage totals as the waterfall's heading names them, in the order the stages come.
+WATERFALL_TOTALS = (("queue", "queueMs"), ("load", "loadMs"), ("workspace", "workspaceMs"), ("model", "modelMs"),
+                    ("first output", "firstTokenMs"), ("tools", "toolsMs"), ("approval", "approvalMs"),
+                    ("settle", "settleMs"), ("total", "totalMs"))
+
+
+def waterfall(timings: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A turn's waterfall, from the `timings` of its ending event: one bar per step, placed and sized
+    by its share of the whole turn; None for a turn that ended without them."""
+    if not isinstance(timings, dict) or not timings.get("totalMs"):
+        return None
+    total = float(timings["totalMs"])
+    bars = []
+    for step in timings.get("steps") or []:
+        left = min(max(100 * step["startMs"] / total, 0), 99.5)
+        bars.append({**step, "label": f"{step['kind']} {step.get('name') or ''}".strip(), "left": round(left, 2),
+                     "width": round(min(max(100 * step["durationMs"] / total, 0.5), 100 - left), 2)})
+    totals = [(label, timings[key]) for label, key in WATERFALL_TOTALS if timings.get(key) is not None]
+    return {"bars": bars, "totals": totals}
+
+
 def build_trace(rows: list[tuple[int, str, str, dict, datetime]]) -> list[dict[str, Any]]:
     """Turns with their steps, tool calls and subagents, each with start offset and duration (ms)."""
     turns: list[dict[str, Any]] = []
@@ -200,7 +221,7 @@ def build_trace(rows: list[tuple[int, str, str, dict, datetime]]) -> list[dict[s
         turn = by_turn.get(turn_id)
         if turn is None:
             turn = by_turn[turn_id] = {"id": turn_id, "start": at, "end": at, "status": "running", "input": "",
-                                      "items": [], "usage": {}, "error": ""}
+                                      "items": [], "usage": {}, "error": "", "waterfall": None}
             turns.append(turn)
         turn["end"] = max(turn["end"], at)
         if type_ == "message.received":
@@ -230,6 +251,8 @@ def build_trace(rows: list[tuple[int, str, str, dict, datetime]]) -> list[dict[s
                     break
         else:
             fold_turn_outcome(turn, type_, data)
+            if type_ in (EventType.TURN_COMPLETED, EventType.TURN_FAILED):
+                turn["waterfall"] = waterfall(data.get("timings"))
     for turn in turns:
         total = max((turn["end"] - turn["start"]).total_seconds() * 1000, 0.001)
         turn["durationMs"] = round(total, 1)

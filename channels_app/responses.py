@@ -18,10 +18,10 @@ from rest_framework import renderers
 from agents.models import Deployment
 from channels_app.described import (
     AuthPolicyDescription, JSONObject, JSONValue, McpServerDescription, PrincipalDescription, RuntimeDescription,
-    ScheduleDescription, SessionOptions, SkillDescription, SubagentDescription, ToolDescription, Usage,
+    ScheduleDescription, SessionOptions, SkillDescription, SubagentDescription, ToolDescription, TurnTimings, Usage,
 )
 from sessions.direct import Finished, Parked
-from sessions.models import Artifact as ArtifactRow, PersonalToken, Reminder as ReminderRow, Session, ToolCall
+from sessions.models import Artifact as ArtifactRow, PersonalToken, Reminder as ReminderRow, Session, ToolCall, Turn
 
 
 class Reply(BaseModel):
@@ -226,6 +226,26 @@ class SessionDetail(Reply):
         )
 
 
+class LastTurn(Reply):
+    """The session's newest turn: `timings` once it has ended, `traceId` once turns are traced."""
+
+    id: str
+    status: str
+    timings: TurnTimings | None
+    trace_id: str | None = None
+
+
+class SessionWithLastTurn(SessionDetail):
+    """A session's detail with its newest turn, `lastTurn` (null before the first)."""
+
+    last_turn: LastTurn | None = None
+
+    @classmethod
+    def with_turn(cls, session: Session, turn: Turn | None) -> SessionWithLastTurn:
+        last = turn and LastTurn(id=turn.id, status=turn.status, timings=turn.timings)
+        return cls(**dict(SessionDetail.of(session)), last_turn=last)
+
+
 class SessionPage(Reply):
     """One page of the caller's sessions, newest first; `nextCursor` is null on the last page."""
 
@@ -241,7 +261,7 @@ class EventEnvelope(Reply):
     session_id: str
     turn_id: str | None = None
     at: datetime
-    # Free-form: each event type has its own (DESIGN.md lists them).
+    # Free-form: each type has its own (DESIGN.md lists them; `timings` of turn.completed/failed: TurnTimings).
     data: JSONObject
 
 

@@ -28,6 +28,7 @@ from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.processes import process_id
 from sessions.runner import Emitter, Interrupted, InterruptWatch, Parked, Profile, Runner
 from sessions.sql.turns import read_session, read_turn
+from sessions.timings import TurnClock
 from sessions.tools import Executor, result_payload, tool_message
 from sessions.toolset import Toolset, toolset
 from sessions.usage import add_usage, zero
@@ -106,6 +107,7 @@ def run_turn(turn_id: str) -> None:
         won = Turn.claim(turn_id, process_id(), lease_seconds())
     if not won:
         return
+    claimed = time.monotonic()
     turn = load_turn(turn_id)
     if turn is None:  # its session was deleted in between
         return
@@ -114,7 +116,7 @@ def run_turn(turn_id: str) -> None:
             if turn.trigger == Turn.Trigger.TOOL:  # a parked direct tool call, now decided or stopped
                 resume_call(turn)
             else:
-                TurnRunner(turn).run()
+                TurnRunner(turn, claimed).run()
     except SessionGone:
         log.info("session of turn %s was deleted mid-turn", turn_id)
 
@@ -139,7 +141,8 @@ def load_turn(turn_id: str) -> Turn | None:
 class TurnRunner:
     """One run of a turn: its start, the agent's loop, parking, and its end."""
 
-    def __init__(self, turn: Turn):
+    def __init__(self, turn: Turn, claimed: float | None = None):
+        """`claimed`: when this worker's claim of the turn won (monotonic)."""
         self.turn = turn
         self.session: Session = turn.session
         self.emitter = Emitter(self.session.id, turn.id, settings.AGENTSITE_DELTA_FLUSH_SECONDS)
@@ -147,6 +150,8 @@ class TurnRunner:
         state = turn.state or {}
         self.usage_so_far = state["usage"] if "usage" in state else zero()  # a resumed turn's steps so far
         self.started = time.monotonic() - state.get("elapsedMs", 0) / 1000
+        self.clock = TurnClock(turn.created_at, time.monotonic() if claimed is None else claimed, state.get("timings"))
+        self.loop_ended: float | None = None
         # Whether ToolCall rows may exist for this turn (saves a query on plain turns).
         self.called_tools = bool(state.get("messages"))
         self.runner: Runner | None = None
@@ -199,15 +204,21 @@ class TurnRunner:
                 self.emitter.emit(EventType.MESSAGE_RECEIVED, received)
                 self.emitter.emit(EventType.TURN_STARTED, {"trigger": self.turn.trigger,
                                                            "admission": self.turn.admission})
-            self.workspace = open_workspace(self.session, loaded, files=bool(sent))
-            write_sent_files(self.workspace, sent)
-            self.toolset = toolset(loaded, self.workspace, self.delegate)
-            self.tools = self.toolset.tools
+            preparing = time.monotonic()
+            self.clock.span("load", "", self.clock.claimed, preparing)
+            try:
+                self.workspace = open_workspace(self.session, loaded, files=bool(sent))
+                write_sent_files(self.workspace, sent)
+                self.toolset = toolset(loaded, self.workspace, self.delegate)
+                self.tools = self.toolset.tools
+            finally:  # a workspace that cannot be built is timed too
+                self.clock.span("workspace", "", preparing)
             profile = Profile(loaded.model, self.system_prompt(loaded), dict(loaded.config.params),
                               loaded.config.max_steps or settings.AGENTSITE_MAX_STEPS)
             executor = Executor(self.session, self.turn, self.tools, families=self.toolset.families,
                                 should_stop=self.interrupts.should_stop)
-            self.runner = Runner(profile, executor, self.emitter, self.interrupts, usage=self.usage_so_far)
+            self.runner = Runner(profile, executor, self.emitter, self.interrupts, usage=self.usage_so_far,
+                                 clock=self.clock)
             self.interrupts.check()
             first_step = 1
             if resuming:
@@ -216,7 +227,7 @@ class TurnRunner:
                 self.interrupts.check()
             self.runner.run(messages, first_step)
         except Parked as parked:
-            self.park(messages, parked.step)
+            self.park(messages, parked.step, parked.tools)
             return
         except Interrupted:
             ending = {"status": Turn.Status.INTERRUPTED, "error": "turn interrupted"}
@@ -244,12 +255,14 @@ class TurnRunner:
         self.called_tools = True
         last_step_calls = {c["id"] for c in self.turn.state["messages"][-1].get("toolCalls", [])}
         rows = [r for r in ToolCall.objects.filter(turn=self.turn).order_by("id") if r.call_id in last_step_calls]
+        self.clock.resumed(max((r.decided_at for r in rows if r.decided_at), default=None))
         return self.runner.resume_tools(rows)
 
-    def park(self, messages: list[dict[str, Any]], step: int) -> None:
+    def park(self, messages: list[dict[str, Any]], step: int, waiting_on: list[str]) -> None:
         """Store where the turn is and end this run; deciding the calls queues it again."""
         state = {"messages": messages, "step": step, "usage": self.usage,
-                 "elapsedMs": round((time.monotonic() - self.started) * 1000, 1)}
+                 "elapsedMs": round((time.monotonic() - self.started) * 1000, 1),
+                 "timings": self.clock.park(waiting_on)}
         lifecycle.park(self.turn, state, self.emitter.take(), self.emitter.hooks)
 
     def delegate(self, subagent_id: str, task: str, call_id: str) -> str:
@@ -297,6 +310,8 @@ class TurnRunner:
         events, its messages) may be what the database refused. Either way
         the turn must end now with turn.failed, not 30 s later as worker_lost.
         """
+        if self.loop_ended is None:
+            self.loop_ended = time.monotonic()
         unsaved = list(self.emitter.buffer)
         try:
             self.finish(messages, **ending)
@@ -323,10 +338,12 @@ class TurnRunner:
                 if row.abandon(f"not run: {error or 'the turn ended'}"):
                     pending.append((EventType.ACTION_RESULT, result_payload(row, 0.0)))
         messages = answer_last_step(messages, self.turn)
-        events, session_status = lifecycle.ending_events(self.session, status, error, code, self.usage, duration_ms)
+        timings = self.clock.finish(self.loop_ended if self.loop_ended is not None else time.monotonic())
+        events, session_status = lifecycle.ending_events(self.session, status, error, code, self.usage, duration_ms,
+                                                         timings)
         lifecycle.settle(self.session, self.turn, pending + events, status=status, error=error, messages=messages,
                          usage=self.usage, count_usage=True, session_status=session_status,
-                         hooks=self.emitter.hooks)
+                         hooks=self.emitter.hooks, timings=timings)
 
 
 def answer_last_step(messages: list[dict[str, Any]], turn: Turn) -> list[dict[str, Any]]:

@@ -334,12 +334,13 @@ def stop_turns(session: Session) -> bool:
 
 def settle(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, Any]]], *, status: str,
            error: str = "", messages: list[dict[str, Any]] | None = None, usage: Usage = None,
-           count_usage: bool = False, session_status: str | None = None, hooks: Sequence[Hook] = ()) -> bool:
+           count_usage: bool = False, session_status: str | None = None, hooks: Sequence[Hook] = (),
+           timings: dict[str, Any] | None = None) -> bool:
     """running → completed | failed | interrupted, in one transaction with everything that goes with it:
 
     1. the turn's last events;
     2. the session: lock released, status, conversation, usage totals;
-    3. the turn's outcome, a conditional update: if the turn was no longer
+    3. the turn's outcome (and its timings), a conditional update: if the turn was no longer
        ours (recovery ended it), all of it is rolled back and this returns False;
     4. the session's next queued turn dispatched (chat sessions); under a
        running-turn cap, the principal's oldest waiting turns instead.
@@ -359,7 +360,7 @@ def settle(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, A
             # turn was claimed already has them: no need to read them again.
             update["usage"] = add_usage(session.usage or {}, usage)
         Session.release_lock(session.pk, turn.pk, **update)
-        if not turn.end(status, error=error, usage=usage):
+        if not turn.end(status, error=error, usage=usage, timings=timings):
             transaction.set_rollback(True)  # not ours any more: whoever ended it settled it
             return False
         if running_turn_cap():
@@ -373,10 +374,13 @@ def settle(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, A
 
 
 def ending_events(session: Session, status: str, error: str, code: str, usage: Usage,
-                  duration_ms: float | None) -> tuple[list[tuple[str, dict[str, Any]]], str]:
+                  duration_ms: float | None, timings: dict[str, Any] | None = None,
+                  ) -> tuple[list[tuple[str, dict[str, Any]]], str]:
     """The events that end a turn, and the status the session takes."""
     task = session.mode == Session.Mode.TASK
     timing = {} if duration_ms is None else {"durationMs": duration_ms}
+    if timings is not None:
+        timing["timings"] = timings
     if status == Turn.Status.COMPLETED:
         return ([(EventType.TURN_COMPLETED, {"usage": usage, **timing}),
                  (EventType.SESSION_COMPLETED, {}) if task else (EventType.SESSION_WAITING, {})],

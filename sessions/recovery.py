@@ -26,6 +26,7 @@ from sessions.events import SessionGone
 from sessions.lifecycle import ending_events, refill_slots, requeue_lost_task, running_turn_cap, settle
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.processes import process_gone
+from sessions.timings import lost_turn_timings
 from sessions.tools import result_payload
 
 log = logging.getLogger(__name__)
@@ -51,14 +52,16 @@ def fail_lost_turn(turn: Turn) -> bool:
             if row.abandon("interrupted: the worker running this call was lost; it was not run again" if started
                            else "not run: the worker running this turn was lost"):
                 pending.append((EventType.ACTION_RESULT, result_payload(row, 0.0)))
-        # Its usage is unknown: the steps it ran were never reported.
-        events, session_status = ending_events(session, Turn.Status.FAILED, LOST_ERROR, "worker_lost", None, None)
+        # Its usage is unknown: the steps it ran were never reported; so are most of its timings.
+        timings = lost_turn_timings(turn.created_at, turn.started_at, timezone.now())
+        events, session_status = ending_events(session, Turn.Status.FAILED, LOST_ERROR, "worker_lost", None, None,
+                                               timings)
         # The conversation keeps the input, so a follow-up turn knows what was asked.
         # A direct tool call's turn has no model input to keep.
         kept = turn.message and turn.trigger != Turn.Trigger.TOOL
         messages = list(session.conversation) + [{"role": "user", "content": turn.message}] if kept else None
         if not settle(session, turn, pending + events, status=Turn.Status.FAILED, error=LOST_ERROR,
-                      messages=messages, usage=None, session_status=session_status, hooks=hooks):
+                      messages=messages, usage=None, session_status=session_status, hooks=hooks, timings=timings):
             transaction.set_rollback(True)  # not ours: the calls it abandoned stay as they were
             return False
     return True
@@ -74,7 +77,7 @@ def sweep(now=None) -> int:
     ended = 0
     running = Turn.objects.filter(status=Turn.Status.RUNNING).filter(
         Q(lease_until__lt=now) | Q(claimed_by__startswith=host_prefix)
-    ).only("id", "session_id", "trigger", "claimed_by", "lease_until", "message")
+    ).only("id", "session_id", "trigger", "claimed_by", "lease_until", "message", "created_at", "started_at")
     for turn in running:
         lapsed = turn.lease_until is not None and turn.lease_until < now
         if lapsed or process_gone(turn.claimed_by):

@@ -32,6 +32,7 @@ from agents.providers.base import Usage as ProviderUsage
 from sessions.events import append_events
 from sessions.models import EventType, ToolCall as ToolCallRow
 from sessions.storable import clean_text
+from sessions.timings import TurnClock
 from sessions.tools import Executor, json_safe, result_payload, tool_message
 from sessions.usage import Usage, add_usage, from_provider, zero
 
@@ -84,9 +85,10 @@ class InterruptWatch:
 class Parked(Exception):
     """Calls of this step wait for approval; the turn resumes in a new task once they are decided."""
 
-    def __init__(self, step: int):
+    def __init__(self, step: int, tools: list[str] | None = None):
         super().__init__(step)
         self.step = step
+        self.tools = tools or []  # the names of the calls that wait
 
 
 @dataclass
@@ -141,13 +143,16 @@ class Profile:
 
 class Runner:
     def __init__(self, profile: Profile, executor: Executor, emitter: Emitter, interrupts: InterruptWatch,
-                 usage: Usage):
+                 usage: Usage, clock: TurnClock | None = None):
         self.profile = profile
         self.executor = executor
         self.emitter = emitter
         self.interrupts = interrupts
         self.should_stop = interrupts.should_stop
         self.usage: Usage = usage  # the loop's total so far: None once any step's usage is unknown
+        # The turn's timings; a subagent's loop has none (its time is its delegate call's).
+        self.clock = clock
+        self.first_output: float | None = None  # when the model call streaming now first said something
 
     def run(self, messages: list[dict[str, Any]], first_step: int = 1) -> str:
         """Loop until a reply without tool calls; returns its text. `messages` grows in place.
@@ -162,7 +167,12 @@ class Runner:
             self.emitter.flush()
             request = ModelRequest(model=model, system=self.profile.system, messages=messages, tools=specs,
                                    params=dict(self.profile.params), should_stop=self.should_stop)
-            text, reasoning, signature, calls, step_usage = self.stream_step(provider, request)
+            called = time.monotonic()
+            try:
+                text, reasoning, signature, calls, step_usage = self.stream_step(provider, request)
+            finally:  # a failed or interrupted call is timed too
+                if self.clock is not None:
+                    self.clock.model_call(self.profile.model, called, self.first_output)
             self.usage = add_usage(self.usage, step_usage)
             if reasoning:
                 self.emitter.emit(EventType.REASONING_COMPLETED, {"text": reasoning})
@@ -185,9 +195,12 @@ class Runner:
         signature: list[str] = []
         calls: list[ToolCall] = []
         usage: Usage = None  # unknown until the provider reports some
+        self.first_output = None
         for event in provider.stream(request):
             if self.should_stop():
                 raise Interrupted()
+            if self.first_output is None and not isinstance(event, ProviderUsage):
+                self.first_output = time.monotonic()
             if isinstance(event, TextDelta):
                 delta = clean_text(event.text)  # a model's NUL or lone surrogate would not store
                 text.append(delta)
@@ -222,12 +235,14 @@ class Runner:
                 })
             if any(p.row.status == ToolCallRow.Status.REQUESTED for p in prepared):
                 self.emitter.flush()  # readers see the calls while they run
+        started = time.monotonic()
         durations = self.executor.run(prepared)
+        self.time_tools(started, [p.row for p in prepared], durations)
         for p in prepared:
             if p.row.status != ToolCallRow.Status.AWAITING_APPROVAL:
                 self.emitter.emit(EventType.ACTION_RESULT, result_payload(p.row, durations.get(p.row.pk, 0.0)))
         if parked:
-            raise Parked(step)
+            raise Parked(step, [p.row.tool for p in parked])
         # The model's own call ids: a subagent's rows carry a prefix the model never saw.
         return [tool_message(p.row, clean_text(p.call.call_id)) for p in prepared]
 
@@ -235,11 +250,22 @@ class Runner:
         """Finish a parked step once decided: run approved calls once, report denied ones."""
         self.executor.explain_denials(rows)
         self.interrupts.check()  # an interrupt while parked wins over the approvals
+        started = time.monotonic()
         durations = self.executor.run_approved(rows)
+        self.time_tools(started, rows, durations)
         for row in rows:
             if row.pk in durations or row.status == ToolCallRow.Status.DENIED:
                 self.emitter.emit(EventType.ACTION_RESULT, result_payload(row, durations.get(row.pk, 0.0)))
         return [tool_message(r) for r in rows]
+
+    def time_tools(self, started: float, rows: list[ToolCallRow], durations: dict[int, float]) -> None:
+        """Each call that ran (from its row's start) and the wall time of the step's tool run."""
+        if self.clock is None or not durations:
+            return
+        for row in rows:
+            if durations.get(row.pk):  # 0: another runner had started it (never twice)
+                self.clock.tool_call(row.tool, row.call_id, row.started_at, durations[row.pk])
+        self.clock.tools_ran(started)
 
 
 def assistant_message(text: str, reasoning: str, signature: str, calls: list[ToolCall]) -> dict[str, Any]:

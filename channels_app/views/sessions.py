@@ -19,7 +19,7 @@ from channels_app.pagination import SessionCursorPagination, paginate
 from channels_app.parsers import parse_flag, parse_start_index
 from channels_app.ratelimits import MESSAGES, SESSIONS, check_rate
 from channels_app.responses import (
-    FollowUpAccepted, SessionCreated, SessionDetail, SessionLinks, SessionPage, StopAccepted,
+    FollowUpAccepted, SessionCreated, SessionDetail, SessionLinks, SessionPage, SessionWithLastTurn, StopAccepted,
 )
 from channels_app.schema import (
     ALL_SESSIONS, BODY, EVENTS_PARAMETERS, NDJSON_EVENTS, RETRY_AFTER, SESSION, list_parameters, refusals,
@@ -27,7 +27,7 @@ from channels_app.schema import (
 from sessions.admission import start_session, stop_session, submit_message
 from sessions.deletion import delete_session
 from sessions.events import read_lines
-from sessions.models import Session
+from sessions.models import Session, Turn
 
 
 def session_links(request: Request, session: Session) -> dict[str, str]:
@@ -124,9 +124,11 @@ class SessionStopView(APIView):
 
 
 class SessionDetailView(APIView):
-    @extend_schema(summary="Session detail", responses={200: SessionDetail, **refusals(*SESSION)})
+    @extend_schema(summary="Session detail, with its newest turn and where that turn's time went",
+                   responses={200: SessionWithLastTurn, **refusals(*SESSION)})
     def get(self, request: Request, slug: str, session_id: str) -> Response:
-        return Response(SessionDetail.of(get_owned_session(slug, session_id, request.user, operators=True)))
+        session = get_owned_session(slug, session_id, request.user, operators=True)
+        return Response(SessionWithLastTurn.with_turn(session, Turn.objects.latest_of(session.id)))
 
     @extend_schema(summary="Delete a session and its events",
                    responses={204: OpenApiResponse(description="Deleted"), **refusals(*SESSION)})

@@ -21,6 +21,7 @@ class EventType(StrEnum):
     # (AGENTSITE_MAX_RUNNING_TURNS): {waitingFor: "running_turns_cap", runningTurnsCap: N}.
     TURN_QUEUED = "turn.queued"
     TURN_STARTED = "turn.started"
+    # {usage, durationMs, timings} and {error, code, usage, durationMs?, timings} (sessions.timings).
     TURN_COMPLETED = "turn.completed"
     TURN_FAILED = "turn.failed"
     STEP_STARTED = "step.started"

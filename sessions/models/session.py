@@ -225,6 +225,11 @@ class Session(ChannelBinding):
 
 
 class TurnQuerySet(models.QuerySet):
+    def latest_of(self, session_id: str) -> "Turn | None":
+        """A session's newest turn (its id, status and timings only: a parked turn's state can be large)."""
+        return self.filter(session_id=session_id).order_by("-created_at", "-id").only(
+            "id", "session_id", "status", "timings", "created_at").first()
+
     def next_waiting(self, principal_id: str, authenticator: str) -> tuple[str, str, bool] | None:
         """The principal's oldest turn waiting for a running slot, as (turn id, session id, parked).
 
@@ -297,6 +302,8 @@ class Turn(models.Model):
     state = models.JSONField(default=dict, blank=True)
     # Files sent with the message ({path, content, encoding}), written into the workspace when the turn starts.
     workspace_files = models.JSONField(default=list, blank=True)
+    # Where the ended turn's time went (sessions.timings), written with its end; null until then.
+    timings = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
@@ -359,7 +366,8 @@ class Turn(models.Model):
             models.Q(lease_until__isnull=True, created_at__lt=stale) | models.Q(lease_until__lt=now)
         ).update(lease_until=retry_at))
 
-    def end(self, status: str, *, error: str = "", usage: dict[str, int] | None = None) -> bool:
+    def end(self, status: str, *, error: str = "", usage: dict[str, int] | None = None,
+            timings: dict[str, Any] | None = None) -> bool:
         """running (claimed by this holder) → completed | failed | interrupted.
 
         False when the turn was no longer ours: recovery ended it as lost, so
@@ -368,9 +376,9 @@ class Turn(models.Model):
         assert status in self.FINISHED, status
         won = update_where(Turn, {"id": self.pk, "status": self.Status.RUNNING, "claimed_by": self.claimed_by},
                            {"status": status, "error": error, "usage": usage, "ended_at": timezone.now(),
-                            "lease_until": None, "state": {}})
+                            "lease_until": None, "state": {}, "timings": timings})
         if won:
-            self.status, self.error, self.usage = status, error, usage
+            self.status, self.error, self.usage, self.timings = status, error, usage, timings
         return bool(won)
 
     def request_interrupt(self) -> bool:

@@ -41,6 +41,7 @@ class ToolCall(models.Model):
     output = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     decided_by = models.JSONField(null=True, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
     reason = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -65,7 +66,8 @@ class ToolCall(models.Model):
     def resolve(self, decision: str, decided_by: dict, reason: str = "") -> bool:
         """awaiting_approval → approved | denied; False if someone already decided."""
         status = self.Status.APPROVED if decision == self.Decision.APPROVE else self.Status.DENIED
-        return self._move((self.Status.AWAITING_APPROVAL,), status=status, decided_by=decided_by, reason=reason)
+        return self._move((self.Status.AWAITING_APPROVAL,), status=status, decided_by=decided_by, reason=reason,
+                          decided_at=timezone.now())
 
     def start(self) -> bool:
         """requested | approved → running: the caller whose update wins runs the call, exactly once."""

@@ -219,6 +219,43 @@ def test_approving_a_parked_call_in_the_page_runs_it(page):
     page.screenshot(path=str(ARTIFACTS / "playground-session.png"), full_page=True)
 
 
+def test_each_turn_shows_a_waterfall_of_where_its_time_went(page):
+    session_id = start_conversation(page, "support", '/sleep 150\n/call cancel_order {"order_id": "A102"}')
+    approval = page.locator(".approval")
+    expect(approval).to_contain_text("Approval needed: cancel_order")
+    page.wait_for_timeout(400)  # a measured wait for the decision
+    approval.get_by_role("button", name="Approve").click()
+    expect(page.locator("#status")).to_have_text("waiting")
+
+    # Live, under the turn's result: its timings, folded.
+    live = page.locator("details.waterfall")
+    expect(live).to_have_count(1)
+    live.locator("summary").click()
+    kinds = ["queue", "load", "workspace", "model", "approval", "queue", "load", "workspace", "tool", "model", "settle"]
+    assert live.locator(".lane").evaluate_all("lanes => lanes.map(l => l.dataset.kind)") == kinds
+    expect(live.locator(".lane.wf-approval .label")).to_have_text("approval cancel_order")
+    expect(live.locator(".totals")).to_contain_text("approval")
+
+    # The trace page draws the same waterfall from the stored events.
+    page.click(f'a[href="/playground/support/session/{session_id}/trace"]')
+    trace = page.locator(".trace-turn .waterfall")
+    expect(trace.locator(".lane")).to_have_count(len(kinds))
+    assert trace.locator(".lane").evaluate_all("lanes => lanes.map(l => l.dataset.kind)") == kinds
+    expect(trace.locator(".lane.wf-tool .label")).to_have_text("tool cancel_order")
+    expect(trace.locator(".totals")).to_contain_text("total")
+    # Bars in the order their stages started, each inside its lane, sized by their stage's share.
+    boxes = [lane.locator(".bar").bounding_box() for lane in trace.locator(".lane").all()]
+    wraps = [lane.locator(".bar-wrap").bounding_box() for lane in trace.locator(".lane").all()]
+    lefts = [b["x"] for b in boxes]
+    assert lefts == sorted(lefts), lefts
+    for bar, wrap in zip(boxes, wraps):
+        assert wrap["x"] - 0.5 <= bar["x"] and bar["x"] + bar["width"] <= wrap["x"] + wrap["width"] + 0.5
+    assert all(b["width"] > 0 for b in boxes), "even a stage of a few ms shows"
+    assert boxes[kinds.index("approval")]["width"] > boxes[kinds.index("model")]["width"], "waited 400 ms, slept 150"
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "playground-trace.png"), full_page=True)
+
+
 def test_an_artifact_a_turn_saves_appears_as_a_download_link(page):
     start_conversation(page, "reporter", "hello")
     expect(page.locator("#status")).to_have_text("waiting")

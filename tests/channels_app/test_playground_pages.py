@@ -348,6 +348,6 @@ def test_the_trace_bars_use_css_numbers_whatever_the_language(alice, support_age
         page = html(alice.get(f"/playground/support/session/{session_id}/trace"))
 
     styles = re.findall(r'<span class="bar" style="([^"]*)">', page)
-    assert len(styles) == 3
+    assert len(styles) == 3 + page.count('<div class="lane wf-'), "the events' bars and the waterfall's"
     for style in styles:
         assert re.fullmatch(r"margin-left: \d+(\.\d+)?%; width: \d+(\.\d+)?%", style), style

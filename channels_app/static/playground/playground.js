@@ -15,6 +15,34 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// A turn's waterfall from the `timings` of its turn.completed / turn.failed: one bar per step,
+// placed and sized by its share of the whole turn (the trace page draws the same, server-side).
+const WATERFALL_TOTALS = [["queue", "queueMs"], ["load", "loadMs"], ["workspace", "workspaceMs"], ["model", "modelMs"],
+  ["first output", "firstTokenMs"], ["tools", "toolsMs"], ["approval", "approvalMs"], ["settle", "settleMs"],
+  ["total", "totalMs"]];
+
+function waterfall(timings) {
+  if (!timings || !timings.totalMs) return null;
+  const total = timings.totalMs;
+  const totals = el("p", { class: "totals" });
+  for (const [label, key] of WATERFALL_TOTALS) {
+    if (timings[key] != null) totals.append(el("span", { class: "total" }, el("b", { text: label }), ` ${timings[key]} ms`));
+  }
+  const box = el("details", { class: "waterfall" }, el("summary", { text: `timings · ${total} ms` }), totals);
+  for (const step of timings.steps || []) {
+    const left = Math.min(Math.max(100 * step.startMs / total, 0), 99.5);
+    const width = Math.min(Math.max(100 * step.durationMs / total, 0.5), 100 - left);
+    const bar = el("span", { class: "bar" });
+    bar.style.marginLeft = `${left}%`;
+    bar.style.width = `${width}%`;
+    box.append(el("div", { class: `lane wf-${step.kind}`, "data-kind": step.kind, title: `starts at ${step.startMs} ms` },
+      el("span", { class: "label", text: `${step.kind} ${step.name || ""}`.trim() }),
+      el("span", { class: "bar-wrap" }, bar),
+      el("span", { class: "ms", text: `${step.durationMs} ms` })));
+  }
+  return box;
+}
+
 function csrfToken() {
   // Needed when the caller is an admin login (a session cookie); harmless otherwise.
   const meta = document.querySelector('meta[name="csrf-token"]');
@@ -286,11 +314,12 @@ class SessionView {
         const usage = data.usage;  // null: the provider reported none
         const tokens = usage ? `in ${usage.inputTokens ?? 0} / out ${usage.outputTokens ?? 0} tokens` : "usage unknown";
         this.item(event, el("div", { class: "turn-meta",
-          text: `${tokens} · ${((data.durationMs || 0) / 1000).toFixed(2)} s` }));
+          text: `${tokens} · ${((data.durationMs || 0) / 1000).toFixed(2)} s` }), waterfall(data.timings));
         break;
       }
       case "turn.failed":
-        this.item(event, el("div", { class: "turn-meta failed", text: `turn failed: ${data.error}` }));
+        this.item(event, el("div", { class: "turn-meta failed", text: `turn failed: ${data.error}` }),
+          waterfall(data.timings));
         for (const node of this.approvals.querySelectorAll(".approval")) node.remove();
         break;
       case "session.waiting":
