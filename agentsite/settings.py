@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from agentsite.limits import (
     DEFAULT_MAX_RUNNING_TURNS, DEFAULT_RATE_MESSAGES, DEFAULT_RATE_SESSIONS, parse_cap, parse_rate,
@@ -83,6 +84,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Serves the admin's and the playground's static files from the apps, under daphne too.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # The session a request is about, on its log lines (AGENTSITE_LOG_FORMAT=json).
+    "channels_app.request_log.name_the_session",
     # Before anything acts on a request: writes from another site's pages stop here.
     "channels_app.origin.cross_site_guard",
     # A NUL in a path id or query parameter is a 400 before any view looks it up.
@@ -274,10 +277,17 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
+# AGENTSITE_LOG_FORMAT: "text" (default), or "json" for a collector: one object a line, with the
+# ids of the session and turn it is about (sessions.logcontext).
+LOG_FORMAT = os.environ.get("AGENTSITE_LOG_FORMAT", "").strip().lower() or "text"
+if LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(f"AGENTSITE_LOG_FORMAT={LOG_FORMAT!r}: use 'text' (the default) or 'json'")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"json": {"()": "sessions.logcontext.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler",
+                             **({"formatter": "json"} if LOG_FORMAT == "json" else {})}},
     "root": {"handlers": ["console"], "level": os.environ.get("AGENTSITE_LOG_LEVEL", "WARNING")},
 }
 

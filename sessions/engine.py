@@ -21,7 +21,7 @@ from django.db import DatabaseError, connection
 from agents.discovery import LoadedAgent, load_deployment, release
 from agents.providers.base import ProviderError
 from agents.workspaces.filesystems import WorkspaceError
-from sessions import lifecycle
+from sessions import lifecycle, logcontext
 from sessions.direct import resume_call
 from sessions.events import SessionGone
 from sessions.models import EventType, Session, ToolCall, Turn
@@ -112,7 +112,7 @@ def run_turn(turn_id: str) -> None:
     if turn is None:  # its session was deleted in between
         return
     try:
-        with Heartbeat(turn):
+        with Heartbeat(turn), logcontext.about(sessionId=turn.session_id, turnId=turn_id):
             if turn.trigger == Turn.Trigger.TOOL:  # a parked direct tool call, now decided or stopped
                 resume_call(turn)
             else:
