@@ -23,7 +23,8 @@ from django.utils import timezone
 
 from sessions.custom_channels import prune_deliveries, redeliver_lapsed, rescan_undelivered
 from sessions.events import SessionGone
-from sessions.lifecycle import ending_events, refill_slots, requeue_lost_task, running_turn_cap, settle
+from sessions.lifecycle import (ending_events, principal_turn_lock, refill_slots, requeue_lost_task, running_turn_cap,
+                                settle)
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.processes import process_gone
 from sessions.timings import lost_turn_timings
@@ -46,6 +47,8 @@ def fail_lost_turn(turn: Turn) -> bool:
         return False
     hooks = session.hooks()  # loaded before the write lock is taken
     with transaction.atomic():
+        # The principal's lock before the call rows: lifecycle's order (settle takes it again, reentrant).
+        principal_turn_lock(session)
         pending = []
         for row in ToolCall.objects.filter(turn=turn).exclude(status__in=ToolCall.SETTLED):
             started = row.status == ToolCall.Status.RUNNING
