@@ -22,7 +22,9 @@ USER = "schemathesis"
 PARKED = '/call cancel_order {"order_id": "A102"}'
 ARTIFACT = '/call write_incident_report {"service": "web", "summary": "Seeded for the OpenAPI run."}'
 RUNNING = "/sleep 600000"
-COPIES = 2  # of each: the cases take one, the generated run the other
+# Two of each: a reminder is fired and another cancelled, and what the cases leave the generated
+# run finds in the member's lists (sessions, approvals, artifacts) and follows from there.
+COPIES = 2
 
 
 @dataclass
@@ -30,8 +32,8 @@ class Seeds:
     token: str
     values: dict[str, list[str]] = field(default_factory=dict)
 
-    def add(self, dictionary: str, value: str) -> None:
-        self.values.setdefault(dictionary, []).append(value)
+    def add(self, kind: str, value: str) -> None:
+        self.values.setdefault(kind, []).append(value)
 
 
 def personal_token(server: Server, env: dict[str, str]) -> str:
