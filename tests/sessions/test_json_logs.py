@@ -5,6 +5,7 @@ import json
 import logging
 import subprocess
 import sys
+import time
 
 from sessions.logcontext import JsonFormatter, about
 from tests.support import ROOT, child_env, read_stream_until, run_server
@@ -49,12 +50,22 @@ def test_a_live_workers_lines_name_the_session_and_turn_they_are_about(tmp_path)
         events = read_stream_until(client, f"/ops/v1/session/{session_id}/stream", "session.waiting")
         turn_id = next(e["turnId"] for e in events if e["type"] == "turn.completed")
 
-        # The ops agent's hook logs each turn's end (examples/ops/agent/hooks/log_turns.py).
-        lines = [json.loads(line) for line in server.output().splitlines() if line.startswith("{")]
-        (ended,) = [line for line in lines if line["logger"] == "agentsite.examples.ops"]
+        # The ops agent's hook logs each turn's end (examples/ops/agent/hooks/log_turns.py), in the
+        # worker's own output, which may reach the log a moment after the stream has the event.
+        (ended,) = lines_of(server, "agentsite.examples.ops")
         assert (ended["sessionId"], ended["turnId"]) == (session_id, turn_id)
         assert ended["message"] == f"ops turn {turn_id} ended with turn.completed"
 
+
+
+def lines_of(server, logger: str, timeout: float = 10) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = [json.loads(line) for line in server.output().splitlines() if line.startswith("{")]
+        found = [line for line in lines if line["logger"] == logger]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
 
 
 def test_an_unknown_format_stops_the_server_from_starting_and_says_what_to_set(tmp_path):
