@@ -17,7 +17,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from tests.browser.test_playground_browser import CHROMIUM, CHROMIUM_ARGS, MISSING, WAIT_MS, expect
+from tests.browser.test_playground_browser import WAIT_MS, chromium, expect
 from tests.support import ROOT, Server, child_env, run_server
 
 PASSWORD = "an-operators-password-1"
@@ -58,16 +58,8 @@ def server(tmp_path_factory) -> Iterator[tuple[Server, str, str]]:
 
 @pytest.fixture
 def browser(server):
-    if not CHROMIUM.exists():
-        pytest.fail(MISSING)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with chromium() as launched:
+        yield launched
 
 
 def logged_in(browser, base_url: str, username: str, path: str, errors: list[str]):

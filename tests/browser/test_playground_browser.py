@@ -11,6 +11,7 @@ package; `playwright install` is never needed. Every wait is bounded.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import textwrap
@@ -66,8 +67,9 @@ def server(tmp_path_factory) -> Iterator[Server]:
         yield server
 
 
-@pytest.fixture(scope="module")
-def browser():
+@contextlib.contextmanager
+def chromium():
+    """Debian's Chromium, headless, for one fixture of the browser tests (a failure if it is missing)."""
     if not CHROMIUM.exists():
         pytest.fail(MISSING)
     from playwright.sync_api import sync_playwright
@@ -78,6 +80,12 @@ def browser():
             yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.browser.test_playground_browser import CHROMIUM, CHROMIUM_ARGS, MISSING, WAIT_MS, expect
+from tests.browser.test_playground_browser import WAIT_MS, chromium, expect
 from tests.support import ROOT, Server, child_env, run_server
 
 PASSWORD = "a-team-password-1"
@@ -39,18 +39,10 @@ def server(tmp_path_factory) -> Iterator[Server]:
 
 @pytest.fixture
 def page(server):
-    if not CHROMIUM.exists():
-        pytest.fail(MISSING)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(base_url=server.base_url)
-            context.set_default_timeout(WAIT_MS)
-            yield context.new_page()
-        finally:
-            browser.close()
+    with chromium() as browser:
+        context = browser.new_context(base_url=server.base_url)
+        context.set_default_timeout(WAIT_MS)
+        yield context.new_page()
 
 
 def test_a_person_logs_in_uses_the_playground_and_opens_the_admins_team_pages(page):
