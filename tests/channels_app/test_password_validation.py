@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from tests.channels_app.test_accounts import csrf, log_in
+from tests.channels_app.test_accounts import carol, csrf, log_in, remote  # noqa: F401 (fixtures)
 
 transactional = pytest.mark.django_db(transaction=True)
 STRONG = "second-secret-2"
@@ -20,16 +20,6 @@ class Terminal:
 
     def isatty(self) -> bool:
         return True
-
-
-@pytest.fixture
-def remote(settings, support_agent) -> Client:
-    return Client(HTTP_HOST="127.0.0.1:8000", REMOTE_ADDR="203.0.113.9", enforce_csrf_checks=True)
-
-
-@pytest.fixture
-def carol(db) -> User:
-    return User.objects.create_user("carol", password="first-secret-1")
 
 
 def typed(monkeypatch, passwords: list[str], answers: list[str] = ()) -> Iterator[str]:
