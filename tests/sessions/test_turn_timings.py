@@ -21,6 +21,7 @@ from sessions.engine import run_turn
 from sessions.events import read_events
 from sessions.models import Session, Turn
 from sessions.recovery import sweep
+from tests.sessions.test_hooks import GATED_TOOL
 
 transactional = pytest.mark.django_db(transaction=True)
 
@@ -40,19 +41,6 @@ def slow(input: Input, ctx) -> str:
     return f"waited {input.ms} ms"
 '''
 
-GATED_TOOL = '''\
-from pydantic import BaseModel
-from agents.sdk import tool
-
-
-class Input(BaseModel):
-    amount: int
-
-
-@tool(description="Send a payment.", effect="write", needs_approval=True)
-def send_payment(input: Input, ctx) -> dict:
-    return {"sent": input.amount}
-'''
 
 TOTALS = ("queueMs", "loadMs", "workspaceMs", "modelMs", "toolsMs", "approvalMs", "settleMs", "totalMs")
 
