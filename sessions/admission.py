@@ -156,21 +156,17 @@ def stop_session(session: Session, by: Principal | None = None) -> bool:
     Each ends with `turn.failed` "turn interrupted". An operator (`by`) stopping someone
     else's session is recorded as `operator.acted`, only when something was stopped.
     """
-    return _operator_act(session, by, "stop", lambda: lifecycle.stop_turns(session))
+    return act_on(session, by, "stop", lambda: lifecycle.stop_turns(session), lock_first=_turn_lock(session))
 
 
 def stop_turn(turn: Turn, by: Principal | None = None) -> bool:
     """Interrupt one turn (the admin stops turns one by one). An operator stopping a turn of
     someone else's session is recorded as `operator.acted` with the turn's id, only when it was asked to stop."""
-    return _operator_act(turn.session, by, "stop", lambda: lifecycle.interrupt(turn.pk), turnId=turn.pk)
+    return act_on(turn.session, by, "stop", lambda: lifecycle.interrupt(turn.pk), lock_first=_turn_lock(turn.session),
+                  turnId=turn.pk)
 
 
-def _operator_act(session: Session, by: Principal | None, action: str, act: Callable[[], bool], **ids: str) -> bool:
-    """`act_on` with the session principal's turn lock taken first when a record is written: a stop
-    may take that lock too (turns waiting for the cap), and lifecycle's order is that lock, then the
-    session row the record appends to."""
-    if by is None or not by.oversees(session):
-        return act()
-    with transaction.atomic():
-        lifecycle.principal_turn_lock(session)
-        return act_on(session, by, action, act, **ids)
+def _turn_lock(session: Session) -> Callable[[], None]:
+    """The principal's turn lock, which a stop may take (turns waiting for the cap): before the record."""
+    return lambda: lifecycle.principal_turn_lock(session)
+

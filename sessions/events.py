@@ -127,17 +127,21 @@ def describe_act(data: dict[str, Any]) -> str:
     return f"{data.get('operator', 'an operator')} {did}".strip()
 
 
-def act_on(session: Session, by: Principal | None, action: str, act: Callable[[], bool], **ids: str) -> bool:
+def act_on(session: Session, by: Principal | None, action: str, act: Callable[[], bool], *,
+           lock_first: Callable[[], None] | None = None, **ids: str) -> bool:
     """Do `act` (a transition that returns whether it happened) on `session` for `by`; an operator
     acting on someone else's session is recorded as `operator.acted`, only when the act happened.
 
     The one door for operators' acts that write no event of their own (stops, a reminder
-    cancelled), whichever surface asks: the API, the websocket, the admin.
+    cancelled), whichever surface asks: the API, the websocket, the admin. `lock_first`
+    takes a lock the act takes too and that comes before the session row in the lock order.
     """
     if by is None or not by.oversees(session):
         return act()
     hooks = session.hooks()  # loaded before the write lock is taken
     with transaction.atomic():
+        if lock_first is not None:
+            lock_first()
         # The record first: the session row before the turns or the reminder, lifecycle's lock
         # order. It is undone when the act found nothing to do, so the log names only acts that happened.
         append_events(session.id, [operator_acted(by, action, **ids)], hooks=hooks)
