@@ -304,6 +304,10 @@ class Turn(models.Model):
     workspace_files = models.JSONField(default=list, blank=True)
     # Where the ended turn's time went (sessions.timings), written with its end; null until then.
     timings = models.JSONField(null=True, blank=True)
+    # The trace the turn belongs to (hex, blank when tracing is off) and the W3C traceparent
+    # of the request that admitted it: the worker's turn span continues that trace.
+    trace_id = models.CharField(max_length=32, blank=True)
+    trace_parent = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
@@ -315,6 +319,7 @@ class Turn(models.Model):
         indexes = [
             models.Index(fields=["session", "status", "created_at"], name="turn_session_queue"),
             models.Index(fields=["status", "lease_until"], name="turn_recovery"),
+            models.Index(fields=["ended_at"], name="turn_ended"),  # the admin dashboard's windows
         ]
 
     def __str__(self) -> str:
