@@ -21,6 +21,15 @@ from agentsite.threads import PooledThreadsASGIHandler  # noqa: E402
 
 django_asgi_app = PooledThreadsASGIHandler(settings.AGENTSITE_WEB_THREADS)
 
+from sessions import tracing  # noqa: E402
+
+http_app = django_asgi_app
+if tracing.tracing():
+    from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware  # noqa: E402
+
+    # A span per HTTP request (channels_app.request_spans names it by its route); none per message sent.
+    http_app = OpenTelemetryMiddleware(django_asgi_app, exclude_spans=["receive", "send"])
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
@@ -45,7 +54,7 @@ if os.environ.get("AGENTSITE_MOUNT_CHANNELS") == "1":
 try:
     application = behind_trusted_proxies(ProtocolTypeRouter(
         {
-            "http": django_asgi_app,
+            "http": http_app,
             # The session cookie of an admin login is a principal on websockets too.
             "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
         }

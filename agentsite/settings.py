@@ -86,6 +86,8 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # The session a request is about, on its log lines (AGENTSITE_LOG_FORMAT=json).
     "channels_app.request_log.name_the_session",
+    # A traced request's span named by its route, its trace id on its log lines (when OTEL_* turns tracing on).
+    "channels_app.request_spans.name_the_span",
     # Before anything acts on a request: writes from another site's pages stop here.
     "channels_app.origin.cross_site_guard",
     # A NUL in a path id or query parameter is a 400 before any view looks it up.
@@ -290,6 +292,10 @@ LOGGING = {
                              **({"formatter": "json"} if LOG_FORMAT == "json" else {})}},
     "root": {"handlers": ["console"], "level": os.environ.get("AGENTSITE_LOG_LEVEL", "WARNING")},
 }
+# OpenTelemetry is configured from the standard OTEL_* variables (sessions.tracing.setup). Where
+# operators look a trace up: a URL with `{traceId}` in it (a Jaeger or Tempo page), linked from
+# the playground's trace page and the admin dashboard; empty: trace ids are shown, not linked.
+AGENTSITE_TRACE_URL = os.environ.get("AGENTSITE_TRACE_URL", "")
 
 # --- agentsite's own switches (read at call time through django.conf.settings) ---
 # The auth-policy chain: "local_dev_strict" (default), "bearer", "allow_all".

@@ -253,6 +253,7 @@ def build_trace(rows: list[tuple[int, str, str, dict, datetime]]) -> list[dict[s
             fold_turn_outcome(turn, type_, data)
             if type_ in (EventType.TURN_COMPLETED, EventType.TURN_FAILED):
                 turn["waterfall"] = waterfall(data.get("timings"))
+                turn["traceId"] = data.get("traceId", "")
     for turn in turns:
         total = max((turn["end"] - turn["start"]).total_seconds() * 1000, 0.001)
         turn["durationMs"] = round(total, 1)
@@ -269,8 +270,12 @@ def trace_page(request: HttpRequest, slug: str, session_id: str) -> HttpResponse
     if refusal:
         return refusal
     rows = list(Event.objects.filter(session=session).order_by("index").values_list("index", "type", "turn_id", "data", "at"))
+    turns = build_trace(rows)
+    for turn in turns:  # a traced turn links to the operators' trace viewer, when one is configured
+        if turn.get("traceId") and settings.AGENTSITE_TRACE_URL:
+            turn["traceUrl"] = settings.AGENTSITE_TRACE_URL.replace("{traceId}", turn["traceId"])
     return render(request, "playground/trace.html", {
-        "agent": session.agent, "session": session, "turns": build_trace(rows), "event_count": len(rows),
+        "agent": session.agent, "session": session, "turns": turns, "event_count": len(rows),
     })
 
 

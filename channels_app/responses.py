@@ -227,7 +227,7 @@ class SessionDetail(Reply):
 
 
 class LastTurn(Reply):
-    """The session's newest turn: `timings` once it has ended, `traceId` once turns are traced."""
+    """The session's newest turn: `timings` once it has ended; `traceId` when it is traced (OpenTelemetry on)."""
 
     id: str
     status: str
@@ -242,7 +242,7 @@ class SessionWithLastTurn(SessionDetail):
 
     @classmethod
     def with_turn(cls, session: Session, turn: Turn | None) -> SessionWithLastTurn:
-        last = turn and LastTurn(id=turn.id, status=turn.status, timings=turn.timings)
+        last = turn and LastTurn(id=turn.id, status=turn.status, timings=turn.timings, trace_id=turn.trace_id or None)
         return cls(**dict(SessionDetail.of(session)), last_turn=last)
 
 

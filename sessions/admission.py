@@ -14,7 +14,7 @@ from typing import Any, Callable
 from django.db import transaction
 
 from agents.models import Agent
-from sessions import lifecycle, wakeups
+from sessions import lifecycle, tracing, wakeups
 from sessions.events import act_on
 from sessions.lifecycle import dispatch_next, interrupt, interrupt_in_flight  # noqa: F401 (callers import them here)
 from sessions.models import EventType, Session, Turn
@@ -74,7 +74,8 @@ def start_session(
         raise AdmissionError("agent_not_deployed", f"agent {agent.slug!r} has no active deployment", 409)
     hooks = Session(agent=agent, deployment=deployment).hooks()  # loaded before the write lock is taken
     with transaction.atomic():
-        turn = Turn(trigger=trigger, message=message, source_ref=source_ref, workspace_files=workspace_files or [])
+        turn = Turn(trigger=trigger, message=message, source_ref=source_ref, workspace_files=workspace_files or [],
+                    **tracing.link())
         session = Session(
             agent=agent,
             deployment=deployment,

@@ -13,7 +13,7 @@ class SessionsConfig(AppConfig):
         from django_q.signals import post_spawn
 
         from agents.signals import deployment_activated
-        from sessions import ticker
+        from sessions import ticker, tracing
         from sessions.receivers import sync_deployed_schedules
         from sessions.recovery import sweep_and_report
         from sessions.retention import retention_tick
@@ -23,5 +23,7 @@ class SessionsConfig(AppConfig):
         ticker.add_job("recovery sweep", sweep_and_report)
         ticker.add_job("timer tick", tick)
         ticker.add_job("retention", retention_tick)
+        if tracing.wanted():  # OpenTelemetry, in every process: web and workers
+            tracing.configure()
         post_spawn.connect(ticker.start_ticker, dispatch_uid="agentsite-turn-recovery")
         deployment_activated.connect(sync_deployed_schedules, dispatch_uid="agentsite-sync-schedules")

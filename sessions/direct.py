@@ -28,7 +28,7 @@ from agents.discovery import LoadedAgent, load_deployment
 from agents.mcp import SEPARATOR
 from agents.models import Agent
 from agents.workspaces.filesystems import VERBS
-from sessions import lifecycle
+from sessions import lifecycle, tracing
 from sessions.admission import AdmissionError
 from sessions.events import append_events
 from sessions.mcp import find_mcp_tool
@@ -189,7 +189,7 @@ def _call_in_session(session: Session, tool: Tool, name: str, validated, call_id
         # find the call awaiting approval while its turn is not parked yet.
         turn = Turn(session=session, trigger=Turn.Trigger.TOOL, message=f"{name} call",
                     status=Turn.Status.AWAITING_APPROVAL if parks else Turn.Status.RUNNING,
-                    claimed_by="" if parks else process_id(), started_at=timezone.now())
+                    claimed_by="" if parks else process_id(), started_at=timezone.now(), **tracing.link())
         if not lifecycle.lock_for_call(session, turn, parks=parks):
             transaction.set_rollback(True)
             raise AdmissionError("session_busy", "a turn is running on this session; retry when it has settled", 409)

@@ -21,7 +21,7 @@ from django.db import DatabaseError, connection
 from agents.discovery import LoadedAgent, load_deployment, release
 from agents.providers.base import ProviderError
 from agents.workspaces.filesystems import WorkspaceError
-from sessions import lifecycle, logcontext
+from sessions import lifecycle, logcontext, tracing
 from sessions.direct import resume_call
 from sessions.events import SessionGone
 from sessions.models import EventType, Session, ToolCall, Turn
@@ -112,7 +112,9 @@ def run_turn(turn_id: str) -> None:
     if turn is None:  # its session was deleted in between
         return
     try:
-        with Heartbeat(turn), logcontext.about(sessionId=turn.session_id, turnId=turn_id):
+        with Heartbeat(turn), logcontext.about(sessionId=turn.session_id, turnId=turn_id), tracing.turn_span(turn):
+            if turn.trace_id:
+                logcontext.note(traceId=turn.trace_id)
             if turn.trigger == Turn.Trigger.TOOL:  # a parked direct tool call, now decided or stopped
                 resume_call(turn)
             else:
@@ -285,12 +287,13 @@ class TurnRunner:
                                 settings.AGENTSITE_MAX_STEPS),
                         executor, emitter, self.interrupts, usage=zero())
         reply, error = "", None
-        try:
-            reply = runner.run([{"role": "user", "content": task}])
-        except ProviderError as exc:
-            error = str(exc)
-        except Interrupted:
-            error = "turn interrupted"
+        with tracing.subagent(subagent_id):
+            try:
+                reply = runner.run([{"role": "user", "content": task}])
+            except ProviderError as exc:
+                error = str(exc)
+            except Interrupted:
+                error = "turn interrupted"
         with self._usage_lock:
             self.runner.usage = add_usage(self.runner.usage, runner.usage)
         emitter.emit(EventType.SUBAGENT_COMPLETED, {
@@ -339,8 +342,9 @@ class TurnRunner:
                     pending.append((EventType.ACTION_RESULT, result_payload(row, 0.0)))
         messages = answer_last_step(messages, self.turn)
         timings = self.clock.finish(self.loop_ended if self.loop_ended is not None else time.monotonic())
+        tracing.turn_ended(status, code, self.usage)
         events, session_status = lifecycle.ending_events(self.session, status, error, code, self.usage, duration_ms,
-                                                         timings)
+                                                         timings, self.turn.trace_id)
         lifecycle.settle(self.session, self.turn, pending + events, status=status, error=error, messages=messages,
                          usage=self.usage, count_usage=True, session_status=session_status,
                          hooks=self.emitter.hooks, timings=timings)

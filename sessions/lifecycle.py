@@ -24,6 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.hooks import Hook
+from sessions import tracing
 from sessions.events import append_events
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.pglocks import lock_for_transaction
@@ -159,7 +160,7 @@ def queue_turn(session: Session, **fields: Any) -> Turn:
     """A new queued turn; it starts at once if the session is free (else when the active turn settles)."""
     with transaction.atomic(savepoint=False):
         principal_turn_lock(session)
-        turn = Turn.objects.create(session=session, **fields)
+        turn = Turn.objects.create(session=session, **tracing.link(), **fields)
         if dispatch_next(session.id, session) is None and running_turn_cap():
             _announce_head(session, only=turn.id)
     return turn
@@ -374,13 +375,15 @@ def settle(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, A
 
 
 def ending_events(session: Session, status: str, error: str, code: str, usage: Usage,
-                  duration_ms: float | None, timings: dict[str, Any] | None = None,
+                  duration_ms: float | None, timings: dict[str, Any] | None = None, trace_id: str = "",
                   ) -> tuple[list[tuple[str, dict[str, Any]]], str]:
-    """The events that end a turn, and the status the session takes."""
+    """The events that end a turn, and the status the session takes (`traceId` when the turn is traced)."""
     task = session.mode == Session.Mode.TASK
     timing = {} if duration_ms is None else {"durationMs": duration_ms}
     if timings is not None:
         timing["timings"] = timings
+    if trace_id:
+        timing["traceId"] = trace_id
     if status == Turn.Status.COMPLETED:
         return ([(EventType.TURN_COMPLETED, {"usage": usage, **timing}),
                  (EventType.SESSION_COMPLETED, {}) if task else (EventType.SESSION_WAITING, {})],

@@ -9,8 +9,10 @@ not exist in the child.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import threading
+from concurrent.futures import Future
 
 
 class LoopThread:
@@ -27,3 +29,12 @@ class LoopThread:
                 self.loop = asyncio.new_event_loop()
                 threading.Thread(target=self.loop.run_forever, name=self.name, daemon=True).start()
             return self.loop
+
+
+async def _in_context(coro, context: contextvars.Context):
+    return await asyncio.get_running_loop().create_task(coro, context=context)
+
+
+def submit(loop: asyncio.AbstractEventLoop, coro) -> Future:
+    """Run `coro` on `loop` in a copy of the caller's context (its log ids, its trace span)."""
+    return asyncio.run_coroutine_threadsafe(_in_context(coro, contextvars.copy_context()), loop)

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict
 from agents.definitions import Tool
 from agents.mcp import SEPARATOR, McpServer, expand
 from agents.workspaces import sandbox
-from sessions.loopthread import LoopThread
+from sessions.loopthread import LoopThread, submit
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ class Hub:
         self.pid = os.getpid()
 
     def _run(self, coro, timeout: float) -> Any:
-        future = asyncio.run_coroutine_threadsafe(coro, _loop.get())
+        future = submit(_loop.get(), coro)  # the MCP SDK's spans nest under the tool call's
         try:
             return future.result(timeout)
         except FutureTimeout:

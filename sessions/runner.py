@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from django.db import transaction
 
-from agents.providers import get_provider
+from agents.providers import get_provider, parse_model_id
 from agents.providers.base import (
     ModelRequest,
     ProviderError,
@@ -29,6 +29,7 @@ from agents.providers.base import (
 )
 from agents.hooks import Hook
 from agents.providers.base import Usage as ProviderUsage
+from sessions import tracing
 from sessions.events import append_events
 from sessions.models import EventType, ToolCall as ToolCallRow
 from sessions.storable import clean_text
@@ -160,6 +161,7 @@ class Runner:
         Raises Parked (calls wait for approval), Interrupted, or ProviderError (the step limit included).
         """
         provider, model = get_provider(self.profile.model)
+        provider_name = parse_model_id(self.profile.model)[0]
         specs = self.executor.specs()
         for step in range(first_step, self.profile.max_steps + 1):
             step_started = time.monotonic()
@@ -168,17 +170,20 @@ class Runner:
             request = ModelRequest(model=model, system=self.profile.system, messages=messages, tools=specs,
                                    params=dict(self.profile.params), should_stop=self.should_stop)
             called = time.monotonic()
-            try:
-                text, reasoning, signature, calls, step_usage = self.stream_step(provider, request)
-            finally:  # a failed or interrupted call is timed too
-                if self.clock is not None:
-                    self.clock.model_call(self.profile.model, called, self.first_output)
+            with tracing.model_call(provider_name, model, self.profile.system, messages) as traced:
+                try:
+                    text, reasoning, signature, calls, step_usage = self.stream_step(provider, request)
+                finally:  # a failed or interrupted call is timed too
+                    if self.clock is not None:
+                        self.clock.model_call(self.profile.model, called, self.first_output)
+                reply = assistant_message(text, reasoning, signature, calls)
+                traced.ended(step_usage, reply)
             self.usage = add_usage(self.usage, step_usage)
             if reasoning:
                 self.emitter.emit(EventType.REASONING_COMPLETED, {"text": reasoning})
             if text:
                 self.emitter.emit(EventType.MESSAGE_COMPLETED, {"text": text})
-            messages.append(assistant_message(text, reasoning, signature, calls))
+            messages.append(reply)
             self.emitter.emit(EventType.STEP_COMPLETED, {
                 "step": step, "durationMs": round((time.monotonic() - step_started) * 1000, 1), "usage": step_usage,
             })

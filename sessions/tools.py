@@ -11,6 +11,7 @@ only, for turns and direct calls alike.
 """
 from __future__ import annotations
 
+import contextvars
 import json
 import re
 import time
@@ -25,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 from agents.definitions import SessionInfo, Tool, ToolContext
 from agents.providers.base import ToolCall as ModelToolCall
 from agents.providers.base import ToolSpec
+from sessions import tracing
 from sessions.models import Session, ToolCall, Turn
 from sessions.storable import clean, clean_text, find_problem
 from sessions.host import Host
@@ -136,12 +138,14 @@ def execute(row: ToolCall, tool: Tool, validated: BaseModel, ctx: ToolContext) -
     if not row.start():  # already run (or being run) elsewhere: never twice
         row.refresh_from_db()
         return 0.0
-    try:
-        output = json_safe(tool(validated, ctx))
-    except Exception as exc:  # the model sees tool errors and can act on them
-        row.fail(clean_text(f"{type(exc).__name__}: {exc}"))
-    else:
-        row.succeed(output)
+    with tracing.tool_call(row.tool, row.call_id, row.input) as span:
+        try:
+            output = json_safe(tool(validated, ctx))
+        except Exception as exc:  # the model sees tool errors and can act on them
+            row.fail(clean_text(f"{type(exc).__name__}: {exc}"))
+        else:
+            row.succeed(output)
+        tracing.tool_ended(span, row.output, row.error)
     return (time.monotonic() - started) * 1000
 
 
@@ -156,8 +160,10 @@ def execute_many(jobs: list[tuple[ToolCall, Tool, BaseModel, ToolContext]]) -> l
         finally:
             connection.close()
 
+    # Each thread runs in a copy of the caller's context: the turn's log ids and trace span are its parents.
+    contexts = [contextvars.copy_context() for _ in jobs]
     with ThreadPoolExecutor(max_workers=min(8, len(jobs)), thread_name_prefix="tool") as pool:
-        durations = list(pool.map(run, jobs))
+        durations = list(pool.map(lambda job, context: context.run(run, job), jobs, contexts))
     close_old_connections()
     return durations
 

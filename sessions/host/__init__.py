@@ -5,6 +5,7 @@
     ctx.host.artifacts   files a turn produces, downloadable by the session's owner  sessions.host.artifacts
     ctx.host.reminders   reminders bound to a session                                sessions.host.reminders
     ctx.host.http        outbound HTTP through the SSRF guard                        agents.integrations.outbound
+    ctx.host.otel        span attributes and metrics over OpenTelemetry              sessions.host.otel
     ctx.host.github, .gitlab, .bitbucket, .slack   API clients                       sessions.host.providers
 
 Everything is stored in the database, never in process memory, so a value
@@ -22,12 +23,13 @@ from sessions.host.artifacts import ArtifactInfo, Artifacts, save_artifact
 from sessions.host.checks import FileChanged, HostError
 from sessions.host.files import FileInfo, Files
 from sessions.host.kv import KV
+from sessions.host.otel import Otel
 from sessions.host.providers import provider_client
 from sessions.host.reminders import Reminders
 from sessions.models import Session
 
 __all__ = [
-    "ArtifactInfo", "Artifacts", "FileChanged", "FileInfo", "Files", "Host", "HostError", "KV", "Reminders",
+    "ArtifactInfo", "Artifacts", "FileChanged", "FileInfo", "Files", "Host", "HostError", "KV", "Otel", "Reminders",
     "bind_filesystem", "save_artifact",
 ]
 
@@ -56,6 +58,10 @@ class Host:
     @property
     def files(self) -> Files:
         return Files(self.agent_id)
+
+    @property
+    def otel(self) -> Otel:
+        return Otel()
 
     @property
     def artifacts(self) -> Artifacts:

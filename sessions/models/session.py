@@ -226,9 +226,9 @@ class Session(ChannelBinding):
 
 class TurnQuerySet(models.QuerySet):
     def latest_of(self, session_id: str) -> "Turn | None":
-        """A session's newest turn (its id, status and timings only: a parked turn's state can be large)."""
+        """A session's newest turn (its id, status, timings and trace id only: a parked turn's state can be large)."""
         return self.filter(session_id=session_id).order_by("-created_at", "-id").only(
-            "id", "session_id", "status", "timings", "created_at").first()
+            "id", "session_id", "status", "timings", "trace_id", "created_at").first()
 
     def next_waiting(self, principal_id: str, authenticator: str) -> tuple[str, str, bool] | None:
         """The principal's oldest turn waiting for a running slot, as (turn id, session id, parked).
@@ -345,6 +345,13 @@ class Turn(models.Model):
                 lease_until=timezone.now() + timezone.timedelta(seconds=lease_seconds)
             )
         )
+
+    def adopt_trace(self, trace_id: str, trace_parent: str) -> bool:
+        """A turn that no traced request admitted takes the trace its first run started; once."""
+        won = Turn.objects.filter(pk=self.pk, trace_parent="").update(trace_id=trace_id, trace_parent=trace_parent)
+        if won:
+            self.trace_id, self.trace_parent = trace_id, trace_parent
+        return bool(won)
 
     def park(self, state: dict[str, Any]) -> bool:
         """running → awaiting_approval, storing where the run resumes; no lease (no worker holds it)."""

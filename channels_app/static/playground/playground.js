@@ -21,10 +21,12 @@ const WATERFALL_TOTALS = [["queue", "queueMs"], ["load", "loadMs"], ["workspace"
   ["first output", "firstTokenMs"], ["tools", "toolsMs"], ["approval", "approvalMs"], ["settle", "settleMs"],
   ["total", "totalMs"]];
 
-function waterfall(timings) {
+function waterfall(timings, traceId) {
   if (!timings || !timings.totalMs) return null;
   const total = timings.totalMs;
   const totals = el("p", { class: "totals" });
+  // Traced turns (OpenTelemetry on) name their trace: look it up in the collector's viewer.
+  if (traceId) totals.append(el("span", { class: "total" }, el("b", { text: "trace" }), " ", el("code", { class: "trace-id", text: traceId })));
   for (const [label, key] of WATERFALL_TOTALS) {
     if (timings[key] != null) totals.append(el("span", { class: "total" }, el("b", { text: label }), ` ${timings[key]} ms`));
   }
@@ -314,12 +316,12 @@ class SessionView {
         const usage = data.usage;  // null: the provider reported none
         const tokens = usage ? `in ${usage.inputTokens ?? 0} / out ${usage.outputTokens ?? 0} tokens` : "usage unknown";
         this.item(event, el("div", { class: "turn-meta",
-          text: `${tokens} · ${((data.durationMs || 0) / 1000).toFixed(2)} s` }), waterfall(data.timings));
+          text: `${tokens} · ${((data.durationMs || 0) / 1000).toFixed(2)} s` }), waterfall(data.timings, data.traceId));
         break;
       }
       case "turn.failed":
         this.item(event, el("div", { class: "turn-meta failed", text: `turn failed: ${data.error}` }),
-          waterfall(data.timings));
+          waterfall(data.timings, data.traceId));
         for (const node of this.approvals.querySelectorAll(".approval")) node.remove();
         break;
       case "session.waiting":

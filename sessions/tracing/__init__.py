@@ -1,0 +1,25 @@
+"""OpenTelemetry for agentsite: traces of each turn and the GenAI metrics, sent over OTLP when asked.
+
+`setup` decides from the standard `OTEL_*` variables whether this process
+exports and configures the SDK; `spans` names and attributes the spans of a
+turn; `instruments` holds the OTLP metrics, the ones tools record through
+`ctx.host.otel` (sessions.host.otel) included.
+"""
+from sessions.tracing.setup import configure, metering, tracing, wanted
+from sessions.tracing.spans import (
+    about,
+    capture_content,
+    link,
+    model_call,
+    subagent,
+    tool_call,
+    tool_ended,
+    trace_id,
+    turn_ended,
+    turn_span,
+)
+
+__all__ = [
+    "about", "capture_content", "configure", "link", "metering", "model_call", "subagent", "tool_call",
+    "tool_ended", "trace_id", "tracing", "turn_ended", "turn_span", "wanted",
+]
