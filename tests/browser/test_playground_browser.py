@@ -21,6 +21,7 @@ from typing import Iterator
 import pytest
 
 from tests.channels_app.views.test_session_artifacts import REPORT_TOOL
+from tests.sessions.test_tracing_live import otlp_receiver
 from tests.support import ROOT, Server, run_server
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -34,6 +35,7 @@ MISSING = (
 )
 ARTIFACTS = ROOT / "test-artifacts"
 WAIT_MS = 15_000  # the bound on every wait for the page
+TRACE_URL = "http://traces.example/trace/{traceId}"
 
 # Every streamed chunk of the reply waits, so a turn stays in flight long
 # enough to reload the page or drop its socket in the middle of it.
@@ -63,7 +65,10 @@ def server(tmp_path_factory) -> Iterator[Server]:
     (agents / "reporter" / "agent" / "instructions.md").write_text("Write reports.\n")
     (agents / "reporter" / "agent" / "tools" / "make_report.py").write_text(textwrap.dedent(REPORT_TOOL))
     # --dev: provider webhook routes take unsigned deliveries from this machine (their Try forms).
-    with run_server(tmp_path_factory.mktemp("browser-state"), "--agents", str(agents), "--dev") as server:
+    # Traced, into a receiver here: turns show their trace ids, linked to a trace viewer.
+    with otlp_receiver() as (_, endpoint), run_server(
+            tmp_path_factory.mktemp("browser-state"), "--agents", str(agents), "--dev",
+            env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "AGENTSITE_TRACE_URL": TRACE_URL}) as server:
         yield server
 
 
@@ -243,6 +248,9 @@ def test_each_turn_shows_a_waterfall_of_where_its_time_went(page):
     assert live.locator(".lane").evaluate_all("lanes => lanes.map(l => l.dataset.kind)") == kinds
     expect(live.locator(".lane.wf-approval .label")).to_have_text("approval cancel_order")
     expect(live.locator(".totals")).to_contain_text("approval")
+    trace_id = page.evaluate(f"fetch('/support/v1/session/{session_id}').then(r => r.json())")["lastTurn"]["traceId"]
+    assert len(trace_id) == 32
+    expect(live.locator(".trace-id")).to_have_text(trace_id)
 
     # The trace page draws the same waterfall from the stored events.
     page.click(f'a[href="/playground/support/session/{session_id}/trace"]')
@@ -251,6 +259,9 @@ def test_each_turn_shows_a_waterfall_of_where_its_time_went(page):
     assert trace.locator(".lane").evaluate_all("lanes => lanes.map(l => l.dataset.kind)") == kinds
     expect(trace.locator(".lane.wf-tool .label")).to_have_text("tool cancel_order")
     expect(trace.locator(".totals")).to_contain_text("total")
+    link = page.locator(".trace-turn a.trace-id")
+    expect(link).to_have_text(trace_id)
+    expect(link).to_have_attribute("href", TRACE_URL.replace("{traceId}", trace_id))
     # Bars in the order their stages started, each inside its lane, sized by their stage's share.
     boxes = [lane.locator(".bar").bounding_box() for lane in trace.locator(".lane").all()]
     wraps = [lane.locator(".bar-wrap").bounding_box() for lane in trace.locator(".lane").all()]

@@ -8,6 +8,7 @@ JSON log lines carry the trace id.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -68,8 +69,9 @@ def _span(span) -> dict:
             "parent": span.parent_span_id.hex(), "attributes": attributes}
 
 
-@pytest.fixture
-def receiver() -> Iterator[tuple[Receiver, str]]:
+@contextlib.contextmanager
+def otlp_receiver() -> Iterator[tuple[Receiver, str]]:
+    """A collector's OTLP/HTTP receiver on loopback: what it got, and its endpoint."""
     got = Receiver()
 
     class Handler(BaseHTTPRequestHandler):
@@ -87,8 +89,16 @@ def receiver() -> Iterator[tuple[Receiver, str]]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield got, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    try:
+        yield got, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[Receiver, str]]:
+    with otlp_receiver() as found:
+        yield found
 
 
 def wait_for(check, timeout: float = 20):
