@@ -162,3 +162,19 @@ def test_a_turn_run_by_workers_continues_the_trace_of_the_request_that_admitted_
         ops_turn = client.get(f"/ops/v1/session/{ops_id}").json()["lastTurn"]
         (ended,) = lines_of(server, "agentsite.examples.ops")
         assert ended["traceId"] == ops_turn["traceId"] and ended["turnId"] == ops_turn["id"]
+
+
+def test_a_retired_worker_sends_its_spans_on_the_way_out(tmp_path: Path, receiver):
+    """django-q2 replaces a worker after AGENTSITE_Q_RECYCLE tasks: what it holds is flushed as it exits,
+    long before the batch's next scheduled send (a minute here)."""
+    got, endpoint = receiver
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_BSP_SCHEDULE_DELAY": "60000",
+           "OTEL_METRICS_EXPORTER": "none", "AGENTSITE_Q_RECYCLE": "1"}
+    with run_server(tmp_path / "state", "--no-schedules", "--workers", "1", env=env) as server, \
+            server.client(timeout=20) as client:
+        created = client.post("/support/v1/session", json={"message": "hello"})
+        assert created.status_code == 201, created.text
+        session_id = created.json()["sessionId"]
+        read_stream_until(client, f"/support/v1/session/{session_id}/stream", "session.waiting")
+        runs = wait_for(lambda: got.named("invoke_agent support"), timeout=15)
+        assert [r["attributes"]["gen_ai.conversation.id"] for r in runs] == [session_id]
