@@ -73,19 +73,23 @@ def _traceparent(span) -> str:
 @contextmanager
 def turn_span(turn) -> Iterator[Any]:
     """A worker's run of `turn`: `invoke_agent {slug}`, under the request that admitted it."""
-    if not tracing():
+    if not (tracing() or metering()):
         yield None
         return
     flush_on_exit()
     session = turn.session
     slug = session.deployment.agent.slug  # the release, read with its agent (the session's agent is not)
-    parent = _propagator.extract({"traceparent": turn.trace_parent}) if turn.trace_parent else otel_context.Context()
     about = {gen_ai.GEN_AI_AGENT_NAME: slug, gen_ai.GEN_AI_CONVERSATION_ID: session.id}
-    # Run inside another traced request (a decision resuming the turn, in-process): linked, not the parent.
-    here = trace.get_current_span().get_span_context()
-    links = [trace.Link(here)] if here.is_valid and here != trace.get_current_span(parent).get_span_context() else []
-    token = _about.set(about)
+    token = _about.set(about)  # metrics carry them too, traced or not
     try:
+        if not tracing():
+            yield None
+            return
+        parent = (_propagator.extract({"traceparent": turn.trace_parent}) if turn.trace_parent
+                  else otel_context.Context())
+        # Run inside another traced request (a decision resuming the turn, in-process): linked, not the parent.
+        here = trace.get_current_span().get_span_context()
+        links = [trace.Link(here)] if here.is_valid and here != trace.get_current_span(parent).get_span_context() else []
         with _tracer.start_as_current_span(
             f"invoke_agent {slug}", context=parent, kind=SpanKind.INTERNAL, links=links,
             attributes={**about, gen_ai.GEN_AI_OPERATION_NAME: gen_ai.GenAiOperationNameValues.INVOKE_AGENT.value,
