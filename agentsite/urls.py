@@ -4,6 +4,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from channels_app.views.agents import HealthView
+from sessions.dashboard.views import dashboard
 
 admin.site.site_header = "agentsite administration"
 admin.site.site_title = "agentsite admin"
@@ -11,6 +12,7 @@ admin.site.index_title = "Agents, sessions and the team"
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/playground/", permanent=False)),
+    path("admin/dashboard/", dashboard, name="admin-dashboard"),  # before the admin's catch-all
     path("admin/", admin.site.urls),
     path("accounts/", include("channels_app.accounts")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

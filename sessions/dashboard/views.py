@@ -1,0 +1,72 @@
+"""The dashboard's page in the admin, for operators: staff (who are operators) and members of
+the `operators` group, as everywhere else on this server. Anyone else logged in gets 403;
+someone not logged in is sent to the login page, which brings them back here."""
+from __future__ import annotations
+
+import os
+from typing import Any
+from urllib.parse import quote
+
+from django.conf import settings
+from django.contrib import admin
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+
+from sessions.dashboard.charts import lines_chart, tokens_chart, turns_chart
+from sessions.dashboard.figures import DEFAULT_WINDOW, WINDOWS, dashboard_figures
+from sessions.principal import OPERATORS_GROUP
+
+TRACE_ID = "{traceId}"
+
+
+def is_operator(user) -> bool:
+    return bool(user.is_active and (user.is_staff or user.is_superuser
+                                    or user.groups.filter(name=OPERATORS_GROUP).exists()))
+
+
+def trace_url_template() -> str:
+    """`AGENTSITE_TRACE_URL` (a setting, else the environment), e.g.
+    `http://localhost:16686/trace/{traceId}`: where a turn's trace id links to. Blank (no links)
+    unless it is an http(s) URL with the `{traceId}` placeholder."""
+    template = getattr(settings, "AGENTSITE_TRACE_URL", None) or os.environ.get("AGENTSITE_TRACE_URL", "")
+    if TRACE_ID not in template or not template.startswith(("http://", "https://")):
+        return ""
+    return template
+
+
+def playground_turn_url(agent: str, session_id: str, turn_id: str) -> str:
+    """The turn on its session's trace page in the playground (its section's id is the turn's), with its waterfall."""
+    return f"/playground/{quote(agent)}/session/{quote(session_id)}/trace#{quote(turn_id)}"
+
+
+def _slowest_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    template = trace_url_template()
+    return [{**row, "url": playground_turn_url(row["agent"], row["session_id"], row["id"]),
+             "trace_url": template.replace(TRACE_ID, row["trace_id"]) if template and row["trace_id"] else ""}
+            for row in rows]
+
+
+def dashboard(request: HttpRequest) -> HttpResponse:
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    if not is_operator(request.user):
+        raise PermissionDenied("The dashboard is for operators.")
+    key = request.GET.get("window", DEFAULT_WINDOW)
+    window = WINDOWS.get(key) or WINDOWS[DEFAULT_WINDOW]
+    figures = dashboard_figures(window)
+    buckets = figures["buckets"]
+    context = {
+        **admin.site.each_context(request),
+        "title": "Dashboard",
+        "window": window,
+        "windows": list(WINDOWS.values()),
+        "figures": figures,
+        "slowest": _slowest_rows(figures["slowest"]),
+        "turns_chart": turns_chart(buckets, window.bucket),
+        "duration_chart": lines_chart(buckets, window.bucket, ("totalP50", "totalP95")),
+        "queue_chart": lines_chart(buckets, window.bucket, ("queueP50", "queueP95")),
+        "tokens_chart": tokens_chart(figures["tokens"]),
+    }
+    return TemplateResponse(request, "admin/dashboard.html", context)
