@@ -9,7 +9,7 @@ import math
 from datetime import datetime, timedelta
 from typing import Any
 
-WIDTH, HEIGHT = 720, 200
+WIDTH, HEIGHT = 720, 170
 LEFT, RIGHT, TOP, BOTTOM = 56, 8, 10, 22
 PLOT_W, PLOT_H = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 X_LABELS = 6  # about this many time labels under a chart
