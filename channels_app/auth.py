@@ -18,7 +18,7 @@ from rest_framework import authentication, permissions
 from agents.channels import AuthPolicy
 from sessions.models import PersonalToken, hash_token
 from sessions.models.token import TOKEN_PREFIX
-from sessions.principal import OPERATORS_GROUP, Principal
+from sessions.principal import Principal, is_operator
 
 # Headers a proxy or a CDN adds to name the client it forwards: from a loopback peer any of
 # them means a proxy on this host, so the caller is not local whatever the peer address says.
@@ -156,7 +156,7 @@ class Refused(Exception):
 def user_principal(user, **attributes: Any) -> Principal:
     """A Django user as a principal: the same whether it logged in or sent a personal token,
     so the sessions it starts either way are its own. Staff and the operators group are operators."""
-    operator = user.is_staff or user.groups.filter(name=OPERATORS_GROUP).exists()
+    operator = is_operator(user)
     return Principal(authenticator="django", principal_id=user.get_username(),
                      principal_type="staff" if user.is_staff else "user", attributes=attributes, operator=operator)
 

@@ -14,6 +14,11 @@ from typing import Any
 OPERATORS_GROUP = "operators"
 
 
+def is_operator(user) -> bool:
+    """Whether a Django user is an operator: staff, or a member of the operators group."""
+    return bool(user.is_staff or user.groups.filter(name=OPERATORS_GROUP).exists())
+
+
 @dataclass(frozen=True)
 class Principal:
     authenticator: str

@@ -16,14 +16,9 @@ from django.template.response import TemplateResponse
 
 from sessions.dashboard.charts import lines_chart, tokens_chart, turns_chart
 from sessions.dashboard.figures import DEFAULT_WINDOW, WINDOWS, dashboard_figures
-from sessions.principal import OPERATORS_GROUP
+from sessions.principal import is_operator
 
 TRACE_ID = "{traceId}"
-
-
-def is_operator(user) -> bool:
-    return bool(user.is_active and (user.is_staff or user.is_superuser
-                                    or user.groups.filter(name=OPERATORS_GROUP).exists()))
 
 
 def trace_url_template() -> str:
@@ -49,9 +44,10 @@ def _slowest_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def dashboard(request: HttpRequest) -> HttpResponse:
-    if not request.user.is_authenticated:
+    user = request.user
+    if not user.is_authenticated:
         return redirect_to_login(request.get_full_path())
-    if not is_operator(request.user):
+    if not user.is_active or not (user.is_superuser or is_operator(user)):
         raise PermissionDenied("The dashboard is for operators.")
     key = request.GET.get("window", DEFAULT_WINDOW)
     window = WINDOWS.get(key) or WINDOWS[DEFAULT_WINDOW]
