@@ -150,6 +150,19 @@ def test_the_same_figures_on_postgresql(tmp_path):
         assert out["pages"][key] == [200, 4]
 
 
+def test_percentiles_past_the_cap_are_of_the_latest_turns_and_the_page_says_so(ops, monkeypatch):
+    make_turns()
+    monkeypatch.setattr("sessions.dashboard.figures.MAX_TIMED", 3)
+
+    html = ops.get(URL).content.decode()
+
+    # counts are of every turn; percentiles of the newest three: B1, A1 and A2
+    assert figure(html, "turns") == "9" and [figure(html, "totalP50"), figure(html, "totalP95")] == ["200.0", "400.0"]
+    assert "Percentiles are of the latest 3 of the window's 9 turns." in html
+    monkeypatch.setattr("sessions.dashboard.figures.MAX_TIMED", 10)
+    assert 'id="capped"' not in ops.get(URL, {"window": "7d"}).content.decode()  # its 10 turns: all read
+
+
 def test_an_empty_database_renders_every_section(ops):
     for window in WINDOWS:
         response = ops.get(URL, {"window": window})
