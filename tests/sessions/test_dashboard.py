@@ -189,10 +189,11 @@ def test_operators_by_staff_or_group_and_superusers_see_it(ops):
         assert client.get(URL).status_code == 200
 
 
-def test_a_member_is_refused_and_an_anonymous_caller_is_sent_to_log_in():
-    member = login("mia")
-    assert member.get(URL).status_code == 403
-    assert b"Dashboard" not in member.get(URL).content
+def test_members_are_refused_the_owner_of_the_sessions_too_and_an_anonymous_caller_is_sent_to_log_in():
+    make_turns()  # every session on the page is mia's
+    for member in (login("mia"), login("max")):
+        refused = member.get(URL)
+        assert refused.status_code == 403 and b"data-figure" not in refused.content
 
     response = Client(HTTP_HOST="127.0.0.1:8000").get(URL, {"window": "1h"})
     assert response.status_code == 302
