@@ -130,6 +130,14 @@ def test_each_window_counts_the_turns_that_ended_in_it(window):
     assert {k: got[k] for k in ("totals", "spread", "bucketed")} == expected(window)
 
 
+def test_the_figures_take_six_queries_however_many_turns(django_assert_num_queries):
+    """Counted, summed and grouped in the database: no query per turn, agent or bucket."""
+    now = make_turns()
+    with django_assert_num_queries(6):  # buckets, agents, timings, tokens, slowest, failures
+        figures = dashboard_figures(WINDOWS["7d"], now)
+    assert figures["totals"]["turns"] == 10
+
+
 def test_the_window_is_chosen_by_the_selector_and_an_unknown_one_is_the_default(ops):
     make_turns()
     hour = ops.get(URL, {"window": "1h"}).content.decode()
