@@ -3,7 +3,6 @@ the `operators` group, as everywhere else on this server. Anyone else logged in 
 someone not logged in is sent to the login page, which brings them back here."""
 from __future__ import annotations
 
-import os
 from typing import Any
 from urllib.parse import quote
 
@@ -22,10 +21,9 @@ TRACE_ID = "{traceId}"
 
 
 def trace_url_template() -> str:
-    """`AGENTSITE_TRACE_URL` (a setting, else the environment), e.g.
-    `http://localhost:16686/trace/{traceId}`: where a turn's trace id links to. Blank (no links)
-    unless it is an http(s) URL with the `{traceId}` placeholder."""
-    template = getattr(settings, "AGENTSITE_TRACE_URL", None) or os.environ.get("AGENTSITE_TRACE_URL", "")
+    """`AGENTSITE_TRACE_URL` (e.g. `http://localhost:16686/trace/{traceId}`): where a turn's trace id
+    links to. Blank (ids shown, not linked) unless it is an http(s) URL with the placeholder."""
+    template = settings.AGENTSITE_TRACE_URL
     if TRACE_ID not in template or not template.startswith(("http://", "https://")):
         return ""
     return template

@@ -89,8 +89,8 @@ def test_an_operator_sees_the_turns_charted_and_follows_the_slowest_to_its_water
         assert page.locator("#turns-over-time svg.chart").bounding_box()["width"] > 500  # drawn, not collapsed
 
         first.locator("a").first.click()
-        page.wait_for_url(re.compile(rf"/playground/desk/session/{slow['sessionId']}/trace#turn-{slow['id']}$"))
-        waterfall = page.locator(f"section#turn-{slow['id']} .waterfall")
+        page.wait_for_url(re.compile(rf"/playground/desk/session/{slow['sessionId']}/trace#{slow['id']}$"))
+        waterfall = page.locator(f'section[data-turn="{slow["id"]}"] .waterfall')
         expect(waterfall).to_be_visible()
         expect(waterfall.locator('.lane[data-kind="model"]')).to_have_count(1)
         expect(waterfall.locator(".totals")).to_contain_text("total")
