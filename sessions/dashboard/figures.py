@@ -10,7 +10,6 @@ PostgreSQL: JSON keys through `KeyTextTransform` and `Cast`, buckets through `Tr
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone as dt_timezone
 from typing import Any

@@ -13,6 +13,7 @@ from django.test import Client
 
 from sessions.dashboard.charts import nice_ceiling
 from sessions.dashboard.figures import WINDOWS, dashboard_figures, percentile
+from sessions.models import Turn
 from sessions.principal import OPERATORS_GROUP
 from tests.sessions.dashboard_support import RATE_LIMITED, TRACE, comparable, expected, make_turns, turn_id
 from tests.sessions.test_concurrent_appends import database, run
@@ -60,6 +61,10 @@ def login(username: str, *, staff: bool = False, operator: bool = False, superus
     return client
 
 
+def session_of(name: str) -> str:
+    return Turn.objects.get(pk=turn_id(name)).session_id
+
+
 def figure(html: str, name: str) -> str:
     return re.search(rf'data-figure="{name}"><b>([^<]*)</b>', html).group(1)
 
@@ -91,19 +96,13 @@ def test_the_page_shows_the_windows_counts_percentiles_tokens_slowest_turns_and_
     assert [row[0] for row in slowest] == [turn_id(n) for n in ("A4", "B3", "B2", "B4", "B1", "A3", "A2", "A1")]
     assert slowest[0][1:5] == ["alpha", "failed", "5000.0", "40.0"] and slowest[0][6] == TRACE
     assert slowest[0][7] == RATE_LIMITED and slowest[1][4] == "–"  # B3's queue wait is unknown
-    assert (f'<a href="/playground/alpha/session/{ops_session("A4")}/trace#{turn_id("A4")}">'
+    assert (f'<a href="/playground/alpha/session/{session_of("A4")}/trace#{turn_id("A4")}">'
             f'{turn_id("A4")}</a>') in html
     assert tables["failures"] == [
         ["failed", RATE_LIMITED, "2", "2", tables["failures"][0][4]],
         ["interrupted", "turn interrupted", "1", "1", tables["failures"][1][4]],
         ["failed", "database error: OperationalError", "1", "1", tables["failures"][2][4]],
     ]
-
-
-def ops_session(name: str) -> str:
-    from sessions.models import Turn
-
-    return Turn.objects.get(pk=turn_id(name)).session_id
 
 
 def test_the_charts_are_svg_drawn_on_the_server(ops):
