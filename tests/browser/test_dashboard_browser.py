@@ -14,7 +14,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from tests.browser.test_playground_browser import WAIT_MS, chromium, expect
+from tests.browser.test_playground_browser import ARTIFACTS, WAIT_MS, chromium, expect
 from tests.support import ROOT, Server, child_env, run_server
 
 TOKEN = "dashboard-caller-token"
@@ -87,6 +87,8 @@ def test_an_operator_sees_the_turns_charted_and_follows_the_slowest_to_its_water
         first = page.locator("#slowest tbody tr").first
         expect(first).to_have_attribute("data-turn", slow["id"])
         assert page.locator("#turns-over-time svg.chart").bounding_box()["width"] > 500  # drawn, not collapsed
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "admin-dashboard.png"), full_page=True)
 
         first.locator("a").first.click()
         page.wait_for_url(re.compile(rf"/playground/desk/session/{slow['sessionId']}/trace#{slow['id']}$"))
