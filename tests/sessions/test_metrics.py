@@ -1,0 +1,102 @@
+"""sessions.metrics in one process: the gauges read from the database, timer lateness,
+no query for a worker's turn, and the files of processes that are gone."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from agents.discovery import release
+from sessions import metrics
+from sessions.admission import start_session, submit_message
+from sessions.models import Session, ToolCall, Turn
+from sessions.principal import Principal
+from sessions.timers import create_reminder, fire_due
+
+T0 = datetime(2025, 3, 3, 9, 0, tzinfo=timezone.utc)
+CAROL = Principal(authenticator="bearer", principal_id="carol")
+
+
+def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        for found in family.samples:
+            if found.name == name and found.labels == labels:
+                return found.value
+    return 0.0
+
+
+def database_gauges() -> CollectorRegistry:
+    registry = CollectorRegistry()
+    registry.register(metrics.DatabaseGauges())
+    return registry
+
+
+def test_queue_depth_counts_turns_handed_to_workers_not_those_queued_behind(support_agent):
+    # In a test transaction nothing commits, so no worker is handed anything: the turn stays queued.
+    admitted = start_session(support_agent, CAROL, "hello")
+    assert sample(database_gauges(), "agentsite_queue_depth") == 1
+    submit_message(admitted.session, "and then", admission=Turn.Admission.COALESCE)  # waits for its session
+    assert Turn.objects.filter(session=admitted.session, status=Turn.Status.QUEUED).count() == 2
+    assert sample(database_gauges(), "agentsite_queue_depth") == 1
+    Turn.objects.filter(pk=admitted.turn.pk).update(status=Turn.Status.RUNNING)
+    assert sample(database_gauges(), "agentsite_queue_depth") == 0
+
+
+def test_approvals_pending_counts_the_calls_of_parked_turns(support_agent):
+    admitted = start_session(support_agent, CAROL, "cancel it")
+    turn = admitted.turn
+    Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.AWAITING_APPROVAL)
+    for n, status in enumerate((ToolCall.Status.AWAITING_APPROVAL, ToolCall.Status.AWAITING_APPROVAL,
+                                ToolCall.Status.APPROVED)):
+        ToolCall.objects.create(session=admitted.session, turn=turn, call_id=f"call_{n}", tool="cancel_order",
+                                status=status)
+    registry = database_gauges()
+    assert sample(registry, "agentsite_approvals_pending") == 2
+    assert sample(registry, "agentsite_queue_depth") == 0
+
+
+def test_a_worker_records_a_turn_without_a_query(support_agent, django_assert_num_queries):
+    started = start_session(support_agent, CAROL, "hello").session
+    # As a worker holds it (engine.load_turn): read alone, with its release (read once per process, with its agent).
+    session = Session.objects.get(pk=started.pk)
+    session.deployment = release(session.deployment_id, support_agent.active_deployment.content_hash)
+    row = ToolCall(tool="lookup_order", status=ToolCall.Status.DONE)
+    before = metrics.TURNS.labels("support", "completed")._value.get()
+    with django_assert_num_queries(0):
+        metrics.turn_ended(session, "completed", {"queueMs": 12.0, "totalMs": 80.0})
+        metrics.model_called(session, "scripted:echo", 0.01, {"inputTokens": 5, "outputTokens": 3})
+        metrics.model_called(session, "scripted:echo", None, None)  # unknown usage counts nothing
+        metrics.tool_call_ended(session, row)
+    assert metrics.TURNS.labels("support", "completed")._value.get() == before + 1
+
+
+def test_timer_lateness_is_how_long_after_its_due_time_a_reminder_fired(support_agent):
+    session = start_session(support_agent, CAROL, "hello").session
+    create_reminder(session, delay="20m", prompt="Follow up.", now=T0)
+    late = metrics.TIMER_LATENESS.labels("reminder")
+    count, total = late._sum.get(), sum(b.get() for b in late._buckets)
+    assert fire_due(now=T0 + timedelta(minutes=20, seconds=7)) == 1
+    assert late._sum.get() - count == 7.0
+    assert sum(b.get() for b in late._buckets) - total == 1
+
+
+def a_dead_pid() -> int:
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(finished.stdout)
+
+
+def test_a_scrape_drops_live_gauges_of_processes_gone_and_serve_drops_all_their_files(tmp_path):
+    dead, alive = a_dead_pid(), os.getpid()
+    names = [f"counter_{dead}.db", f"histogram_{dead}.db", f"gauge_livesum_{dead}.db", f"gauge_all_{dead}.db",
+             f"counter_{alive}.db", f"gauge_livesum_{alive}.db", "notes.txt"]
+    for name in names:
+        (tmp_path / name).write_bytes(b"")
+    assert metrics.drop_dead_live_gauges(tmp_path) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(set(names) - {f"gauge_livesum_{dead}.db"})
+    assert metrics.clear_dead_processes(tmp_path) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [f"counter_{alive}.db", f"gauge_livesum_{alive}.db", "notes.txt"])
