@@ -17,6 +17,7 @@ import hmac
 from asgiref.sync import iscoroutinefunction
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from django.urls import Resolver404, resolve
 from django.utils.decorators import sync_and_async_middleware
 from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -75,9 +76,18 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def route_of(request: HttpRequest) -> str | None:
-    """The URL pattern the request matched (`<slug:slug>/v1/session/<str:session_id>`), None if none did."""
+def route_of(request: HttpRequest, status: int) -> str | None:
+    """The URL pattern the request matched (`<slug:slug>/v1/session/<str:session_id>`), None if none did.
+
+    A request a middleware answered before Django resolved it (a cross-site write, a NUL in
+    the path) is looked up here, so it counts under its route; a 404 without a match had none.
+    """
     match = request.resolver_match
+    if match is None and status != 404:
+        try:
+            match = resolve(request.path_info)
+        except Resolver404:
+            return None
     return match.route if match is not None else None
 
 
@@ -88,11 +98,11 @@ def count_requests(get_response):
     if iscoroutinefunction(get_response):
         async def middleware(request: HttpRequest):
             response = await get_response(request)
-            metrics.request_answered(route_of(request), response.status_code)
+            metrics.request_answered(route_of(request, response.status_code), response.status_code)
             return response
     else:
         def middleware(request: HttpRequest):
             response = get_response(request)
-            metrics.request_answered(route_of(request), response.status_code)
+            metrics.request_answered(route_of(request, response.status_code), response.status_code)
             return response
     return middleware

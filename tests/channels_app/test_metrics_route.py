@@ -98,6 +98,10 @@ def test_requests_are_counted_by_route_not_path(db, local, support_agent):
     for session_id in ("ses_aaaa", "ses_bbbb", "ses_cccc"):
         assert local.get(f"/support/v1/session/{session_id}").status_code == 404
     assert local.get("/no/such/place/123").status_code == 404
+    # Refused by a middleware before Django resolved it: still counted under its route.
+    foreign = local.post("/support/v1/session", {"message": "hi"}, content_type="application/json",
+                         HTTP_ORIGIN="https://elsewhere.example")
+    assert foreign.status_code == 403
     after = samples(local.get("/metrics").content)
 
     def moved(route: str, status: str) -> float:
@@ -106,6 +110,7 @@ def test_requests_are_counted_by_route_not_path(db, local, support_agent):
 
     assert moved("<slug:slug>/v1/session/<str:session_id>", "404") == 3
     assert moved("unmatched", "404") == 1
+    assert moved("<slug:slug>/v1/session", "403") == 1
     assert moved("metrics", "200") == 1  # the scrape before
     assert not [labels for name, labels in after if name == "agentsite_http_requests_total"
                 and any("ses_" in value for _, value in labels)]
