@@ -20,10 +20,11 @@ drops live-gauge files of processes that are gone (`drop_dead_live_gauges`), and
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, ParamSpec
 
 from django.conf import settings
 from django.db import DatabaseError
@@ -91,7 +92,27 @@ def _seconds(timings: dict[str, Any], key: str) -> float | None:
 
 # --- recording: one call where each thing happens ----------------------------
 
+_P = ParamSpec("_P")
+_failed_once: set[str] = set()
 
+
+def never_fails(record: Callable[_P, None]) -> Callable[_P, None]:
+    """A metric that cannot be recorded (its folder gone, a full disk) must not fail the turn,
+    the request or the stream that records it: said once per process, then dropped."""
+
+    @functools.wraps(record)
+    def recorded(*args: _P.args, **kwargs: _P.kwargs) -> None:
+        try:
+            record(*args, **kwargs)
+        except Exception:
+            if record.__name__ not in _failed_once:
+                _failed_once.add(record.__name__)
+                log.exception("metrics: %s could not be recorded (said once per process)", record.__name__)
+
+    return recorded
+
+
+@never_fails
 def turn_ended(session: Session, status: str, timings: dict[str, Any] | None) -> None:
     """A turn settled (`lifecycle.settle`): its outcome, and its length and queue wait from its timings."""
     agent = agent_of(session)
@@ -103,6 +124,7 @@ def turn_ended(session: Session, status: str, timings: dict[str, Any] | None) ->
             TURN_QUEUE.labels(agent).observe(queue)
 
 
+@never_fails
 def model_called(session: Session, model: str, first_output_seconds: float | None, usage: Usage) -> None:
     """One model call ended (`runner.Runner.run`): its time to first output and its tokens."""
     agent = agent_of(session)
@@ -114,25 +136,30 @@ def model_called(session: Session, model: str, first_output_seconds: float | Non
                 TOKENS.labels(agent, model, kind).inc(count)
 
 
+@never_fails
 def tool_call_ended(session: Session, row: ToolCall) -> None:
     """A call's `action.result` was emitted by a model loop: count it by its outcome."""
     outcome = "stubbed" if row.stubbed else row.status
     TOOL_CALLS.labels(agent_of(session), row.tool, outcome).inc()
 
 
+@never_fails
 def timer_fired(kind: str, lateness_seconds: float) -> None:
     """A schedule's or reminder's firing was claimed (`timers.fire_due`) this long after its due time."""
     TIMER_LATENESS.labels(kind).observe(max(lateness_seconds, 0.0))
 
 
+@never_fails
 def stream_opened(transport: str) -> None:
     STREAMS_OPEN.labels(transport).inc()
 
 
+@never_fails
 def stream_closed(transport: str) -> None:
     STREAMS_OPEN.labels(transport).dec()
 
 
+@never_fails
 def request_answered(route: str | None, status: int) -> None:
     """An HTTP request was answered: by its URL pattern, never its path, so the labels stay few."""
     HTTP_REQUESTS.labels(route if route is not None else UNMATCHED, str(status)).inc()

@@ -100,3 +100,16 @@ def test_a_scrape_drops_live_gauges_of_processes_gone_and_serve_drops_all_their_
     assert metrics.clear_dead_processes(tmp_path) == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [f"counter_{alive}.db", f"gauge_livesum_{alive}.db", "notes.txt"])
+
+
+def test_a_metric_that_cannot_be_recorded_fails_nothing(monkeypatch, caplog):
+    class Broken:
+        def labels(self, *values):
+            raise OSError("No space left on device")
+
+    monkeypatch.setattr(metrics, "HTTP_REQUESTS", Broken())
+    monkeypatch.setattr(metrics, "_failed_once", set())
+    metrics.request_answered("metrics", 200)
+    metrics.request_answered("metrics", 200)
+    assert [r.getMessage() for r in caplog.records].count(
+        "metrics: request_answered could not be recorded (said once per process)") == 1
