@@ -6,7 +6,9 @@ import os
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -113,3 +115,24 @@ def test_a_metric_that_cannot_be_recorded_fails_nothing(monkeypatch, caplog):
     metrics.request_answered("metrics", 200)
     assert [r.getMessage() for r in caplog.records].count(
         "metrics: request_answered could not be recorded (said once per process)") == 1
+
+
+@pytest.mark.parametrize("inherited", ["/nowhere", None])
+def test_every_process_writes_under_its_own_state_root_even_if_the_library_was_imported_first(tmp_path, inherited):
+    """A qcluster or web process started on its own: an inherited folder is replaced, and a
+    prometheus_client imported before the settings still ends up in multiprocess mode."""
+    script = (
+        "import prometheus_client, django, os\n"
+        "django.setup()\n"
+        "from sessions import metrics\n"
+        "from prometheus_client import values\n"
+        "metrics.request_answered('metrics', 200)\n"
+        "print(os.environ['PROMETHEUS_MULTIPROC_DIR'], values.ValueClass._multiprocess, os.getpid())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENTSITE_TEST_DB", "PROMETHEUS_MULTIPROC_DIR")}
+    env.update(AGENTSITE_STATE_ROOT=str(tmp_path), DJANGO_SETTINGS_MODULE="agentsite.settings",
+               **({"PROMETHEUS_MULTIPROC_DIR": inherited} if inherited else {}))
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2]).stdout.split()
+    assert out[:2] == [str(tmp_path / "metrics"), "True"]
+    assert (tmp_path / "metrics" / f"counter_{out[2]}.db").exists()
