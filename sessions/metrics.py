@@ -9,7 +9,8 @@ never go backwards. What is recorded rides on what the code already holds where
 it happens (a settling turn's timings, a model call's usage, the release's agent):
 no query is made for a metric, except the two gauges read from the database at
 scrape time (`DatabaseGauges`), and a settle of a turn whose session came without
-its agent (a lost worker's turn, a parked direct call).
+its agent (a lost worker's turn, a parked direct call). Recording never raises
+(`never_fails`): a metric is not worth a failed turn.
 
 Dead processes: django-q2's sentinel calls `mark_process_dead` itself when it
 replaces a worker (`Sentinel.reincarnate`, whenever `PROMETHEUS_MULTIPROC_DIR`
