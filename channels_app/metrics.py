@@ -6,9 +6,11 @@ scraper holding `AGENTSITE_METRICS_TOKEN` (`Authorization: Bearer …`), whose
 digest is compared in constant time. Anyone else: 401 when no one was named,
 403 for a principal who is not an operator.
 
-Each scrape sums the files of every process of the server (prometheus_client's
-`MultiProcessCollector`) and reads the two database gauges, in a registry
-made for the scrape, as multiprocess mode requires.
+Each scrape sums the files of every process of the server (`sessions.metrics.SummedFiles`,
+prometheus_client's `MultiProcessCollector`) and reads the two database gauges, in a
+registry made for the scrape, as multiprocess mode requires; first it drops the live
+gauges of processes that are gone and folds their counters into the archive
+(`sessions.metrics.fold_dead_processes`), so a scrape reads a bounded number of files.
 """
 from __future__ import annotations
 
@@ -21,7 +23,6 @@ from django.urls import Resolver404, resolve
 from django.utils.decorators import sync_and_async_middleware
 from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.multiprocess import MultiProcessCollector
 
 from channels_app.auth import LOCAL_PRINCIPAL, RequestInfo, authenticate
 from channels_app.errors import error_response
@@ -56,8 +57,9 @@ def refusal(info: RequestInfo) -> HttpResponse | None:
 
 def scrape() -> bytes:
     metrics.drop_dead_live_gauges()
+    metrics.fold_dead_processes()
     registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=str(metrics.metrics_dir()))
+    metrics.SummedFiles(registry, path=str(metrics.metrics_dir()))
     registry.register(metrics.DatabaseGauges())
     return generate_latest(registry)
 

@@ -21,6 +21,8 @@ drops live-gauge files of processes that are gone (`drop_dead_live_gauges`), and
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import logging
 import os
@@ -32,6 +34,8 @@ from django.db import DatabaseError
 from django.db.models import F
 from prometheus_client import Counter, Gauge, Histogram, values
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.mmap_dict import MmapedDict, mmap_key
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from agents.models import Deployment
@@ -204,7 +208,14 @@ class DatabaseGauges(Collector):
                                 value=pending)
 
 
-# --- the files of processes that are gone ------------------------------------
+# --- the files, and those of processes that are gone -------------------------
+
+# The sums of counters and histograms of processes that are gone: `counter_archive.db`, `histogram_archive.db`.
+ARCHIVE = "archive"
+# Dead processes' files folded into the archive once there are this many of a kind: a scrape reads
+# every file, so without folding a server whose workers are replaced reads more at each scrape.
+FOLD_AFTER = 20
+FOLDED_TYPES = ("counter", "histogram")
 
 
 def metrics_dir() -> Path:
@@ -229,6 +240,33 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def _files_lock(folder: Path, *, exclusive: bool) -> Iterator[bool]:
+    """Readers of the files share it; folding takes it alone, without waiting (False: someone else has it).
+
+    So no scrape sees a dead process's counts twice (in its file and in the archive) or not at
+    all: the archive is replaced and the folded files deleted while no one reads.
+    """
+    with open(folder / ".lock", "a+b") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB if exclusive else fcntl.LOCK_SH)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class SummedFiles(MultiProcessCollector):
+    """Every process's files summed (prometheus_client's collector), read under the folder's shared lock."""
+
+    def collect(self):
+        with _files_lock(Path(self._path), exclusive=False):
+            return super().collect()
+
+
 def _remove_dead(folder: Path, live_gauges_only: bool) -> int:
     removed = 0
     try:
@@ -237,7 +275,11 @@ def _remove_dead(folder: Path, live_gauges_only: bool) -> int:
         return 0
     for name in names:
         pid = _pid_of(name)
-        if pid is None or (live_gauges_only and not name.startswith("gauge_live")) or _alive(pid):
+        if live_gauges_only:
+            gone = name.startswith("gauge_live") and pid is not None and not _alive(pid)
+        else:
+            gone = name.endswith(f"_{ARCHIVE}.db") or (pid is not None and not _alive(pid))
+        if not gone:
             continue
         try:
             (folder / name).unlink()
@@ -254,5 +296,44 @@ def drop_dead_live_gauges(folder: Path | None = None) -> int:
 
 
 def clear_dead_processes(folder: Path | None = None) -> int:
-    """Every file of processes that are gone (`serve` at its start: a new server counts from zero)."""
+    """Every file of processes that are gone, and the archive (`serve` at its start: a new server counts from zero)."""
     return _remove_dead(folder or metrics_dir(), live_gauges_only=False)
+
+
+def fold_dead_processes(folder: Path | None = None, at_least: int = FOLD_AFTER) -> int:
+    """Sum the counters and histograms of processes that are gone into the archive and delete their files.
+
+    1. Take the folder's lock alone, or leave it to whoever holds it.
+    2. For each kind with `at_least` dead processes' files: merge them and the archive, as
+       stored (histogram buckets not yet cumulative), into a new file.
+    3. Put it in the archive's place (a rename), then delete the files it holds.
+    Returns how many files were folded.
+    """
+    folder = folder or metrics_dir()
+    folded = 0
+    with _files_lock(folder, exclusive=True) as alone:
+        if not alone:
+            return 0
+        for kind in FOLDED_TYPES:
+            dead = [p for p in folder.glob(f"{kind}_*.db")
+                    if (pid := _pid_of(p.name)) is not None and not _alive(pid)]
+            if len(dead) < at_least:
+                continue
+            archive = folder / f"{kind}_{ARCHIVE}.db"
+            merged = MultiProcessCollector.merge([str(p) for p in [*dead, archive] if p.exists()], accumulate=False)
+            written = folder / f"{kind}_{ARCHIVE}.new"  # not *.db: no reader globs it
+            written.unlink(missing_ok=True)
+            out = MmapedDict(str(written))
+            try:
+                for metric in merged:
+                    for sample in metric.samples:
+                        key = mmap_key(metric.name, sample.name, list(sample.labels), list(sample.labels.values()),
+                                       metric.documentation)
+                        out.write_value(key, sample.value, 0.0)
+            finally:
+                out.close()
+            os.replace(written, archive)
+            for path in dead:
+                path.unlink(missing_ok=True)
+            folded += len(dead)
+    return folded

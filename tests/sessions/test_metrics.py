@@ -136,3 +136,48 @@ def test_every_process_writes_under_its_own_state_root_even_if_the_library_was_i
                          cwd=Path(__file__).resolve().parents[2]).stdout.split()
     assert out[:2] == [str(tmp_path / "metrics"), "True"]
     assert (tmp_path / "metrics" / f"counter_{out[2]}.db").exists()
+
+
+WRITER = """
+import sys
+from prometheus_client import Counter, Histogram
+turns = Counter("agentsite_turns", "Turns.", ["agent", "status"])
+lengths = Histogram("agentsite_turn_duration_seconds", "Lengths.", ["agent"], buckets=(1, 5))
+for seconds in map(float, sys.argv[1:]):
+    turns.labels("support", "completed").inc()
+    lengths.labels("support").observe(seconds)
+"""
+
+
+def a_process_that_recorded(folder, *seconds: float) -> None:
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(folder)}
+    subprocess.run([sys.executable, "-c", WRITER, *map(str, seconds)], env=env, check=True)
+
+
+def summed(folder) -> dict[tuple[str, tuple], float]:
+    registry = CollectorRegistry()
+    metrics.SummedFiles(registry, path=str(folder))
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(generate_latest(registry).decode()) for s in family.samples}
+
+
+def test_dead_processes_counts_are_folded_into_one_archive_without_changing_a_sum(tmp_path):
+    for seconds in ((0.5,), (2, 7), (0.2,)):
+        a_process_that_recorded(tmp_path, *seconds)
+    before = summed(tmp_path)
+    assert before[("agentsite_turns_total", (("agent", "support"), ("status", "completed")))] == 4
+    assert before[("agentsite_turn_duration_seconds_bucket", (("agent", "support"), ("le", "5.0")))] == 3
+    assert metrics.fold_dead_processes(tmp_path, at_least=4) == 0  # not yet worth it
+    assert metrics.fold_dead_processes(tmp_path, at_least=2) == 6
+    assert sorted(p.name for p in tmp_path.glob("*.db")) == ["counter_archive.db", "histogram_archive.db"]
+    assert summed(tmp_path) == before
+
+    a_process_that_recorded(tmp_path, 10)
+    after = summed(tmp_path)
+    assert after[("agentsite_turns_total", (("agent", "support"), ("status", "completed")))] == 5
+    assert after[("agentsite_turn_duration_seconds_count", (("agent", "support"),))] == 5
+    assert after[("agentsite_turn_duration_seconds_sum", (("agent", "support"),))] == pytest.approx(19.7)
+    assert metrics.fold_dead_processes(tmp_path, at_least=1) == 2
+    assert summed(tmp_path) == after
+    assert metrics.clear_dead_processes(tmp_path) == 2  # a new server: the archive goes too
+    assert summed(tmp_path) == {}
