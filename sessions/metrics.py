@@ -16,8 +16,9 @@ Dead processes: django-q2's sentinel calls `mark_process_dead` itself when it
 replaces a worker (`Sentinel.reincarnate`, whenever `PROMETHEUS_MULTIPROC_DIR`
 is set), which drops that worker's live gauges and keeps its counters. Nothing
 does that for a web process another process manager restarted, so a scrape also
-drops live-gauge files of processes that are gone (`drop_dead_live_gauges`), and
-`serve` clears every file of processes gone at its start (`clear_dead_processes`).
+drops live-gauge files of processes that are gone (`drop_dead_live_gauges`) and
+folds their counters and histograms into one archive per kind (`fold_dead_processes`),
+and `serve` clears every file of processes gone at its start (`clear_dead_processes`).
 """
 from __future__ import annotations
 
