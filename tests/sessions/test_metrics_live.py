@@ -103,7 +103,7 @@ def test_counters_histograms_and_gauges_across_replaced_workers(server):
     events_until(server, parked["sessionId"], "session.waiting")
 
     # Both workers busy: a third turn waits for one, and the queue depth says so.
-    busy = [start(server, "/sleep 1500")["sessionId"] for _ in range(2)]
+    busy = [start(server, "/sleep 2500")["sessionId"] for _ in range(2)]
     time.sleep(0.5)
     sessions += busy + [start(server, "hello again")["sessionId"]]
     assert value(scrape(server), "agentsite_queue_depth") >= 1
