@@ -24,7 +24,7 @@ from django.utils.decorators import sync_and_async_middleware
 from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from channels_app.auth import LOCAL_PRINCIPAL, RequestInfo, authenticate
+from channels_app.auth import LOCAL_PRINCIPAL, RequestInfo, agent_scope, authenticate
 from channels_app.errors import error_response
 from sessions import metrics
 from sessions.models import hash_token
@@ -49,6 +49,9 @@ def refusal(info: RequestInfo) -> HttpResponse | None:
                                   "the metrics token as `Authorization: Bearer <AGENTSITE_METRICS_TOKEN>`")
         response["WWW-Authenticate"] = 'Bearer realm="agentsite"'
         return response
+    if agent_scope(principal) is not None:  # the metrics are every agent's: a token kept to some cannot see them
+        return error_response(403, "forbidden", "this personal token is scoped to some agents; the server's metrics "
+                                                "cover every agent")
     if principal.operator or principal == LOCAL_PRINCIPAL:
         return None
     return error_response(403, "operators_only", "the server's metrics are for operators (staff and members of "

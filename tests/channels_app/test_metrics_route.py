@@ -114,3 +114,11 @@ def test_requests_are_counted_by_route_not_path(db, local, support_agent):
     assert moved("metrics", "200") == 1  # the scrape before
     assert not [labels for name, labels in after if name == "agentsite_http_requests_total"
                 and any("ses_" in value for _, value in labels)]
+
+
+def test_an_operators_token_scoped_to_some_agents_does_not_read_every_agents_metrics(people):
+    from sessions.models import PersonalToken
+
+    _, secret = PersonalToken.issue(people.olga.user, "scoped", agents=["support"])
+    scoped = Client(HTTP_AUTHORIZATION=f"Bearer {secret}", HTTP_HOST=HOST, REMOTE_ADDR=PEER)
+    assert scoped.get("/metrics").status_code == 403
