@@ -6,6 +6,7 @@ the in-memory channel layer, django-q2's ORM broker and the scripted model.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -49,6 +50,15 @@ def _env_retention_days(name: str) -> int | None:
 STATE_ROOT = Path(os.environ.get("AGENTSITE_STATE_ROOT", BASE_DIR / ".agentsite")).resolve()
 STATE_ROOT.mkdir(parents=True, exist_ok=True)
 
+# Prometheus metrics (sessions.metrics) are summed over every process of the server by
+# prometheus_client's multiprocess mode: each process writes its own files here. The library
+# picks how it stores values when it is first imported, so this is set before anything can
+# import it, in every process that loads these settings (web, qcluster and its forks), and
+# always to this state root's folder, never to one inherited from another server's process.
+METRICS_DIR = STATE_ROOT / "metrics"
+METRICS_DIR.mkdir(exist_ok=True)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(METRICS_DIR)
+
 SECRET_KEY = os.environ.get("AGENTSITE_SECRET_KEY") or FALLBACK_SECRET_KEY
 DEBUG = _env_bool("AGENTSITE_DEBUG")
 ALLOWED_HOSTS = [h for h in os.environ.get("AGENTSITE_ALLOWED_HOSTS", "*").split(",") if h]
@@ -88,6 +98,8 @@ MIDDLEWARE = [
     "channels_app.request_log.name_the_session",
     # A traced request's span named by its route, its trace id on its log lines (when OTEL_* turns tracing on).
     "channels_app.request_spans.name_the_span",
+    # agentsite_http_requests_total, by the URL pattern each request matched (GET /metrics).
+    "channels_app.metrics.count_requests",
     # Before anything acts on a request: writes from another site's pages stop here.
     "channels_app.origin.cross_site_guard",
     # A NUL in a path id or query parameter is a 400 before any view looks it up.
@@ -302,6 +314,10 @@ AGENTSITE_TRACE_URL = os.environ.get("AGENTSITE_TRACE_URL", "")
 AGENTSITE_AUTH = os.environ.get("AGENTSITE_AUTH", "local_dev_strict")
 # sha256 hex digests of accepted bearer tokens (serve --bearer-token stores only these).
 AGENTSITE_BEARER_TOKEN_HASHES = [h for h in os.environ.get("AGENTSITE_BEARER_TOKEN_HASHES", "").split(",") if h]
+# GET /metrics with `Authorization: Bearer <AGENTSITE_METRICS_TOKEN>` (a scraper's own secret, no user):
+# only its sha256 digest is kept, compared in constant time (channels_app.metrics).
+AGENTSITE_METRICS_TOKEN_HASH = (hashlib.sha256(os.environ["AGENTSITE_METRICS_TOKEN"].strip().encode()).hexdigest()
+                                if os.environ.get("AGENTSITE_METRICS_TOKEN", "").strip() else "")
 AGENTSITE_DEV = _env_bool("AGENTSITE_DEV")
 # "on": every process an agent starts runs in the bubblewrap sandbox, and a host that cannot build it
 # offers no shell. "off": commands run as the server's own user (a single-user machine only).

@@ -31,6 +31,7 @@ from channels_app.parsers import JSONRefused, load_json, parse_start_index
 from channels_app.ratelimits import MESSAGES, check_rate
 from sessions.admission import AdmissionError, stop_session, submit_message
 from sessions.follow import follow_events
+from sessions.metrics import stream_closed, stream_opened
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
         except APIError as exc:
             return await self.close(code=4000 + exc.status_code)
         self.follower = asyncio.create_task(self.follow(start))
+        stream_opened("websocket")
 
     async def follow(self, start: int) -> None:
         try:
@@ -78,8 +80,9 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
             await self.close(code=1011)
 
     async def disconnect(self, code: int) -> None:
-        if self.follower is not None:
+        if self.follower is not None:  # counted open since its follower started
             self.follower.cancel()
+            stream_closed("websocket")
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.follower is None:

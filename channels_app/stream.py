@@ -16,6 +16,7 @@ from channels_app.ownership import check_reader
 from channels_app.parsers import parse_start_index
 from sessions.events import Line
 from sessions.follow import follow_events
+from sessions.metrics import stream_closed, stream_opened
 
 
 async def _ndjson(batches: AsyncIterator[list[Line]]) -> AsyncIterator[bytes]:
@@ -23,14 +24,22 @@ async def _ndjson(batches: AsyncIterator[list[Line]]) -> AsyncIterator[bytes]:
     # it a stream opened on an idle session answers nothing until the next event,
     # and clients waiting for the response headers time out.
     yield b""
-    async for batch in batches:  # one write per batch, not per event: a replay is a few large writes
-        yield "".join(f"{line.json}\n" for line in batch).encode()
+    stream_opened("ndjson")
+    try:
+        async for batch in batches:  # one write per batch, not per event: a replay is a few large writes
+            yield "".join(f"{line.json}\n" for line in batch).encode()
+    finally:  # the client left (CancelledError here) or the session ended
+        stream_closed("ndjson")
 
 
 async def _sse(batches: AsyncIterator[list[Line]]) -> AsyncIterator[bytes]:
     yield b"retry: 1000\n\n"
-    async for batch in batches:
-        yield "".join(f"id: {line.index}\nevent: {line.type}\ndata: {line.json}\n\n" for line in batch).encode()
+    stream_opened("sse")
+    try:
+        async for batch in batches:
+            yield "".join(f"id: {line.index}\nevent: {line.type}\ndata: {line.json}\n\n" for line in batch).encode()
+    finally:
+        stream_closed("sse")
 
 
 @csrf_exempt  # GET only: any other method gets the JSON 405 below, not Django's CSRF page

@@ -1,9 +1,10 @@
 from django.urls import path
 
-from channels_app import custom_channels, stream
+from channels_app import custom_channels, metrics, stream
 from channels_app.views import agents, artifacts, sessions, timers, tokens, tools
 
 urlpatterns = [
+    path("metrics", metrics.metrics_view, name="metrics"),
     path("v1/agents", agents.AgentListView.as_view(), name="agents"),
     path("v1/tokens", tokens.TokenListView.as_view(), name="tokens"),
     path("v1/tokens/<str:token_id>", tokens.TokenView.as_view(), name="token"),

@@ -24,7 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.hooks import Hook
-from sessions import tracing
+from sessions import metrics, tracing
 from sessions.events import append_events
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.pglocks import lock_for_transaction
@@ -364,6 +364,7 @@ def settle(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, A
         if not turn.end(status, error=error, usage=usage, timings=timings):
             transaction.set_rollback(True)  # not ours any more: whoever ended it settled it
             return False
+        transaction.on_commit(lambda: metrics.turn_ended(session, status, timings))  # never raises
         if running_turn_cap():
             dispatch_next(session.id, session, winding_down_only=True)
             dispatch_waiting(session)

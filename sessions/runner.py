@@ -29,7 +29,7 @@ from agents.providers.base import (
 )
 from agents.hooks import Hook
 from agents.providers.base import Usage as ProviderUsage
-from sessions import tracing
+from sessions import metrics, tracing
 from sessions.events import append_events
 from sessions.models import EventType, ToolCall as ToolCallRow
 from sessions.storable import clean_text
@@ -179,6 +179,8 @@ class Runner:
                 reply = assistant_message(text, reasoning, signature, calls)
                 traced.ended(step_usage, reply)
             self.usage = add_usage(self.usage, step_usage)
+            metrics.model_called(self.executor.session, self.profile.model,
+                                 None if self.first_output is None else self.first_output - called, step_usage)
             if reasoning:
                 self.emitter.emit(EventType.REASONING_COMPLETED, {"text": reasoning})
             if text:
@@ -246,6 +248,7 @@ class Runner:
         for p in prepared:
             if p.row.status != ToolCallRow.Status.AWAITING_APPROVAL:
                 self.emitter.emit(EventType.ACTION_RESULT, result_payload(p.row, durations.get(p.row.pk, 0.0)))
+                metrics.tool_call_ended(self.executor.session, p.row)
         if parked:
             raise Parked(step, [p.row.tool for p in parked])
         # The model's own call ids: a subagent's rows carry a prefix the model never saw.
@@ -261,6 +264,7 @@ class Runner:
         for row in rows:
             if row.pk in durations or row.status == ToolCallRow.Status.DENIED:
                 self.emitter.emit(EventType.ACTION_RESULT, result_payload(row, durations.get(row.pk, 0.0)))
+                metrics.tool_call_ended(self.executor.session, row)
         return [tool_message(r) for r in rows]
 
     def time_tools(self, started: float, rows: list[ToolCallRow], durations: dict[int, float]) -> None:

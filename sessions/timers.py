@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from agents.discovery import load_deployment
 from agents.schedules import next_after
+from sessions import metrics
 from sessions.admission import start_session
 from sessions.direct import call_tool
 from sessions.host import Host
@@ -153,6 +154,7 @@ def fire_due(now: datetime | None = None, *, schedules: bool | None = None) -> i
         for schedule in Schedule.objects.select_related("agent__active_deployment").filter(active=True, next_fire_at__lte=now):
             if schedule.claim(schedule.next_fire_at, now):
                 fired += 1
+                metrics.timer_fired("schedule", (now - schedule.next_fire_at).total_seconds())
                 run_schedule(schedule, schedule.next_fire_at)
     me = owner_id()
     for reminder in Reminder.objects.filter(status=Reminder.Status.ARMED, next_fire_at__lte=now):
@@ -161,6 +163,7 @@ def fire_due(now: datetime | None = None, *, schedules: bool | None = None) -> i
         due = reminder.next_fire_at
         if claim_reminder(reminder, due, now):
             fired += 1
+            metrics.timer_fired("reminder", (now - due).total_seconds())
             run_reminder(reminder)
     return fired
 

@@ -34,6 +34,7 @@ from django.core.management.base import BaseCommand, CommandError
 from agentsite.supervise import exec_supervisor
 from agents.discovery import AgentFolderError, deploy_agent_folder, find_agent_folders
 from channels_app.proxies import trusted_networks
+from sessions.metrics import clear_dead_processes
 from sessions.models import hash_token
 
 WEB_SERVERS = ("daphne", "uvicorn")
@@ -101,6 +102,8 @@ class Command(BaseCommand):
             # Under STATIC_ROOT in the state root, where WhiteNoise serves them from.
             call_command("collectstatic", interactive=False, verbosity=0)
         self.deploy(opts)
+        # A new server's metrics count from zero: the files of a previous run's processes go.
+        clear_dead_processes()
 
         env = dict(os.environ, AGENTSITE_STATE_ROOT=str(settings.STATE_ROOT), PYTHONUNBUFFERED="1",
                    # Every web process runs the custom channels' on_start as it starts

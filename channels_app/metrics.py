@@ -1,0 +1,113 @@
+"""`GET /metrics`: the server's Prometheus metrics (sessions.metrics), and the count of HTTP requests.
+
+Readable by operators (staff and the operators group, logged in or with a
+personal token), by the loopback caller of the embedded default, and by a
+scraper holding `AGENTSITE_METRICS_TOKEN` (`Authorization: Bearer …`), whose
+digest is compared in constant time. Anyone else: 401 when no one was named,
+403 for a principal who is not an operator.
+
+Each scrape sums the files of every process of the server (`sessions.metrics.SummedFiles`,
+prometheus_client's `MultiProcessCollector`) and reads the two database gauges, in a
+registry made for the scrape, as multiprocess mode requires; first it drops the live
+gauges of processes that are gone and folds their counters into the archive
+(`sessions.metrics.fold_dead_processes`), so a scrape reads a bounded number of files.
+"""
+from __future__ import annotations
+
+import hmac
+
+from asgiref.sync import iscoroutinefunction
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.urls import Resolver404, resolve
+from django.utils.decorators import sync_and_async_middleware
+from django.views.decorators.csrf import csrf_exempt
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from channels_app.auth import LOCAL_PRINCIPAL, RequestInfo, agent_scope, authenticate
+from channels_app.errors import error_response
+from sessions import metrics
+from sessions.models import hash_token
+
+
+def holds_metrics_token(info: RequestInfo) -> bool:
+    expected = settings.AGENTSITE_METRICS_TOKEN_HASH
+    scheme, _, presented = info.headers.get("authorization", "").partition(" ")
+    presented = presented.strip()
+    if not expected or scheme.lower() != "bearer" or not presented:
+        return False
+    return hmac.compare_digest(hash_token(presented), expected)
+
+
+def refusal(info: RequestInfo) -> HttpResponse | None:
+    """None if the caller may read the metrics, else the 401 or 403 that says why not."""
+    if holds_metrics_token(info):
+        return None
+    principal = authenticate(info)
+    if principal is None or principal.principal_type == "anonymous":
+        response = error_response(401, "unauthorized", "authentication required: log in as an operator, or send "
+                                  "the metrics token as `Authorization: Bearer <AGENTSITE_METRICS_TOKEN>`")
+        response["WWW-Authenticate"] = 'Bearer realm="agentsite"'
+        return response
+    if agent_scope(principal) is not None:  # the metrics are every agent's: a token kept to some cannot see them
+        return error_response(403, "forbidden", "this personal token is scoped to some agents; the server's metrics "
+                                                "cover every agent")
+    if principal.operator or principal == LOCAL_PRINCIPAL:
+        return None
+    return error_response(403, "operators_only", "the server's metrics are for operators (staff and members of "
+                                                 "the operators group) and the metrics token only")
+
+
+def scrape() -> bytes:
+    metrics.drop_dead_live_gauges()
+    metrics.fold_dead_processes()
+    registry = CollectorRegistry()
+    metrics.SummedFiles(registry, path=str(metrics.metrics_dir()))
+    registry.register(metrics.DatabaseGauges())
+    return generate_latest(registry)
+
+
+@csrf_exempt  # GET only: any other method gets the JSON 405 below, not Django's CSRF page
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    if request.method not in ("GET", "HEAD"):
+        response = error_response(405, "method_not_allowed", f"{request.method} is not allowed here; use GET")
+        response["Allow"] = "GET, HEAD"
+        return response
+    refused = refusal(RequestInfo.from_django(request))
+    if refused is not None:
+        return refused
+    response = HttpResponse(scrape(), content_type=CONTENT_TYPE_LATEST)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def route_of(request: HttpRequest, status: int) -> str | None:
+    """The URL pattern the request matched (`<slug:slug>/v1/session/<str:session_id>`), None if none did.
+
+    A request a middleware answered before Django resolved it (a cross-site write, a NUL in
+    the path) is looked up here, so it counts under its route; a 404 without a match had none.
+    """
+    match = request.resolver_match
+    if match is None and status != 404:
+        try:
+            match = resolve(request.path_info)
+        except Resolver404:
+            return None
+    return match.route if match is not None else None
+
+
+@sync_and_async_middleware
+def count_requests(get_response):
+    """`agentsite_http_requests_total{route,status}`: by the matched pattern, never the raw path,
+    so a path made of ids adds no series."""
+    if iscoroutinefunction(get_response):
+        async def middleware(request: HttpRequest):
+            response = await get_response(request)
+            metrics.request_answered(route_of(request, response.status_code), response.status_code)
+            return response
+    else:
+        def middleware(request: HttpRequest):
+            response = get_response(request)
+            metrics.request_answered(route_of(request, response.status_code), response.status_code)
+            return response
+    return middleware
