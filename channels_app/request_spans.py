@@ -15,17 +15,11 @@ from django.utils.decorators import sync_and_async_middleware
 from opentelemetry import trace
 from opentelemetry.semconv.attributes import http_attributes
 
+from channels_app.metrics import route_of
 from sessions import logcontext, tracing
 
 # Django's converters, `<slug:slug>`, as OpenTelemetry writes a route's parameters: `{slug}`.
 CONVERTER = re.compile(r"<(?:\w+:)?(\w+)>")
-
-
-def route_of(request: HttpRequest) -> str:
-    match = request.resolver_match
-    if match is None or not match.route:
-        return ""
-    return "/" + CONVERTER.sub(r"{\1}", match.route).lstrip("^").rstrip("$")
 
 
 def _note_trace() -> None:
@@ -33,12 +27,13 @@ def _note_trace() -> None:
         logcontext.note(traceId=found)
 
 
-def _name(request: HttpRequest) -> None:
+def _name(request: HttpRequest, status: int) -> None:
     span = trace.get_current_span()
     if not span.is_recording():
         return
-    route = route_of(request)
+    route = route_of(request, status)  # the pattern the requests counter is labelled with
     if route:
+        route = "/" + CONVERTER.sub(r"{\1}", route).lstrip("^").rstrip("$")
         span.update_name(f"{request.method} {route}")
         span.set_attribute(http_attributes.HTTP_ROUTE, route)
 
@@ -51,7 +46,7 @@ def name_the_span(get_response):
                 return await get_response(request)
             _note_trace()
             response = await get_response(request)
-            _name(request)
+            _name(request, response.status_code)
             return response
     else:
         def middleware(request: HttpRequest):
@@ -59,6 +54,6 @@ def name_the_span(get_response):
                 return get_response(request)
             _note_trace()
             response = get_response(request)
-            _name(request)
+            _name(request, response.status_code)
             return response
     return middleware
