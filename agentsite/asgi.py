@@ -26,9 +26,12 @@ from sessions import tracing  # noqa: E402
 http_app = django_asgi_app
 if tracing.tracing():
     from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware  # noqa: E402
+    from opentelemetry.metrics import NoOpMeterProvider  # noqa: E402
 
-    # A span per HTTP request (channels_app.request_spans names it by its route); none per message sent.
-    http_app = OpenTelemetryMiddleware(django_asgi_app, exclude_spans=["receive", "send"])
+    # A span per HTTP request (channels_app.request_spans names it by its route); none per message sent,
+    # and no HTTP metrics of its own: /metrics counts requests by route already, for less.
+    http_app = OpenTelemetryMiddleware(django_asgi_app, exclude_spans=["receive", "send"],
+                                       meter_provider=NoOpMeterProvider())
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

@@ -4,7 +4,8 @@
     ctx.host.otel.increment("abc.ticket.resolved")               a counter (by 1, or `value`)
     ctx.host.otel.record("abc.approval.duration_ms", 1420)       a histogram
 
-Metrics carry the turn's agent and session and any `attributes` given.
+Metrics carry the turn's agent and any `attributes` given (keep their values
+few: each set of values is a series of its own).
 All three do nothing when OpenTelemetry is off, so a tool need not ask;
 a name that is not a valid instrument name is refused either way, so a tool
 that works without a collector works with one. Prefix names with your team or
@@ -31,9 +32,9 @@ class Otel:
     def increment(self, name: str, value: float = 1, attributes: Attributes | None = None) -> None:
         instruments.check_name(name)
         if tracing.metering():
-            instruments.increment(name, value, {**tracing.about(), **(attributes or {})})
+            instruments.increment(name, value, {**tracing.metric_about(), **(attributes or {})})
 
     def record(self, name: str, value: float, attributes: Attributes | None = None) -> None:
         instruments.check_name(name)
         if tracing.metering():
-            instruments.record(name, value, {**tracing.about(), **(attributes or {})})
+            instruments.record(name, value, {**tracing.metric_about(), **(attributes or {})})

@@ -7,9 +7,9 @@ turn; `instruments` holds the OTLP metrics, the ones tools record through
 """
 from sessions.tracing.setup import configure, metering, tracing, wanted
 from sessions.tracing.spans import (
-    about,
     capture_content,
     link,
+    metric_about,
     model_call,
     subagent,
     tool_call,
@@ -20,6 +20,6 @@ from sessions.tracing.spans import (
 )
 
 __all__ = [
-    "about", "capture_content", "configure", "link", "metering", "model_call", "subagent", "tool_call",
+    "capture_content", "configure", "link", "metering", "metric_about", "model_call", "subagent", "tool_call",
     "tool_ended", "trace_id", "tracing", "turn_ended", "turn_span", "wanted",
 ]

@@ -4,8 +4,9 @@
     gen_ai.client.operation.duration   histogram of a model call's seconds
     <name a tool gives>                counters (`increment`) and histograms (`record`), made on first use
 
-Each carries the turn's agent and conversation, the model calls their
-operation, model and provider. Instruments are made once per process.
+Each carries the turn's agent (never its session: a series per session would
+grow without end), the model calls their operation, model and provider.
+Instruments are made once per process.
 """
 from __future__ import annotations
 

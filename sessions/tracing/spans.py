@@ -10,7 +10,8 @@ A turn continues the trace of the request that admitted it: the request's
 W3C `traceparent` is stored on the Turn (`link()`), and the worker's span
 takes it as its parent. A turn no request admitted (a schedule, a reminder)
 starts a trace and stores it, so a resumed run joins it. Every span carries
-the session (`gen_ai.conversation.id`) and the agent (`gen_ai.agent.name`).
+the session (`gen_ai.conversation.id`) and the agent (`gen_ai.agent.name`);
+metrics carry the agent only.
 Message and tool content are left out unless
 OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true.
 
@@ -131,7 +132,7 @@ class ModelCall:
             if reply is not None and capture_content():
                 self.span.set_attribute(gen_ai.GEN_AI_OUTPUT_MESSAGES, _as_json([reply]))
         if metering():
-            instruments.model_call(self.model, self.provider, {**_about.get()}, time.monotonic() - self.started,
+            instruments.model_call(self.model, self.provider, metric_about(), time.monotonic() - self.started,
                                    usage)
 
 
@@ -185,6 +186,11 @@ def subagent(subagent_id: str):
                     "agentsite.subagent": subagent_id})
 
 
-def about() -> dict[str, str]:
-    """The current turn's attributes (agent, conversation), for what tools record."""
-    return dict(_about.get())
+def metric_about() -> dict[str, str]:
+    """The current turn's attributes that metrics carry: its agent, not its session.
+
+    A metric keeps a series per set of attributes for the life of the process:
+    one per session would grow without end (spans carry the session instead).
+    """
+    agent = _about.get().get(gen_ai.GEN_AI_AGENT_NAME)
+    return {gen_ai.GEN_AI_AGENT_NAME: agent} if agent else {}

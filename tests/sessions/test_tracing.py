@@ -169,6 +169,8 @@ def test_a_turn_with_a_tool_call_and_an_approval_is_one_trace_from_its_request(t
     assert duration.count == 2 and duration.attributes["gen_ai.request.model"] == "echo"
     [resolved] = points["acme.ticket.resolved"]
     assert resolved.value == 1 and resolved.attributes["gen_ai.agent.name"] == "traced"
+    for point in (duration, resolved):  # a series per session would grow without end
+        assert "gen_ai.conversation.id" not in point.attributes
     [recorded] = points["acme.resolve.duration_ms"]
     assert recorded.sum == 1420 and recorded.attributes["acme.queue"] == "billing"
 
