@@ -22,6 +22,7 @@ from channels_app.errors import APIError
 from channels_app.ownership import get_owned_session
 from channels_app.responses import artifact_path
 from sessions.models import Artifact, Event, EventType, Reminder, Session
+from sessions.tracing.links import trace_url
 from sessions.trajectory import fold_turn_outcome
 from sessions.workspaces import list_files, workspace_size
 
@@ -272,8 +273,7 @@ def trace_page(request: HttpRequest, slug: str, session_id: str) -> HttpResponse
     rows = list(Event.objects.filter(session=session).order_by("index").values_list("index", "type", "turn_id", "data", "at"))
     turns = build_trace(rows)
     for turn in turns:  # a traced turn links to the operators' trace viewer, when one is configured
-        if turn.get("traceId") and settings.AGENTSITE_TRACE_URL:
-            turn["traceUrl"] = settings.AGENTSITE_TRACE_URL.replace("{traceId}", turn["traceId"])
+        turn["traceUrl"] = trace_url(turn.get("traceId", ""))
     return render(request, "playground/trace.html", {
         "agent": session.agent, "session": session, "turns": turns, "event_count": len(rows),
     })

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
@@ -16,18 +15,7 @@ from django.template.response import TemplateResponse
 from sessions.dashboard.charts import lines_chart, tokens_chart, turns_chart
 from sessions.dashboard.figures import DEFAULT_WINDOW, WINDOWS, dashboard_figures
 from sessions.principal import is_operator
-
-TRACE_ID = "{traceId}"
-
-
-def trace_url_template() -> str:
-    """`AGENTSITE_TRACE_URL` (e.g. `http://localhost:16686/trace/{traceId}`): where a turn's trace id
-    links to. Blank (ids shown, not linked) unless it is an http(s) URL with the placeholder."""
-    template = settings.AGENTSITE_TRACE_URL
-    if TRACE_ID not in template or not template.startswith(("http://", "https://")):
-        return ""
-    return template
-
+from sessions.tracing.links import trace_url
 
 def playground_turn_url(agent: str, session_id: str, turn_id: str) -> str:
     """The turn on its session's trace page in the playground (its section's id is the turn's), with its waterfall."""
@@ -35,10 +23,8 @@ def playground_turn_url(agent: str, session_id: str, turn_id: str) -> str:
 
 
 def _slowest_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    template = trace_url_template()
     return [{**row, "url": playground_turn_url(row["agent"], row["session_id"], row["id"]),
-             "trace_url": template.replace(TRACE_ID, row["trace_id"]) if template and row["trace_id"] else ""}
-            for row in rows]
+             "trace_url": trace_url(row["trace_id"])} for row in rows]
 
 
 def dashboard(request: HttpRequest) -> HttpResponse:
