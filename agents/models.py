@@ -59,7 +59,17 @@ class Deployment(models.Model):
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="deployments")
     version = models.PositiveIntegerField()
-    source = models.CharField(max_length=1000, help_text="The folder the release was loaded from.")
+    source = models.CharField(max_length=1000, help_text="The folder the release was loaded from, or the "
+                              "repository URL (credentials removed) it was cloned from.")
+    source_kind = models.CharField(max_length=16, default="folder", help_text="folder or repo.")
+    source_ref = models.CharField(max_length=255, blank=True, help_text="The ref asked for (repo).")
+    source_commit = models.CharField(max_length=64, blank=True, help_text="The commit deployed (repo).")
+    source_path = models.CharField(max_length=1000, blank=True, help_text="The agent's folder inside the repository.")
+    deployed_by = models.CharField(max_length=200, blank=True, help_text="Who deployed it (a user, or the command).")
+    allowed_domains = models.JSONField(default=list, blank=True,
+                                       help_text="The only domains the agent's outbound calls may reach; empty: "
+                                                 "the server's own rules alone.")
+    validation = models.JSONField(default=list, blank=True, help_text="What validation said (warnings).")
     snapshot_path = models.CharField(max_length=1000, blank=True, help_text="Immutable copy that workers load.")
     content_hash = models.CharField(max_length=64)
     manifest = models.JSONField(default=dict)
