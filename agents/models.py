@@ -51,6 +51,14 @@ class Agent(models.Model):
     def model_id(self) -> str:
         return self.active_deployment.manifest.get("model", "") if self.active_deployment else ""
 
+    def previous_release(self) -> Deployment | None:
+        """The release that was active before the active one: of the others, the one activated last.
+
+        Each activation stamps `activated_at`, so the latest stamp but the current release's is the
+        release it replaced (after a rollback, the release rolled back from)."""
+        return (self.deployments.exclude(pk=self.active_deployment_id).exclude(activated_at=None)
+                .order_by("-activated_at", "-version").first())
+
 
 class Deployment(models.Model):
     class Status(models.TextChoices):
