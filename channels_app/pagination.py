@@ -29,6 +29,7 @@ from rest_framework.response import Response
 
 from channels_app.errors import APIError
 from channels_app.parsers import load_json, parse_count
+from channels_app.releases import ReleaseList
 from channels_app.responses import AgentList, ApprovalList, ArtifactList, ReminderList, Reply, SessionPage, TokenList
 
 
@@ -128,6 +129,11 @@ class ReminderPages(CursorPages):
 class ArmedReminderPages(CursorPages):
     ordering = ("next_fire_at", "created_at", "id")  # an armed reminder always has its next firing
     key, reply = "reminders", ReminderList
+
+
+class ReleasePages(CursorPages):
+    ordering = ("-version",)
+    key, reply, position = "deployments", ReleaseList, "integer"
 
 
 class TokenPages(CursorPages):

@@ -10,6 +10,7 @@ Schemathesis (`real_id_cases`), under every check, before the generated run.
 """
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -30,26 +31,40 @@ COPIES = 2
 @dataclass
 class Seeds:
     token: str
+    operator_token: str  # staff: the release routes are for operators
     values: dict[str, list[str]] = field(default_factory=dict)
 
     def add(self, kind: str, value: str) -> None:
         self.values.setdefault(kind, []).append(value)
 
 
-def personal_token(server: Server, env: dict[str, str]) -> str:
-    """A member and their personal token (`createtoken`), in the server's own database."""
+def personal_token(server: Server, env: dict[str, str], user: str = USER, *, staff: bool = False) -> str:
+    """A member (or, with `staff`, an operator) and their personal token (`createtoken`), in the server's own database."""
     script = ("from django.contrib.auth.models import User; from django.core.management import call_command; "
-              f"User.objects.create_user({USER!r}, password='unused-password-1'); "
-              f"call_command('createtoken', {USER!r}, '--name', 'openapi')")
-    done = subprocess.run([sys.executable, str(ROOT / "manage.py"), "shell", "-c", script], cwd=ROOT,
+              f"User.objects.create_user({user!r}, password='unused-password-1', is_staff={staff!r}); "
+              f"call_command('createtoken', {user!r}, '--name', 'openapi')")
+    return manage(server, env, "shell", "-c", script).strip().splitlines()[-1]
+
+
+def manage(server: Server, env: dict[str, str], *args: str) -> str:
+    done = subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=60,
                           env=child_env(AGENTSITE_STATE_ROOT=str(server.state_root), **env))
     assert done.returncode == 0, done.stderr
-    return done.stdout.strip().splitlines()[-1]
+    return done.stdout
+
+
+def second_release(server: Server, env: dict[str, str]) -> None:
+    """support v2 (changed instructions), so that an operator can activate v1 again."""
+    folder = server.state_root / "support-v2" / "support"
+    shutil.copytree(ROOT / "examples" / "support", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    instructions = folder / "agent" / "instructions.md"
+    instructions.write_text(instructions.read_text() + "\nA second release, for the OpenAPI run.\n")
+    manage(server, env, "deploy", str(folder))
 
 
 def seed(server: Server, env: dict[str, str]) -> Seeds:
-    seeds = Seeds(personal_token(server, env))
+    seeds = Seeds(personal_token(server, env), personal_token(server, env, f"{USER}-operator", staff=True))
     with server.client(timeout=30, headers={"Authorization": f"Bearer {seeds.token}"}) as client:
         for _ in range(COPIES):
             parked = start(client, "support", PARKED)
@@ -81,6 +96,7 @@ def seed(server: Server, env: dict[str, str]) -> Seeds:
         running = start(client, "notes", RUNNING)
         read_stream_until(client, f"/notes/v1/session/{running}/stream", "turn.started")
         seeds.add("running_sessions", running)
+    second_release(server, env)
     return seeds
 
 
@@ -99,6 +115,7 @@ class RealIdCase:
     path: str
     path_parameters: dict[str, str] = field(default_factory=dict)
     body: dict | None = None
+    operator: bool = False
 
 
 def real_id_cases(seeds: Seeds) -> list[RealIdCase]:
@@ -129,4 +146,10 @@ def real_id_cases(seeds: Seeds) -> list[RealIdCase]:
         RealIdCase("POST", "/{slug}/v1/session/{session_id}/stop",
                    {"slug": "notes", "session_id": first["running_sessions"]}),
         RealIdCase("DELETE", "/v1/tokens/{token_id}", {"token_id": first["tokens"]}),
+        RealIdCase("GET", "/v1/agents/{slug}/deployments", {"slug": "support"}, operator=True),
+        RealIdCase("GET", "/v1/agents/{slug}/deployments/{version}", {"slug": "support", "version": "1"},
+                   operator=True),
+        # v2 is active (second_release): this makes v1, what the examples deployed, active again.
+        RealIdCase("POST", "/v1/agents/{slug}/deployments/{version}/activate", {"slug": "support", "version": "1"},
+                   operator=True),
     ]

@@ -9,7 +9,8 @@ invalid input refused, undeclared methods answered 405 with `Allow`, and
 nothing may be a 500. The narrow exceptions, and why, are in
 `schemathesis.toml` next to this file.
 
-It runs as a member with a personal token. Before the generated run, each
+It runs as a member with a personal token (an agent's releases, which are for operators,
+get their seeded requests as an operator). Before the generated run, each
 operation that takes an id only a conversation makes (a parked call, an
 artifact, a running turn, an armed reminder) gets one request with a real
 one, under every check (tests/channels_app/schemathesis_seed.py). Then every
@@ -106,9 +107,9 @@ def test_the_server_answers_as_its_openapi_document_says(servers: dict[str, tupl
 def reached_with_real_ids(server: Server, seeds: Seeds) -> set[str]:
     """Each seeded case through Schemathesis, every check on: its operations ("GET /path"), all 2xx."""
     schema = schemathesis.openapi.from_url(f"{server.base_url}/api/schema/", config=SchemathesisConfig.from_path(CONFIG))
-    auth = {"Authorization": f"Bearer {seeds.token}"}
     for case in real_id_cases(seeds):
         operation = schema[case.path][case.method]
+        auth = {"Authorization": f"Bearer {seeds.operator_token if case.operator else seeds.token}"}
         call = operation.Case(path_parameters=case.path_parameters, headers=auth,
                               **({} if case.body is None else {"body": case.body, "media_type": "application/json"}))
         response = call.call_and_validate(base_url=server.base_url)
