@@ -1,15 +1,45 @@
-from django.contrib import admin
+"""Agents and their releases in the admin: which release is active, where each came from,
+Activate and Roll back, and what changed between two releases (the diff page).
 
+The admin admits staff only, and staff are operators; the actions also need the change
+permission on releases, so staff kept to viewing can compare releases but move none.
+"""
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from agents.discovery.activation import ReleaseError, activate_release, rollback_target
 from agents.models import Agent, Deployment
+from agents.releasediff import diff_releases
+
+
+def _diff_url(d: Deployment, other: Deployment) -> str:
+    return reverse("admin:agents_deployment_diff", args=[d.pk]) + f"?with={other.version}"
 
 
 class DeploymentInline(admin.TabularInline):
     model = Deployment
-    fields = ("version", "status", "content_hash", "source", "created_at", "activated_at")
+    fields = ("version", "status", "content_hash", "source", "deployed_by", "created_at", "activated_at")
     readonly_fields = fields
     extra = 0
     can_delete = False
     show_change_link = True
+
+
+def _rollback(modeladmin: admin.ModelAdmin, request: HttpRequest, agents) -> None:
+    for agent in agents:
+        try:
+            d = activate_release(rollback_target(agent))
+        except ReleaseError as exc:
+            modeladmin.message_user(request, exc.message, messages.ERROR)
+            continue
+        modeladmin.message_user(request, f"{agent.slug}: rolled back to v{d.version}.", messages.SUCCESS)
 
 
 @admin.register(Agent)
@@ -18,11 +48,93 @@ class AgentAdmin(admin.ModelAdmin):
     search_fields = ("slug", "name", "description")
     readonly_fields = ("created_at", "updated_at")
     inlines = [DeploymentInline]
+    actions = ["roll_back"]
+
+    @admin.action(description="Roll back the selected agents to the release active before", permissions=["change"])
+    def roll_back(self, request, queryset) -> None:
+        _rollback(self, request, queryset.select_related("active_deployment"))
 
 
 @admin.register(Deployment)
 class DeploymentAdmin(admin.ModelAdmin):
-    list_display = ("agent", "version", "status", "content_hash", "created_at", "activated_at")
+    list_display = ("__str__", "is_active", "status", "short_hash", "origin", "deployed_by", "created_at",
+                    "activated_at", "compare")
+    list_select_related = ("agent",)
     list_filter = ("status", "agent")
-    search_fields = ("agent__slug", "content_hash", "source")
-    readonly_fields = ("agent", "version", "source", "snapshot_path", "content_hash", "manifest", "created_at", "activated_at")
+    search_fields = ("agent__slug", "content_hash", "source", "deployed_by")
+    readonly_fields = ("agent", "version", "is_active", "compare", "source", "source_kind", "source_ref",
+                       "source_commit", "source_path", "deployed_by", "allowed_domains", "validation",
+                       "snapshot_path", "content_hash", "status", "manifest", "created_at", "activated_at")
+    actions = ["activate", "roll_back"]
+
+    def has_add_permission(self, request) -> bool:
+        return False  # a release is made by deploying a folder or a repository
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # a session may still run on any release
+        return actions
+
+    @admin.display(description="active", boolean=True)
+    def is_active(self, obj: Deployment) -> bool:
+        return obj.agent.active_deployment_id == obj.pk
+
+    @admin.display(description="content hash")
+    def short_hash(self, obj: Deployment) -> str:
+        return obj.content_hash[:12]
+
+    @admin.display(description="source")
+    def origin(self, obj: Deployment) -> str:
+        return obj.origin()
+
+    @admin.display(description="compare")
+    def compare(self, obj: Deployment) -> str:
+        """A link to what changed since the version before (for v1, to the version after)."""
+        others = obj.agent.deployments.exclude(pk=obj.pk)
+        other = others.filter(version__lt=obj.version).order_by("-version").first() or others.order_by("version").first()
+        if other is None:
+            return "-"
+        return format_html('<a class="release-diff" href="{}">diff with v{}</a>', _diff_url(obj, other), other.version)
+
+    @admin.action(description="Activate the selected release (new sessions start on it)", permissions=["change"])
+    def activate(self, request, queryset) -> None:
+        if queryset.count() != 1:
+            self.message_user(request, "Select exactly one release to activate.", messages.ERROR)
+            return
+        d = queryset.select_related("agent").get()
+        try:
+            activate_release(d)
+        except ReleaseError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            return
+        self.message_user(request, f"{d.agent.slug}: v{d.version} is active.", messages.SUCCESS)
+
+    @admin.action(description="Roll back the agents of the selected releases to the release active before",
+                  permissions=["change"])
+    def roll_back(self, request, queryset) -> None:
+        agents = Agent.objects.filter(pk__in=queryset.values("agent_id")).select_related("active_deployment")
+        _rollback(self, request, agents)
+
+    def get_urls(self):
+        return [path("<int:pk>/diff/", self.admin_site.admin_view(self.diff_view), name="agents_deployment_diff"),
+                *super().get_urls()]
+
+    def diff_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """Two releases of one agent side by side: `pk` (new) against `?with=VERSION` (old)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        new = get_object_or_404(Deployment.objects.select_related("agent"), pk=pk)
+        versions = list(new.agent.deployments.order_by("-version").values_list("version", flat=True))
+        raw = request.GET.get("with", "")
+        # By default the version before (for the first, the one after), as the list's link.
+        others = [v for v in versions if v != new.version]
+        wanted = int(raw) if raw.isdigit() else next((v for v in others if v < new.version), others[-1] if others else None)
+        old = new.agent.deployments.filter(version=wanted).first() if wanted is not None else None
+        old_label, new_label = (f"v{old.version}" if old else ""), f"v{new.version}"
+        sections = [{"name": s.name, "changed": s.changed, "table": s.table(old_label, new_label) if s.changed else ""}
+                    for s in diff_releases(old, new)] if old else []
+        return TemplateResponse(request, "admin/agents/deployment_diff.html", {
+            **self.admin_site.each_context(request), "opts": self.opts, "title": f"{new.agent.slug}: what changed",
+            "new": new, "old": old, "versions": others, "sections": sections,
+            "changed": [s["name"] for s in sections if s["changed"]],
+        })

@@ -92,6 +92,14 @@ class Deployment(models.Model):
     def __str__(self) -> str:
         return f"{self.agent.slug} v{self.version}"
 
+    def origin(self) -> str:
+        """Where the release came from, in one line: the folder, or URL@ref (commit) and the path inside."""
+        if self.source_kind != "repo":
+            return self.source
+        text = self.source + (f"@{self.source_ref}" if self.source_ref else "")
+        text += f" ({self.source_commit[:12]})" if self.source_commit else ""
+        return text + (f" path {self.source_path}" if self.source_path else "")
+
     def activate(self) -> None:
         """Make this release the one new sessions start on (also how rollback works)."""
         with transaction.atomic():

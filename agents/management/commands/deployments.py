@@ -20,16 +20,6 @@ def describe_release(d: Deployment, active_id: int | None) -> dict[str, Any]:
     }
 
 
-def origin(d: Deployment) -> str:
-    """Where a release came from, in one column: the folder, or URL@ref (commit) and the path inside."""
-    if d.source_kind != "repo":
-        return d.source
-    text = d.source + (f"@{d.source_ref}" if d.source_ref else "")
-    if d.source_commit:
-        text += f" ({d.source_commit[:12]})"
-    return text + (f" path {d.source_path}" if d.source_path else "")
-
-
 def stamp(value) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value else "-"
 
@@ -53,7 +43,7 @@ class Command(BaseCommand):
             return
         for d in releases:
             mark = "*" if d.pk == agent.active_deployment_id else " "
-            self.stdout.write(f"{mark} v{d.version}  {d.content_hash[:12]}  {origin(d)}  "
+            self.stdout.write(f"{mark} v{d.version}  {d.content_hash[:12]}  {d.origin()}  "
                               f"by {d.deployed_by or '-'}  created {stamp(d.created_at)}  "
                               f"activated {stamp(d.activated_at)}")
 
