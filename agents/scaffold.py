@@ -252,7 +252,7 @@ def scaffold(path: Path, template: str = "chat") -> list[Path]:
     """Write a new agent project at `path` (absent or an empty folder); its folder name is the agent's slug."""
     if template not in TEMPLATES:
         raise ScaffoldError(f"unknown template {template!r}: choose one of {', '.join(TEMPLATES)}")
-    path = path.expanduser().absolute()
+    path = path.expanduser().resolve()
     if path.exists() and not path.is_dir():
         raise ScaffoldError(f"{path} exists and is not a folder; pick a new path")
     if path.is_dir() and any(path.iterdir()):
