@@ -34,7 +34,8 @@ def require_operator(principal) -> None:
         return
     if principal.principal_type == "anonymous":
         raise APIError(401, "unauthorized", "authentication required: log in as an operator, or send an "
-                                            "operator's personal token", headers={"WWW-Authenticate": 'Bearer realm="agentsite"'})
+                                            "operator's personal token",
+                       headers={"WWW-Authenticate": 'Bearer realm="agentsite"'})
     raise APIError(403, "operators_only", "an agent's releases are for operators (staff and members of the "
                                           "operators group)")
 
@@ -55,7 +56,7 @@ def agent_and_release(slug: str, version: str) -> tuple[Agent, Deployment]:
 
 
 class DeploymentListView(APIView):
-    @extend_schema(summary="An agent's releases, newest first (operators)",
+    @extend_schema(operation_id="v1_agents_deployments_list", summary="An agent's releases, newest first (operators)",
                    parameters=list_parameters("Releases", 100),
                    responses={200: ReleaseList, **refusals(400, 401, 403, 404)})
     def get(self, request: Request, slug: str) -> Response:
@@ -69,7 +70,8 @@ class DeploymentListView(APIView):
 
 
 class DeploymentDetailView(APIView):
-    @extend_schema(summary="One release of an agent, with what it declares (operators)", parameters=[VERSION],
+    @extend_schema(operation_id="v1_agents_deployment_retrieve",
+                   summary="One release of an agent, with what it declares (operators)", parameters=[VERSION],
                    responses={200: ReleaseDetail, **refusals(400, 401, 403, 404)})
     def get(self, request: Request, slug: str, version: str) -> Response:
         require_operator(request.user)
@@ -78,7 +80,8 @@ class DeploymentDetailView(APIView):
 
 
 class DeploymentActivateView(APIView):
-    @extend_schema(summary="Make a release the one new sessions start on (operators); running sessions keep theirs",
+    @extend_schema(operation_id="v1_agents_deployment_activate",
+                   summary="Make a release the one new sessions start on (operators); running sessions keep theirs",
                    parameters=[VERSION], request=None,
                    responses={200: ReleaseDetail, **refusals(400, 401, 403, 404, 409)})
     def post(self, request: Request, slug: str, version: str) -> Response:
