@@ -103,11 +103,22 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
 
 
 def refuse_unenforceable_domains(loaded: LoadedAgent) -> None:
-    """Fail closed: the shell sandbox cannot hold a network to a list of domains."""
+    """Fail closed: the sandbox cannot hold a network to a list of domains.
+
+    A shell with network, or a stdio MCP server with network (or unsandboxed),
+    could reach any host, whatever the release's allowed domains say.
+    """
+    problems = []
     if isinstance(loaded.runtime, LocalRuntime) and loaded.runtime.network:
-        raise AgentFolderError(loaded.root, [Problem(
-            "agent/agent.py", "allowed domains cannot be enforced on the shell's network: drop "
-            "local_runtime(network=True) or deploy without --allow-domain")])
+        problems.append(Problem("agent/agent.py", "allowed domains cannot be enforced on the shell's network: "
+                                "drop local_runtime(network=True) or deploy without --allow-domain"))
+    for server in loaded.mcp:
+        if server.command and (server.network or not server.sandbox):
+            problems.append(Problem("agent/mcp.json", f"allowed domains cannot be enforced on MCP server "
+                                    f"{server.name!r}'s network: declare it sandboxed without network, or "
+                                    "deploy without --allow-domain"))
+    if problems:
+        raise AgentFolderError(loaded.root, problems)
 
 
 _cache: dict[tuple[int, str], LoadedAgent] = {}
@@ -122,6 +133,7 @@ def load_deployment(deployment: Deployment) -> LoadedAgent:
         if loaded is None:
             path = deployment.snapshot_path or deployment.source
             loaded = load_agent_folder(path, deployment.agent.slug)
+            loaded.allowed_domains = tuple(deployment.allowed_domains or ())
             _cache[key] = loaded
         return loaded
 
