@@ -50,7 +50,7 @@ def scrub(text: str, url: str) -> str:
     return text.replace(password, "***") if len(password) >= 6 else text
 
 
-def check_url(url: str) -> None:
+def check_repository_url(url: str) -> None:
     scheme = urlsplit(url).scheme.lower()
     if scheme not in SCHEMES:
         named = f"scheme {scheme!r}" if scheme else "no scheme"
@@ -67,7 +67,7 @@ def repository_name(url: str) -> str:
 @contextmanager
 def checkout(url: str, ref: str = "") -> Iterator[tuple[Path, str]]:
     """The checked-out folder and its commit id, for the time of the `with` block."""
-    check_url(url)
+    check_repository_url(url)
     scratch = Path(tempfile.mkdtemp(prefix="agentsite-repo-"))
     folder = scratch / repository_name(url)
     try:

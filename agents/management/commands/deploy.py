@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.discovery import AgentFolderError, Deployed, Source, deploy_release, find_agent_folders
-from agents.discovery.repository import RepositoryError, checkout, public_url
+from agents.discovery.repository import RepositoryError, check_repository_url, checkout, public_url
 from agents.integrations.outbound import DomainError, check_allowed_domains
 from agents.management.database import migrate_if_needed
 
@@ -52,8 +52,12 @@ class Command(BaseCommand):
             raise CommandError("--ref and --path go with --repo")
         try:
             domains = check_allowed_domains(domains)
+            if repo:
+                check_repository_url(repo)
         except DomainError as exc:
             raise CommandError(f"--allow-domain {exc}") from None
+        except RepositoryError as exc:
+            raise CommandError(str(exc)) from None
         migrate_if_needed()
         try:
             if repo:
