@@ -8,12 +8,15 @@
 3. The resolved commit is read back; the folder is removed when the caller
    is done with it.
 
-A URL's credentials (`https://user:token@host/...`) reach git alone: the URL
-the caller gets to store and show is `public_url(url)`, and git's own output
-passes through `scrub` before it is shown.
+A URL's credentials (`https://user:token@host/...`) reach git alone, and not
+on its command line, which any user of the machine can read: git gets the URL
+without them and an `Authorization` header in its environment (`_auth_env`).
+The URL the caller gets to store and show is `public_url(url)`, and git's own
+output passes through `scrub` before it is shown.
 """
 from __future__ import annotations
 
+import base64
 import os
 import re
 import shutil
@@ -22,7 +25,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 SCHEMES = ("https", "file")
 FULL_COMMIT = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
@@ -64,33 +67,44 @@ def repository_name(url: str) -> str:
     return name[:-4] if name.endswith(".git") else name or "repository"
 
 
+def _auth_env(url: str) -> dict[str, str]:
+    """The URL's credentials as an HTTP Basic header in git's configuration, through the environment."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "https" or parts.username is None:
+        return {}
+    pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+    return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader",
+            "GIT_CONFIG_VALUE_0": f"Authorization: Basic {base64.b64encode(pair).decode()}"}
+
+
 @contextmanager
 def checkout(url: str, ref: str = "") -> Iterator[tuple[Path, str]]:
     """The checked-out folder and its commit id, for the time of the `with` block."""
     check_repository_url(url)
+    clean, auth = public_url(url), _auth_env(url)
     scratch = Path(tempfile.mkdtemp(prefix="agentsite-repo-"))
     folder = scratch / repository_name(url)
     try:
         if FULL_COMMIT.match(ref):
             folder.mkdir()
             _git(["init", "-q"], url, ref, cwd=folder)
-            _git(["remote", "add", "origin", url], url, ref, cwd=folder)
-            _git(["fetch", "-q", "--depth", "1", "origin", ref], url, ref, cwd=folder)
+            _git(["remote", "add", "origin", clean], url, ref, cwd=folder)
+            _git(["fetch", "-q", "--depth", "1", "origin", ref], url, ref, cwd=folder, auth=auth)
             _git(["checkout", "-q", "FETCH_HEAD"], url, ref, cwd=folder)
         else:
             _git(["clone", "-q", "--depth", "1", "--single-branch", *(["--branch", ref] if ref else []),
-                  "--", url, str(folder)], url, ref, cwd=scratch)
+                  "--", clean, str(folder)], url, ref, cwd=scratch, auth=auth)
         commit = _git(["rev-parse", "HEAD"], url, ref, cwd=folder).strip()
         yield folder, commit
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _git(args: list[str], url: str, ref: str, *, cwd: Path) -> str:
+def _git(args: list[str], url: str, ref: str, *, cwd: Path, auth: dict[str, str] | None = None) -> str:
     # No prompt for a password (fail instead), no configuration of the user's
     # or the machine's, and no transport but https and file (no ext::, no ssh).
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
-           "GIT_ASKPASS": "", "SSH_ASKPASS": "", "LC_ALL": "C"}
+           "GIT_ASKPASS": "", "SSH_ASKPASS": "", "LC_ALL": "C", **(auth or {})}
     command = ["git", "-c", "protocol.allow=never", "-c", "protocol.https.allow=always",
                "-c", "protocol.file.allow=always", "-c", "advice.detachedHead=false", *args]
     try:

@@ -1,6 +1,8 @@
 """deploy --repo: a shallow clone of a repository the test makes (two commits, the agent in a subfolder)."""
 from __future__ import annotations
 
+import base64
+
 import json
 import os
 import subprocess
@@ -108,6 +110,27 @@ def test_credentials_in_the_url_are_never_shown(repository):
 
     assert "s3cret-token" not in str(raised.value) and "deployer" not in str(raised.value)
     assert "https://127.0.0.1:9/team/helper.git" in str(raised.value)
+
+
+@pytest.mark.django_db
+def test_credentials_reach_git_in_its_environment_never_on_its_command_line(repository, monkeypatch):
+    """Any user of the machine can read a process's arguments; only its owner its environment."""
+    seen = []
+    real_run = subprocess.run
+
+    def spy(command, **kwargs):
+        seen.append((command, kwargs["env"]))
+        return real_run(command, **kwargs)
+    monkeypatch.setattr("agents.discovery.repository.subprocess.run", spy)
+    with pytest.raises(CommandError):
+        deploy("--repo", "https://deployer:s3cret-token@127.0.0.1:9/team/helper.git")
+
+    [(command, env)] = [(c, e) for c, e in seen if "clone" in c]
+    assert "https://127.0.0.1:9/team/helper.git" in command
+    assert not any("s3cret" in part or "deployer" in part for part in command)
+    expected = base64.b64encode(b"deployer:s3cret-token").decode()
+    assert (env["GIT_CONFIG_KEY_0"], env["GIT_CONFIG_VALUE_0"]) == ("http.extraHeader",
+                                                                  f"Authorization: Basic {expected}")
 
 
 def test_public_url_and_scrub_remove_user_and_password():
