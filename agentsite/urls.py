@@ -18,6 +18,8 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("healthz", HealthView.as_view(), name="healthz"),
+    path("docs", RedirectView.as_view(url="/docs/", permanent=False)),
+    path("docs/", include("channels_app.docs.urls")),
     path("", include("channels_app.playground")),
     path("", include("channels_app.urls")),
 ]

@@ -150,7 +150,7 @@ def find_tool(loaded: LoadedAgent, name: str, session: Session | None) -> tuple[
     if name in loaded.tools:
         return loaded.tools[name], "server"
     if SEPARATOR in name:
-        return find_mcp_tool(loaded.mcp, loaded.root, name), "mcp"
+        return find_mcp_tool(loaded.mcp, loaded.root, name, loaded.allowed_domains), "mcp"
     if name not in VERBS:
         return None, "server"
     try:

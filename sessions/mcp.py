@@ -27,10 +27,12 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
 from agents.definitions import Tool
+from agents.integrations.outbound import domain_admits
 from agents.mcp import SEPARATOR, McpServer, expand
 from agents.workspaces import sandbox
 from sessions.loopthread import LoopThread, submit
@@ -243,15 +245,20 @@ def hub() -> Hub:
         return _hub
 
 
-def mcp_tools(servers: list[McpServer], cwd: Path) -> dict[str, Tool]:
+def mcp_tools(servers: list[McpServer], cwd: Path, domains: tuple[str, ...] = ()) -> dict[str, Tool]:
     """The tools of the agent's MCP servers, by the name the model sees.
 
     A server this process cannot reach now and never listed contributes
     nothing (logged); one listed before keeps its tools, and their calls say
-    why they fail.
+    why they fail. With allowed `domains` (the release's), a server over
+    HTTP on another host is never connected to and contributes nothing.
     """
     tools: dict[str, Tool] = {}
     for server in servers:
+        refused = refused_by_domains(server, domains)
+        if refused:
+            log.warning("%s; its tools are not offered", refused)
+            continue
         try:
             listed = hub().tools(server, cwd)
         except McpUnavailable as exc:
@@ -266,11 +273,24 @@ def mcp_tools(servers: list[McpServer], cwd: Path) -> dict[str, Tool]:
     return tools
 
 
-def find_mcp_tool(servers: list[McpServer], cwd: Path, name: str) -> Tool | None:
+def find_mcp_tool(servers: list[McpServer], cwd: Path, name: str, domains: tuple[str, ...] = ()) -> Tool | None:
     """The MCP tool `<server>__<tool>`, for a direct call: only that server is reached."""
     server_name, separator, _ = name.partition(SEPARATOR)
     server = next((s for s in servers if s.name == server_name), None) if separator else None
-    return mcp_tools([server], cwd).get(name) if server else None
+    return mcp_tools([server], cwd, domains).get(name) if server else None
+
+
+def refused_by_domains(server: McpServer, domains: tuple[str, ...]) -> str:
+    """Why an HTTP server is out of the release's allowed domains, or "" when it is not."""
+    if not domains or server.command:
+        return ""
+    try:
+        host = urlsplit(expand(server.url)).hostname or ""
+    except KeyError as exc:  # an unset variable in the URL: connecting would say so
+        return str(exc.args[0]) if exc.args else ""
+    if domain_admits(domains, host):
+        return ""
+    return f"MCP server {server.name!r} is refused: {host or server.url} is not one of the agent's allowed domains"
 
 
 def _tool(server: McpServer, cwd: Path, remote: Any) -> McpTool:

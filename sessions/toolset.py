@@ -64,7 +64,7 @@ def toolset(loaded: LoadedAgent, workspace: Workspace | None,
     for name, tool in found.items():
         tools[name], families[name] = tool, "workspace"
     if loaded.mcp:
-        for name, tool in mcp_tools(loaded.mcp, loaded.root).items():
+        for name, tool in mcp_tools(loaded.mcp, loaded.root, loaded.allowed_domains).items():
             if name not in tools:  # a server tool of the same name was there first
                 tools[name], families[name] = tool, "mcp"
     return Toolset(tools, families)

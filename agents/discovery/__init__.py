@@ -7,9 +7,17 @@ from __future__ import annotations
 
 from agents.discovery.folder import agent_dir, content_hash, default_model, load_agent_folder
 from agents.discovery.loaded import AgentFolderError, LoadedAgent, LoadedSubagent, Problem
-from agents.discovery.releases import deploy_agent_folder, find_agent_folders, load_deployment, release
+from agents.discovery.releases import (
+    Deployed,
+    Source,
+    deploy_agent_folder,
+    deploy_release,
+    find_agent_folders,
+    load_deployment,
+    release,
+)
 
 __all__ = [
     "AgentFolderError", "LoadedAgent", "LoadedSubagent", "Problem", "agent_dir", "content_hash", "default_model",
-    "deploy_agent_folder", "find_agent_folders", "load_agent_folder", "load_deployment", "release",
+    "Deployed", "Source", "deploy_agent_folder", "deploy_release", "find_agent_folders", "load_agent_folder", "load_deployment", "release",
 ]

@@ -60,6 +60,8 @@ class LoadedAgent:
     runtime: Runtime = DEFAULT_RUNTIME
     seed_dir: Path | None = None
     channels: dict[str, LoadedChannel] = field(default_factory=dict)
+    # The release's (set by load_deployment): the only domains its outbound calls may reach.
+    allowed_domains: tuple[str, ...] = ()
 
     @property
     def allowlist(self) -> tuple[str, ...] | None:

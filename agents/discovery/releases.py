@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import shutil
 import threading
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Sequence
 
 from django.conf import settings
 from django.db import transaction
@@ -13,23 +15,60 @@ from agents.discovery.loaded import AgentFolderError, LoadedAgent, Problem
 from agents.models import Agent as AgentRow
 from agents.models import Deployment
 from agents.signals import deployment_activated
+from agents.workspaces.runtimes import LocalRuntime
 
 
-def deploy_agent_folder(root: Path | str, slug: str | None = None) -> Deployment:
+@dataclass(frozen=True)
+class Source:
+    """Where a release came from: a folder, or a repository (URL without credentials, ref, commit, path)."""
+
+    location: str
+    kind: str = "folder"
+    ref: str = ""
+    commit: str = ""
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class Deployed:
+    deployment: Deployment
+    reused: bool  # the content matched an earlier release, which is now the active one
+
+
+def deploy_agent_folder(root: Path | str, slug: str | None = None, **options: Any) -> Deployment:
+    """Validate a folder and make it the agent's active release (`deploy_release`'s deployment)."""
+    return deploy_release(root, slug, **options).deployment
+
+
+def deploy_release(root: Path | str, slug: str | None = None, *, source: Source | None = None,
+                   deployed_by: str = "", allowed_domains: Sequence[str] = ()) -> Deployed:
     """Validate a folder and make it the agent's active release.
 
-    A folder whose content hash matches the active deployment records nothing
-    new. Each new release is copied under the state root so that workers run
-    exactly what was validated, whatever happens to the source folder later.
+    1. The folder is loaded and validated (AgentFolderError if it does not).
+    2. If any earlier release of the agent has the same content, manifest and
+       allowed domains (and its snapshot is still there), that release is
+       activated again rather than numbered anew.
+    3. Otherwise the folder is copied under the state root, so that workers run
+       exactly what was validated whatever happens to the source later, and
+       recorded as the next version, which becomes the active one.
     """
     loaded = load_agent_folder(root, slug)
     manifest = loaded.manifest()
+    domains = list(allowed_domains)
+    if domains:
+        refuse_unenforceable_domains(loaded)
+    source = source or Source(str(loaded.root))
     agent, _ = AgentRow.objects.get_or_create(slug=loaded.slug)
-    active = agent.active_deployment
     # The manifest counts too: the default model can change with the environment.
-    if active and active.content_hash == loaded.content_hash and active.manifest == manifest and Path(active.snapshot_path).is_dir():
-        deployment_activated.send(sender=Deployment, agent=agent, deployment=active, loaded=loaded)
-        return active
+    same = [d for d in agent.deployments.filter(content_hash=loaded.content_hash).order_by("-version")
+            if d.manifest == manifest and list(d.allowed_domains) == domains and Path(d.snapshot_path).is_dir()]
+    if same:
+        earlier = same[0]
+        if agent.active_deployment_id != earlier.pk:
+            earlier.activate()
+            AgentRow.objects.filter(pk=agent.pk).update(name=manifest["name"], description=manifest["description"])
+        deployment_activated.send(sender=Deployment, agent=agent, deployment=earlier, loaded=loaded)
+        return Deployed(earlier, reused=True)
 
     snapshot = Path(settings.STATE_ROOT) / "deployments" / loaded.slug / loaded.content_hash[:16]
     if not snapshot.is_dir():
@@ -44,7 +83,14 @@ def deploy_agent_folder(root: Path | str, slug: str | None = None) -> Deployment
         deployment = Deployment.objects.create(
             agent=agent,
             version=version,
-            source=str(loaded.root),
+            source=source.location,
+            source_kind=source.kind,
+            source_ref=source.ref,
+            source_commit=source.commit,
+            source_path=source.path,
+            deployed_by=deployed_by,
+            allowed_domains=domains,
+            validation=[{"path": w.path, "message": w.message} for w in loaded.warnings],
             snapshot_path=str(snapshot),
             content_hash=loaded.content_hash,
             manifest=manifest,
@@ -53,7 +99,26 @@ def deploy_agent_folder(root: Path | str, slug: str | None = None) -> Deployment
         AgentRow.objects.filter(pk=agent.pk).update(name=manifest["name"], description=manifest["description"])
         deployment.activate()
         deployment_activated.send(sender=Deployment, agent=agent, deployment=deployment, loaded=loaded)
-    return deployment
+    return Deployed(deployment, reused=False)
+
+
+def refuse_unenforceable_domains(loaded: LoadedAgent) -> None:
+    """Fail closed: the sandbox cannot hold a network to a list of domains.
+
+    A shell with network, or a stdio MCP server with network (or unsandboxed),
+    could reach any host, whatever the release's allowed domains say.
+    """
+    problems = []
+    if isinstance(loaded.runtime, LocalRuntime) and loaded.runtime.network:
+        problems.append(Problem("agent/agent.py", "allowed domains cannot be enforced on the shell's network: "
+                                "drop local_runtime(network=True) or deploy without --allow-domain"))
+    for server in loaded.mcp:
+        if server.command and (server.network or not server.sandbox):
+            problems.append(Problem("agent/mcp.json", f"allowed domains cannot be enforced on MCP server "
+                                    f"{server.name!r}'s network: declare it sandboxed without network, or "
+                                    "deploy without --allow-domain"))
+    if problems:
+        raise AgentFolderError(loaded.root, problems)
 
 
 _cache: dict[tuple[int, str], LoadedAgent] = {}
@@ -68,6 +133,7 @@ def load_deployment(deployment: Deployment) -> LoadedAgent:
         if loaded is None:
             path = deployment.snapshot_path or deployment.source
             loaded = load_agent_folder(path, deployment.agent.slug)
+            loaded.allowed_domains = tuple(deployment.allowed_domains or ())
             _cache[key] = loaded
         return loaded
 

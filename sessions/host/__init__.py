@@ -24,7 +24,7 @@ from sessions.host.checks import FileChanged, HostError
 from sessions.host.files import FileInfo, Files
 from sessions.host.kv import KV
 from sessions.host.otel import Otel
-from sessions.host.providers import provider_client
+from sessions.host.providers import provider_client, release_domains
 from sessions.host.reminders import Reminders
 from sessions.models import Session
 
@@ -72,8 +72,8 @@ class Host:
         """An HTTP client that refuses loopback, private, link-local and metadata addresses
         (and redirects to them); `AGENTSITE_OUTBOUND_ALLOW` admits named networks. Its methods
         take httpx's request arguments, `timeout` bounding the whole call. Close it after use
-        (`with ctx.host.http as http: ...`)."""
-        return OutboundClient()
+        (`with ctx.host.http as http: ...`). A release deployed with allowed domains reaches those alone."""
+        return OutboundClient(domains=release_domains(self.agent, self.session))
 
     # Code hosts and Slack, with the credentials of the agent's channel of that kind.
     @property

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.discovery import load_deployment
+from agents.integrations.outbound import OutboundClient
 from agents.integrations.bitbucket import BitbucketConfig
 from agents.integrations.github import GitHubConfig
 from agents.integrations.gitlab import GitLabConfig
@@ -20,9 +21,20 @@ DEFAULT_CONFIGS = {"github": GitHubConfig, "gitlab": GitLabConfig, "bitbucket": 
                    "slack": SlackConfig}
 
 
+def bound_release(agent: Any, session: Any) -> Any:
+    """The release a context runs: its session's (pinned), else the agent's active one."""
+    return session.deployment if session is not None else getattr(agent, "active_deployment", None)
+
+
+def release_domains(agent: Any, session: Any) -> tuple[str, ...]:
+    """The allowed domains of the release a context runs (empty: the server's own rules alone)."""
+    deployment = bound_release(agent, session)
+    return tuple(deployment.allowed_domains or ()) if deployment is not None else ()
+
+
 def provider_config(agent: Any, session: Any, kind: str) -> Any:
     """The config of the agent's first channel of `kind` (by id), else the default one."""
-    deployment = session.deployment if session is not None else getattr(agent, "active_deployment", None)
+    deployment = bound_release(agent, session)
     if deployment is not None:
         channels = load_deployment(deployment).channels
         for channel_id in sorted(channels):
@@ -33,4 +45,11 @@ def provider_config(agent: Any, session: Any, kind: str) -> Any:
 
 
 def provider_client(agent: Any, session: Any, kind: str) -> Any:
-    return provider_config(agent, session, kind).client()
+    """The client, its requests held to the release's allowed domains when it declares some."""
+    config = provider_config(agent, session, kind)
+    domains = release_domains(agent, session)
+    if not domains:
+        return config.client()
+    if kind == "slack":  # the Slack SDK does its own HTTP: its base URL is checked once
+        return config.client(domains=domains)
+    return config.client(outbound=OutboundClient(domains=domains))

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.discovery import AgentFolderError, deploy_agent_folder, find_agent_folders, load_agent_folder
+from agents.discovery import AgentFolderError, deploy_agent_folder, deploy_release, find_agent_folders, load_agent_folder
 from agents.models import Agent, Deployment
 
 from .folder_support import EXAMPLE, GOOD_TOOL, make_agent, minimal, only_problem, problems_of
@@ -272,6 +272,26 @@ def test_deploying_changed_content_creates_version_2_and_activates_it(tmp_path):
     assert Agent.objects.get(slug="my-agent").active_deployment_id == second.pk
     assert second.manifest["instructions"] == "You help with the tides."
     assert Deployment.objects.get(pk=first.pk).manifest["instructions"] == "You help with the weather."
+
+
+@pytest.mark.django_db
+def test_deploying_the_content_of_an_earlier_release_reactivates_it_instead_of_a_new_version(tmp_path):
+    root = make_agent(tmp_path, minimal())
+    first = deploy_agent_folder(root)
+    (root / "agent" / "instructions.md").write_text("You help with the tides.")
+    second = deploy_agent_folder(root)
+    (root / "agent" / "instructions.md").write_text("You help with the weather.")
+
+    back = deploy_release(root)
+
+    assert back.reused is True
+    assert back.deployment.pk == first.pk
+    assert Deployment.objects.count() == 2
+    assert Agent.objects.get(slug="my-agent").active_deployment_id == first.pk
+    again = deploy_release(root)
+    assert (again.deployment.pk, again.reused) == (first.pk, True)
+    assert deploy_release(root, allowed_domains=["api.example.com"]).reused is False  # the domains are the release's
+    assert Deployment.objects.get(pk=second.pk).version == 2
 
 
 @pytest.mark.django_db

@@ -13,6 +13,7 @@ The names below are the package's interface; the modules inside import each othe
 from __future__ import annotations
 
 from agents.integrations.outbound.client import OutboundClient, OutboundHTTPError, OutboundTimeout
+from agents.integrations.outbound.domains import DomainError, check_allowed_domains, domain_admits
 from agents.integrations.outbound.guard import (
     ALLOW_SETTING,
     Allowlist,
@@ -26,6 +27,6 @@ from agents.integrations.outbound.guard import (
 )
 
 __all__ = [
-    "ALLOW_SETTING", "Allowlist", "OutboundClient", "OutboundError", "OutboundHTTPError", "OutboundRefused",
+    "ALLOW_SETTING", "Allowlist", "DomainError", "check_allowed_domains", "domain_admits", "OutboundClient", "OutboundError", "OutboundHTTPError", "OutboundRefused",
     "OutboundTimeout", "Target", "address_kind", "check_url", "parse_inet_aton", "parse_url",
 ]

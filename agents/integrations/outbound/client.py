@@ -26,7 +26,16 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 import httpx
 
-from agents.integrations.outbound.guard import Allowlist, OutboundError, Resolver, Target, check_url, parse_url
+from agents.integrations.outbound.domains import domain_admits
+from agents.integrations.outbound.guard import (
+    Allowlist,
+    OutboundError,
+    OutboundRefused,
+    Resolver,
+    Target,
+    check_url,
+    parse_url,
+)
 
 REDIRECT_STATUSES = {301, 302, 303, 307, 308}
 CREDENTIAL_HEADERS = ("authorization", "cookie", "private-token")
@@ -121,11 +130,15 @@ class OutboundClient:
     `["127.0.0.1/32"]` for their loopback fakes). `timeout` is the seconds a
     call may take unless the call names its own. Environment proxies are
     ignored on purpose: a proxy would connect to a name we never checked.
+    `domains` (a release's allowed domains) narrows every hop to those
+    hostnames, before and on top of the guard; empty: no narrowing.
     """
 
     def __init__(self, *, allow: Iterable[str] | None = None, timeout: float | None = 10.0, max_redirects: int = 5,
                  max_response_bytes: int = 10 * 1024 * 1024, headers: Mapping[str, str] | None = None,
-                 resolver: Resolver | None = None, verify: bool | str | ssl.SSLContext = True):
+                 resolver: Resolver | None = None, verify: bool | str | ssl.SSLContext = True,
+                 domains: Iterable[str] = ()):
+        self.domains = tuple(domains)
         self.allow = Allowlist.parse(allow) if allow is not None else None
         self.timeout = call_seconds(timeout)
         self.max_redirects = max_redirects
@@ -151,6 +164,9 @@ class OutboundClient:
             client.close()
 
     def check(self, url: str | httpx.URL) -> Target:
+        parsed = parse_url(url)
+        if self.domains and not domain_admits(self.domains, parsed.host):
+            raise OutboundRefused(str(parsed), f"{parsed.host} is not one of the agent's allowed domains")
         allow = self.allow if self.allow is not None else Allowlist.from_settings()
         return check_url(url, allow=allow, resolver=self.resolver)
 

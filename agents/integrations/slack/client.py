@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from typing import Any, Collection
 
 from django.core.cache import BaseCache, caches
+import httpx
 from slack_sdk import WebClient
 
 from agents.integrations.config import ProviderConfig
 from agents.integrations.events import dig
-from agents.integrations.outbound import Allowlist, check_url
+from agents.integrations.outbound import Allowlist, OutboundRefused, check_url, domain_admits
 from agents.integrations.slack.approvals import approval_blocks, decided_blocks
 from agents.integrations.slack.protocol import Clock, Engagement, SlackMessage
 
@@ -82,11 +83,14 @@ class SlackClient:
     e.g. a loopback fake in tests). Errors raise slack_sdk's SlackApiError.
 
     The SDK does its own HTTP, so the base URL is checked by the outbound
-    guard once, here (`allow` as for OutboundClient), not on every request.
+    guard once, here (`allow` and `domains` as for OutboundClient), not on every request.
     """
 
     def __init__(self, token: str, *, base_url: str = DEFAULT_API_URL, timeout: int = 10,
-                 allow: Collection[str] | None = None, cache: BaseCache | None = None):
+                 allow: Collection[str] | None = None, cache: BaseCache | None = None,
+                 domains: Collection[str] = ()):
+        if domains and not domain_admits(domains, httpx.URL(base_url).host):
+            raise OutboundRefused(base_url, f"{httpx.URL(base_url).host} is not one of the agent's allowed domains")
         check_url(base_url, allow=Allowlist.parse(allow) if allow is not None else None)
         self.web = WebClient(token=token, base_url=base_url, timeout=timeout)
         self.cache = cache

@@ -4,6 +4,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from agents.management.database import migrate_if_needed
 from agents.models import Agent
 
 
@@ -14,6 +15,7 @@ class Command(BaseCommand):
         parser.add_argument("slug")
 
     def handle(self, *args, slug, **options):
+        migrate_if_needed()
         agent = Agent.objects.select_related("active_deployment").filter(slug=slug).first()
         if agent is None or agent.active_deployment is None:
             raise CommandError(f"no deployed agent {slug!r}; deploy it with `manage.py deploy DIR` or `serve --agents DIR`")

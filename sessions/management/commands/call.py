@@ -5,6 +5,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from agents.management.database import migrate_if_needed
 from agents.models import Agent
 from sessions.principal import Principal
 from sessions.admission import AdmissionError
@@ -35,6 +36,7 @@ class Command(BaseCommand):
                             help="approve a needs_approval tool's call yourself and run it now")
 
     def handle(self, *args, slug, tool, input, session, approve, **options):
+        migrate_if_needed()
         agent = Agent.objects.select_related("active_deployment").filter(slug=slug).first()
         if agent is None:
             raise CommandError(f"no agent {slug!r}; deploy it first (`manage.py deploy DIR`)")

@@ -5,6 +5,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 from django.test.utils import override_settings
 
+from agents.management.database import migrate_if_needed
 from agents.models import Agent
 from sessions.principal import Principal
 from sessions.admission import AdmissionError, start_session
@@ -24,6 +25,7 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="stub write tools")
 
     def handle(self, *args, slug, message, mode, dry_run, **options):
+        migrate_if_needed()
         agent = Agent.objects.select_related("active_deployment").filter(slug=slug).first()
         if agent is None:
             raise CommandError(f"no agent {slug!r}; deploy it first (`manage.py deploy DIR`)")

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from agents.management.database import migrate_if_needed
 from sessions.events import read_events
 from sessions.models import Session
 from sessions.trajectory import build_trajectory
@@ -20,6 +21,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, session, events, **options):
         if session:
+            migrate_if_needed()  # a file of events needs no database
             if not Session.objects.filter(pk=session).exists():
                 raise CommandError(f"no session {session!r}")
             rows = read_events(session)

@@ -2,7 +2,7 @@
 
 Point the Slack app's Event Subscriptions at /reviewer/v1/channels/slack/events and
 its Interactivity at /reviewer/v1/channels/slack/interactivity; set
-SLACK_SIGNING_SECRET and SLACK_BOT_TOKEN (see the README's "Slack channel").
+SLACK_SIGNING_SECRET and SLACK_BOT_TOKEN (see docs/channels-and-providers.md, "Slack channel").
 """
 from agents.sdk import slack_channel
 
