@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.discovery.activation import ReleaseError, activate_release, find_agent, find_release
+from agents.management.database import migrate_if_needed
 
 
 class Command(BaseCommand):
@@ -13,6 +14,7 @@ class Command(BaseCommand):
         parser.add_argument("version", help="the release's number (as `deployments SLUG` lists it; v3 or 3)")
 
     def handle(self, *args, slug, version, **options):
+        migrate_if_needed()  # a fresh state root: an unknown agent, not a missing table
         try:
             agent = find_agent(slug)
             previous = agent.active_deployment

@@ -6,6 +6,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.discovery.activation import ReleaseError, find_agent
+from agents.management.database import migrate_if_needed
 from agents.models import Deployment
 
 
@@ -32,6 +33,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the releases as JSON")
 
     def handle(self, *args, slug, json: bool = False, **options):
+        migrate_if_needed()  # a fresh state root: an unknown agent, not a missing table
         try:
             agent = find_agent(slug)
         except ReleaseError as exc:

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.discovery.activation import ReleaseError, activate_release, find_agent, rollback_target
+from agents.management.database import migrate_if_needed
 
 
 class Command(BaseCommand):
@@ -14,6 +15,7 @@ class Command(BaseCommand):
         parser.add_argument("--to", dest="to", default=None, help="the release to activate (v3 or 3)")
 
     def handle(self, *args, slug, to=None, **options):
+        migrate_if_needed()  # a fresh state root: an unknown agent, not a missing table
         try:
             agent = find_agent(slug)
             previous = agent.active_deployment
