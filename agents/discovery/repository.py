@@ -5,8 +5,8 @@
    with `clone --depth 1 --branch`, a full commit id with `init` and
    `fetch --depth 1 origin <id>`, the default branch when no ref is given.
    Git never prompts for credentials and speaks no other protocol.
-3. The resolved commit is read back; the folder is removed when the caller
-   is done with it.
+3. The resolved commit is read back, and a link out of the checkout is
+   refused; the folder is removed when the caller is done with it.
 
 A URL's credentials (`https://user:token@host/...`) reach git alone, and not
 on its command line, which any user of the machine can read: git gets the URL
@@ -95,9 +95,20 @@ def checkout(url: str, ref: str = "") -> Iterator[tuple[Path, str]]:
             _git(["clone", "-q", "--depth", "1", "--single-branch", *(["--branch", ref] if ref else []),
                   "--", clean, str(folder)], url, ref, cwd=scratch, auth=auth)
         commit = _git(["rev-parse", "HEAD"], url, ref, cwd=folder).strip()
+        refuse_links_out(folder, public_url(url))
         yield folder, commit
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def refuse_links_out(folder: Path, url: str) -> None:
+    """A release is copied from the checkout following its links: one that points outside the
+    checkout (`instructions.md -> /etc/passwd`) would copy the server's own files into it."""
+    root = folder.resolve()
+    for path in folder.rglob("*"):
+        if path.is_symlink() and not path.resolve().is_relative_to(root):
+            raise RepositoryError(f"{url}: {path.relative_to(folder)} is a link to outside the repository; "
+                                  "a release takes only the repository's own files")
 
 
 def _git(args: list[str], url: str, ref: str, *, cwd: Path, auth: dict[str, str] | None = None) -> str:

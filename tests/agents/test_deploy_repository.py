@@ -138,3 +138,18 @@ def test_public_url_and_scrub_remove_user_and_password():
     assert public_url("file:///srv/a.git") == "file:///srv/a.git"
     said = "fatal: unable to access 'https://me:tok3n-value@git.example.com/a.git/': 403 for tok3n-value"
     assert scrub(said, url) == "fatal: unable to access 'https://git.example.com/a.git/': 403 for ***"
+
+
+@pytest.mark.django_db
+def test_a_link_out_of_the_repository_is_refused(tmp_path):
+    work = tmp_path / "work"
+    (work / "agent").mkdir(parents=True)
+    (work / "agent" / "instructions.md").symlink_to("/etc/hostname")
+    git(work, "init", "-q", "-b", "main")
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "a link out")
+    git(tmp_path, "clone", "-q", "--bare", str(work), "linked.git")
+
+    with pytest.raises(CommandError, match=r"agent/instructions.md is a link to outside the repository"):
+        deploy("--repo", (tmp_path / "linked.git").as_uri())
+    assert not Deployment.objects.exists()
