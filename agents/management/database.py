@@ -9,8 +9,8 @@ from django.db.migrations.executor import MigrationExecutor
 def migrate_if_needed() -> bool:
     """Apply pending migrations (and the cache tables `serve` makes); whether there were any.
 
-    A state root that `serve` never started has no tables: `deploy`, `info`,
-    `call`, `run` and `trajectory` migrate it themselves rather than fail.
+    A state root that `serve` never started has no tables: the commands that
+    read or write the database migrate it themselves rather than fail.
     """
     connection = connections[DEFAULT_DB_ALIAS]
     executor = MigrationExecutor(connection)

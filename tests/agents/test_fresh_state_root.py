@@ -41,6 +41,7 @@ def test_deploy_on_a_fresh_state_root_migrates_it_and_prints_the_release(tmp_pat
     (("call", "support", "lookup_order"), "no agent 'support'"),
     (("run", "support", "-m", "hi"), "no agent 'support'"),
     (("trajectory", "--session", "ses_missing"), "no session 'ses_missing'"),
+    (("createtoken", "bob", "--name", "ci"), "no user 'bob'"),
 ])
 def test_the_other_commands_on_a_fresh_state_root_migrate_it_and_say_what_is_missing(tmp_path, args, says):
     fails_in_one_line(manage(tmp_path / "state", *args), says)
@@ -74,3 +75,9 @@ def test_a_call_with_bad_input_or_an_unknown_tool_is_a_one_line_error(tmp_path):
 
     fails_in_one_line(manage(state, "call", "support", "lookup_order", "--input", "{nope"), "--input is not JSON")
     fails_in_one_line(manage(state, "call", "support", "no_such_tool"), "no_such_tool")
+
+
+def test_purge_on_a_fresh_state_root_migrates_it_and_finds_nothing(tmp_path):
+    done = manage(tmp_path / "state", "purge", "--older-than", "30", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from agents.management.database import migrate_if_needed
 from sessions.models import PersonalToken, TokenError
 
 
@@ -18,6 +19,7 @@ class Command(BaseCommand):
                             help="comma-separated agent slugs it may reach (default: every agent)")
 
     def handle(self, *args, username, name, expires_days, agents, **options):
+        migrate_if_needed()  # a fresh state root: no such user or session, not a missing table
         User = get_user_model()
         user = User.objects.filter(**{User.USERNAME_FIELD: username}).first()
         if user is None:

@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from agents.discovery.folder import MAX_RETENTION_DAYS
+from agents.management.database import migrate_if_needed
 from agents.models import Agent
 from sessions.retention import purge_idle
 
@@ -31,6 +32,7 @@ class Command(BaseCommand):
         parser.add_argument("--agent", metavar="SLUG", help="only this agent's sessions")
 
     def handle(self, *args, older_than: int, dry_run: bool, agent: str | None, **options):
+        migrate_if_needed()  # a fresh state root: no such user or session, not a missing table
         agent_ids = None
         if agent is not None:
             agent_ids = list(Agent.objects.filter(slug=agent).values_list("pk", flat=True))
