@@ -7,25 +7,30 @@
     }}
 
 A server is either a command started over stdio (run in the agent folder)
-or a streamable-HTTP URL. `${VAR}` in `env`, `headers` and `url` is read
-from the server's environment when the connection opens, so no secret is
-stored in the folder. Its tools reach the model as `<server>__<tool>`.
+or a streamable-HTTP URL. `${VAR}` in `env`, `args`, `headers` and `url` is
+read when the connection opens, from the agent's secrets and then the server's
+environment (agents.secrets.lookup), so no secret is stored in the folder.
+Its tools reach the model as `<server>__<tool>`, unless `"advertise": false`
+keeps the server for tools alone (`ctx.host.mcp`). `"oauth": true` on a URL
+server takes its bearer token from the OAuth authorization that
+`manage.py mcp oauth SLUG NAME` stores as the agent's secrets.
 Connections themselves live in sessions.mcp.
 """
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
+
+from agents.secrets.lookup import credentials
 
 SERVER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,31}$")
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 SEPARATOR = "__"  # between the server's name and its tool's in the name the model sees
 KNOWN_KEYS = {"command", "args", "env", "url", "headers", "needsApproval", "timeout", "connectTimeout", "sandbox",
-              "network"}
+              "network", "oauth", "advertise"}
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,10 @@ class McpServer:
     # sandbox=False; inside it, it reaches the network only with network=True.
     sandbox: bool = True
     network: bool = False
+    # A URL server whose bearer token comes from `manage.py mcp oauth` (the agent's MCP_OAUTH_<NAME>_* secrets).
+    oauth: bool = False
+    # False: the model is not offered its tools; the agent's tools call them through ctx.host.mcp.
+    advertise: bool = True
 
     @property
     def transport(self) -> str:
@@ -60,44 +69,52 @@ class McpServer:
                 **({"command": self.command, "args": list(self.args)} if self.command else {"url": self.url}),
                 "envKeys": sorted(self.env), "headerKeys": sorted(self.headers),
                 "needsApproval": self.needs_approval if isinstance(self.needs_approval, bool) else list(self.needs_approval),
-                "timeout": self.timeout,
+                "timeout": self.timeout, "oauth": self.oauth, "advertise": self.advertise,
                 **({"sandbox": self.sandbox, "network": self.network} if self.command else {})}
 
 
 def mcp_stdio(name: str, command: str, args: list[str] | tuple[str, ...] = (), *, env: dict[str, str] | None = None,
               needs_approval: bool | list[str] | tuple[str, ...] = False, timeout: float = 30.0,
-              connect_timeout: float = 15.0, sandbox: bool = True, network: bool = False) -> McpServer:
+              connect_timeout: float = 15.0, sandbox: bool = True, network: bool = False,
+              advertise: bool = True) -> McpServer:
     """A server the agent starts as a subprocess and talks to over stdin/stdout.
 
     It runs sandboxed: it sees the agent folder read-only, a private /tmp and
     no network unless `network=True`. `sandbox=False` trusts it with the
-    server's user and filesystem.
+    server's user and filesystem. `advertise=False`: only the agent's tools
+    reach it (`ctx.host.mcp.call`), the model is not offered its tools.
     """
     return McpServer(name=name, command=command, args=tuple(args), env=dict(env or {}),
                      needs_approval=_approval(needs_approval), timeout=timeout, connect_timeout=connect_timeout,
-                     sandbox=sandbox, network=network)
+                     sandbox=sandbox, network=network, advertise=advertise)
 
 
 def mcp_http(name: str, url: str, *, headers: dict[str, str] | None = None,
              needs_approval: bool | list[str] | tuple[str, ...] = False, timeout: float = 30.0,
-             connect_timeout: float = 15.0) -> McpServer:
-    """A server reached over streamable HTTP."""
+             connect_timeout: float = 15.0, oauth: bool = False, advertise: bool = True) -> McpServer:
+    """A server reached over streamable HTTP.
+
+    `oauth=True`: it wants an OAuth bearer token, which `manage.py mcp oauth SLUG NAME`
+    obtains and stores as the agent's secrets; until then its tools are not offered.
+    `advertise=False`: only the agent's tools reach it (`ctx.host.mcp.call`).
+    """
     return McpServer(name=name, url=url, headers=dict(headers or {}), needs_approval=_approval(needs_approval),
-                     timeout=timeout, connect_timeout=connect_timeout)
+                     timeout=timeout, connect_timeout=connect_timeout, oauth=oauth, advertise=advertise)
 
 
 def _approval(value: Any) -> bool | tuple[str, ...]:
     return value if isinstance(value, bool) else tuple(value)
 
 
-def expand(value: str, environ: dict[str, str] | None = None) -> str:
-    """`${VAR}` replaced from the environment; a variable that is not set is an error naming it."""
-    environ = os.environ if environ is None else environ
+def expand(value: str, environ: Mapping[str, str] | None = None) -> str:
+    """`${VAR}` replaced from the agent's secrets, then the environment; one set in neither is an error naming it."""
+    environ = credentials if environ is None else environ
 
     def one(match: re.Match) -> str:
         name = match.group(1)
         if name not in environ:
-            raise KeyError(f"environment variable {name} is not set")
+            raise KeyError(f"{name} is not set: set it as a secret of the agent (manage.py secrets set SLUG "
+                           f"{name}) or in the server's environment")
         return environ[name]
 
     return VARIABLE.sub(one, value)
@@ -120,11 +137,18 @@ def server_problems(server: McpServer) -> list[str]:
     for label, value in (("timeout", server.timeout), ("connectTimeout", server.connect_timeout)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 600:
             problems.append(f"server {server.name!r}: {label} is a number of seconds, above 0 and at most 600")
-    for label, value in (("sandbox", server.sandbox), ("network", server.network)):
+    for label, value in (("sandbox", server.sandbox), ("network", server.network), ("oauth", server.oauth),
+                         ("advertise", server.advertise)):
         if not isinstance(value, bool):
             problems.append(f"server {server.name!r}: {label} is true or false")
     if server.url and (server.sandbox is not True or server.network is not False):
         problems.append(f"server {server.name!r}: sandbox and network apply to a command (stdio) server only")
+    if server.oauth is True and server.command:
+        problems.append(f"server {server.name!r}: oauth applies to a url server only (a command server takes "
+                        "its credentials in env)")
+    if server.oauth is True and any(k.lower() == "authorization" for k in server.headers):
+        problems.append(f"server {server.name!r}: with oauth the Authorization header comes from the stored "
+                        "authorization: remove it from headers")
     if not isinstance(server.needs_approval, bool) and not all(isinstance(t, str) for t in server.needs_approval):
         problems.append(f"server {server.name!r}: needsApproval is true, false or a list of tool names")
     return problems
@@ -153,6 +177,7 @@ def load_mcp_json(path: Path) -> tuple[list[McpServer], list[str]]:
             needs_approval=approval if isinstance(approval, bool) else tuple(approval if isinstance(approval, list) else [approval]),
             timeout=entry.get("timeout", 30.0), connect_timeout=entry.get("connectTimeout", 15.0),
             sandbox=entry.get("sandbox", True), network=entry.get("network", False),
+            oauth=entry.get("oauth", False), advertise=entry.get("advertise", True),
         )
         if not isinstance(server.command, str) or not isinstance(server.url, str):
             problems.append(f"server {name!r}: command and url are strings")

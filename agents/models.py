@@ -6,6 +6,8 @@ from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.utils import timezone
 
+from agents.secrets.keys import cipher
+
 SLUG_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 # The server's own top-level paths: an agent is served under /<slug>/, so it may not take one.
 # "accounts" holds the login, logout and password pages.
@@ -110,3 +112,71 @@ class Deployment(models.Model):
         # Keep a loaded agent in step, so `deploy_agent_folder(...).agent` is not stale.
         if Deployment.agent.is_cached(self):
             self.agent.active_deployment = self
+
+
+SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+SECRET_MAX_BYTES = 64 * 1024
+
+
+def secret_name_problem(name: object) -> str | None:
+    """Why `name` cannot name a secret, with the fix; None when it can."""
+    if not isinstance(name, str) or not SECRET_NAME.match(name):
+        return (f"{name!r} is not a secret name: use letters, digits and '_', not starting with a digit "
+                "(at most 128 characters), as for an environment variable")
+    return None
+
+
+def secret_value_problem(value: object) -> str | None:
+    if not isinstance(value, str) or not value:
+        return "a secret's value is a non-empty string (to remove a secret, unset it)"
+    if len(value.encode()) > SECRET_MAX_BYTES:
+        return f"a secret's value is at most {SECRET_MAX_BYTES // 1024} KB"
+    if "\x00" in value:
+        return "a secret's value may not contain NUL"
+    return None
+
+
+class Secret(models.Model):
+    """One credential of an agent, encrypted at rest (agents.secrets.keys); its value is never shown.
+
+    Whoever reads a credential by name asks the agent's secrets first, then the
+    environment (agents.secrets.lookup).
+    """
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="secrets")
+    name = models.CharField(max_length=128)
+    ciphertext = models.TextField(help_text="Fernet token; the value never leaves encrypted but to its reader.")
+    set_by = models.CharField(max_length=200, blank=True, help_text="Who set it (a user, or the command).")
+    set_at = models.DateTimeField()
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="When the credential stops working "
+                                      "(an OAuth access token); empty: it does not say.")
+
+    class Meta:
+        ordering = ["agent", "name"]
+        constraints = [models.UniqueConstraint(fields=["agent", "name"], name="secret_name_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.agent.slug}: {self.name}"
+
+    @classmethod
+    def put(cls, agent: Agent, name: str, value: str, *, by: str = "", expires_at=None) -> bool:
+        """Set `name` to `value` (encrypted with the first key); True when it was new."""
+        token = cipher().encrypt(value.encode()).decode()
+        _, created = cls.objects.update_or_create(
+            agent=agent, name=name,
+            defaults={"ciphertext": token, "set_by": by[:200], "set_at": timezone.now(), "expires_at": expires_at})
+        return created
+
+    @classmethod
+    def remove(cls, agent: Agent, name: str) -> bool:
+        """Unset `name`; whether it was set."""
+        return cls.objects.filter(agent=agent, name=name).delete()[0] > 0
+
+    def reveal(self) -> str:
+        """The value: for the code that uses the credential, never for a view."""
+        return cipher().decrypt(self.ciphertext.encode()).decode()
+
+    def reencrypt(self) -> bool:
+        """Encrypt the value again with the first key; whether the row changed (a rotation)."""
+        token = cipher().rotate(self.ciphertext.encode()).decode()
+        return Secret.objects.filter(pk=self.pk, ciphertext=self.ciphertext).update(ciphertext=token) > 0

@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from agents.secrets.keys import SecretsKeyError, parse_keys
+
 ENVIRONMENTS = ("development", "production")
 # What SECRET_KEY is when AGENTSITE_SECRET_KEY is unset. Long enough that Django's
 # own deploy check does not flag it, and published in this file: refused in production.
@@ -23,6 +25,10 @@ DEFAULT_HSTS_SECONDS = 365 * 24 * 3600
 
 KEY_HINT = ("set it to a long random string, the same in every process of this deployment, e.g.\n"
             "      export AGENTSITE_SECRET_KEY=\"$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')\"")
+SECRETS_HINT = ("set it to one or more Fernet keys, comma-separated (the first encrypts agents' secrets, "
+                "all decrypt), the same in every process, e.g.\n"
+                "      export AGENTSITE_SECRETS_KEYS=\"$(python3 -c 'from cryptography.fernet import Fernet; "
+                "print(Fernet.generate_key().decode())')\"")
 URL_HINT = ("set it to the address people and programs reach this server at, e.g.\n"
             "      export AGENTSITE_PUBLIC_URL=https://agents.example.com")
 
@@ -54,7 +60,8 @@ def production_settings(environ: Mapping[str, str]) -> dict[str, Any]:
     """The settings production mode overrides, or `ProductionSettingsMissing` naming every problem.
 
     1. Check the required settings: a secret key that is not the fallback, a
-       public URL with a scheme and a host, no `*` among the allowed hosts.
+       public URL with a scheme and a host, Fernet keys for agents' secrets,
+       no `*` among the allowed hosts.
     2. Turn debug off and allow only the public URL's host and the listed ones.
     3. When the public URL is https: secure cookies, HSTS and the redirect to
        https (over plain http they would lock people out of their logins).
@@ -74,6 +81,14 @@ def production_settings(environ: Mapping[str, str]) -> dict[str, Any]:
         problems.append(f"AGENTSITE_PUBLIC_URL is not set: {URL_HINT}")
     elif public.scheme not in ("http", "https") or not public.hostname:
         problems.append(f"AGENTSITE_PUBLIC_URL={public_url!r} is not an http(s) URL with a host: {URL_HINT}")
+    secrets_keys = environ.get("AGENTSITE_SECRETS_KEYS", "")
+    if not secrets_keys.strip():
+        problems.append(f"AGENTSITE_SECRETS_KEYS is not set: {SECRETS_HINT}")
+    else:
+        try:
+            parse_keys(secrets_keys)
+        except SecretsKeyError as exc:
+            problems.append(str(exc))
     extra_hosts = [h.strip() for h in environ.get("AGENTSITE_ALLOWED_HOSTS", "").split(",") if h.strip()]
     if "*" in extra_hosts:
         problems.append("AGENTSITE_ALLOWED_HOSTS lists '*': in production list the host names this server "

@@ -319,6 +319,9 @@ AGENTSITE_BEARER_TOKEN_HASHES = [h for h in os.environ.get("AGENTSITE_BEARER_TOK
 AGENTSITE_METRICS_TOKEN_HASH = (hashlib.sha256(os.environ["AGENTSITE_METRICS_TOKEN"].strip().encode()).hexdigest()
                                 if os.environ.get("AGENTSITE_METRICS_TOKEN", "").strip() else "")
 AGENTSITE_DEV = _env_bool("AGENTSITE_DEV")
+# Fernet keys for agents' secrets, comma-separated: the first encrypts, all decrypt (agents.secrets.keys).
+# Required in production; in development an empty value means a key made in the state root.
+AGENTSITE_SECRETS_KEYS = os.environ.get("AGENTSITE_SECRETS_KEYS", "")
 # "on": every process an agent starts runs in the bubblewrap sandbox, and a host that cannot build it
 # offers no shell. "off": commands run as the server's own user (a single-user machine only).
 AGENTSITE_SANDBOX = os.environ.get("AGENTSITE_SANDBOX", "on")

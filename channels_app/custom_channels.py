@@ -32,6 +32,7 @@ from rest_framework.views import APIView
 from agents.channels import LoadedChannel, local_dev_strict
 from agents.discovery import LoadedAgent, load_deployment
 from agents.models import Agent
+from agents.secrets.store import acting_for
 from channels_app.auth import PolicyChainAuthentication, RequestInfo, authenticate, channel_chain, check_scope
 from channels_app.bodies import validate_body
 from channels_app.errors import APIError, error_body, error_response
@@ -114,6 +115,10 @@ class ChannelRouteView(APIView):
     post = put = patch = delete = get
 
     def handle(self, request: Request, slug: str, channel_id: str, rest: str) -> HttpResponse:
+        with acting_for(slug):  # a handler verifying a signature reads the agent's credentials
+            return self._handle(request, slug, channel_id, rest)
+
+    def _handle(self, request: Request, slug: str, channel_id: str, rest: str) -> HttpResponse:
         agent = Agent.objects.select_related("active_deployment").filter(slug=slug).first()
         if agent is None or agent.active_deployment is None:
             return _refuse(404, "not_found", f"there is no agent {slug!r} on this server")
@@ -225,8 +230,9 @@ def mount(agent: Agent, loaded: LoadedAgent) -> None:
         if c.channel.on_start is None:
             continue
         try:
-            c.channel.on_start(ChannelContext(agent=agent, channel_id=c.id,
-                                              base_url=settings.AGENTSITE_PUBLIC_URL.rstrip("/")))
+            with acting_for(agent.slug):
+                c.channel.on_start(ChannelContext(agent=agent, channel_id=c.id,
+                                                  base_url=settings.AGENTSITE_PUBLIC_URL.rstrip("/")))
         except Exception:
             log.exception("on_start of channel %s/%s failed", agent.slug, c.id)
 

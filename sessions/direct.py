@@ -27,6 +27,7 @@ from agents.definitions import Tool
 from agents.discovery import LoadedAgent, load_deployment
 from agents.mcp import SEPARATOR
 from agents.models import Agent
+from agents.secrets.store import acting_for
 from agents.workspaces.filesystems import VERBS
 from sessions import lifecycle, tracing
 from sessions.admission import AdmissionError
@@ -103,8 +104,14 @@ def run_call(agent: Agent, name: str, raw_input: Any, *, session: Session | None
     """Run one tool call, or park it for approval when bound to a session.
 
     `approved_by` is a principal approving the call in advance (the operator
-    of `manage.py call --approve`).
+    of `manage.py call --approve`). The tool reads the agent's credentials.
     """
+    with acting_for(agent.slug):
+        return _run_call(agent, name, raw_input, session, approved_by)
+
+
+def _run_call(agent: Agent, name: str, raw_input: Any, session: Session | None,
+              approved_by: Principal | None) -> Finished | Parked:
     deployment = session.deployment if session else agent.active_deployment
     if deployment is None:
         raise AdmissionError("agent_not_deployed", f"agent {agent.slug!r} has no active deployment", 409)

@@ -20,6 +20,7 @@ from django.db import DatabaseError, connection
 
 from agents.discovery import LoadedAgent, load_deployment, release
 from agents.providers.base import ProviderError
+from agents.secrets.store import acting_for
 from agents.workspaces.filesystems import WorkspaceError
 from sessions import lifecycle, logcontext, tracing
 from sessions.direct import resume_call
@@ -112,7 +113,8 @@ def run_turn(turn_id: str) -> None:
     if turn is None:  # its session was deleted in between
         return
     try:
-        with Heartbeat(turn), logcontext.about(sessionId=turn.session_id, turnId=turn_id), tracing.turn_span(turn):
+        with Heartbeat(turn), logcontext.about(sessionId=turn.session_id, turnId=turn_id), tracing.turn_span(turn), \
+                acting_for(turn.session.deployment.agent.slug):
             if turn.trace_id:
                 logcontext.note(traceId=turn.trace_id)
             if turn.trigger == Turn.Trigger.TOOL:  # a parked direct tool call, now decided or stopped

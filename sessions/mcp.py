@@ -18,6 +18,8 @@ is tried again at most every RETRY_SECONDS.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import os
 import sys
@@ -34,6 +36,7 @@ from pydantic import BaseModel, ConfigDict
 from agents.definitions import Tool
 from agents.integrations.outbound import domain_admits
 from agents.mcp import SEPARATOR, McpServer, expand
+from agents.mcpauth import NotAuthorized, bearer_token
 from agents.workspaces import sandbox
 from sessions.loopthread import LoopThread, submit
 
@@ -49,6 +52,38 @@ class McpUnavailable(Exception):
 
 class McpToolError(Exception):
     """The server ran the tool and reported an error."""
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A declaration with its `${VAR}`s (and OAuth token) filled in: what one connection was opened with."""
+    env: dict[str, str]
+    args: tuple[str, ...]
+    url: str
+    headers: dict[str, str]
+
+    def fingerprint(self) -> str:
+        """A digest that changes when any value does: a connection opened with other credentials is replaced."""
+        blob = json.dumps([self.env, self.args, self.url, self.headers], sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def resolve(server: McpServer) -> Resolved:
+    """The values `server` is opened with, read now from the agent's credentials (this thread's scope).
+
+    Raises McpUnavailable naming what is missing; a value never appears in the message.
+    """
+    try:
+        resolved = Resolved(env={k: expand(v) for k, v in server.env.items()},
+                            args=tuple(expand(a) for a in server.args), url=expand(server.url),
+                            headers={k: expand(v) for k, v in server.headers.items()})
+        if server.oauth:
+            resolved.headers["Authorization"] = f"Bearer {bearer_token(server)}"
+    except KeyError as exc:  # expand(): "X is not set: ..."
+        raise McpUnavailable(f"MCP server {server.name!r} cannot be reached: {exc.args[0]}") from None
+    except NotAuthorized as exc:
+        raise McpUnavailable(str(exc)) from None
+    return resolved
 
 
 class McpArguments(BaseModel):
@@ -78,9 +113,11 @@ class Connection:
     holds it open until `close()` or until the server goes away.
     """
 
-    def __init__(self, server: McpServer, cwd: Path):
+    def __init__(self, server: McpServer, cwd: Path, resolved: Resolved):
         self.server = server
         self.cwd = cwd
+        self.resolved = resolved
+        self.fingerprint = resolved.fingerprint()
         self.client: Any = None
         self.tools: list[Any] = []
         self.opened = False  # it started and listed its tools once
@@ -93,11 +130,11 @@ class Connection:
         from mcp.client.stdio import StdioServerParameters
         from mcp.client.streamable_http import streamable_http_client
 
-        s = self.server
+        s, values = self.server, self.resolved
         if s.command:
-            env = {k: expand(v) for k, v in s.env.items()}
+            env = dict(values.env)
             command = sys.executable if s.command in ("python", "python3") else s.command
-            argv = [command, *(expand(a) for a in s.args)]
+            argv = [command, *values.args]
             if not s.sandbox:
                 return StdioServerParameters(command=command, args=argv[1:], env=env, cwd=str(self.cwd))
             state = sandbox.status()
@@ -112,9 +149,9 @@ class Connection:
             return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(self.cwd))
         import httpx2
 
-        headers = {k: expand(v) for k, v in s.headers.items()}
-        http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(s.timeout, connect=s.connect_timeout))
-        return streamable_http_client(expand(s.url), http_client=http)
+        http = httpx2.AsyncClient(headers=values.headers,
+                                  timeout=httpx2.Timeout(s.timeout, connect=s.connect_timeout))
+        return streamable_http_client(values.url, http_client=http)
 
     async def run(self) -> None:
         from mcp import Client
@@ -143,8 +180,6 @@ def _describe(exc: BaseException) -> str:
     """The innermost useful message of an exception (the SDK wraps failures in exception groups)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    if isinstance(exc, KeyError) and exc.args:  # expand(): "environment variable X is not set"
-        return str(exc.args[0])
     return str(exc) or type(exc).__name__
 
 
@@ -167,16 +202,24 @@ class Hub:
             raise
 
     def connect(self, server: McpServer, cwd: Path) -> Connection:
-        """An open connection to `server`, opening it if needed; raises McpUnavailable."""
+        """An open connection to `server`, opening it if needed; raises McpUnavailable.
+
+        The credentials are read on every use: a connection opened with values
+        that changed since (a secret set, a token refreshed) is closed and opened anew.
+        """
         key = (str(cwd), server.name)
+        resolved = resolve(server)
         with self.lock:
             conn = self.connections.get(key)
+            if conn is not None and conn.fingerprint != resolved.fingerprint():
+                self.close(key)
+                conn = None
             if conn is None or (not conn.alive and conn.ready.is_set()):
                 since = time.monotonic() - self.last_attempt.get(key, -RETRY_SECONDS)
                 if conn is not None and not conn.opened and since < RETRY_SECONDS:  # it failed to start just now
                     raise McpUnavailable(f"MCP server {server.name!r} is unavailable: {conn.error or 'it stopped'}")
                 self.last_attempt[key] = time.monotonic()
-                conn = Connection(server, cwd)
+                conn = Connection(server, cwd, resolved)
                 self.connections[key] = conn
                 conn.task = asyncio.run_coroutine_threadsafe(conn.run(), _loop.get())
         try:

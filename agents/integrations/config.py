@@ -1,16 +1,18 @@
-"""Provider configuration: which environment variables hold the secrets.
+"""Provider configuration: which credentials (by name) hold the secrets.
 
-A config object stores variable *names*, never values; values are read from
-the environment each time they are needed (so a rotated secret is picked up,
-and a config can be printed, logged or shown in `/info` safely).
-`describe()` says which variables are set, never what they hold.
+A config object stores credential *names*, never values; values are read each
+time they are needed, from the agent's secrets and then the environment
+(agents.secrets.lookup), so a rotated secret is picked up and a config can be
+printed, logged or shown in `/info` safely. `describe()` says which names are
+set, never what they hold.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 from urllib.parse import urlsplit, urlunsplit
+
+from agents.secrets.lookup import credentials
 
 
 def without_credentials(url: str) -> str:
@@ -23,16 +25,16 @@ def without_credentials(url: str) -> str:
 
 @dataclass(frozen=True)
 class ProviderConfig:
-    """Fields ending in `_env` name environment variables holding secrets.
+    """Fields ending in `_env` name the credentials holding secrets (an agent secret or an environment variable).
 
-    `environ` replaces `os.environ` (tests); it is never shown.
+    `environ` replaces that lookup (tests); it is never shown.
     """
 
     environ: Mapping[str, str] | None = field(default=None, repr=False, compare=False, kw_only=True)
 
     def env(self, name: str) -> str | None:
-        """The value of the environment variable `name`, or None when unset or blank."""
-        source = self.environ if self.environ is not None else os.environ
+        """The credential `name` (the agent's secret, else the environment), or None when unset or blank."""
+        source = self.environ if self.environ is not None else credentials
         value = source.get(name)
         return value if value and value.strip() else None
 

@@ -11,9 +11,10 @@ calls and usage. Messages are dicts in one neutral shape:
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Protocol, TypeVar, Union
+
+from agents.secrets.lookup import credential
 
 ClientT = TypeVar("ClientT")
 
@@ -100,15 +101,15 @@ def classify_error(exc: Exception, sdk: Any) -> ProviderError:
 
 def sdk_client(client_class: Callable[..., ClientT], params: dict[str, Any], *, key_env: str, base_url_env: str,
                timeout: float) -> ClientT:
-    """An official SDK's client configured from an agent's params and the environment.
+    """An official SDK's client configured from an agent's params and its credentials (secrets, then environment).
 
     Params `api_key_env` (the variable holding the key, default `key_env`),
     `base_url` (else `base_url_env`, else the SDK's default), `max_retries`
     (default 3) and `timeout` (seconds, default `timeout`).
     """
     return client_class(
-        api_key=os.environ.get(params.get("api_key_env", key_env)) or "unset",  # local servers often need no key
-        base_url=params.get("base_url") or os.environ.get(base_url_env) or None,
+        api_key=credential(params.get("api_key_env", key_env)) or "unset",  # local servers often need no key
+        base_url=params.get("base_url") or credential(base_url_env) or None,
         max_retries=int(params.get("max_retries", 3)),
         timeout=float(params.get("timeout", timeout)),
     )

@@ -7,6 +7,7 @@ from typing import Any
 from agents.discovery import load_deployment
 from agents.models import Deployment
 from agents.modules import function_by_name
+from agents.secrets.store import acting_for
 from sessions.custom_channels.context import ChannelContext
 from sessions.models import Session
 from sessions.principal import Principal
@@ -30,7 +31,8 @@ def run_in_background(job: dict[str, Any]) -> None:
             if job.get("principal") else None
         ctx = ChannelContext(agent=deployment.agent, channel_id=job["channel"], principal=principal,
                              base_url=job.get("baseUrl", ""), session_row=session)
-        target(ctx, *job["args"], **job["kwargs"])
+        with acting_for(deployment.agent.slug):
+            target(ctx, *job["args"], **job["kwargs"])
     except Exception:
         log.exception("background work %s.%s of channel %s failed", job.get("module"), job.get("qualname"),
                       job.get("channel"))

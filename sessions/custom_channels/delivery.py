@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from agents.channels import LoadedChannel
 from agents.discovery import load_deployment
+from agents.secrets.store import acting_for
 from sessions.channel_delivery import enqueue_delivery
 from sessions.custom_channels.context import ChannelContext
 from sessions.custom_channels.state import ChannelHandle
@@ -68,7 +69,8 @@ def deliver_channel_events(session_id: str) -> int:
         if not row.claim_channel_lease(now, now + DELIVERY_LEASE):
             return delivered
         try:
-            delivered += _deliver_claimed(row, channel)
+            with acting_for(row.agent.slug):
+                delivered += _deliver_claimed(row, channel)
         finally:
             row.release_channel_lease()
 

@@ -11,8 +11,10 @@ import pytest
 from agentsite.production import FALLBACK_SECRET_KEY, ProductionSettingsMissing, production_settings
 from tests.support import ROOT, child_env, free_port, run_server
 
+FERNET_KEY = "7oHTbu0fbxZyP3GDBy6-yn-n_p_1XsYM0J7X5TClHzs="  # a fixed, valid Fernet key
+
 STRONG_KEY = secrets.token_urlsafe(50)
-PRODUCTION = {"AGENTSITE_ENV": "production", "AGENTSITE_SECRET_KEY": STRONG_KEY,
+PRODUCTION = {"AGENTSITE_ENV": "production", "AGENTSITE_SECRET_KEY": STRONG_KEY, "AGENTSITE_SECRETS_KEYS": FERNET_KEY,
               "AGENTSITE_PUBLIC_URL": "https://agents.example.com"}
 
 
@@ -37,7 +39,7 @@ def test_check_deploy_finds_nothing_to_warn_about_in_production(tmp_path):
 
 
 @pytest.mark.parametrize("command", [["check"], ["serve", "--no-examples"]])
-@pytest.mark.parametrize("missing", ["AGENTSITE_SECRET_KEY", "AGENTSITE_PUBLIC_URL"])
+@pytest.mark.parametrize("missing", ["AGENTSITE_SECRET_KEY", "AGENTSITE_PUBLIC_URL", "AGENTSITE_SECRETS_KEYS"])
 def test_production_refuses_to_start_without_each_required_setting(tmp_path, command, missing):
     done = manage(tmp_path, *command, env=without(missing))
 
@@ -52,6 +54,15 @@ def test_production_refuses_the_built_in_fallback_key(tmp_path):
 
     assert done.returncode != 0
     assert "AGENTSITE_SECRET_KEY is the built-in development key" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_production_refuses_a_secrets_key_that_is_not_a_fernet_key(tmp_path):
+    done = manage(tmp_path, "check", env={**PRODUCTION, "AGENTSITE_SECRETS_KEYS": f"{FERNET_KEY},not-a-key"})
+
+    assert done.returncode != 0
+    assert "AGENTSITE_SECRETS_KEYS: key 2 is not a Fernet key" in done.stderr
+    assert "not-a-key" not in done.stderr  # a key is never echoed
     assert "Traceback" not in done.stderr
 
 

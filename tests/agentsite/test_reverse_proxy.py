@@ -28,6 +28,8 @@ from websockets.sync.client import connect
 from tests.agentsite.nginx_support import nginx_binary, run_nginx
 from tests.support import ROOT, Server, child_env, free_port, read_stream_until, run_server
 
+FERNET_KEY = "7oHTbu0fbxZyP3GDBy6-yn-n_p_1XsYM0J7X5TClHzs="  # a fixed, valid Fernet key
+
 WAITING = "session.waiting"
 PASSWORD = "ada-logs-in-over-tls-1"
 
@@ -85,7 +87,8 @@ def site(tmp_path_factory) -> Iterator[Site]:
     https_port, http_port, server_port = free_port(), free_port(), free_port()
     public = f"https://localhost:{https_port}"
     # No AGENTSITE_ENV: --production turns it on.
-    env = {"AGENTSITE_SECRET_KEY": secrets.token_urlsafe(50), "AGENTSITE_PUBLIC_URL": public,
+    env = {"AGENTSITE_SECRET_KEY": secrets.token_urlsafe(50),
+           "AGENTSITE_SECRETS_KEYS": FERNET_KEY, "AGENTSITE_PUBLIC_URL": public,
            "AGENTSITE_TRUSTED_PROXIES": "127.0.0.1"}
     # What nginx would send: the server is only ready for requests that came in over https.
     as_proxied = {"Host": f"localhost:{https_port}", "X-Forwarded-Proto": "https", "X-Forwarded-For": "127.0.0.1"}

@@ -16,6 +16,8 @@ from tests.agentsite.test_serve import alive
 from tests.sessions.test_live_stream import is_type, read_ndjson
 from tests.support import ROOT, backend_env, child_env, free_port, run_server
 
+FERNET_KEY = "7oHTbu0fbxZyP3GDBy6-yn-n_p_1XsYM0J7X5TClHzs="  # a fixed, valid Fernet key
+
 TOKEN = "production-serve-token-5d1a"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -26,10 +28,11 @@ def serve(tmp_path: Path, *args: str, env: dict[str, str]) -> subprocess.Complet
                           env=child_env(AGENTSITE_STATE_ROOT=str(tmp_path / "state"), **env))
 
 
-@pytest.mark.parametrize("missing", ["AGENTSITE_SECRET_KEY", "AGENTSITE_PUBLIC_URL"])
+@pytest.mark.parametrize("missing", ["AGENTSITE_SECRET_KEY", "AGENTSITE_PUBLIC_URL", "AGENTSITE_SECRETS_KEYS"])
 def test_serve_production_turns_production_on_and_refuses_without_each_required_setting(tmp_path, missing):
     # No AGENTSITE_ENV in the environment: --production alone asks for production.
-    env = {"AGENTSITE_SECRET_KEY": secrets.token_urlsafe(50), "AGENTSITE_PUBLIC_URL": "https://agents.example.com"}
+    env = {"AGENTSITE_SECRET_KEY": secrets.token_urlsafe(50),
+           "AGENTSITE_SECRETS_KEYS": FERNET_KEY, "AGENTSITE_PUBLIC_URL": "https://agents.example.com"}
     del env[missing]
 
     done = serve(tmp_path, "--production", env=env)
@@ -42,7 +45,8 @@ def test_serve_production_turns_production_on_and_refuses_without_each_required_
 
 
 def test_serve_refuses_dev_mode_in_production_and_several_web_processes_without_redis(tmp_path):
-    production = {"AGENTSITE_SECRET_KEY": secrets.token_urlsafe(50), "AGENTSITE_PUBLIC_URL": "https://agents.example.com"}
+    production = {"AGENTSITE_SECRET_KEY": secrets.token_urlsafe(50),
+                  "AGENTSITE_SECRETS_KEYS": FERNET_KEY, "AGENTSITE_PUBLIC_URL": "https://agents.example.com"}
 
     dev = serve(tmp_path, "--production", "--dev", env=production)
     assert dev.returncode != 0 and "--dev" in dev.stderr and "--production" in dev.stderr
@@ -70,6 +74,7 @@ def test_two_web_processes_under_production_each_serve_a_session_and_stop_with_s
     port = free_port()
     with contextlib.ExitStack() as stack:
         env = {**backend_env(stack, "postgres+redis"), "AGENTSITE_SECRET_KEY": secrets.token_urlsafe(50),
+               "AGENTSITE_SECRETS_KEYS": FERNET_KEY,
                # Plain http: no redirect to https on a loopback test.
                "AGENTSITE_PUBLIC_URL": f"http://127.0.0.1:{port}"}
         server = stack.enter_context(run_server(tmp_path / "state", "--production", "--web-processes", "2",

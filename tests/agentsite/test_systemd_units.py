@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet
 
 from tests.sessions.test_live_stream import is_type, read_ndjson
 from tests.support import ROOT, child_env, free_port
@@ -104,6 +105,7 @@ def test_the_units_commands_migrate_deploy_and_serve_a_session(tmp_path):
     port = free_port()
     state = tmp_path / "state"
     file_values = env_file_values(AGENTSITE_SECRET_KEY=secrets.token_urlsafe(50),
+                                  AGENTSITE_SECRETS_KEYS=Fernet.generate_key().decode(),
                                   AGENTSITE_PUBLIC_URL=f"http://127.0.0.1:{port}", AGENTSITE_PORT=str(port),
                                   AGENTSITE_AGENT_DIRS=str(ROOT / "examples" / "support"))
     units = {name: service(f"agentsite-{name}.service") for name in ("prepare", "web", "worker")}

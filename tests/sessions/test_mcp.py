@@ -203,7 +203,7 @@ def test_a_missing_environment_variable_is_named(local, sync_turns, tmp_path, mo
     from sessions.mcp import McpUnavailable
 
     loaded = load(write_agent(tmp_path / "notes", {"notes": stdio_entry()}))
-    with pytest.raises(McpUnavailable, match="environment variable NOTES_FILE is not set"):
+    with pytest.raises(McpUnavailable, match="NOTES_FILE is not set: set it as a secret of the agent"):
         hub().connect(loaded.mcp[0], loaded.root)
 
 
@@ -290,7 +290,8 @@ def test_agent_py_declares_servers_and_the_manifest_keeps_no_secret(tmp_path):
     loaded = load_agent_folder(root)
     [server] = loaded.manifest()["mcp"]
     assert server == {"name": "search", "transport": "http", "url": "https://mcp.example.com/mcp", "envKeys": [],
-                      "headerKeys": ["Authorization"], "needsApproval": True, "timeout": 30.0}
+                      "headerKeys": ["Authorization"], "needsApproval": True, "timeout": 30.0,
+                      "oauth": False, "advertise": True}
 
 
 @transactional
@@ -323,5 +324,6 @@ def test_info_lists_the_servers_and_their_tools_without_secrets(local, tmp_path,
     assert offered["notes__note"]["effect"] == "write" and offered["notes__add"]["effect"] == "read"
     assert body["mcp"] == [{"name": "notes", "transport": "stdio", "command": "python", "args": [str(SERVER), "stdio"],
                             "envKeys": ["NOTES_FILE", "TOKEN"], "headerKeys": [], "needsApproval": False,
-                            "timeout": 30.0, "sandbox": False, "network": False}]
+                            "timeout": 30.0, "oauth": False, "advertise": True, "sandbox": False,
+                            "network": False}]
     assert "do-not-show" not in response.content.decode() and "${SECRET_TOKEN}" not in response.content.decode()

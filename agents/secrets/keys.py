@@ -1,0 +1,67 @@
+"""The keys an agent's secrets are encrypted with.
+
+`AGENTSITE_SECRETS_KEYS` is a comma-separated list of Fernet keys: the first
+encrypts, every one decrypts, so a key is rotated by putting a new one first
+and running `manage.py secrets rotate`. Production mode refuses to start
+without it (agentsite.production). In development, with the setting empty,
+a key is made once in the state root (`secrets.key`, mode 0600); it keeps
+decrypting after the setting is given, so `secrets rotate` moves secrets
+from it to the configured key.
+"""
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from cryptography.fernet import Fernet, MultiFernet
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+KEY_FILE = "secrets.key"
+KEY_HINT = ("make one with\n      python3 -c 'from cryptography.fernet import Fernet; "
+            "print(Fernet.generate_key().decode())'")
+
+
+class SecretsKeyError(ImproperlyConfigured):
+    """AGENTSITE_SECRETS_KEYS holds something that is not a Fernet key."""
+
+
+def parse_keys(text: str) -> list[str]:
+    """The keys of a comma-separated setting, checked; SecretsKeyError names the bad one by position."""
+    keys = [k.strip() for k in text.split(",") if k.strip()]
+    for position, key in enumerate(keys, 1):
+        try:
+            Fernet(key)
+        except (ValueError, TypeError):
+            raise SecretsKeyError(f"AGENTSITE_SECRETS_KEYS: key {position} is not a Fernet key (32 bytes, "
+                                  f"url-safe base64): {KEY_HINT}") from None
+    return keys
+
+
+def development_key(root: Path) -> bytes:
+    """The state root's own key, made on first use by whichever process gets there first."""
+    path = root / KEY_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_bytes().strip()
+    key = Fernet.generate_key()
+    with os.fdopen(fd, "wb") as out:
+        out.write(key)
+    return key
+
+
+@lru_cache(maxsize=4)
+def _cipher(configured: tuple[str, ...], root: str) -> MultiFernet:
+    keys = [Fernet(k) for k in configured]
+    file_key = Path(root) / KEY_FILE
+    if not keys or file_key.exists():
+        keys.append(Fernet(development_key(Path(root))))
+    return MultiFernet(keys)
+
+
+def cipher() -> MultiFernet:
+    """The keys in use now: the configured ones (the first encrypts), then the state root's own, if any."""
+    configured = tuple(parse_keys(getattr(settings, "AGENTSITE_SECRETS_KEYS", "")))
+    return _cipher(configured, str(settings.STATE_ROOT))
