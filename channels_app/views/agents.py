@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from agents.discovery import load_deployment
 from agents.models import Agent, Deployment
+from agents.secrets.store import acting_for
 from agents.workspaces import sandbox
 from agents.workspaces.sandbox import Limits
 from channels_app.auth import agent_scope
@@ -47,6 +48,11 @@ class AgentInfoView(APIView):
                    responses={200: AgentInfo, **refusals(400, 401, 404)})
     def get(self, request: Request, slug: str) -> Response:
         agent = get_agent(slug)
+        with acting_for(agent.slug):  # whether a credential is set, and MCP servers reached, as the agent's
+            return Response(self.info(agent))
+
+    @staticmethod
+    def info(agent: Agent) -> AgentInfo:
         deployment = agent.active_deployment
         manifest = deployment.manifest if deployment else {}
         schedule_state = {
@@ -54,7 +60,7 @@ class AgentInfoView(APIView):
                             "fireCount": s.fire_count}
             for s in Schedule.objects.filter(agent=agent, active=True)
         }
-        return Response(AgentInfo(
+        return AgentInfo(
             slug=agent.slug, name=agent.name or agent.slug, description=agent.description,
             model=manifest.get("model", ""), params=manifest.get("params", {}), max_steps=manifest.get("maxSteps"),
             tools=manifest.get("tools", []), skills=manifest.get("skills", []),
@@ -70,7 +76,7 @@ class AgentInfoView(APIView):
                 version=deployment.version, content_hash=deployment.content_hash, source=deployment.source,
                 status=deployment.status, created_at=deployment.created_at, activated_at=deployment.activated_at,
             ) if deployment else None,
-        ))
+        )
 
 
 def runtime_now(runtime: dict[str, Any] | None) -> dict[str, Any] | None:
