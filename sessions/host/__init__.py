@@ -31,8 +31,8 @@ from sessions.host.reminders import Reminders
 from sessions.models import Session
 
 __all__ = [
-    "ArtifactInfo", "Artifacts", "FileChanged", "FileInfo", "Files", "Host", "HostError", "KV", "Mcp", "Otel", "Reminders",
-    "bind_filesystem", "save_artifact",
+    "ArtifactInfo", "Artifacts", "FileChanged", "FileInfo", "Files", "Host", "HostError", "KV", "Mcp", "Otel",
+    "Reminders", "bind_filesystem", "save_artifact",
 ]
 
 

@@ -7,7 +7,8 @@ Every server the agent declares is reachable this way; one declared
 `"advertise": false` (`mcp_stdio(..., advertise=False)`) is reachable only
 this way, since the model is never offered its tools. A call goes through
 the process's connection to the server (sessions.mcp), with the agent's
-credentials and the release's allowed domains, like the model's calls.
+credentials (its secrets, then the environment, in any context: a reminder's
+or a schedule's too) and the release's allowed domains, like the model's calls.
 
 The rules the model's calls follow apply, as far as a call made from inside
 a running tool can follow them:
@@ -19,7 +20,7 @@ a running tool can follow them:
    a decision here: the calling tool is already running, and its code cannot
    park mid-call. So it runs only within a call that was itself approved
    (the calling tool declared `needs_approval=True` and someone approved this
-   call, or an operator approved it up front with `manage.py call --approve`);
+   call, or an operator approved it up front with `manage.py call --session ID --approve`);
    anywhere else `call` raises McpApprovalRequired, and the fix is to gate
    the calling tool. A stub has no effect and needs no approval (rule 1 first).
 
@@ -36,6 +37,7 @@ from typing import Any
 
 from agents.discovery import LoadedAgent, load_deployment
 from agents.mcp import McpApprovalRequired, McpNotFound, McpServer, McpUnavailable
+from agents.secrets.store import acting_for
 from sessions.host.providers import bound_release
 from sessions.mcp import hub, refused_by_domains
 from sessions.models import Session, ToolCall
@@ -54,7 +56,15 @@ class Mcp:
 
     def call(self, server: str, tool: str, arguments: dict[str, Any] | None = None) -> Any:
         """Run `tool` of `server` with `arguments`; its result as JSON data (see the module's rules)."""
+        if arguments is not None and not isinstance(arguments, dict):
+            raise TypeError(f"arguments of MCP tool {tool!r}: a dict of the tool's input, "
+                            f"not {type(arguments).__name__}")
         loaded, declared = self._server(server)
+        with acting_for(loaded.slug):
+            return self._call(loaded, declared, tool, dict(arguments or {}))
+
+    def _call(self, loaded: LoadedAgent, declared: McpServer, tool: str, arguments: dict[str, Any]) -> Any:
+        server = declared.name
         listed = {remote.name: remote for remote in hub().tools(declared, loaded.root)}
         remote = listed.get(tool)
         if remote is None:
@@ -68,12 +78,13 @@ class Mcp:
                 f"MCP tool {tool!r} of server {server!r} needs approval, and a tool cannot wait for a decision "
                 "in the middle of its call: declare the calling tool with needs_approval=True, so that its own "
                 "call is approved first")
-        return hub().call(declared, loaded.root, tool, dict(arguments or {}))
+        return hub().call(declared, loaded.root, tool, arguments)
 
     def tools(self, server: str) -> list[str]:
         """The names of `server`'s tools, as it last listed them."""
         loaded, declared = self._server(server)
-        return sorted(remote.name for remote in hub().tools(declared, loaded.root))
+        with acting_for(loaded.slug):
+            return sorted(remote.name for remote in hub().tools(declared, loaded.root))
 
     def _server(self, name: str) -> tuple[LoadedAgent, McpServer]:
         deployment = bound_release(self.agent, self.session)

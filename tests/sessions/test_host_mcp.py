@@ -13,7 +13,7 @@ import pytest
 
 from agents.discovery import deploy_agent_folder
 from agents.mcp import McpNotFound, McpUnavailable
-from agents.models import Agent
+from agents.models import Agent, Secret
 from sessions.host.mcp import DRY_RUN_NOTE, Mcp
 from sessions.mcp import hub
 from sessions.models import ToolCall
@@ -183,3 +183,14 @@ def test_unknown_servers_and_tools_are_named_and_an_unavailable_server_raises(cl
     monkeypatch.delenv("NOTES_FILE")
     with pytest.raises(McpUnavailable, match="NOTES_FILE is not set"):
         host_mcp.call("hidden", "add", {"a": 1, "b": 1})
+    with pytest.raises(TypeError, match="a dict of the tool's input"):
+        host_mcp.call("hidden", "add", [1, 1])
+
+
+@transactional
+def test_a_call_reads_the_agents_secrets_outside_a_turn_too(clerk, tmp_path, monkeypatch):
+    monkeypatch.delenv("NOTES_FILE")
+    agent = Agent.objects.get(slug="clerk")
+    Secret.put(agent, "NOTES_FILE", str(tmp_path / "from-secret.txt"), by="test")
+
+    assert Mcp(agent, None).call("hidden", "add", {"a": 2, "b": 2}) == {"result": 4}
