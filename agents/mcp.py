@@ -33,6 +33,26 @@ KNOWN_KEYS = {"command", "args", "env", "url", "headers", "needsApproval", "time
               "network", "oauth", "advertise"}
 
 
+class McpError(Exception):
+    """What calling an MCP server from an agent's tool (`ctx.host.mcp`) can raise."""
+
+
+class McpUnavailable(McpError):
+    """The server could not be reached, did not answer in time, or went away."""
+
+
+class McpToolError(McpError):
+    """The server ran the tool and reported an error."""
+
+
+class McpNotFound(McpError, LookupError):
+    """No server of that name is declared, or the server has no tool of that name."""
+
+
+class McpApprovalRequired(McpError, PermissionError):
+    """The tool is declared `needsApproval` and the calling tool's own call was not approved."""
+
+
 @dataclass(frozen=True)
 class McpServer:
     """One MCP server an agent uses. Build it with `mcp_stdio(...)` or `mcp_http(...)`."""

@@ -39,7 +39,9 @@ from agents.integrations.gitlab.client import GitLabConfig
 from agents.integrations.outbound import OutboundError, OutboundHTTPError, OutboundRefused, OutboundTimeout
 from agents.integrations.repo_channels import default_auth
 from agents.integrations.slack.channel import slack_channel
-from agents.mcp import McpServer, mcp_http, mcp_stdio
+from agents.mcp import (
+    McpApprovalRequired, McpError, McpNotFound, McpServer, McpToolError, McpUnavailable, mcp_http, mcp_stdio,
+)
 from agents.workspaces.filesystems import WorkspaceError
 from agents.workspaces.host_files import host_files_fs
 from agents.workspaces.memoryfs import memory_fs, skills_fs
@@ -50,6 +52,7 @@ __all__ = [
     "Agent", "tool", "Tool", "Skill", "Schedule", "hook", "Hook", "ToolContext", "SessionInfo", "SessionContext",
     "local_runtime", "virtual_runtime", "memory_fs", "union_fs", "skills_fs", "WorkspaceError",
     "McpServer", "mcp_stdio", "mcp_http", "host_files_fs",
+    "McpError", "McpUnavailable", "McpToolError", "McpNotFound", "McpApprovalRequired",
     "Channel", "Route", "GET", "POST", "PUT", "PATCH", "DELETE", "AuthPolicy",
     "local_dev_strict", "local_dev", "loopback_only", "bearer_auth", "allow_all", "public_endpoint",
     "slack_channel", "github_channel", "gitlab_channel", "bitbucket_channel", "default_auth", "RepoEvent",

@@ -128,6 +128,8 @@ class McpServerDescription(TypedDict, total=False):
     headerKeys: list[str]
     needsApproval: bool | list[str]
     timeout: int | float
+    # False: the model is not offered its tools; only the agent's tools reach it (ctx.host.mcp).
+    advertise: bool
 
 
 @with_config(OPEN)

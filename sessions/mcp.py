@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict
 
 from agents.definitions import Tool
 from agents.integrations.outbound import domain_admits
-from agents.mcp import SEPARATOR, McpServer, expand
+from agents.mcp import SEPARATOR, McpServer, McpToolError, McpUnavailable, expand
 from agents.mcpauth import NotAuthorized, bearer_token
 from agents.workspaces import sandbox
 from sessions.loopthread import LoopThread, submit
@@ -44,14 +44,6 @@ log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 2.0
 MAX_NAME = 64  # providers refuse longer tool names
-
-
-class McpUnavailable(Exception):
-    """The server could not be reached, did not answer in time, or went away."""
-
-
-class McpToolError(Exception):
-    """The server ran the tool and reported an error."""
 
 
 @dataclass(frozen=True)
@@ -294,10 +286,14 @@ def mcp_tools(servers: list[McpServer], cwd: Path, domains: tuple[str, ...] = ()
     A server this process cannot reach now and never listed contributes
     nothing (logged); one listed before keeps its tools, and their calls say
     why they fail. With allowed `domains` (the release's), a server over
-    HTTP on another host is never connected to and contributes nothing.
+    HTTP on another host is never connected to and contributes nothing. A
+    server declared `advertise=False` contributes nothing either: only the
+    agent's own tools reach it (sessions.host.mcp).
     """
     tools: dict[str, Tool] = {}
     for server in servers:
+        if not server.advertise:
+            continue
         refused = refused_by_domains(server, domains)
         if refused:
             log.warning("%s; its tools are not offered", refused)

@@ -6,6 +6,7 @@
     ctx.host.reminders   reminders bound to a session                                sessions.host.reminders
     ctx.host.http        outbound HTTP through the SSRF guard                        agents.integrations.outbound
     ctx.host.otel        span attributes and metrics over OpenTelemetry              sessions.host.otel
+    ctx.host.mcp         the agent's MCP servers, advertised or not                  sessions.host.mcp
     ctx.host.github, .gitlab, .bitbucket, .slack   API clients                       sessions.host.providers
 
 Everything is stored in the database, never in process memory, so a value
@@ -23,14 +24,15 @@ from sessions.host.artifacts import ArtifactInfo, Artifacts, save_artifact
 from sessions.host.checks import FileChanged, HostError
 from sessions.host.files import FileInfo, Files
 from sessions.host.kv import KV
+from sessions.host.mcp import Mcp
 from sessions.host.otel import Otel
 from sessions.host.providers import provider_client, release_domains
 from sessions.host.reminders import Reminders
 from sessions.models import Session
 
 __all__ = [
-    "ArtifactInfo", "Artifacts", "FileChanged", "FileInfo", "Files", "Host", "HostError", "KV", "Otel", "Reminders",
-    "bind_filesystem", "save_artifact",
+    "ArtifactInfo", "Artifacts", "FileChanged", "FileInfo", "Files", "Host", "HostError", "KV", "Mcp", "Otel",
+    "Reminders", "bind_filesystem", "save_artifact",
 ]
 
 
@@ -62,6 +64,13 @@ class Host:
     @property
     def otel(self) -> Otel:
         return Otel()
+
+    @property
+    def mcp(self) -> Mcp:
+        """Call the agent's MCP servers from its tools (`ctx.host.mcp.call(server, tool, args)`), those
+        declared `advertise=False` included; dry-run and approval rules in sessions.host.mcp."""
+        return Mcp(self.agent if self.agent is not None else getattr(self.session, "agent", None), self.session,
+                   self.turn_id, self.call_id)
 
     @property
     def artifacts(self) -> Artifacts:
