@@ -64,7 +64,7 @@ class Command(BaseCommand):
             if action == "set":
                 self.put(agent, options["name"])
             elif action == "list":
-                self.list(agent, options["json"])
+                self.list_secrets(agent, options["json"])
             else:
                 self.unset(agent, options["name"])
         except (SecretsKeyError, SecretUnreadable) as exc:
@@ -88,7 +88,7 @@ class Command(BaseCommand):
         created = Secret.put(agent, name, value, by=deployer())
         self.stdout.write(f"{agent.slug}: {name} {'set' if created else 'replaced'}")
 
-    def list(self, agent: Agent, as_json: bool) -> None:
+    def list_secrets(self, agent: Agent, as_json: bool) -> None:
         rows = list(agent.secrets.order_by("name"))
         if as_json:
             self.stdout.write(json.dumps({"agent": agent.slug, "secrets": [describe_secret(s) for s in rows]},
