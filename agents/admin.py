@@ -3,9 +3,14 @@ Activate and Roll back, and what changed between two releases (the diff page).
 
 The admin admits staff only, and staff are operators; the actions also need the change
 permission on releases, so staff kept to viewing can compare releases but move none.
+
+An agent's secrets are managed here by members of the operators group (and whoever
+holds the model's permissions, superusers included): a value is typed into a
+password field that is never filled back, and no page shows a value or its ciphertext.
 """
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
@@ -15,12 +20,41 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from agents.discovery.activation import ReleaseError, activate_release, rollback_target
-from agents.models import Agent, Deployment
+from agents.models import Agent, Deployment, Secret, secret_name_problem, secret_value_problem
 from agents.releasediff import diff_releases
+
+
+# sessions.principal.OPERATORS_GROUP: named again here, since agents imports nothing from sessions.
+OPERATORS_GROUP = "operators"
+
+
+def _in_operators(request: HttpRequest) -> bool:
+    user = request.user
+    return bool(user.is_active and user.is_staff and user.groups.filter(name=OPERATORS_GROUP).exists())
 
 
 def _diff_url(d: Deployment, other: Deployment) -> str:
     return reverse("admin:agents_deployment_diff", args=[d.pk]) + f"?with={other.version}"
+
+
+class SecretInline(admin.TabularInline):
+    """An agent's secrets by name on its page; they are set and unset on the secrets' own pages."""
+
+    model = Secret
+    fields = ("name", "set_by", "set_at", "expires_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return _in_operators(request) or super().has_view_permission(request, obj)
 
 
 class DeploymentInline(admin.TabularInline):
@@ -47,7 +81,7 @@ class AgentAdmin(admin.ModelAdmin):
     list_display = ("slug", "name", "active_deployment", "updated_at")
     search_fields = ("slug", "name", "description")
     readonly_fields = ("created_at", "updated_at")
-    inlines = [DeploymentInline]
+    inlines = [SecretInline, DeploymentInline]
     actions = ["roll_back"]
 
     @admin.action(description="Roll back the selected agents to the release active before", permissions=["change"])
@@ -138,3 +172,73 @@ class DeploymentAdmin(admin.ModelAdmin):
             "new": new, "old": old, "versions": others, "sections": sections,
             "changed": [s["name"] for s in sections if s["changed"]],
         })
+
+
+class SecretForm(forms.ModelForm):
+    """A secret's agent and name, and its value typed in a field that is never filled back."""
+
+    value = forms.CharField(
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}), strip=False,
+        required=False, help_text="Stored encrypted and never shown again. On an existing secret, leave empty to "
+                                  "keep the value it has.")
+
+    class Meta:
+        model = Secret
+        fields = ("agent", "name")
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data.get("name", "")
+        if problem := secret_name_problem(name):
+            raise forms.ValidationError(problem)
+        return name
+
+    def clean_value(self) -> str:
+        value = self.cleaned_data.get("value", "")
+        if not value and self.instance.pk is None:
+            raise forms.ValidationError("A new secret needs a value.")
+        if value and (problem := secret_value_problem(value)):
+            raise forms.ValidationError(problem)
+        return value
+
+
+@admin.register(Secret)
+class SecretAdmin(admin.ModelAdmin):
+    """Set, see (names, who, when, expiry) and unset an agent's secrets; deleting a secret unsets it."""
+
+    form = SecretForm
+    list_display = ("name", "agent", "set_by", "set_at", "expires_at")
+    list_select_related = ("agent",)
+    list_filter = ("agent",)
+    search_fields = ("name", "agent__slug")
+    readonly_fields = ("set_by", "set_at", "expires_at")
+
+    def get_fields(self, request, obj=None):
+        return ("agent", "name", "value", *self.readonly_fields)
+
+    def get_readonly_fields(self, request, obj=None):
+        # A secret's agent and name are what code reads it by: another name is another secret.
+        return ("agent", "name", *self.readonly_fields) if obj is not None else self.readonly_fields
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return _in_operators(request) or super().has_view_permission(request, obj)
+
+    def has_add_permission(self, request) -> bool:
+        return _in_operators(request) or super().has_add_permission(request)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return _in_operators(request) or super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return _in_operators(request) or super().has_delete_permission(request, obj)
+
+    def has_module_permission(self, request) -> bool:
+        return _in_operators(request) or super().has_module_permission(request)
+
+    def save_model(self, request, obj: Secret, form: SecretForm, change: bool) -> None:
+        """Through `Secret.put`, which encrypts; a change with no value typed keeps the value."""
+        value = form.cleaned_data.get("value", "")
+        if not value:
+            return
+        Secret.put(obj.agent, obj.name, value, by=request.user.get_username())
+        saved = Secret.objects.get(agent=obj.agent, name=obj.name)
+        obj.pk, obj.set_by, obj.set_at = saved.pk, saved.set_by, saved.set_at

@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import re
 
+from cryptography.fernet import InvalidToken
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.utils import timezone
 
-from agents.secrets.keys import cipher
+from agents.secrets.keys import cipher, encrypting_key
 
 SLUG_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 # The server's own top-level paths: an agent is served under /<slug>/, so it may not take one.
@@ -177,6 +178,14 @@ class Secret(models.Model):
         return cipher().decrypt(self.ciphertext.encode()).decode()
 
     def reencrypt(self) -> bool:
-        """Encrypt the value again with the first key; whether the row changed (a rotation)."""
+        """Encrypt the value again with the first key unless it already is; whether the row changed.
+
+        Raises cryptography's InvalidToken when no configured key reads it.
+        """
+        try:
+            encrypting_key().decrypt(self.ciphertext.encode())
+            return False
+        except InvalidToken:
+            pass
         token = cipher().rotate(self.ciphertext.encode()).decode()
         return Secret.objects.filter(pk=self.pk, ciphertext=self.ciphertext).update(ciphertext=token) > 0

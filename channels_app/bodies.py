@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidatorFun
 from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from agents.models import Agent
+from agents.models import SECRET_MAX_BYTES, Agent
 from channels_app.errors import APIError
 from channels_app.patterns import BASE64, CRON, SENT_PATH, duration_pattern
 from sessions.workspaces import valid_sent_path
@@ -292,6 +292,18 @@ class CreateReminder(Body):
     @classmethod
     def prompt_within_limit(cls, value: str) -> str:
         return within_message_limit(value)
+
+
+def secret_value_schema(schema: dict[str, Any]) -> None:
+    """A value is sent, never returned, and no example of one is shown."""
+    schema.update(TEXT, format="password", writeOnly=True)
+    schema.pop("examples", None)
+
+
+class SecretValue(Body):
+    """The value of an agent's secret: stored encrypted, never sent back (at most 64 KB of UTF-8)."""
+
+    value: str = Field(min_length=1, max_length=SECRET_MAX_BYTES, json_schema_extra=secret_value_schema)
 
 
 def validate_body(model: type[BaseModel], data: Any, where: str = "") -> Any:

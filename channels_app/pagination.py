@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Literal
 from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.response import Response
 
+from channels_app.agent_secrets import SecretList
 from channels_app.errors import APIError
 from channels_app.parsers import load_json, parse_count
 from channels_app.releases import ReleaseList
@@ -134,6 +135,11 @@ class ArmedReminderPages(CursorPages):
 class ReleasePages(CursorPages):
     ordering = ("-version",)
     key, reply, position = "deployments", ReleaseList, "integer"
+
+
+class SecretPages(CursorPages):
+    ordering = ("name",)  # unique within an agent
+    key, reply, position = "secrets", SecretList, "text"
 
 
 class TokenPages(CursorPages):

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from channels_app import custom_channels, metrics, stream
-from channels_app.views import agents, artifacts, deployments, sessions, timers, tokens, tools
+from channels_app.views import agents, artifacts, deployments, secrets, sessions, timers, tokens, tools
 
 urlpatterns = [
     path("metrics", metrics.metrics_view, name="metrics"),
@@ -11,6 +11,8 @@ urlpatterns = [
          name="deployment"),
     path("v1/agents/<slug:slug>/deployments/<str:version>/activate", deployments.DeploymentActivateView.as_view(),
          name="deployment-activate"),
+    path("v1/agents/<slug:slug>/secrets", secrets.SecretListView.as_view(), name="secrets"),
+    path("v1/agents/<slug:slug>/secrets/<str:name>", secrets.SecretView.as_view(), name="secret"),
     path("v1/tokens", tokens.TokenListView.as_view(), name="tokens"),
     path("v1/tokens/<str:token_id>", tokens.TokenView.as_view(), name="token"),
     path("<slug:slug>/v1/session", sessions.SessionCreateView.as_view(), name="session-create"),

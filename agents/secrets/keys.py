@@ -61,6 +61,14 @@ def _cipher(configured: tuple[str, ...], root: str) -> MultiFernet:
     return MultiFernet(keys)
 
 
+def encrypting_key() -> Fernet:
+    """The key new values are encrypted with: the first configured one, else the state root's own."""
+    configured = parse_keys(getattr(settings, "AGENTSITE_SECRETS_KEYS", ""))
+    if configured:
+        return Fernet(configured[0])
+    return Fernet(development_key(Path(settings.STATE_ROOT)))
+
+
 def cipher() -> MultiFernet:
     """The keys in use now: the configured ones (the first encrypts), then the state root's own, if any."""
     configured = tuple(parse_keys(getattr(settings, "AGENTSITE_SECRETS_KEYS", "")))

@@ -50,3 +50,20 @@ def acting_for(slug: str) -> Iterator[Credentials]:
     """Run code for agent `slug`: credentials read inside are its secrets, then the environment."""
     with bind(StoredCredentials(slug)) as scope:
         yield scope
+
+
+def rotate_secrets() -> tuple[int, int]:
+    """Re-encrypt every secret not yet under the first key with it: (how many changed, how many there are).
+
+    One unreadable secret stops the rotation with SecretUnreadable naming it; the
+    ones before it stay rotated (each row is its own update), so running it again
+    after putting the key back finishes the job.
+    """
+    changed = total = 0
+    for row in Secret.objects.select_related("agent").order_by("agent__slug", "name").iterator():
+        total += 1
+        try:
+            changed += row.reencrypt()
+        except InvalidToken:
+            raise unreadable(row.agent.slug, row.name) from None
+    return changed, total

@@ -22,7 +22,8 @@ from pygments.util import ClassNotFound
 
 ORDER = (
     "new-agent", "http-api", "agents", "tools-and-approvals", "schedules-and-reminders",
-    "runtimes-and-workspaces", "mcp", "channels-and-providers", "deployments", "running-for-a-team",
+    "runtimes-and-workspaces", "mcp", "channels-and-providers", "secrets-and-connections", "deployments",
+    "running-for-a-team",
     "observability", "scale-out",
 )
 # The only names a page may have: no dots, no slashes, so no URL can name a file outside docs/.

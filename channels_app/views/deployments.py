@@ -28,7 +28,7 @@ STATUS = {"agent_not_found": 404, "deployment_not_found": 404, "already_active":
           "deployment_unloadable": 409, "no_previous_release": 409}
 
 
-def require_operator(principal) -> None:
+def require_operator(principal, what: str = "an agent's releases") -> None:
     """The loopback caller and operators pass; anyone admitted as anonymous is asked to log in (401)."""
     if principal == LOCAL_PRINCIPAL or getattr(principal, "operator", False):
         return
@@ -36,8 +36,7 @@ def require_operator(principal) -> None:
         raise APIError(401, "unauthorized", "authentication required: log in as an operator, or send an "
                                             "operator's personal token",
                        headers={"WWW-Authenticate": 'Bearer realm="agentsite"'})
-    raise APIError(403, "operators_only", "an agent's releases are for operators (staff and members of the "
-                                          "operators group)")
+    raise APIError(403, "operators_only", f"{what} are for operators (staff and members of the operators group)")
 
 
 def refused(exc: ReleaseError) -> APIError:

@@ -42,6 +42,8 @@ def test_deploy_on_a_fresh_state_root_migrates_it_and_prints_the_release(tmp_pat
     (("run", "support", "-m", "hi"), "no agent 'support'"),
     (("trajectory", "--session", "ses_missing"), "no session 'ses_missing'"),
     (("createtoken", "bob", "--name", "ci"), "no user 'bob'"),
+    (("secrets", "list", "support"), "no agent 'support'"),
+    (("secrets", "unset", "support", "TOKEN"), "no agent 'support'"),
 ])
 def test_the_other_commands_on_a_fresh_state_root_migrate_it_and_say_what_is_missing(tmp_path, args, says):
     fails_in_one_line(manage(tmp_path / "state", *args), says)
@@ -81,3 +83,10 @@ def test_purge_on_a_fresh_state_root_migrates_it_and_finds_nothing(tmp_path):
     done = manage(tmp_path / "state", "purge", "--older-than", "30", "--dry-run")
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_secrets_rotate_on_a_fresh_state_root_migrates_it_and_finds_nothing(tmp_path):
+    done = manage(tmp_path / "state", "secrets", "rotate")
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "re-encrypted 0 of 0 secret(s) with the first key"

@@ -152,4 +152,12 @@ def real_id_cases(seeds: Seeds) -> list[RealIdCase]:
         # v2 is active (second_release): this makes v1, what the examples deployed, active again.
         RealIdCase("POST", "/v1/agents/{slug}/deployments/{version}/activate", {"slug": "support", "version": "1"},
                    operator=True),
+        # Secrets are for operators too: set one (201), list, show, then unset it (204).
+        RealIdCase("PUT", "/v1/agents/{slug}/secrets/{name}", {"slug": "support", "name": "SEEDED_TOKEN"},
+                   {"value": "seeded"}, operator=True),
+        RealIdCase("GET", "/v1/agents/{slug}/secrets", {"slug": "support"}, operator=True),
+        RealIdCase("GET", "/v1/agents/{slug}/secrets/{name}", {"slug": "support", "name": "SEEDED_TOKEN"},
+                   operator=True),
+        RealIdCase("DELETE", "/v1/agents/{slug}/secrets/{name}", {"slug": "support", "name": "SEEDED_TOKEN"},
+                   operator=True),
     ]

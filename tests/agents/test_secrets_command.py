@@ -1,0 +1,105 @@
+"""`manage.py secrets` end to end, as an operator runs it: the value on standard input,
+never an argument; names, setters and times listed, never values; refusals on one line."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cryptography.fernet import Fernet
+
+from tests.support import child_env
+
+MANAGE = Path(__file__).resolve().parents[2] / "manage.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "support"
+MARKER = "MARKER-cmd-7d3a90e1c4"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory) -> dict[str, str]:
+    state = tmp_path_factory.mktemp("state")
+    env = child_env(AGENTSITE_STATE_ROOT=str(state), AGENTSITE_SECRETS_KEYS=Fernet.generate_key().decode())
+    deployed = manage(env, "deploy", str(EXAMPLE))
+    assert deployed.returncode == 0, deployed.stderr
+    return env
+
+
+def manage(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(MANAGE), *args], env=env, input=stdin, capture_output=True,
+                          text=True, timeout=120)
+
+
+def listed(env: dict[str, str]) -> list[dict]:
+    done = manage(env, "secrets", "list", "support", "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)["secrets"]
+
+
+def test_set_reads_the_value_from_standard_input_and_list_never_shows_it(env):
+    done = manage(env, "secrets", "set", "support", "CMD_TOKEN", stdin=MARKER + "\n")
+    assert (done.returncode, done.stdout.strip()) == (0, "support: CMD_TOKEN set"), done.stderr
+
+    [secret] = [s for s in listed(env) if s["name"] == "CMD_TOKEN"]
+    assert secret["setBy"].startswith("cli") and secret["setAt"] and secret["expiresAt"] is None
+    plain = manage(env, "secrets", "list", "support")
+    assert "CMD_TOKEN" in plain.stdout and "by cli" in plain.stdout
+    for out in (plain.stdout, plain.stderr, json.dumps(listed(env)), done.stdout, done.stderr):
+        assert MARKER not in out
+
+    shown = manage(env, "shell", "-c", "from agents.secrets.store import acting_for\n"
+                   "from agents.secrets.lookup import credential\n"
+                   "with acting_for('support'): print(repr(credential('CMD_TOKEN')))")
+    assert shown.stdout.strip().splitlines()[-1] == repr(MARKER)  # one trailing newline stripped, nothing else
+
+
+def test_set_again_replaces_and_unset_removes(env):
+    manage(env, "secrets", "set", "support", "TWICE", stdin="one")
+    again = manage(env, "secrets", "set", "support", "TWICE", stdin="two\n\n")
+    assert again.stdout.strip() == "support: TWICE replaced"
+
+    gone = manage(env, "secrets", "unset", "support", "TWICE")
+    assert (gone.returncode, gone.stdout.strip()) == (0, "support: TWICE unset")
+    assert "TWICE" not in [s["name"] for s in listed(env)]
+    twice = manage(env, "secrets", "unset", "support", "TWICE")
+    assert twice.returncode != 0
+    assert twice.stderr.strip() == "CommandError: agent 'support' has no secret TWICE"
+
+
+def test_rotate_says_how_many_changed(env):
+    manage(env, "secrets", "set", "support", "ROTATED", stdin="value")
+    first = Fernet.generate_key().decode()
+    rotated = {**env, "AGENTSITE_SECRETS_KEYS": f"{first},{env['AGENTSITE_SECRETS_KEYS']}"}
+
+    done = manage(rotated, "secrets", "rotate")
+    assert done.returncode == 0, done.stderr
+    changed, total = done.stdout.split()[1], done.stdout.split()[3]
+    assert int(changed) == int(total) >= 1
+    assert manage(rotated, "secrets", "rotate").stdout.startswith("re-encrypted 0 of")
+    env["AGENTSITE_SECRETS_KEYS"] = first  # the old key can go now
+    assert manage(env, "secrets", "list", "support").returncode == 0
+
+
+@pytest.mark.parametrize("args, stdin, message", [
+    (("set", "nobody", "TOKEN"), "v", "no agent 'nobody' on this server"),
+    (("set", "support", "1BAD"), "v", "'1BAD' is not a secret name"),
+    (("set", "support", "BAD-NAME"), "v", "'BAD-NAME' is not a secret name"),
+    (("set", "support", "EMPTY"), "", "no value for EMPTY on standard input"),
+    (("set", "support", "EMPTY"), "\n", "no value for EMPTY on standard input"),
+    (("set", "support", "NUL"), "a\x00b", "may not contain NUL"),
+    (("list", "nobody"), "", "no agent 'nobody' on this server"),
+    (("unset", "support", "no-such"), "", "is not a secret name"),
+])
+def test_every_refusal_is_one_line_on_stderr_with_no_traceback(env, args, stdin, message):
+    done = manage(env, "secrets", *args, stdin=stdin)
+
+    assert done.returncode != 0
+    [line] = done.stderr.strip().splitlines()
+    assert message in line and "Traceback" not in done.stderr
+    assert not done.stdout.strip()
+
+
+def test_a_value_is_never_taken_as_an_argument(env):
+    done = manage(env, "secrets", "set", "support", "ARG", MARKER)
+    assert done.returncode != 0 and "unrecognized arguments" in done.stderr
