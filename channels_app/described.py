@@ -116,6 +116,16 @@ class RuntimeDescription(TypedDict, total=False):
 
 
 @with_config(OPEN)
+class McpAuthorization(TypedDict, total=False):
+    """A server declared with oauth: whether the agent holds tokens for it (never the tokens)."""
+
+    authorized: bool
+    expiresAt: str | None
+    refreshable: bool
+    command: str
+
+
+@with_config(OPEN)
 class McpServerDescription(TypedDict, total=False):
     """An MCP server the agent declares: only the names of its env and headers (values may be secrets)."""
 
@@ -128,6 +138,9 @@ class McpServerDescription(TypedDict, total=False):
     headerKeys: list[str]
     needsApproval: bool | list[str]
     timeout: int | float
+    oauth: bool
+    advertise: bool
+    authorization: McpAuthorization
 
 
 @with_config(OPEN)

@@ -183,6 +183,7 @@ def server_url(agent: Agent, declared: str) -> str:
             raise NotDeclared(str(exc.args[0])) from None
 
 
-def oauth_servers(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """The manifest's descriptions of the servers declared with oauth."""
-    return [m for m in manifest.get("mcp", []) if m.get("oauth")]
+def with_status(agent: Agent, described: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The manifest's server descriptions, each one declared with oauth given its `authorization` status."""
+    return [{**m, "authorization": status(agent, m["name"], m.get("url", ""))} if m.get("oauth") else m
+            for m in described]

@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.discovery import load_deployment
+from agents.mcpauth.stored import with_status
 from agents.models import Agent, Deployment
 from agents.workspaces import sandbox
 from agents.workspaces.sandbox import Limits
@@ -65,7 +66,8 @@ class AgentInfoView(APIView):
                 for c in manifest.get("channels", [])
             ],
             schedules=[{**s, **schedule_state.get(s["id"], {})} for s in manifest.get("schedules", [])],
-            runtime=runtime_now(manifest.get("runtime")), offered_tools=offered_tools(deployment), mcp=manifest.get("mcp", []),
+            runtime=runtime_now(manifest.get("runtime")), offered_tools=offered_tools(deployment),
+            mcp=with_status(agent, manifest.get("mcp", [])),
             deployment=DeploymentDetail(
                 version=deployment.version, content_hash=deployment.content_hash, source=deployment.source,
                 status=deployment.status, created_at=deployment.created_at, activated_at=deployment.activated_at,
