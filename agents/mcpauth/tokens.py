@@ -73,8 +73,8 @@ def refresh(agent: Agent, server: McpServer, *, seen: str) -> str:
     refused = ""
     with transaction.atomic():
         stored = read(agent, server.name, for_update=True)
-        if stored.access_token is not None and stored.access_token != seen and not stored.expires_within(REFRESH_MARGIN):
-            return stored.access_token
+        if stored.access_token is not None and stored.access_token != seen and not stored.expires_within(0):
+            return stored.access_token  # refreshed since the caller read it: as fresh as a new one would be
         if not (stored.refresh_token and stored.registration and stored.endpoint and stored.applies_to(server.url)):
             refused = "holds no refresh token"
         else:
