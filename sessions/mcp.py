@@ -266,7 +266,8 @@ class Hub:
             return self.known_tools[key]
         return self.connect(server, cwd).tools
 
-    def call(self, server: McpServer, cwd: Path, tool: str, arguments: dict[str, Any]) -> Any:
+    def call(self, server: McpServer, cwd: Path, tool: str, arguments: dict[str, Any], *,
+             retried: bool = False) -> Any:
         """Run one tool; its result as JSON-able data. Raises McpUnavailable or McpToolError."""
         conn = self.connect(server, cwd)
         try:
@@ -277,6 +278,9 @@ class Hub:
             raise McpUnavailable(f"MCP server {server.name!r} did not answer {tool!r} within {server.timeout:g} s") from None
         except Exception as exc:  # the connection broke: the server exited, the HTTP endpoint went away
             self.close((str(cwd), server.name))  # the next use opens a new one
+            if server.oauth and conn.refused and not retried:  # refused, so not run: safe to try once more
+                self._refused(server, conn)
+                return self.call(server, cwd, tool, arguments, retried=True)
             raise McpUnavailable(f"MCP server {server.name!r} failed during {tool!r}: {_describe(exc)}") from None
         return _result(result)
 

@@ -327,3 +327,19 @@ def test_the_playground_flow_is_for_operators_and_expires(operator_client, tmp_p
     OAuthFlow.objects.filter(pk=flow.pk).update(expires_at=flow.created_at)
     late = operator_client.get(f"/playground/guarded/mcp-oauth/callback?state={flow.state}&code=whatever")
     assert late.status_code == 400 and b"older than ten minutes" in late.content
+
+
+@transactional
+def test_a_token_revoked_under_an_open_connection_fails_the_call_with_the_command(local, sync_turns, tmp_path,
+                                                                                  oauth_server):
+    deploy(tmp_path, oauth_server)
+    authorize_with_command()
+    start(local, "guarded", call_line("guarded__add", {"a": 1, "b": 1}))
+
+    httpx.post(f"{oauth_server}/test/revoke", timeout=5)
+    session_id = start(local, "guarded", call_line("guarded__add", {"a": 1, "b": 1}))
+
+    [result] = results(session_id)
+    assert "output" not in result and "run manage.py mcp oauth guarded guarded" in result["error"]
+    session_id = start(local, "guarded", call_line("guarded__add", {"a": 1, "b": 1}))
+    assert "unknown tool 'guarded__add'" in results(session_id)[0]["error"]
