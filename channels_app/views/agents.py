@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from agents.discovery import load_deployment
 from agents.mcpauth.stored import with_status
+from agents.secrets.store import acting_for
 from agents.models import Agent, Deployment
 from agents.workspaces import sandbox
 from agents.workspaces.sandbox import Limits
@@ -108,7 +109,8 @@ def offered_tools(deployment: Deployment | None) -> list[dict[str, Any]]:
         log.exception("cannot load %s for its tools", deployment)
         return [{**t, "family": t.get("family", "server")} for t in deployment.manifest.get("tools", [])
                 if t.get("execution", "server") == "server"]
-    return toolset(loaded, None, delegate=_not_run).describe()
+    with acting_for(deployment.agent.slug):  # the MCP servers' credentials are the agent's (an OAuth token too)
+        return toolset(loaded, None, delegate=_not_run).describe()
 
 
 def _not_run(subagent: str, task: str, call_id: str) -> str:

@@ -148,7 +148,8 @@ def test_the_command_runs_the_flow_and_stores_the_tokens_as_the_agents_secrets(t
 
     assert "MCP server 'guarded' authorized" in printed and "add, token" in printed
     names = set(Secret.objects.filter(agent=agent).values_list("name", flat=True))
-    assert {f"{PREFIX}_{p}" for p in ("ACCESS_TOKEN", "REFRESH_TOKEN", "CLIENT_ID", "CLIENT_INFO", "SERVER")} <= names
+    assert names == {f"{PREFIX}_{p}" for p in ("ACCESS_TOKEN", "REFRESH_TOKEN", "CLIENT_ID", "CLIENT_SECRET",
+                                               "CLIENT_INFO", "SERVER")}
     access = Secret.objects.get(agent=agent, name=f"{PREFIX}_ACCESS_TOKEN")
     assert 3500 < (access.expires_at - access.set_at).total_seconds() <= 3600
     stored = read(agent, "guarded")
@@ -197,6 +198,7 @@ def test_turns_and_direct_calls_use_the_stored_token(local, sync_turns, tmp_path
                         content_type="application/json")
     assert direct.status_code == 200 and direct.json()["output"] == {"result": 9}
     response = local.get("/guarded/v1/info")
+    assert {"guarded__add", "guarded__token"} <= {t["name"] for t in response.json()["offeredTools"]}
     authorization = response.json()["mcp"][0]["authorization"]
     assert authorization["authorized"] is True and authorization["refreshable"] is True
     assert authorization["expiresAt"].endswith("Z")
