@@ -19,7 +19,7 @@ from django.urls import path, reverse
 from django.views.decorators.http import require_GET, require_POST
 from mcp.shared.auth import OAuthClientInformationFull
 
-from agents.mcpauth.flows import FlowError, begin, exchange_code, reusable_registration
+from agents.mcpauth.flows import FlowError, begin, check_issuer, exchange_code, reusable_registration
 from agents.mcpauth.stored import NotDeclared, declared_server, read, save_authorization, server_url
 from agents.models import Agent, OAuthFlow
 from channels_app.playground import _agent, _principal, _refuse, _sign_in
@@ -81,6 +81,7 @@ def callback_view(request: HttpRequest, slug: str) -> HttpResponse:
                        f"{why or 'no reason given'}.")
     registration = OAuthClientInformationFull.model_validate_json(flow.registration())
     try:
+        check_issuer(request.GET.get("iss"), flow.endpoint)
         tokens = exchange_code(code, verifier=flow.verifier(), redirect_uri=flow.redirect_uri,
                                registration=registration, endpoint=flow.endpoint)
     except FlowError as exc:

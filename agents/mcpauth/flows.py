@@ -100,8 +100,20 @@ def token_endpoint_of(context: OAuthContext) -> str:
 
 def endpoint_of(provider: OAuthClientProvider, declared: str) -> Endpoint:
     context = provider.context
+    metadata = context.oauth_metadata
     return Endpoint(declared=declared, url=context.server_url, tokenEndpoint=token_endpoint_of(context),
-                    resource=resource_of(context), scope=context.client_metadata.scope)
+                    resource=resource_of(context), scope=context.client_metadata.scope,
+                    issuer=str(metadata.issuer) if metadata else None,
+                    issRequired=bool(metadata and metadata.authorization_response_iss_parameter_supported))
+
+
+def check_issuer(iss: str | None, endpoint: Endpoint) -> None:
+    """RFC 9207, as the SDK checks it: a callback's `iss` must name the authorization server the person was sent to."""
+    expected = endpoint.get("issuer")
+    if iss is not None and expected is not None and iss != expected:
+        raise FlowError(f"the authorization came back from {iss}, not from {expected}")
+    if iss is None and endpoint.get("issRequired"):
+        raise FlowError("the authorization came back without the issuer its server promised to name")
 
 
 class _Paused(BaseException):

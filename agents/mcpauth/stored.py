@@ -44,6 +44,8 @@ class Endpoint(TypedDict):
     tokenEndpoint: str
     resource: str | None   # RFC 8707 resource indicator, sent again on refresh
     scope: str | None
+    issuer: str | None     # the authorization server's, which a callback's `iss` must name (RFC 9207)
+    issRequired: bool      # it promised to send `iss` on every callback
 
 
 def secret_prefix(server_name: str) -> str:

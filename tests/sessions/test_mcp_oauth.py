@@ -326,6 +326,11 @@ def test_the_playground_flow_is_for_operators_and_expires(operator_client, tmp_p
     flow = OAuthFlow.objects.get(agent=agent)
     assert flow.redirect_uri == "https://agents.example.com/playground/guarded/mcp-oauth/callback"
     assert "redirect_uri=https%3A%2F%2Fagents.example.com" in started["Location"]
+    forged = operator_client.get(f"/playground/guarded/mcp-oauth/callback?state={flow.state}&code=c"
+                                 f"&iss=https://elsewhere.example.com")
+    assert forged.status_code == 502 and b"not from" in forged.content
+    started = operator_client.post("/playground/guarded/mcp/guarded/authorize")
+    flow = OAuthFlow.objects.filter(used_at=None).get(agent=agent)
     OAuthFlow.objects.filter(pk=flow.pk).update(expires_at=flow.created_at)
     late = operator_client.get(f"/playground/guarded/mcp-oauth/callback?state={flow.state}&code=whatever")
     assert late.status_code == 400 and b"older than ten minutes" in late.content
@@ -345,3 +350,17 @@ def test_a_token_revoked_under_an_open_connection_fails_the_call_with_the_comman
     assert "output" not in result and "run manage.py mcp oauth guarded guarded" in result["error"]
     session_id = start(local, "guarded", call_line("guarded__add", {"a": 1, "b": 1}))
     assert "unknown tool 'guarded__add'" in results(session_id)[0]["error"]
+
+
+@transactional
+def test_the_admins_agent_page_says_whether_each_oauth_server_is_authorized(tmp_path, oauth_server):
+    agent = deploy(tmp_path, oauth_server)
+    admin = Client()
+    admin.force_login(User.objects.create_superuser("root", "root@example.com", "x"))
+
+    before = admin.get(f"/admin/agents/agent/{agent.pk}/change/").content.decode()
+    authorize_with_command()
+    after = admin.get(f"/admin/agents/agent/{agent.pk}/change/").content.decode()
+
+    assert 'id="mcp-oauth"' in before and "not authorized" in before and "manage.py mcp oauth guarded guarded" in before
+    assert "authorized, access token until" in after and read(agent, "guarded").access_token not in after
