@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 from mcp.shared.auth import OAuthClientInformationFull
 
 from agents.mcpauth.flows import FlowError, begin, check_issuer, exchange_code, reusable_registration
-from agents.mcpauth.stored import NotDeclared, declared_server, read, save_authorization, server_url
+from agents.mcpauth.stored import NotDeclared, declared_server, save_authorization, server_url
 from agents.models import Agent, OAuthFlow
 from channels_app.playground import _agent, _principal, _refuse, _sign_in
 
@@ -56,7 +56,7 @@ def authorize_view(request: HttpRequest, slug: str, name: str) -> HttpResponse:
         return _refuse(request, 404, "No such OAuth server", str(exc))
     redirect_uri = callback_uri(request, slug)
     try:
-        started = begin(url, declared, redirect_uri, reusable_registration(read(agent, name), declared, redirect_uri))
+        started = begin(url, declared, redirect_uri, reusable_registration(agent, name, declared, redirect_uri))
     except FlowError as exc:
         return _refuse(request, 502, "Authorization could not start", str(exc))
     OAuthFlow.begin(agent, name, state=started.state, verifier=started.verifier,

@@ -31,7 +31,8 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import LATEST_PROTOCOL_VERSION
 from pydantic import ValidationError
 
-from agents.mcpauth.stored import Endpoint, Stored
+from agents.mcpauth.stored import Endpoint, NotAuthorized, read
+from agents.models import Agent
 
 CLIENT_NAME = "agentsite"
 TIMEOUT = 15.0
@@ -50,8 +51,13 @@ def client_metadata(redirect_uri: str) -> OAuthClientMetadata:
                                grant_types=["authorization_code", "refresh_token"], response_types=["code"])
 
 
-def reusable_registration(stored: Stored, declared: str, redirect_uri: str) -> OAuthClientInformationFull | None:
+def reusable_registration(agent: Agent, server_name: str, declared: str,
+                          redirect_uri: str) -> OAuthClientInformationFull | None:
     """The client registered before for this server and this redirect URI, so a new flow does not register another."""
+    try:
+        stored = read(agent, server_name)
+    except NotAuthorized:  # unreadable with the configured keys: register anew
+        return None
     registration = stored.registration
     if registration is None or not stored.applies_to(declared):
         return None

@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone as tz
 from typing import Any, TypedDict
 
+from cryptography.fernet import InvalidToken
 from django.utils import timezone
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from agents.mcp import expand
 from agents.models import Agent, Secret
-from agents.secrets.store import acting_for
+from agents.secrets.store import acting_for, unreadable
 
 PARTS = ("ACCESS_TOKEN", "REFRESH_TOKEN", "CLIENT_ID", "CLIENT_SECRET", "CLIENT_INFO", "SERVER")
 BY = "mcp oauth"
@@ -88,7 +89,12 @@ def read(agent: Agent, server_name: str, *, for_update: bool = False) -> Stored:
 
     def value(part: str) -> str | None:
         row = by_part.get(part)
-        return row.reveal() if row is not None else None
+        if row is None:
+            return None
+        try:
+            return row.reveal()
+        except InvalidToken:
+            raise NotAuthorized(str(unreadable(agent.slug, row.name))) from None
 
     info, endpoint = value("CLIENT_INFO"), value("SERVER")
     access = by_part.get("ACCESS_TOKEN")
@@ -147,7 +153,10 @@ class Status(TypedDict, total=False):
 
 def status(agent: Agent, server_name: str, declared_url: str) -> Status:
     """Whether the server is authorized for `agent`, for /info and the pages: never a value, only facts."""
-    stored = read(agent, server_name)
+    try:
+        stored = read(agent, server_name)
+    except NotAuthorized:  # a secret the configured keys cannot decrypt
+        return Status(authorized=False, command=command(agent.slug, server_name))
     usable = stored.access_token is not None and stored.applies_to(declared_url) and (
         not stored.expires_within(0) or stored.refresh_token is not None)
     if not usable:

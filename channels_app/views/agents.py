@@ -12,8 +12,8 @@ from rest_framework.views import APIView
 
 from agents.discovery import load_deployment
 from agents.mcpauth.stored import with_status
-from agents.secrets.store import acting_for
 from agents.models import Agent, Deployment
+from agents.secrets.store import acting_for
 from agents.workspaces import sandbox
 from agents.workspaces.sandbox import Limits
 from channels_app.auth import agent_scope

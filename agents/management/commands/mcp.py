@@ -7,7 +7,7 @@ from agents.discovery.activation import ReleaseError, find_agent
 from agents.management.database import migrate_if_needed
 from agents.mcpauth import loopback
 from agents.mcpauth.flows import FlowError, reusable_registration
-from agents.mcpauth.stored import NotDeclared, declared_server, read, save_authorization, secret_prefix, server_url
+from agents.mcpauth.stored import NotDeclared, declared_server, save_authorization, secret_prefix, server_url
 
 
 class Command(BaseCommand):
@@ -34,7 +34,7 @@ class Command(BaseCommand):
             raise CommandError(exc.message) from None
         except NotDeclared as exc:
             raise CommandError(str(exc)) from None
-        registration = reusable_registration(read(agent, name), declared, loopback.redirect_uri(port))
+        registration = reusable_registration(agent, name, declared, loopback.redirect_uri(port))
         try:
             done = loopback.authorize(url, declared, port=port, registration=registration, open_browser=not no_browser,
                                       say=lambda line: (self.stdout.write(line), self.stdout.flush()), wait=wait)
