@@ -36,6 +36,7 @@ from agents.models import Agent
 
 CLIENT_NAME = "agentsite"
 TIMEOUT = 15.0
+REFRESH_TIMEOUT = 8.0
 
 
 class FlowError(Exception):
@@ -183,7 +184,8 @@ def begin(url: str, declared: str, redirect_uri: str, registration: OAuthClientI
                    registration=context.client_info, endpoint=endpoint)
 
 
-def token_request(token_endpoint: str, registration: OAuthClientInformationFull, data: dict[str, str]) -> OAuthToken:
+def token_request(token_endpoint: str, registration: OAuthClientInformationFull, data: dict[str, str], *,
+                  timeout: float = TIMEOUT) -> OAuthToken:
     """POST a grant to the token endpoint, authenticated as the registration says.
 
     Raises TokenRefused when the endpoint refuses the grant, FlowError when it
@@ -195,7 +197,7 @@ def token_request(token_endpoint: str, registration: OAuthClientInformationFull,
     data, headers = context.prepare_token_auth({"client_id": registration.client_id or "", **data},
                                                {"Content-Type": "application/x-www-form-urlencoded"})
     try:
-        with httpx2.Client(timeout=TIMEOUT) as http:
+        with httpx2.Client(timeout=timeout) as http:
             response = http.post(token_endpoint, data=data, headers=headers)
     except httpx2.HTTPError as exc:
         raise FlowError(f"the token endpoint {token_endpoint} could not be reached: {exc}") from None
@@ -229,7 +231,8 @@ def exchange_code(code: str, *, verifier: str, redirect_uri: str, registration: 
 def refresh_grant(refresh_token: str, registration: OAuthClientInformationFull, endpoint: Endpoint) -> OAuthToken:
     data = {"grant_type": "refresh_token", "refresh_token": refresh_token,
             **({"resource": endpoint["resource"]} if endpoint.get("resource") else {})}
-    tokens = token_request(endpoint["tokenEndpoint"], registration, data)
+    # Short: on SQLite the refresher holds the database's write lock while it waits (agents.mcpauth.tokens).
+    tokens = token_request(endpoint["tokenEndpoint"], registration, data, timeout=REFRESH_TIMEOUT)
     if tokens.refresh_token is None:  # RFC 6749 §6: not rotated, the old one stays good
         tokens.refresh_token = refresh_token
     return tokens

@@ -36,6 +36,7 @@ class Authorized:
     registration: OAuthClientInformationFull
     endpoint: Endpoint
     tools: list[str]
+    problem: str = ""  # authorized, but listing the tools with the new token failed
 
 
 class _CallbackServer(ThreadingHTTPServer):
@@ -111,6 +112,7 @@ async def _run(url: str, declared: str, callback: _CallbackServer, redirect: str
 
     storage = MemoryStorage(registration)
     provider = OAuthClientProvider(url, client_metadata(redirect), storage, send_person, came_back)
+    tools, problem = [], ""
     try:
         async with httpx2.AsyncClient(auth=provider, timeout=httpx2.Timeout(TIMEOUT, read=wait + TIMEOUT)) as http:
             async with Client(streamable_http_client(url, http_client=http)) as client:
@@ -123,11 +125,13 @@ async def _run(url: str, declared: str, callback: _CallbackServer, redirect: str
             raise inner from None
         if not isinstance(exc, Exception):
             raise
-        raise FlowError(f"authorization failed: {inner or type(inner).__name__}") from None
+        if storage.tokens is None:
+            raise FlowError(f"authorization failed: {inner or type(inner).__name__}") from None
+        problem = str(inner) or type(inner).__name__  # the tokens came: keep them, say what failed after
     if storage.tokens is None or storage.registration is None:
         raise FlowError(f"{url} did not ask for authorization: it answered without a token")
     return Authorized(tokens=storage.tokens, registration=storage.registration,
-                      endpoint=endpoint_of(provider, declared), tools=tools)
+                      endpoint=endpoint_of(provider, declared), tools=tools, problem=problem)
 
 
 def _innermost(exc: BaseException) -> BaseException:

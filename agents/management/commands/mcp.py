@@ -41,8 +41,10 @@ class Command(BaseCommand):
         except FlowError as exc:
             raise CommandError(str(exc)) from None
         save_authorization(agent, name, tokens=done.tokens, registration=done.registration, endpoint=done.endpoint)
-        expiry = f", expires in {done.tokens.expires_in} s (refreshed by the server)" if done.tokens.expires_in else ""
-        refresh = "" if done.tokens.refresh_token else " (no refresh token: run this again when it expires)"
-        self.stdout.write(f"{slug}: MCP server {name!r} authorized{expiry}{refresh}; "
-                          f"{len(done.tools)} tool(s): {', '.join(done.tools) or 'none'}")
+        expiry = f", the access token expires in {done.tokens.expires_in} s" if done.tokens.expires_in else ""
+        refresh = (" and is refreshed before then" if done.tokens.refresh_token
+                   else " (no refresh token: run this again when it expires)")
+        listed = (f"listing its tools with the new token failed: {done.problem}" if done.problem
+                  else f"{len(done.tools)} tool(s): {', '.join(done.tools) or 'none'}")
+        self.stdout.write(f"{slug}: MCP server {name!r} authorized{expiry}{refresh}; {listed}")
         self.stdout.write(f"stored as secrets {secret_prefix(name)}_*")
