@@ -19,6 +19,7 @@ import httpx
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.test import Client
 
 from agents.discovery import deploy_agent_folder, load_agent_folder
@@ -237,6 +238,31 @@ def test_a_second_refresher_uses_the_first_ones_tokens(tmp_path, short_lived_ser
 
     assert first == second == read(agent, "guarded").access_token
     assert stats(short_lived_server)["refreshes"] == 1
+
+
+@transactional
+def test_concurrent_refreshers_make_one_refresh(tmp_path, short_lived_server):
+    agent = deploy(tmp_path, short_lived_server)
+    authorize_with_command()
+    seen = read(agent, "guarded").access_token
+    server = load_agent_folder(tmp_path / "guarded").mcp[0]
+    barrier, got = threading.Barrier(3), []
+
+    def refresher():
+        try:
+            barrier.wait()
+            got.append(refresh(agent, server, seen=seen))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=refresher) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+    assert len(got) == 3 and set(got) == {read(agent, "guarded").access_token}
+    assert stats(short_lived_server)["refreshes"] == 1 and stats(short_lived_server)["refused_refreshes"] == 0
 
 
 @transactional
