@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 from cryptography.fernet import InvalidToken
 from django.core.exceptions import ValidationError
@@ -189,3 +190,59 @@ class Secret(models.Model):
             pass
         token = cipher().rotate(self.ciphertext.encode()).decode()
         return Secret.objects.filter(pk=self.pk, ciphertext=self.ciphertext).update(ciphertext=token) > 0
+
+
+class OAuthFlow(models.Model):
+    """An authorization an operator started from the playground, waiting for the browser to come back.
+
+    The callback may land on any web process, so what the code exchange needs
+    lives here: the PKCE verifier and the client registration (it may hold a
+    client secret) encrypted, the state the callback must echo, the redirect
+    URI and the token endpoint. A flow is used once and for ten minutes at most.
+    """
+
+    LIFETIME_SECONDS = 600
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="oauth_flows")
+    server = models.CharField(max_length=64, help_text="The MCP server's name in the agent's declaration.")
+    state = models.CharField(max_length=128, unique=True)
+    verifier_ciphertext = models.TextField()
+    registration_ciphertext = models.TextField(help_text="The client registration (JSON), encrypted.")
+    redirect_uri = models.URLField(max_length=500)
+    token_endpoint = models.URLField(max_length=500)
+    endpoint = models.JSONField(default=dict, help_text="The server URL, resource and scope the tokens are for.")
+    started_by = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.agent.slug}: {self.server} ({'used' if self.used_at else 'pending'})"
+
+    @classmethod
+    def begin(cls, agent: Agent, server: str, *, state: str, verifier: str, registration: str, redirect_uri: str,
+              token_endpoint: str, endpoint: dict, by: str = "") -> OAuthFlow:
+        now = timezone.now()
+        cls.objects.filter(expires_at__lt=now).delete()  # abandoned flows go as new ones start
+        return cls.objects.create(
+            agent=agent, server=server, state=state, verifier_ciphertext=cipher().encrypt(verifier.encode()).decode(),
+            registration_ciphertext=cipher().encrypt(registration.encode()).decode(), redirect_uri=redirect_uri,
+            token_endpoint=token_endpoint, endpoint=endpoint, started_by=by[:200], created_at=now,
+            expires_at=now + timedelta(seconds=cls.LIFETIME_SECONDS))
+
+    @classmethod
+    def claim(cls, agent: Agent, state: str) -> OAuthFlow | None:
+        """The flow `state` names, if it is unused and unexpired; claiming it uses it up (a replayed callback gets None)."""
+        now = timezone.now()
+        if not cls.objects.filter(agent=agent, state=state, used_at=None, expires_at__gt=now).update(used_at=now):
+            return None
+        return cls.objects.get(agent=agent, state=state)
+
+    def verifier(self) -> str:
+        return cipher().decrypt(self.verifier_ciphertext.encode()).decode()
+
+    def registration(self) -> str:
+        return cipher().decrypt(self.registration_ciphertext.encode()).decode()

@@ -116,6 +116,16 @@ class RuntimeDescription(TypedDict, total=False):
 
 
 @with_config(OPEN)
+class McpAuthorization(TypedDict, total=False):
+    """A server declared with oauth: whether the agent holds tokens for it (never the tokens)."""
+
+    authorized: bool
+    expiresAt: str | None
+    refreshable: bool
+    command: str
+
+
+@with_config(OPEN)
 class McpServerDescription(TypedDict, total=False):
     """An MCP server the agent declares: only the names of its env and headers (values may be secrets)."""
 
@@ -130,6 +140,8 @@ class McpServerDescription(TypedDict, total=False):
     timeout: int | float
     # False: the model is not offered its tools; only the agent's tools reach it (ctx.host.mcp).
     advertise: bool
+    oauth: bool
+    authorization: McpAuthorization
 
 
 @with_config(OPEN)

@@ -16,6 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import path
 
+from agents.mcpauth.stored import with_status
 from agents.models import Agent
 from channels_app.auth import Principal, RequestInfo, authenticate
 from channels_app.errors import APIError
@@ -80,6 +81,7 @@ def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "playground/agent.html", {
         "agent": agent, "manifest": manifest, "sessions": sessions, "tools": _tool_rows(manifest),
         "channels": _channel_rows(manifest), "every": every, "operator": principal.operator, "principal": principal,
+        "oauth_servers": [m for m in with_status(agent, manifest.get("mcp", [])) if m.get("oauth")],
     })
 
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from channels_app import custom_channels, metrics, stream
+from channels_app import custom_channels, mcp_oauth, metrics, stream
 from channels_app.views import agents, artifacts, deployments, secrets, sessions, timers, tokens, tools
 
 urlpatterns = [
@@ -41,3 +41,6 @@ urlpatterns = [
     path("<slug:slug>/v1/info", agents.AgentInfoView.as_view(), name="agent-info"),
     path("<slug:slug>/v1/health", agents.AgentHealthView.as_view(), name="agent-health"),
 ]
+
+# The playground's OAuth button and its callback (channels_app.mcp_oauth).
+urlpatterns += mcp_oauth.urlpatterns

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict
 from agents.definitions import Tool
 from agents.integrations.outbound import domain_admits
 from agents.mcp import SEPARATOR, McpServer, McpToolError, McpUnavailable, expand
-from agents.mcpauth import NotAuthorized, bearer_token
+from agents.mcpauth import NotAuthorized, bearer_token, rejected
 from agents.workspaces import sandbox
 from sessions.loopthread import LoopThread, submit
 
@@ -114,6 +114,7 @@ class Connection:
         self.tools: list[Any] = []
         self.opened = False  # it started and listed its tools once
         self.error: str = ""
+        self.refused = False  # the server answered 401: the token sent was not (or no longer) good
         self.ready = asyncio.Event()
         self.stop = asyncio.Event()
         self.task: Any = None  # the future of run() on the MCP loop
@@ -141,9 +142,13 @@ class Connection:
             return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(self.cwd))
         import httpx2
 
-        http = httpx2.AsyncClient(headers=values.headers,
+        http = httpx2.AsyncClient(headers=values.headers, event_hooks={"response": [self._note_refusal]},
                                   timeout=httpx2.Timeout(s.timeout, connect=s.connect_timeout))
         return streamable_http_client(values.url, http_client=http)
+
+    async def _note_refusal(self, response: Any) -> None:
+        if response.status_code == 401:
+            self.refused = True
 
     async def run(self) -> None:
         from mcp import Client
@@ -193,11 +198,13 @@ class Hub:
             future.cancel()
             raise
 
-    def connect(self, server: McpServer, cwd: Path) -> Connection:
+    def connect(self, server: McpServer, cwd: Path, *, retried: bool = False) -> Connection:
         """An open connection to `server`, opening it if needed; raises McpUnavailable.
 
         The credentials are read on every use: a connection opened with values
         that changed since (a secret set, a token refreshed) is closed and opened anew.
+        An OAuth server that refuses a token we believed good (revoked) gets one
+        refresh and one more try; then its tokens are forgotten (agents.mcpauth.rejected).
         """
         key = (str(cwd), server.name)
         resolved = resolve(server)
@@ -220,9 +227,18 @@ class Hub:
             self.close(key)
             raise McpUnavailable(f"MCP server {server.name!r} did not start within {server.connect_timeout:g} s") from None
         if conn.client is None:
+            if server.oauth and conn.refused and not retried:
+                self._refused(server, conn)
+                return self.connect(server, cwd, retried=True)
             raise McpUnavailable(f"MCP server {server.name!r} could not be started: {conn.error or 'it stopped'}")
         self.known_tools[key] = conn.tools
         return conn
+
+    def _refused(self, server: McpServer, conn: Connection) -> None:
+        try:
+            rejected(server, conn.resolved.headers["Authorization"].removeprefix("Bearer "))
+        except NotAuthorized as exc:
+            raise McpUnavailable(str(exc)) from None
 
     def close(self, key: tuple[str, str]) -> None:
         conn = self.connections.get(key)
@@ -236,11 +252,14 @@ class Hub:
     def tools(self, server: McpServer, cwd: Path) -> list[Any]:
         """The server's tools, as last listed (connecting if this process never has)."""
         key = (str(cwd), server.name)
+        if server.oauth:
+            resolve(server)  # listed before or not, a server no longer authorized offers nothing
         if key in self.known_tools:
             return self.known_tools[key]
         return self.connect(server, cwd).tools
 
-    def call(self, server: McpServer, cwd: Path, tool: str, arguments: dict[str, Any]) -> Any:
+    def call(self, server: McpServer, cwd: Path, tool: str, arguments: dict[str, Any], *,
+             retried: bool = False) -> Any:
         """Run one tool; its result as JSON-able data. Raises McpUnavailable or McpToolError."""
         conn = self.connect(server, cwd)
         try:
@@ -251,6 +270,9 @@ class Hub:
             raise McpUnavailable(f"MCP server {server.name!r} did not answer {tool!r} within {server.timeout:g} s") from None
         except Exception as exc:  # the connection broke: the server exited, the HTTP endpoint went away
             self.close((str(cwd), server.name))  # the next use opens a new one
+            if server.oauth and conn.refused and not retried:  # refused, so not run: safe to try once more
+                self._refused(server, conn)
+                return self.call(server, cwd, tool, arguments, retried=True)
             raise McpUnavailable(f"MCP server {server.name!r} failed during {tool!r}: {_describe(exc)}") from None
         return _result(result)
 

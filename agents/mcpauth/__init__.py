@@ -1,28 +1,13 @@
-"""OAuth for MCP servers declared with `"oauth": true`: the secrets' names, the stored tokens, refresh.
+"""OAuth for MCP servers declared with `"oauth": true`: the stored authorization, refresh, the flows.
 
-`bearer_token(server)` is what a connection sends; `manage.py mcp oauth SLUG NAME`
-(and the playground's button) obtains the first tokens.
+`bearer_token(server)` is what a connection sends (`tokens`); `manage.py mcp
+oauth SLUG NAME` (`loopback`) and the playground's button (`flows.begin`,
+then `flows.exchange_code` in its callback) obtain the first tokens, which
+`stored` keeps as the agent's `MCP_OAUTH_<NAME>_*` secrets.
 """
 from __future__ import annotations
 
-import re
+from agents.mcpauth.stored import NotAuthorized, command, secret_prefix, status
+from agents.mcpauth.tokens import bearer_token, rejected
 
-from agents.mcp import McpServer
-from agents.secrets.lookup import credential
-
-
-class NotAuthorized(Exception):
-    """The server wants OAuth and the agent holds no usable tokens for it: a person must authorize it."""
-
-
-def secret_prefix(server_name: str) -> str:
-    """`MCP_OAUTH_<NAME>`: the name upper-cased, anything but letters and digits as `_`."""
-    return "MCP_OAUTH_" + re.sub(r"[^A-Z0-9]", "_", server_name.upper())
-
-
-def bearer_token(server: McpServer) -> str:
-    """The access token to send to `server` (read from the agent's secrets)."""
-    token = credential(f"{secret_prefix(server.name)}_ACCESS_TOKEN")
-    if token is None:
-        raise NotAuthorized(f"MCP server {server.name!r} is not authorized: run manage.py mcp oauth SLUG {server.name}")
-    return token
+__all__ = ["NotAuthorized", "bearer_token", "command", "rejected", "secret_prefix", "status"]

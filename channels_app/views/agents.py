@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.discovery import load_deployment
+from agents.mcpauth.stored import with_status
 from agents.models import Agent, Deployment
 from agents.secrets.store import acting_for
 from agents.workspaces import sandbox
@@ -71,7 +72,8 @@ class AgentInfoView(APIView):
                 for c in manifest.get("channels", [])
             ],
             schedules=[{**s, **schedule_state.get(s["id"], {})} for s in manifest.get("schedules", [])],
-            runtime=runtime_now(manifest.get("runtime")), offered_tools=offered_tools(deployment), mcp=manifest.get("mcp", []),
+            runtime=runtime_now(manifest.get("runtime")), offered_tools=offered_tools(deployment),
+            mcp=with_status(agent, manifest.get("mcp", [])),
             deployment=DeploymentDetail(
                 version=deployment.version, content_hash=deployment.content_hash, source=deployment.source,
                 status=deployment.status, created_at=deployment.created_at, activated_at=deployment.activated_at,
@@ -112,7 +114,8 @@ def offered_tools(deployment: Deployment | None) -> list[dict[str, Any]]:
         log.exception("cannot load %s for its tools", deployment)
         return [{**t, "family": t.get("family", "server")} for t in deployment.manifest.get("tools", [])
                 if t.get("execution", "server") == "server"]
-    return toolset(loaded, None, delegate=_not_run).describe()
+    with acting_for(deployment.agent.slug):  # the MCP servers' credentials are the agent's (an OAuth token too)
+        return toolset(loaded, None, delegate=_not_run).describe()
 
 
 def _not_run(subagent: str, task: str, call_id: str) -> str:

@@ -44,6 +44,7 @@ def test_deploy_on_a_fresh_state_root_migrates_it_and_prints_the_release(tmp_pat
     (("createtoken", "bob", "--name", "ci"), "no user 'bob'"),
     (("secrets", "list", "support"), "no agent 'support'"),
     (("secrets", "unset", "support", "TOKEN"), "no agent 'support'"),
+    (("mcp", "oauth", "support", "search", "--no-browser"), "no agent 'support'"),
 ])
 def test_the_other_commands_on_a_fresh_state_root_migrate_it_and_say_what_is_missing(tmp_path, args, says):
     fails_in_one_line(manage(tmp_path / "state", *args), says)
