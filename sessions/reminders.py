@@ -20,6 +20,7 @@ from datetime import datetime
 from django.utils import timezone
 
 from agents.schedules import next_after
+from agents.secrets.store import acting_for
 from sessions.admission import AdmissionError, submit_message
 from sessions.host import Host
 from sessions.host.reminders import (  # noqa: F401 (the reminders API: callers import it here)
@@ -103,7 +104,8 @@ def run_reminder(reminder: Reminder) -> None:
             reminder.end(Reminder.Status.DISARMED, "handler_lost_on_restart")
             return
         try:
-            result = handler(ReminderContext(reminder=reminder, session=session, fire_count=reminder.fire_count))
+            with acting_for(session.agent.slug):
+                result = handler(ReminderContext(reminder=reminder, session=session, fire_count=reminder.fire_count))
         except Exception as exc:
             log.exception("reminder handler %s failed", reminder.id)
             reminder.note(f"handler failed: {type(exc).__name__}: {exc}")

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from agents.discovery import load_deployment
 from agents.schedules import next_after
+from agents.secrets.store import acting_for
 from sessions import metrics
 from sessions.admission import start_session
 from sessions.direct import call_tool
@@ -99,7 +100,8 @@ def run_schedule(schedule: Schedule, due: datetime) -> list[str]:
             if loaded is None or loaded.run is None:
                 raise RuntimeError("the active deployment has no handler for this schedule")
             context = ScheduleContext(schedule=schedule, due=due, principal=principal, session_ids=session_ids)
-            loaded.run(context)
+            with acting_for(agent.slug):
+                loaded.run(context)
     except Exception as exc:  # a failing handler is recorded; the schedule keeps its cadence
         log.exception("schedule %s failed", schedule)
         error = f"{type(exc).__name__}: {exc}"

@@ -154,8 +154,15 @@ def test_a_turn_whose_database_connection_dies_fails_at_once_and_the_session_goe
 
         # As after a database restart: every connection of every process dies; pooled ones are checked before use.
         with psycopg.connect(pg_server.database, autocommit=True) as conn:
-            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                         "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            gone = [row[0] for row in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                                                   "AND pid <> pg_backend_pid()").fetchall()]
+            conn.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [gone])
+            # pg_terminate_backend only signals: until a backend has exited, a pool's check on its
+            # connection still passes. A restart is over before anyone reconnects; so is this.
+            for _ in range(100):
+                if not conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = ANY(%s)", [gone]).fetchone():
+                    break
+                time.sleep(0.05)
         follow_up = client.post(f"/support/v1/session/{created['sessionId']}/message",
                                 json={"message": "still there?", "continuationToken": created["continuationToken"]})
         assert follow_up.status_code == 202, follow_up.text
