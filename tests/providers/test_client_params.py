@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from agents.models import Secret
 from sessions.models import Event
 from tests.providers.conftest import CLIENT_ENV, start
 from tests.providers.loopback import Reply, an_text, oa_text
@@ -55,3 +56,23 @@ def test_a_server_that_needs_no_key_is_reached_with_none_set(local, agent_on_mod
 
     assert Event.objects.get(session_id=session_id, type="turn.completed")
     assert len(server.requests) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_agents_secret_is_the_key_before_the_environment_and_a_change_counts_from_the_next_turn(
+        local, agent_on_model, server, protocol, sync_turns):
+    model, events = PROVIDERS[protocol]
+    key_env = CLIENT_ENV[protocol][2]  # set in the environment too, by the server fixture
+    agent = agent_on_model(model)
+    Secret.put(agent, key_env, "key-of-this-agent")
+    other = agent_on_model(model, slug="other")  # its own key comes from the environment
+    server.replies.extend([Reply(events=events) for _ in range(3)])
+
+    start(local, "remote", "hi")
+    start(local, "other", "hi")
+    Secret.put(agent, key_env, "key-rotated")
+    start(local, "remote", "hi again")
+
+    assert [sent_key(r["headers"]) for r in server.requests] == [
+        "key-of-this-agent", CLIENT_ENV[protocol][3], "key-rotated"]
+    assert other.secrets.count() == 0
