@@ -46,13 +46,15 @@ class RunOptions:
     dry_run: bool = False
     as_of: datetime | None = None
     runtime: str = ""
+    # "eval" for a session an eval run made (`"purpose": "eval"` at create): it takes no part in A/B experiments.
+    purpose: str = ""
 
     @classmethod
     def parse(cls, raw: dict[str, Any] | None) -> RunOptions:
         raw = raw or {}
         as_of = raw.get("asOf")
         return cls(dry_run=bool(raw.get("dryRun")), as_of=datetime.fromisoformat(as_of) if as_of else None,
-                   runtime=str(raw.get("runtime") or ""))
+                   runtime=str(raw.get("runtime") or ""), purpose=str(raw.get("purpose") or ""))
 
 
 class SessionManager(models.Manager):
