@@ -11,6 +11,7 @@ from it to the configured key.
 from __future__ import annotations
 
 import os
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -40,16 +41,23 @@ def parse_keys(text: str) -> list[str]:
 
 
 def development_key(root: Path) -> bytes:
-    """The state root's own key, made on first use by whichever process gets there first."""
+    """The state root's own key, made on first use by whichever process gets there first.
+
+    Written whole to a private file and then linked into place, so another
+    process never reads a half-written key; a link that loses the race reads the winner's.
+    """
     path = root / KEY_FILE
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return path.read_bytes().strip()
-    key = Fernet.generate_key()
-    with os.fdopen(fd, "wb") as out:
-        out.write(key)
-    return key
+    if not path.exists():
+        fd, temporary = tempfile.mkstemp(dir=root, prefix=".secrets-key-")  # mode 0600
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(Fernet.generate_key())
+            os.link(temporary, path)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(temporary)
+    return path.read_bytes().strip()
 
 
 @lru_cache(maxsize=4)

@@ -2,6 +2,7 @@
 credential lookup that reads them (a secret beats the environment, only inside `acting_for`)."""
 from __future__ import annotations
 
+import multiprocessing
 from io import StringIO
 
 import pytest
@@ -9,6 +10,7 @@ from cryptography.fernet import Fernet
 from django.core.management import CommandError, call_command
 
 from agents.models import Agent, Secret
+from agents.secrets.keys import development_key
 from agents.secrets.lookup import credential, credentials
 from agents.secrets.store import SecretUnreadable, acting_for
 
@@ -102,3 +104,18 @@ def test_a_change_counts_from_the_next_scope(agent):
     Secret.remove(agent, "API_TOKEN")
     with acting_for("helper"):
         assert credential("API_TOKEN") is None
+
+
+def test_processes_making_the_development_key_at_once_all_get_the_same_one(tmp_path):
+    """A fresh state root under several processes: none may read a half-written key, and one key wins."""
+    roots = [tmp_path / str(i) for i in range(5)]
+    for root in roots:
+        root.mkdir()
+    context = multiprocessing.get_context("fork")
+    with context.Pool(6) as pool:
+        for root in roots:
+            keys = pool.map(development_key, [root] * 6)
+            assert len(set(keys)) == 1
+            Fernet(keys[0])  # a whole key
+            assert [p.name for p in root.iterdir()] == ["secrets.key"]
+            assert (root / "secrets.key").stat().st_mode & 0o777 == 0o600
