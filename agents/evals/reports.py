@@ -65,7 +65,9 @@ def _short(value: Any, limit: int = 80) -> str:
 
 
 def print_table(results: list[CaseResult], duration: float, out: TextIO, links: bool) -> None:
-    console = Console(file=out, soft_wrap=False, width=max(100, Console(file=out).width))
+    # Not on a terminal (CI logs, a pipe): as wide as the text, so a message is never cut or folded.
+    terminal = Console(file=out)
+    console = Console(file=out, width=terminal.width if terminal.is_terminal else 100_000)
     table = Table(show_lines=False)
     for column in ("case", "result", "gate", "message", "trajectory", "seconds"):
         table.add_column(column)

@@ -44,7 +44,7 @@ class Trial:
         self.events: list[dict[str, Any]] = []
         self.reply: str = ""
         self.status: str = ""  # completed, failed, awaiting_approval: how the last turn settled
-        self.error: dict[str, Any] | None = None
+        self.error: str = ""  # the failed turn's code and message
         self.metrics: dict[str, float] = {}
 
     @property
@@ -57,13 +57,15 @@ class Trial:
         self.events.extend(events)
         replies = [e["data"].get("text", "") for e in events if e["type"] == "message.completed"]
         self.reply = "\n\n".join(r for r in replies if r)
-        self.status, self.error = "", None
+        self.status, self.error = "", ""
         for event in events:
             if event["type"] == "action.approval_requested":
                 self.status = "awaiting_approval"
             elif event["type"] in ENDED:
                 self.status = "completed" if event["type"] == "turn.completed" else "failed"
-                self.error = event["data"].get("error") if event["type"] == "turn.failed" else None
+                data = event["data"]
+                failed = event["type"] == "turn.failed"
+                self.error = f"{data.get('code') or ''} {data.get('error') or ''}".strip() if failed else ""
         return self.reply
 
     @property
@@ -84,9 +86,7 @@ class Trial:
         if not self.events:
             raise GateFailed("succeeded", "nothing was sent: call t.send(...) first")
         if self.status != "completed":
-            detail = ""
-            if self.error:
-                detail = f": {self.error.get('code', '')} {self.error.get('message', '')}".rstrip()
+            detail = f": {self.error}" if self.error else ""
             raise GateFailed("succeeded", f"the turn did not complete, it is {self.status or 'unfinished'}{detail}")
 
     def called_tool(self, name: str) -> None:
