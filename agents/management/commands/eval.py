@@ -62,7 +62,6 @@ class Command(BaseCommand):
         if not 1 <= concurrency <= MAX_CONCURRENCY:
             raise CommandError(f"--concurrency must be from 1 to {MAX_CONCURRENCY}")
         slug = options["agent"] or root.resolve().name.lower()
-        started = time.monotonic()
         try:
             if options["url"]:
                 results = self.run(cases, options["url"].rstrip("/"), slug, concurrency, options["token"])
@@ -72,7 +71,7 @@ class Command(BaseCommand):
                     results = self.run(cases, url, slug, concurrency, None)
         except ServerError as error:
             raise CommandError(str(error)) from error
-        duration = time.monotonic() - started
+        duration = self.duration
         links = bool(options["url"])  # an ephemeral server's sessions are gone once it stops
         if options["junit"]:
             Path(options["junit"]).write_bytes(junit_xml(results, duration))
@@ -84,7 +83,15 @@ class Command(BaseCommand):
             sys.exit(1)
 
     def run(self, cases, url: str, slug: str, concurrency: int, token: str | None) -> list[CaseResult]:
-        """The cases on threads, with a progress bar on stderr when it is a terminal."""
+        """The cases on threads, with a progress bar on stderr when it is a terminal; `self.duration` is
+        how long they took (a server's start and stop aside)."""
+        started = time.monotonic()
+        try:
+            return self.run_with_progress(cases, url, slug, concurrency, token)
+        finally:
+            self.duration = time.monotonic() - started
+
+    def run_with_progress(self, cases, url: str, slug: str, concurrency: int, token: str | None) -> list[CaseResult]:
         if not sys.stderr.isatty():
             return run_cases(cases, base_url=url, slug=slug, concurrency=concurrency, token=token)
         lock = threading.Lock()
