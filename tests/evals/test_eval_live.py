@@ -170,3 +170,24 @@ def test_a_captured_session_is_a_case_that_passes(server, tmp_path):
     assert report["cases"][0]["toolCalls"] == ["lookup_order"]
     again = manage("eval_capture", created["sessionId"], "--out", str(out), env={"AGENTSITE_STATE_ROOT": str(server.state_root)})
     assert again.returncode != 0 and "exists" in again.stderr
+
+
+def token_of(server, username: str, *, staff: bool) -> str:
+    env = {"AGENTSITE_STATE_ROOT": str(server.state_root), "DJANGO_SUPERUSER_PASSWORD": "pw-0123456789"}
+    made = (manage("createsuperuser", "--noinput", "--username", username, "--email", f"{username}@example.com", env=env)
+            if staff else manage("shell", "-c", f"from django.contrib.auth.models import User; "
+                                                f"User.objects.create_user({username!r}, password='pw')", env=env))
+    assert made.returncode == 0, made.stderr
+    issued = manage("createtoken", username, "--name", "evals", env=env)
+    assert issued.returncode == 0, issued.stderr
+    return issued.stdout.strip().splitlines()[-1]
+
+
+def test_a_token_must_be_an_operators(server, projects):
+    code, report = eval_json(str(projects["shop"]), "gates/fine", "--url", server.base_url,
+                             "--token", token_of(server, "ada", staff=True))
+    assert code == 0 and report["passed"]
+    code, report = eval_json(str(projects["shop"]), "gates/fine", "--url", server.base_url,
+                             "--token", token_of(server, "bert", staff=False))
+    assert code == 1 and report["cases"][0]["gate"]["kind"] == "error"
+    assert "403" in report["cases"][0]["gate"]["message"] and "purpose_refused" in report["cases"][0]["gate"]["message"]
