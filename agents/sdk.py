@@ -29,6 +29,9 @@ from agents.channels import (
 )
 from agents.definitions import Agent, Effect, Execution, Schedule, SessionInfo, Skill, Tool, ToolContext, tool
 from agents.hooks import Hook, hook
+from agents.evals.cases import case, define_eval
+from agents.evals.gates import GateFailed, Matcher, includes, satisfies
+from agents.evals.trial import Trial
 from agents.integrations.bitbucket.channel import bitbucket_channel
 from agents.integrations.bitbucket.client import BitbucketConfig
 from agents.integrations.events import RepoEvent
@@ -58,4 +61,5 @@ __all__ = [
     "slack_channel", "github_channel", "gitlab_channel", "bitbucket_channel", "default_auth", "RepoEvent",
     "GitHubConfig", "GitLabConfig", "BitbucketConfig",
     "OutboundError", "OutboundHTTPError", "OutboundRefused", "OutboundTimeout",
+    "define_eval", "case", "includes", "satisfies", "Matcher", "GateFailed", "Trial",
 ]

@@ -205,6 +205,8 @@ class CreateSession(MessageBody):
     admission: Literal["preempt", "coalesce"] = "preempt"
     workspace_files: list[WorkspaceFile] | None = Field(default=None, json_schema_extra=files_schema)
     runtime: RuntimeOverlay | None = None
+    # "eval": a session an eval run makes (operators and the loopback principal only); /metrics labels it.
+    purpose: Literal["eval"] | None = None
 
     @field_validator("runtime", mode="wrap")
     @classmethod

@@ -22,6 +22,7 @@ from channels_app.auth import Principal, RequestInfo, authenticate
 from channels_app.errors import APIError
 from channels_app.ownership import get_owned_session
 from channels_app.responses import artifact_path
+from sessions.evalcapture import case_file_text, case_id_for
 from sessions.models import Artifact, Event, EventType, Reminder, Session
 from sessions.tracing.links import trace_url
 from sessions.trajectory import fold_turn_outcome
@@ -281,9 +282,20 @@ def trace_page(request: HttpRequest, slug: str, session_id: str) -> HttpResponse
     })
 
 
+def eval_case_download(request: HttpRequest, slug: str, session_id: str) -> HttpResponse:
+    """The session as an eval case file (`sessions.evalcapture`), downloaded: for its owner and operators."""
+    session, _, refusal = _owned_session(request, slug, session_id)
+    if refusal:
+        return refusal
+    response = HttpResponse(case_file_text(session), content_type="text/x-python; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{case_id_for(session)}_eval.py"'
+    return response
+
+
 urlpatterns = [
     path("playground/", agents_page, name="playground"),
     path("playground/<slug:slug>", agent_page, name="playground-agent"),
     path("playground/<slug:slug>/session/<str:session_id>", session_page, name="playground-session"),
     path("playground/<slug:slug>/session/<str:session_id>/trace", trace_page, name="playground-trace"),
+    path("playground/<slug:slug>/session/<str:session_id>/eval-case", eval_case_download, name="playground-eval-case"),
 ]

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from django.db import transaction
 
 from agents.models import Agent
-from sessions import lifecycle, tracing, wakeups
+from sessions import lifecycle, metrics, tracing, wakeups
 from sessions.events import act_on
 from sessions.lifecycle import dispatch_next, interrupt, interrupt_in_flight  # noqa: F401 (callers import them here)
 from sessions.models import EventType, Session, Turn
@@ -105,6 +105,7 @@ def start_session(
                 "model": deployment.manifest.get("model", ""),
             }),
         ], hooks)
+        transaction.on_commit(lambda: metrics.session_started(session))  # never raises
     if runs_inline():
         # The turn ran at commit, in this process: report the status it left.
         session.status = Session.objects.filter(pk=session.pk).values_list("status", flat=True).first() or session.status

@@ -50,8 +50,10 @@ if os.environ.get("PROMETHEUS_MULTIPROC_DIR") and not values.ValueClass._multipr
     # multiprocess value class now, as the library would have, for every metric made from here on.
     values.ValueClass = values.get_value_class()
 
-TURNS = Counter("agentsite_turns", "Turns that ended, by agent and how they ended (completed, failed, interrupted).",
-                ["agent", "status"])
+TURNS = Counter("agentsite_turns", "Turns that ended, by agent, how they ended (completed, failed, interrupted) "
+                "and the session's purpose (`eval` for an eval run's, else empty).", ["agent", "status", "purpose"])
+SESSIONS = Counter("agentsite_sessions", "Sessions started, by agent and purpose (`eval` for an eval run's, "
+                   "else empty).", ["agent", "purpose"])
 TURN_DURATION = Histogram(
     "agentsite_turn_duration_seconds", "A turn's length, from its creation to its settle (parked time included).",
     ["agent"], buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600))
@@ -91,6 +93,11 @@ def agent_of(session: Session) -> str:
     return session.agent.slug
 
 
+def purpose_of(session: Session) -> str:
+    """The session's purpose as a label: "eval" or "", so the label's values stay two."""
+    return "eval" if session.run_options.purpose == "eval" else ""
+
+
 def _seconds(timings: dict[str, Any], key: str) -> float | None:
     value = timings.get(key)
     return value / 1000 if isinstance(value, (int, float)) else None
@@ -122,12 +129,18 @@ def never_fails(record: Callable[_P, None]) -> Callable[_P, None]:
 def turn_ended(session: Session, status: str, timings: dict[str, Any] | None) -> None:
     """A turn settled (`lifecycle.settle`): its outcome, and its length and queue wait from its timings."""
     agent = agent_of(session)
-    TURNS.labels(agent, status).inc()
+    TURNS.labels(agent, status, purpose_of(session)).inc()
     if timings:
         if (total := _seconds(timings, "totalMs")) is not None:
             TURN_DURATION.labels(agent).observe(total)
         if (queue := _seconds(timings, "queueMs")) is not None:
             TURN_QUEUE.labels(agent).observe(queue)
+
+
+@never_fails
+def session_started(session: Session) -> None:
+    """A session was created (`admission.start_session`, after commit)."""
+    SESSIONS.labels(agent_of(session), purpose_of(session)).inc()
 
 
 @never_fails

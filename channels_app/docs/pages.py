@@ -22,7 +22,7 @@ from pygments.util import ClassNotFound
 
 ORDER = (
     "new-agent", "http-api", "agents", "tools-and-approvals", "schedules-and-reminders",
-    "runtimes-and-workspaces", "mcp", "channels-and-providers", "secrets-and-connections", "deployments",
+    "runtimes-and-workspaces", "mcp", "channels-and-providers", "secrets-and-connections", "deployments", "evals",
     "running-for-a-team",
     "observability", "scale-out",
 )

@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from channels_app.auth import LOCAL_PRINCIPAL
 from channels_app.errors import APIError
 from channels_app.bodies import (
     CreateSession, FollowUp, RuntimeOverlay, WorkspaceFile, checked_files, validate_body,
@@ -61,6 +62,11 @@ class SessionCreateView(APIView):
             options["dryRun"] = True
         if body.as_of:
             options["asOf"] = body.as_of
+        if body.purpose is not None:
+            if not (request.user == LOCAL_PRINCIPAL or getattr(request.user, "operator", False)):
+                raise APIError(403, "purpose_refused", "only operators and the loopback principal may start "
+                                                      "sessions with a purpose (eval runs)")
+            options["purpose"] = body.purpose
         files = list(body.workspace_files or [])
         if body.runtime is not None:
             files += RuntimeOverlay.admit(body.runtime, runtime_kind(agent), agent.slug).workspace_files

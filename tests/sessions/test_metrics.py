@@ -67,13 +67,13 @@ def test_a_worker_records_a_turn_without_a_query(support_agent, django_assert_nu
     session = Session.objects.get(pk=started.pk)
     session.deployment = release(session.deployment_id, support_agent.active_deployment.content_hash)
     row = ToolCall(tool="lookup_order", status=ToolCall.Status.DONE)
-    before = metrics.TURNS.labels("support", "completed")._value.get()
+    before = metrics.TURNS.labels("support", "completed", "")._value.get()
     with django_assert_num_queries(0):
         metrics.turn_ended(session, "completed", {"queueMs": 12.0, "totalMs": 80.0})
         metrics.model_called(session, "scripted:echo", 0.01, {"inputTokens": 5, "outputTokens": 3})
         metrics.model_called(session, "scripted:echo", None, None)  # unknown usage counts nothing
         metrics.tool_call_ended(session, row)
-    assert metrics.TURNS.labels("support", "completed")._value.get() == before + 1
+    assert metrics.TURNS.labels("support", "completed", "")._value.get() == before + 1
 
 
 def test_timer_lateness_is_how_long_after_its_due_time_a_reminder_fired(support_agent):

@@ -122,8 +122,8 @@ def test_counters_histograms_and_gauges_across_replaced_workers(server):
     events = [e for s in sessions for e in events_until(server, s, "session.waiting")]
     ended = [e for e in events if e["type"] in ("turn.completed", "turn.failed")]
     assert len(ended) == 8
-    assert moved("agentsite_turns_total", agent=AGENT, status="completed") == 7
-    assert moved("agentsite_turns_total", agent=AGENT, status="failed") == 1
+    assert moved("agentsite_turns_total", agent=AGENT, status="completed", purpose="") == 7
+    assert moved("agentsite_turns_total", agent=AGENT, status="failed", purpose="") == 1
     assert moved("agentsite_turn_duration_seconds_count", agent=AGENT) == 8
     assert moved("agentsite_turn_queue_seconds_count", agent=AGENT) == 8
     assert moved("agentsite_turn_duration_seconds_sum", agent=AGENT) == pytest.approx(

@@ -1,0 +1,21 @@
+"""`manage.py eval` with no --url: a server of its own on a temporary state root, stopped after the run."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.evals.projects import manage
+from tests.support import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("example", ["support", "notes", "ops", "reviewer", "webhook"])
+def test_every_example_agents_evals_pass_on_an_ephemeral_server(example):
+    done = manage("eval", str(ROOT / "examples" / example), "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["passed"] and report["total"] >= 1
+    # The server is gone: its sessions are not linked.
+    assert all(case["playgroundUrl"] is None for case in report["cases"])

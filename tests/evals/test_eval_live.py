@@ -1,0 +1,193 @@
+"""`manage.py eval --url` against a live server: passing and failing suites, the reports, selection,
+concurrency, the purpose in /metrics, and a captured session run as a case."""
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import datetime
+from pathlib import Path
+
+import jsonschema
+import pytest
+from lxml import etree
+
+from tests.evals.projects import SLEEP_CASES, SLEEP_CONCURRENCY, eval_json, make_projects, manage
+from tests.support import ROOT, read_stream_until, run_server
+
+pytestmark = pytest.mark.slow
+
+HERE = Path(__file__).parent
+RUN_SCHEMA = json.loads((HERE / "run_schema.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def projects(tmp_path_factory):
+    return make_projects(tmp_path_factory.mktemp("projects"))
+
+
+@pytest.fixture(scope="module")
+def server(projects, tmp_path_factory):
+    with run_server(tmp_path_factory.mktemp("state"), "--no-examples", "--workers", str(SLEEP_CONCURRENCY), "--agents",
+                    str(ROOT / "examples" / "support"), str(projects["shop"]), str(projects["sleepy"])) as running:
+        yield running
+
+
+def test_a_passing_suite_exits_zero_with_json_and_junit_reports(server, tmp_path):
+    junit = tmp_path / "report.xml"
+    code, report = eval_json(str(ROOT / "examples" / "support"), "--url", server.base_url, "--junit", str(junit))
+    jsonschema.validate(report, RUN_SCHEMA)
+    assert code == 0 and report["passed"] and report["failed"] == 0
+    assert [c["id"] for c in report["cases"]] == [
+        "orders/cancel-needs-approval", "orders/lookup", "orders/unknown", "refund"]
+    assert report["cases"][1]["toolCalls"] == ["lookup_order"] and report["cases"][1]["tags"] == ["smoke", "orders"]
+    schema = etree.XMLSchema(etree.parse(str(HERE / "junit.xsd")))
+    document = etree.parse(str(junit))
+    schema.assertValid(document)
+    assert document.getroot().get("tests") == "4" and document.getroot().get("failures") == "0"
+
+
+def test_each_gate_kind_fails_once_with_a_readable_message(server, projects, tmp_path):
+    junit = tmp_path / "report.xml"
+    code, report = eval_json(str(projects["shop"]), "--url", server.base_url, "--junit", str(junit))
+    jsonschema.validate(report, RUN_SCHEMA)
+    assert code == 1 and report["total"] == 7 and report["failed"] == 6
+    by_id = {c["id"].removeprefix("gates/"): c for c in report["cases"]}
+    assert by_id["fine"]["passed"] and by_id["fine"]["gate"] is None
+    gates = {name: (c["gate"]["kind"], c["gate"]["message"]) for name, c in by_id.items() if not c["passed"]}
+    assert gates == {
+        "succeeded": ("succeeded", "the turn did not complete, it is failed: scripted_failure the model is down"),
+        "called-tool": ("called_tool", "refund_order was not called (calls: lookup_order)"),
+        "not-called-tool": ("not_called_tool", "refund_order was called, and must not be"),
+        "includes": ("check", "'all good' does not satisfy: includes /order [A-Z]\\d{3}/"),
+        "satisfies": ("check", "'short' does not satisfy: satisfies longer than 20 characters"),
+        "error": ("error", gates["error"][1]),
+    }
+    assert gates["error"][1].startswith("KeyError: 'missing' (") and "gates_eval.py:" in gates["error"][1]
+    failed = by_id["called-tool"]
+    assert failed["playgroundUrl"] == f"{server.base_url}/playground/shop?sessionId={failed['sessionId']}"
+    with server.client() as client:
+        assert client.get(failed["playgroundUrl"]).status_code == 200
+    schema = etree.XMLSchema(etree.parse(str(HERE / "junit.xsd")))
+    document = etree.parse(str(junit))
+    schema.assertValid(document)
+    assert document.xpath("//testcase[@name='called-tool']/failure/@type") == ["called_tool"]
+    assert document.xpath("//testcase[@name='called-tool']/failure/text()") == ['lookup_order({\'order_id\': \'A100\'})']
+    assert document.xpath("//testcase[@name='error']/error/@type") == ["error"]
+
+
+def test_the_table_shows_each_failure_with_its_trajectory(server, projects):
+    done = manage("eval", str(projects["shop"]), "gates/called-tool", "--url", server.base_url)
+    assert done.returncode == 1
+    assert "refund_order was not called (calls: lookup_order)" in done.stdout
+    assert "lookup_order({'order_id': 'A100'})" in done.stdout
+    assert f"{server.base_url}/playground/shop?sessionId=ses_" in done.stdout
+    assert "0 passed, 1 failed" in done.stdout
+
+
+def test_tags_and_case_ids_select_the_cases_run(server, projects):
+    code, report = eval_json(str(projects["shop"]), "--url", server.base_url, "--tag", "fine")
+    assert code == 0 and [c["id"] for c in report["cases"]] == ["gates/fine"]
+    code, report = eval_json(str(projects["shop"]), "gates/fine", "gates/includes", "--url", server.base_url)
+    assert code == 1 and [c["id"] for c in report["cases"]] == ["gates/fine", "gates/includes"]
+    listed = manage("eval", str(projects["shop"]), "--list", "--tag", "gates")
+    assert listed.returncode == 0 and listed.stdout.splitlines()[0] == "gates/called-tool  [gates]"
+    assert manage("eval", str(projects["shop"]), "--list", "--tag", "nothing").returncode != 0
+
+
+def overlap(intervals: list[tuple[datetime, datetime]]) -> int:
+    """The most intervals open at one instant."""
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_cases_run_concurrently_up_to_the_limit(server, projects):
+    started = time.monotonic()
+    code, report = eval_json(str(projects["sleepy"]), "--url", server.base_url)
+    elapsed = time.monotonic() - started
+    assert code == 0, report
+    ideal = SLEEP_CASES / SLEEP_CONCURRENCY  # seconds: each case sleeps one
+    assert ideal <= report["durationSeconds"] < ideal + 1.5, report["durationSeconds"]
+    intervals = []
+    with server.client() as client:
+        for case in report["cases"]:
+            lines = client.get(f"/sleepy/v1/session/{case['sessionId']}/events").text.splitlines()
+            at = {e["type"]: datetime.fromisoformat(e["at"].replace("Z", "+00:00"))
+                  for e in map(json.loads, lines)}
+            intervals.append((at["turn.started"], at["turn.completed"]))
+    assert overlap(intervals) == SLEEP_CONCURRENCY
+    print(f"{SLEEP_CASES} one-second cases at concurrency {SLEEP_CONCURRENCY}: {report['durationSeconds']:.2f} s "
+          f"run, {elapsed:.2f} s with the command's start")
+
+
+def scrape(server, name: str, **labels: str) -> float:
+    with server.client() as client:
+        text = client.get("/metrics").text
+    total = 0.0
+    for line in text.splitlines():
+        match = re.match(rf"^{name}\{{(.*)\}} ([0-9.e+]+)$", line)
+        if match and all(f'{k}="{v}"' in match.group(1).split(",") for k, v in labels.items()):
+            total += float(match.group(2))
+    return total
+
+
+def test_eval_sessions_carry_their_purpose_in_metrics(server, projects):
+    code, _ = eval_json(str(projects["shop"]), "gates/fine", "--url", server.base_url)
+    assert code == 0
+    with server.client() as client:
+        created = client.post("/shop/v1/session", json={"message": "/reply plain"}).json()
+        read_stream_until(client, created["streamUrl"], "turn.completed")
+    assert scrape(server, "agentsite_sessions_total", agent="shop", purpose="eval") >= 1
+    assert scrape(server, "agentsite_sessions_total", agent="shop", purpose="") >= 1
+    assert scrape(server, "agentsite_turns_total", agent="shop", purpose="eval", status="completed") >= 1
+    assert scrape(server, "agentsite_turns_total", agent="shop", purpose="", status="completed") >= 1
+    with server.client() as client:
+        purposes = set(re.findall(r'purpose="([^"]*)"', client.get("/metrics").text))
+    assert purposes <= {"eval", ""}
+
+
+def test_a_captured_session_is_a_case_that_passes(server, tmp_path):
+    with server.client() as client:
+        created = client.post("/shop/v1/session", json={
+            "message": 'Where is A102?\n/call lookup_order {"order_id": "A102"}',
+            "workspaceFiles": [{"path": "notes.txt", "content": "customer is in a hurry"}]}).json()
+        read_stream_until(client, created["streamUrl"], "turn.completed")
+        downloaded = client.get(f"/playground/shop/session/{created['sessionId']}/eval-case")
+    project = tmp_path / "captured"
+    out = project / "evals" / "where_eval.py"
+    done = manage("eval_capture", created["sessionId"], "--out", str(out), env={"AGENTSITE_STATE_ROOT": str(server.state_root)})
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    assert downloaded.status_code == 200 and downloaded.text == text
+    assert downloaded.headers["Content-Disposition"].endswith('_eval.py"')
+    assert "t.called_tool('lookup_order')" in text and "t.succeeded()" in text and "customer is in a hurry" in text
+    code, report = eval_json(str(project), "--agent", "shop", "--url", server.base_url)
+    assert code == 0 and [c["id"] for c in report["cases"]] == ["where"]
+    assert report["cases"][0]["toolCalls"] == ["lookup_order"]
+    again = manage("eval_capture", created["sessionId"], "--out", str(out), env={"AGENTSITE_STATE_ROOT": str(server.state_root)})
+    assert again.returncode != 0 and "exists" in again.stderr
+
+
+def token_of(server, username: str, *, staff: bool) -> str:
+    env = {"AGENTSITE_STATE_ROOT": str(server.state_root), "DJANGO_SUPERUSER_PASSWORD": "pw-0123456789"}
+    made = (manage("createsuperuser", "--noinput", "--username", username, "--email", f"{username}@example.com", env=env)
+            if staff else manage("shell", "-c", f"from django.contrib.auth.models import User; "
+                                                f"User.objects.create_user({username!r}, password='pw')", env=env))
+    assert made.returncode == 0, made.stderr
+    issued = manage("createtoken", username, "--name", "evals", env=env)
+    assert issued.returncode == 0, issued.stderr
+    return issued.stdout.strip().splitlines()[-1]
+
+
+def test_a_token_must_be_an_operators(server, projects):
+    code, report = eval_json(str(projects["shop"]), "gates/fine", "--url", server.base_url,
+                             "--token", token_of(server, "ada", staff=True))
+    assert code == 0 and report["passed"]
+    code, report = eval_json(str(projects["shop"]), "gates/fine", "--url", server.base_url,
+                             "--token", token_of(server, "bert", staff=False))
+    assert code == 1 and report["cases"][0]["gate"]["kind"] == "error"
+    assert "403" in report["cases"][0]["gate"]["message"] and "purpose_refused" in report["cases"][0]["gate"]["message"]
