@@ -28,6 +28,7 @@ from agents.channels import (
     loopback_only, public_endpoint,
 )
 from agents.definitions import Agent, Effect, Execution, Schedule, SessionInfo, Skill, Tool, ToolContext, tool
+from agents.experiments import Sample, SampleEvent, SplitContext, define_ab, split_by_session_hash, split_if
 from agents.hooks import Hook, hook
 from agents.integrations.bitbucket.channel import bitbucket_channel
 from agents.integrations.bitbucket.client import BitbucketConfig
@@ -58,4 +59,5 @@ __all__ = [
     "slack_channel", "github_channel", "gitlab_channel", "bitbucket_channel", "default_auth", "RepoEvent",
     "GitHubConfig", "GitLabConfig", "BitbucketConfig",
     "OutboundError", "OutboundHTTPError", "OutboundRefused", "OutboundTimeout",
+    "define_ab", "split_by_session_hash", "split_if", "Sample", "SampleEvent", "SplitContext",
 ]
