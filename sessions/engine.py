@@ -25,6 +25,7 @@ from agents.workspaces.filesystems import WorkspaceError
 from sessions import lifecycle, logcontext, tracing
 from sessions.direct import resume_call
 from sessions.events import SessionGone
+from sessions.experiments.enrollment import overrides
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.processes import process_id
 from sessions.runner import Emitter, Interrupted, InterruptWatch, Parked, Profile, Runner
