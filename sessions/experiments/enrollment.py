@@ -5,6 +5,7 @@ the row (`Session.ab_variants`), so every turn of the session, on any worker
 and after any restart, applies the same variant. Eval sessions (`purpose:
 "eval"`) are never enrolled; a session an experiment's split leaves out (held
 out, or refused by `split_if`) runs the agent as declared and gives no samples.
+Once an operator stops an experiment, the sessions its split takes get control.
 """
 from __future__ import annotations
 
@@ -31,33 +32,32 @@ def experiments_of(deployment) -> dict:
 def enroll(session: Session, message: str, experiments: dict) -> list[tuple[str, dict[str, Any]]]:
     """Choose the session's variants (set on `session.ab_variants`) and return their `ab.assigned` events.
 
-    A stopped experiment gives every new session its control variant.
-    A split that raises leaves the session out of that experiment.
+    1. Each experiment's split decides whether the session takes part, and in which variant;
+       a split that raises leaves the session out of that experiment.
+    2. Only if it takes part in any: a stopped experiment gives it the control variant instead
+       (one query, so a session no experiment takes costs none).
     """
     if not experiments or session.run_options.purpose == "eval":
         return []
-    stopped = Experiment.stopped_names(session.agent_id)
     chosen: dict[str, str] = {}
-    events: list[tuple[str, dict[str, Any]]] = []
     for name, test in sorted(experiments.items()):
-        if name in stopped:
-            variant = test.control
-        else:
-            ctx = SplitContext(session_id=session.id, agent=session.agent.slug, experiment=name,
-                               variants=tuple(test.variants), channel=session.channel, mode=session.mode,
-                               message=message, principal_id=session.principal_id, options=dict(session.options))
-            try:
-                variant = test.split(ctx)
-            except Exception:
-                log.exception("the split of experiment %s failed; session %s is left out", name, session.id)
-                continue
-        if variant is None or variant not in test.variants:
+        ctx = SplitContext(session_id=session.id, agent=session.agent.slug, experiment=name,
+                           variants=tuple(test.variants), channel=session.channel, mode=session.mode,
+                           message=message, principal_id=session.principal_id, options=dict(session.options))
+        try:
+            variant = test.split(ctx)
+        except Exception:
+            log.exception("the split of experiment %s failed; session %s is left out", name, session.id)
             continue
-        chosen[name] = variant
-        events.append((EventType.AB_ASSIGNED, {"experiment": name, "variant": variant,
-                                               "label": test.variants[variant].label}))
+        if variant is not None and variant in test.variants:
+            chosen[name] = variant
+    if chosen:
+        for name in Experiment.stopped_names(session.agent_id) & set(chosen):
+            chosen[name] = experiments[name].control
     session.ab_variants = chosen
-    return events
+    return [(EventType.AB_ASSIGNED, {"experiment": name, "variant": variant,
+                                     "label": experiments[name].variants[variant].label})
+            for name, variant in chosen.items()]
 
 
 @dataclass(frozen=True)
