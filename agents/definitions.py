@@ -148,6 +148,8 @@ class SessionInfo:
     mode: str
     principal_id: str
     dry_run: bool = False
+    # The A/B experiments the session is enrolled in: {experiment name: variant id}, fixed at its creation.
+    abs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -28,10 +28,11 @@ from agents.channels import (
     loopback_only, public_endpoint,
 )
 from agents.definitions import Agent, Effect, Execution, Schedule, SessionInfo, Skill, Tool, ToolContext, tool
-from agents.hooks import Hook, hook
 from agents.evals.cases import case, define_eval
 from agents.evals.gates import GateFailed, Matcher, includes, satisfies
 from agents.evals.trial import Trial
+from agents.experiments import Sample, SampleEvent, SplitContext, define_ab, split_by_session_hash, split_if
+from agents.hooks import Hook, hook
 from agents.integrations.bitbucket.channel import bitbucket_channel
 from agents.integrations.bitbucket.client import BitbucketConfig
 from agents.integrations.events import RepoEvent
@@ -62,4 +63,5 @@ __all__ = [
     "GitHubConfig", "GitLabConfig", "BitbucketConfig",
     "OutboundError", "OutboundHTTPError", "OutboundRefused", "OutboundTimeout",
     "define_eval", "case", "includes", "satisfies", "Matcher", "GateFailed", "Trial",
+    "define_ab", "split_by_session_hash", "split_if", "Sample", "SampleEvent", "SplitContext",
 ]

@@ -20,6 +20,7 @@ from agents.mcpauth.stored import with_status
 from agents.models import Agent
 from channels_app.auth import Principal, RequestInfo, authenticate
 from channels_app.errors import APIError
+from channels_app.experiments_page import ab_page
 from channels_app.ownership import get_owned_session
 from channels_app.responses import artifact_path
 from sessions.evalcapture import case_file_text, case_id_for
@@ -298,4 +299,5 @@ urlpatterns = [
     path("playground/<slug:slug>/session/<str:session_id>", session_page, name="playground-session"),
     path("playground/<slug:slug>/session/<str:session_id>/trace", trace_page, name="playground-trace"),
     path("playground/<slug:slug>/session/<str:session_id>/eval-case", eval_case_download, name="playground-eval-case"),
+    path("playground/<slug:slug>/abs/<str:name>", ab_page, name="playground-ab"),
 ]

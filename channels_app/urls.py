@@ -1,7 +1,7 @@
 from django.urls import path
 
 from channels_app import custom_channels, mcp_oauth, metrics, stream
-from channels_app.views import agents, artifacts, deployments, secrets, sessions, timers, tokens, tools
+from channels_app.views import agents, artifacts, deployments, experiments, secrets, sessions, timers, tokens, tools
 
 urlpatterns = [
     path("metrics", metrics.metrics_view, name="metrics"),
@@ -38,6 +38,8 @@ urlpatterns = [
     path("<slug:slug>/v1/channels/<str:channel_id>", custom_channels.ChannelRouteView.as_view(), name="channel"),
     path("<slug:slug>/v1/channels/<str:channel_id>/<path:rest>", custom_channels.ChannelRouteView.as_view(),
          name="channel-route"),
+    path("<slug:slug>/v1/abs", experiments.ExperimentListView.as_view(), name="abs"),
+    path("<slug:slug>/v1/abs/<str:name>", experiments.ExperimentResultsView.as_view(), name="ab"),
     path("<slug:slug>/v1/info", agents.AgentInfoView.as_view(), name="agent-info"),
     path("<slug:slug>/v1/health", agents.AgentHealthView.as_view(), name="agent-health"),
 ]

@@ -16,6 +16,7 @@ from django.db import transaction
 from agents.models import Agent
 from sessions import lifecycle, metrics, tracing, wakeups
 from sessions.events import act_on
+from sessions.experiments.enrollment import enroll, experiments_of
 from sessions.lifecycle import dispatch_next, interrupt, interrupt_in_flight  # noqa: F401 (callers import them here)
 from sessions.models import EventType, Session, Turn
 from sessions.principal import Principal
@@ -73,6 +74,7 @@ def start_session(
     if deployment is None:
         raise AdmissionError("agent_not_deployed", f"agent {agent.slug!r} has no active deployment", 409)
     hooks = Session(agent=agent, deployment=deployment).hooks()  # loaded before the write lock is taken
+    experiments = experiments_of(deployment)
     with transaction.atomic():
         turn = Turn(trigger=trigger, message=message, source_ref=source_ref, workspace_files=workspace_files or [],
                     **tracing.link())
@@ -90,6 +92,7 @@ def start_session(
             channel_state=channel_state or {},
         )
         token = session.issue_token()
+        assigned = enroll(session, message, experiments)
         lifecycle.open_session(session, turn, [
             (EventType.SESSION_STARTED, {
                 "mode": session.mode,
@@ -104,6 +107,7 @@ def start_session(
                 "deployment": {"version": deployment.version, "contentHash": deployment.content_hash},
                 "model": deployment.manifest.get("model", ""),
             }),
+            *assigned,
         ], hooks)
         transaction.on_commit(lambda: metrics.session_started(session))  # never raises
     if runs_inline():

@@ -14,7 +14,7 @@ class SessionsConfig(AppConfig):
 
         from agents.signals import deployment_activated
         from sessions import ticker, tracing
-        from sessions.receivers import sync_deployed_schedules
+        from sessions.receivers import sync_deployed_experiments, sync_deployed_schedules
         from sessions.recovery import sweep_and_report
         from sessions.retention import retention_tick
         from sessions.timers import tick
@@ -27,3 +27,4 @@ class SessionsConfig(AppConfig):
             tracing.configure()
         post_spawn.connect(ticker.start_ticker, dispatch_uid="agentsite-turn-recovery")
         deployment_activated.connect(sync_deployed_schedules, dispatch_uid="agentsite-sync-schedules")
+        deployment_activated.connect(sync_deployed_experiments, dispatch_uid="agentsite-sync-experiments")

@@ -25,6 +25,7 @@ from agents.workspaces.filesystems import WorkspaceError
 from sessions import lifecycle, logcontext, tracing
 from sessions.direct import resume_call
 from sessions.events import SessionGone
+from sessions.experiments.enrollment import overrides
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.processes import process_id
 from sessions.runner import Emitter, Interrupted, InterruptWatch, Parked, Profile, Runner
@@ -167,8 +168,9 @@ class TurnRunner:
     def usage(self):
         return self.runner.usage if self.runner else self.usage_so_far
 
-    def system_prompt(self, loaded: LoadedAgent) -> str:
-        system = loaded.instructions
+    def system_prompt(self, loaded: LoadedAgent, instructions: str | None = None) -> str:
+        """`instructions`: the session's variant's, when an A/B experiment replaces the agent's."""
+        system = loaded.instructions if instructions is None else instructions
         if loaded.skills:
             catalog = "\n".join(f"- {s.name}: {s.description}" for s in loaded.skills.values())
             system += f"\n\nSkills (load one with the load_skill tool when the task calls for it):\n{catalog}"
@@ -217,7 +219,8 @@ class TurnRunner:
                 self.tools = self.toolset.tools
             finally:  # a workspace that cannot be built is timed too
                 self.clock.span("workspace", "", preparing)
-            profile = Profile(loaded.model, self.system_prompt(loaded), dict(loaded.config.params),
+            chosen = overrides(loaded, self.session.ab_variants)  # the session's A/B variants, if any
+            profile = Profile(chosen.model, self.system_prompt(loaded, chosen.instructions), chosen.params,
                               loaded.config.max_steps or settings.AGENTSITE_MAX_STEPS)
             executor = Executor(self.session, self.turn, self.tools, families=self.toolset.families,
                                 should_stop=self.interrupts.should_stop)

@@ -26,6 +26,7 @@ from django.utils import timezone
 from agents.hooks import Hook
 from sessions import metrics, tracing
 from sessions.events import append_events
+from sessions.experiments.samples import record_samples
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.pglocks import lock_for_transaction
 from sessions.sql.rows import insert_row
@@ -365,6 +366,7 @@ def settle(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, A
             transaction.set_rollback(True)  # not ours any more: whoever ended it settled it
             return False
         transaction.on_commit(lambda: metrics.turn_ended(session, status, timings))  # never raises
+        record_samples(session, turn, status=status, usage=usage, timings=timings)  # A/B: enrolled sessions only
         if running_turn_cap():
             dispatch_next(session.id, session, winding_down_only=True)
             dispatch_waiting(session)

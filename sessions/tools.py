@@ -104,7 +104,8 @@ def tool_context(session: Session | None, call_id: str, agent: Any = None, turn_
                            should_stop=stop)
     options = session.run_options
     info = SessionInfo(id=session.id, agent=session.agent.slug, mode=session.mode,
-                       principal_id=session.principal_id, dry_run=options.dry_run)
+                       principal_id=session.principal_id, dry_run=options.dry_run,
+                       abs=dict(session.ab_variants or {}))
     return ToolContext(session=info, call_id=call_id, as_of=options.as_of,
                        host=Host(session=session, agent=session.agent, turn_id=turn_id, call_id=call_id),
                        should_stop=stop)

@@ -17,6 +17,7 @@ from agents import providers
 from agents.channels import load_channels
 from agents.definitions import Agent, Tool
 from agents.discovery.checks import check_runtime, load_mcp, seed_folder, tool_problems
+from agents.discovery.experiments import load_experiments
 from agents.discovery.loaded import AgentFolderError, LoadedAgent, LoadedSubagent, Problem
 from agents.hooks import Hook
 from agents.models import validate_slug
@@ -153,6 +154,7 @@ def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
     hooks += [hook for c in channels.values() if (hook := c.hook()) is not None]
     mcp_servers = load_mcp(base, config, problems)
     runtime = check_runtime(config, tools, problems)
+    experiments = load_experiments(base, namespace, problems)
     seed_dir = seed_folder(base, runtime, problems)
     if isinstance(runtime, VirtualRuntime) and not runtime.per_session:
         bind_skills(runtime.fs, skills)  # a skills_fs() in the tree serves this agent's skills
@@ -163,6 +165,7 @@ def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
         slug=slug, root=root, config=config, model=model, instructions=instructions,
         tools=tools, content_hash=digest, warnings=warnings, skills=skills, subagents=subagents, hooks=hooks,
         schedules=schedules, runtime=runtime, seed_dir=seed_dir, mcp=mcp_servers, channels=channels,
+        experiments=experiments,
     )
 
 

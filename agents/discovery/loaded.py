@@ -8,6 +8,7 @@ from typing import Any
 
 from agents.channels import ChannelHook, LoadedChannel
 from agents.definitions import Agent, Tool
+from agents.experiments import ABTest
 from agents.hooks import Hook
 from agents.mcp import McpServer
 from agents.schedules import LoadedSchedule
@@ -60,6 +61,7 @@ class LoadedAgent:
     runtime: Runtime = DEFAULT_RUNTIME
     seed_dir: Path | None = None
     channels: dict[str, LoadedChannel] = field(default_factory=dict)
+    experiments: dict[str, ABTest] = field(default_factory=dict)
     # The release's (set by load_deployment): the only domains its outbound calls may reach.
     allowed_domains: tuple[str, ...] = ()
 
@@ -119,6 +121,8 @@ class LoadedAgent:
             ],
             "remindersTool": self.config.reminders_tool,
             "mcp": [server.describe() for server in self.mcp],
+            # Only when there are any: releases without experiments keep the manifest they always had.
+            **({"experiments": [test.describe() for test in self.experiments.values()]} if self.experiments else {}),
             "runtime": self.runtime_manifest(),
         }
 

@@ -24,7 +24,7 @@ ORDER = (
     "new-agent", "http-api", "agents", "tools-and-approvals", "schedules-and-reminders",
     "runtimes-and-workspaces", "mcp", "channels-and-providers", "secrets-and-connections", "deployments", "evals",
     "running-for-a-team",
-    "observability", "scale-out",
+    "observability", "experiments", "scale-out",
 )
 # The only names a page may have: no dots, no slashes, so no URL can name a file outside docs/.
 NAME = re.compile(r"[a-z0-9][a-z0-9-]*")

@@ -57,7 +57,7 @@ class ChannelContext:
         if row is None:
             return None
         return SessionInfo(id=row.id, agent=self.agent.slug, mode=row.mode, principal_id=row.principal_id,
-                           dry_run=row.run_options.dry_run)
+                           dry_run=row.run_options.dry_run, abs=dict(row.ab_variants or {}))
 
     @property
     def state(self) -> ChannelState | None:

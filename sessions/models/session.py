@@ -128,6 +128,8 @@ class Session(ChannelBinding):
     # The provider-neutral conversation, so any worker can run the next turn.
     conversation = models.JSONField(default=list, blank=True)
     usage = models.JSONField(default=dict, blank=True)
+    # {experiment name: variant id}: the A/B variants it was enrolled in when created (sessions.experiments).
+    ab_variants = models.JSONField(default=dict, blank=True)
     # The one turn allowed to run (the session's execution lock); moved only by sessions.lifecycle.
     active_turn = models.ForeignKey("Turn", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)

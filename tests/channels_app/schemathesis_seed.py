@@ -160,4 +160,6 @@ def real_id_cases(seeds: Seeds) -> list[RealIdCase]:
                    operator=True),
         RealIdCase("DELETE", "/v1/agents/{slug}/secrets/{name}", {"slug": "support", "name": "SEEDED_TOKEN"},
                    operator=True),
+        # The experiment examples/support declares.
+        RealIdCase("GET", "/{slug}/v1/abs/{name}", {"slug": "support", "name": "brief-replies"}),
     ]

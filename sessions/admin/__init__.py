@@ -396,3 +396,5 @@ class PersonalTokenAdmin(admin.ModelAdmin):
     def revoke(self, request, queryset) -> None:
         revoked = sum(token.revoke() for token in queryset)
         self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)
+
+from sessions.admin import experiments  # noqa: E402,F401 (registers ExperimentAdmin)

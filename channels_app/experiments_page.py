@@ -1,0 +1,43 @@
+"""The playground's A/B page: one experiment's results, a chart per metric (each variant's mean
+with its 95% interval, and its running mean over time), drawn as SVG on the server.
+
+Who may see it is who may read `GET /<slug>/v1/abs/<name>`: anyone the auth chain admits
+to the agent (its members) and operators.
+"""
+from __future__ import annotations
+
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from agents.models import Agent
+from channels_app.auth import RequestInfo, authenticate
+from channels_app.experiments import stopped_at
+from sessions.experiments.charts import interval_chart, time_chart
+from sessions.experiments.enrollment import experiments_of
+from sessions.experiments.results import over_time, results
+
+
+def ab_page(request: HttpRequest, slug: str, name: str) -> HttpResponse:
+    if authenticate(RequestInfo.from_django(request)) is None:
+        return redirect_to_login(request.get_full_path())
+    agent = Agent.objects.select_related("active_deployment").filter(slug=slug).first()
+    test = experiments_of(agent.active_deployment).get(name) if agent and agent.active_deployment else None
+    if test is None:
+        return render(request, "playground/error.html", {
+            "title": "No such experiment", "detail": f"Agent {slug!r} declares no experiment {name!r}.",
+            "status": 404}, status=404)
+    metrics = test.metric_names()
+    found = results(agent.slug, test.name, {v.id: v.label for v in test.variants.values()}, test.control, metrics)
+    charts = []
+    for metric in metrics:
+        charts.append({
+            "metric": metric,
+            "intervals": interval_chart([(r.id, r.label, r.metrics[metric]) for r in found]),
+            "over_time": time_chart(over_time(agent.slug, test.name, metric)),
+            "differences": [{"variant": r.id, **vars(r.vs_control[metric])} for r in found if r.vs_control],
+        })
+    return render(request, "playground/ab.html", {
+        "agent": agent, "test": test, "variants": found, "charts": charts,
+        "stopped_at": stopped_at(agent.pk, test.name),
+    })
