@@ -137,6 +137,20 @@ def test_eval_sessions_are_never_enrolled(ab_agent, sync_turns, samples):
 
 
 @transactional
+def test_sessions_an_eval_run_creates_over_http_stay_out_of_the_results(local, ab_agent, sync_turns, samples):
+    evaluated = start(local, "[ab:terse] hello", purpose="eval")  # the loopback principal may mark an eval
+    enrolled = start(local, "[ab:terse] hello")
+
+    assert "ab.assigned" not in types(evaluated) and "turn.completed" in types(evaluated)
+    assert Session.objects.get(pk=evaluated).ab_variants in ({}, None)
+    results = local.get("/abtest/v1/abs/tone").json()
+    counts = {v["id"]: v["sessions"] for v in results["variants"]}
+    assert sum(counts.values()) == 1 and counts["terse"] == 1
+    assert not ExperimentSample.objects.filter(session_id=evaluated).exists()
+    assert ExperimentSample.objects.filter(session_id=enrolled).count() == 1
+
+
+@transactional
 def test_a_stopped_experiment_sends_new_sessions_to_control_and_keeps_existing_ones(alice, ab_agent, sync_turns,
                                                                                     requests_seen):
     before = start(alice, "[ab:terse] hello")
