@@ -20,6 +20,7 @@ from typing import Iterator
 
 import pytest
 
+from agents.evals.discovery import discover_cases
 from tests.channels_app.views.test_session_artifacts import REPORT_TOOL
 from tests.sessions.test_tracing_live import otlp_receiver
 from tests.support import ROOT, Server, run_server
@@ -384,3 +385,20 @@ def test_a_providers_webhook_route_can_be_tried_with_its_headers(page):
     expect(slack.locator(".try-result")).to_contain_text("HTTP 200")
     expect(slack.locator(".try-result")).to_contain_text("tried-from-the-playground")
 
+
+
+def test_save_as_eval_case_downloads_a_case_that_replays_the_first_turn(page, tmp_path):
+    start_conversation(page, "support", '/call lookup_order {"order_id": "A100"}')
+    expect(page.locator("#status")).to_have_text("waiting")
+
+    with page.expect_download() as download:
+        page.click("#eval-case")
+    assert download.value.suggested_filename.endswith("_eval.py")
+    text = Path(download.value.path()).read_text()
+    assert "t.succeeded()" in text and "t.called_tool('lookup_order')" in text
+
+    (tmp_path / "agent").mkdir()
+    (tmp_path / "evals").mkdir()
+    (tmp_path / "evals" / download.value.suggested_filename).write_text(text)
+    [case] = discover_cases(tmp_path)  # a case file `manage.py eval` takes as it is
+    assert case.id == download.value.suggested_filename.removesuffix("_eval.py")
