@@ -157,6 +157,32 @@ def add_streaming_routes(result, generator, request, public):
             },
         }
     }
+    return add_turn_streams(result)
+
+
+# The routes that start a turn answer with its events when asked (channels_app.stream.turn_stream).
+TURN_STREAM = {
+    "description": "With `Accept: application/x-ndjson` or `text/event-stream`: the new turn's events, in the "
+                   "stream route's formats, from its first (index 0 for a new session; for a follow-up, the "
+                   "index the log had when the message was admitted) to the turn's end (its session.waiting, "
+                   "session.completed or session.failed, or its park for approval); then the stream closes. "
+                   "The turn runs on whether or not the client reads to the end. Refusals before the stream "
+                   "are the JSON errors listed here",
+    "headers": {
+        "X-Session-Id": {"description": "The session", "schema": {"type": "string"}},
+        "X-Continuation-Token": {"description": "The token the next follow-up must send",
+                                 "schema": {"type": "string"}},
+    },
+    "content": {"application/x-ndjson": {"schema": {"type": "string"}}, "text/event-stream": {"itemSchema": SSE_EVENT}},
+}
+STARTS_TURNS = ("v1_session_create", "v1_session_message_create")
+
+
+def add_turn_streams(result: dict[str, Any]) -> dict[str, Any]:
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            if operation.get("operationId") in STARTS_TURNS:
+                operation["responses"] = {"200": TURN_STREAM, **operation["responses"]}
     return result
 
 

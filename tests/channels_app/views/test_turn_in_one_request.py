@@ -214,3 +214,15 @@ def test_the_json_follow_up_is_unchanged(local, support_agent, sync_turns):
     response = post_json(local, f"/support/v1/session/{first['sessionId']}/message",
                          {"message": "again", "continuationToken": first["continuationToken"]})
     assert response.status_code == 202 and response.json()["continuationToken"]
+
+
+@pytest.mark.django_db
+def test_the_openapi_document_describes_both_streamed_answers_and_their_headers(local):
+    document = local.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    for path in ("/{slug}/v1/session", "/{slug}/v1/session/{session_id}/message"):
+        responses = document["paths"][path]["post"]["responses"]
+        streamed = responses["200"]
+        assert set(streamed["content"]) == {NDJSON, SSE}
+        assert set(streamed["headers"]) == {"X-Session-Id", "X-Continuation-Token"}
+        assert {"400", "401", "403", "404", "409"} <= set(responses)
+        assert responses["409"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
