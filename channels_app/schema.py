@@ -182,7 +182,7 @@ def add_turn_streams(result: dict[str, Any]) -> dict[str, Any]:
     for operations in result.get("paths", {}).values():
         for operation in operations.values():
             if operation.get("operationId") in STARTS_TURNS:
-                operation["responses"] = {"200": TURN_STREAM, **operation["responses"]}
+                operation["responses"]["200"] = TURN_STREAM
     return result
 
 
