@@ -250,6 +250,14 @@ SESSION_LINKS = {
         "parameters": {"slug": "$request.path.slug", "tool_name": "ls"},
         "requestBody": {"sessionId": "$response.body#/sessionId", "input": {}}, **AS_IS},
 }
+# The streamed answer of the routes that start a turn (TURN_STREAM) names the session in its headers.
+STREAMED_IDS = {"slug": "$request.path.slug", "session_id": "$response.header.X-Session-Id"}
+STREAMED_LINKS = {
+    **{name: {"operationId": target, "parameters": STREAMED_IDS} for name, target in OF_SESSION.items()},
+    "FollowUpByToken": {"operationId": "v1_session_create", "parameters": {"slug": "$request.path.slug"},
+                        "requestBody": {"message": "And then?",
+                                        "continuationToken": "$response.header.X-Continuation-Token"}, **AS_IS},
+}
 SLUG_FROM_LIST = {"slug": "$response.body#/agents/0/slug"}
 LINKS: dict[str, dict[str, dict[str, Any]]] = {
     "v1_agents_retrieve": {"200": {
@@ -260,8 +268,9 @@ LINKS: dict[str, dict[str, dict[str, Any]]] = {
         "operationId": "v1_dev_schedules_create",
         "description": "Under `serve --dev`: fire the agent's first schedule now",
         "parameters": {"slug": "$request.path.slug", "schedule_id": "$response.body#/schedules/0/id"}}}},
-    "v1_session_create": {"201": SESSION_LINKS, "202": SESSION_LINKS},
-    "v1_session_message_create": {"202": {name: SESSION_LINKS[name] for name in ("Stop", "SessionEvents")}},
+    "v1_session_create": {"201": SESSION_LINKS, "202": SESSION_LINKS, "200": STREAMED_LINKS},
+    "v1_session_message_create": {"202": {name: SESSION_LINKS[name] for name in ("Stop", "SessionEvents")},
+                                  "200": {name: STREAMED_LINKS[name] for name in ("Stop", "SessionEvents")}},
     "v1_tools_call_create": {"202": {"Decide": {
         "operationId": "v1_session_approvals_create",
         "parameters": {**SESSION_IDS, "call_id": "$response.body#/callId"}}}},
