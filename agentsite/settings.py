@@ -342,6 +342,9 @@ AGENTSITE_DEFAULT_MODEL = os.environ.get("AGENTSITE_DEFAULT_MODEL", "")
 AGENTSITE_TURN_LEASE_SECONDS = float(os.environ.get("AGENTSITE_TURN_LEASE_SECONDS", "30"))
 # How often the qcluster process looks for turns of dead workers.
 AGENTSITE_SWEEP_SECONDS = float(os.environ.get("AGENTSITE_SWEEP_SECONDS", "1"))
+# A release's files are stored in the database when it is deployed (so any host can run it): a deploy whose
+# agent/ folder is larger than this once packed (tar.gz) is refused.
+AGENTSITE_RELEASE_MAX_BYTES = int(os.environ.get("AGENTSITE_RELEASE_MAX_BYTES", str(20 * 1024 * 1024)))
 # Threads that run the web process's synchronous code (views, database calls), shared by all
 # requests (agentsite/threads.py); each keeps its database connection between requests.
 AGENTSITE_WEB_THREADS = int(os.environ.get("AGENTSITE_WEB_THREADS", "8"))
