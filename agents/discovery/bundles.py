@@ -127,11 +127,8 @@ def release_folder(deployment: Deployment) -> Path:
     return unpack(bytes(data), local, deployment.content_hash, name)
 
 
-def has_files(deployment: Deployment) -> bool:
-    """Whether a process could load the release: stored in the database, or its folder is on this host."""
-    if ReleaseBundle.objects.filter(deployment=deployment).exists():
-        return True
-    return agent_dir(deployment.snapshot_dir()).is_dir() or _legacy_folder(deployment) is not None
+def has_bundle(deployment: Deployment) -> bool:
+    return ReleaseBundle.objects.filter(deployment=deployment).exists()
 
 
 def _legacy_folder(deployment: Deployment) -> Path | None:

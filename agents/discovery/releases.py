@@ -9,7 +9,7 @@ from typing import Any, Sequence
 from django.conf import settings
 from django.db import transaction
 
-from agents.discovery.bundles import has_files, pack_checked, release_folder, store_bundle, unpack
+from agents.discovery.bundles import has_bundle, pack_checked, release_folder, store_bundle, unpack
 from agents.discovery.folder import agent_dir, load_agent_folder
 from agents.discovery.loaded import AgentFolderError, LoadedAgent, Problem
 from agents.models import Agent as AgentRow
@@ -66,7 +66,7 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
             if d.manifest == manifest and list(d.allowed_domains) == domains]
     if same:
         earlier = same[0]
-        if not has_files(earlier):  # the folder has the same content: it can stand in for the lost snapshot
+        if not has_bundle(earlier):  # made before releases were stored: the folder has the same content
             store_bundle(earlier, pack_checked(loaded.root))
         if agent.active_deployment_id != earlier.pk:
             earlier.activate()

@@ -6,12 +6,13 @@ import json
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from agents.discovery import ReleaseUnavailable, deploy_agent_folder, deploy_release, load_deployment
-from agents.discovery.bundles import pack
+from agents.discovery import ReleaseUnavailable, content_hash, deploy_agent_folder, deploy_release, load_deployment
+from agents.discovery.bundles import pack, unpack
 from agents.discovery.releases import _cache
 from agents.models import Deployment, ReleaseBundle
 from agents.releasediff import sections
@@ -177,3 +178,16 @@ def test_a_release_over_the_size_limit_is_a_one_line_deploy_error(tmp_path):
     assert "Traceback" not in done.stderr, done.stderr
     assert "over the limit of 64 bytes (AGENTSITE_RELEASE_MAX_BYTES)" in done.stderr
     assert not (tmp_path / "state" / "deployments").exists()
+
+
+def test_processes_racing_to_unpack_a_release_all_get_the_whole_folder(tmp_path):
+    root = write_release(tmp_path / "helper", "You help.", tools="def shout(text: str) -> str:\n    return text\n")
+    data, expected = pack(root), content_hash(root)
+    target = tmp_path / "state" / "deployments" / "helper" / expected[:16]
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        found = list(pool.map(lambda _: unpack(data, target, expected, "helper v1"), range(6)))
+
+    assert found == [target] * 6
+    assert content_hash(target) == expected
+    assert not list(target.parent.glob(".*.tmp"))
