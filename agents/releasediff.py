@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from agents.discovery.bundles import ReleaseUnavailable, release_folder
