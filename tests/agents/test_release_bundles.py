@@ -16,6 +16,7 @@ from agents.discovery.bundles import pack, unpack
 from agents.discovery.releases import _cache
 from agents.models import Deployment, ReleaseBundle
 from agents.releasediff import sections
+from sessions.models import Event
 from tests.agents.release_support import write_release
 from tests.support import ROOT, child_env, postgres_database
 
@@ -191,3 +192,18 @@ def test_processes_racing_to_unpack_a_release_all_get_the_whole_folder(tmp_path)
     assert found == [target] * 6
     assert content_hash(target) == expected
     assert not list(target.parent.glob(".*.tmp"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_on_a_host_that_cannot_unpack_the_release_fails_naming_it(alice, support_agent, sync_turns, settings,
+                                                                        tmp_path):
+    ReleaseBundle.objects.filter(deployment=support_agent.active_deployment).update(data=b"not a tar.gz")
+    settings.STATE_ROOT = tmp_path / "another-host"
+    forget_loaded_releases()
+
+    response = alice.post("/support/v1/session", json.dumps({"message": "hello"}), content_type="application/json")
+
+    assert response.status_code == 201, response.content
+    failed = Event.objects.get(session_id=response.json()["sessionId"], type="turn.failed").data
+    assert failed["code"] == "internal_error"
+    assert "release support v1: its stored files cannot be unpacked" in failed["error"]
