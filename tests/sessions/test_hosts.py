@@ -22,10 +22,12 @@ import pytest
 from django.utils import timezone
 
 from sessions.events import read_events
-from sessions.models import Host, Turn
+from sessions.models import Host, Reminder, Turn
 from sessions.processes import process_gone, process_id
 from sessions.recovery import LOST_ERROR, sweep
+from sessions.timers import create_reminder, disarm_lost_handlers
 from tests.sessions.test_recovery import SLOW_TOOL, idle_session, running_turn, types_after
+from tests.sessions.test_reminders import T0, chat_session
 from tests.support import ROOT, backend_env, child_env, run_server
 
 transactional = pytest.mark.django_db(transaction=True)
@@ -113,6 +115,24 @@ def test_a_sweep_never_takes_its_own_host_for_lost(alice, support_agent, sync_tu
     assert mine.status == Turn.Status.RUNNING
 
 
+@transactional
+def test_run_form_reminders_held_on_a_lost_host_are_disarmed_and_a_live_hosts_kept(alice, support_agent, sync_turns,
+                                                                                   settings):
+    settings.AGENTSITE_HOST_ID = "h2"
+    lease("h1", left=timedelta(seconds=-1))
+    lease("h3", left=timedelta(seconds=10))
+    session = chat_session(alice)
+    lost = create_reminder(session, every="1h", run=lambda ctx: "skip", now=T0)
+    live = create_reminder(session, every="1h", run=lambda ctx: "skip", now=T0)
+    Reminder.objects.filter(pk=lost.pk).update(handler_owner="h1:4242")
+    Reminder.objects.filter(pk=live.pk).update(handler_owner="h3:4242")
+
+    assert disarm_lost_handlers() == 1
+
+    states = {r.pk: (r.status, r.reason) for r in Reminder.objects.all()}
+    assert states == {lost.pk: ("disarmed", "handler_lost_on_restart"), live.pk: ("armed", "")}
+
+
 # --- a whole host killed mid-turn: real processes on PostgreSQL ---------------------------
 
 
@@ -144,7 +164,7 @@ def kill_tree(pid: int) -> None:
 SWEEP_AS_H2 = """
 import json, time
 from django.utils import timezone
-from sessions.models import Host, Turn
+from sessions.models import Host, Reminder, Turn
 from sessions.recovery import sweep
 turn_id = {turn_id!r}
 deadline = time.monotonic() + 90
