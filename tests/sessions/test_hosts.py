@@ -164,7 +164,7 @@ def kill_tree(pid: int) -> None:
 SWEEP_AS_H2 = """
 import json, time
 from django.utils import timezone
-from sessions.models import Host, Reminder, Turn
+from sessions.models import Host, Turn
 from sessions.recovery import sweep
 turn_id = {turn_id!r}
 deadline = time.monotonic() + 90
