@@ -5,9 +5,12 @@ name the process holding them this way (the host is AGENTSITE_HOST_ID), so
 recovery can tell a holder that died from one that is alive. On this host a
 pid is checked directly; a holder on another host is gone when that host is
 lost: none of its processes renewed its `Host` lease for
-AGENTSITE_HOST_LEASE_SECONDS. Every process that holds something, and every
-process running a ticker, renews its host's lease from a thread, every third
-of that time.
+AGENTSITE_HOST_LEASE_SECONDS. Every long-running process renews its host's
+lease from a thread, every third of that time: each process running a ticker
+(qcluster workers, processes holding a reminder's handler) takes it with its
+ticker, and a web process by calling `ensure_host_lease` as it starts.
+Short-lived commands (`run`, `call`) take none: a host never seen is not lost,
+and their turns end with them or by their own lease.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import threading
 import time
 
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django_q.conf import Conf
 
@@ -31,9 +34,6 @@ def host_id() -> str:
 
 
 def process_id() -> str:
-    """This process's id as a holder; its host's lease is taken first, so a sweep elsewhere never
-    takes the host for lost while it holds something."""
-    ensure_host_lease()
     return f"{host_id()}:{os.getpid()}"
 
 
@@ -74,7 +74,9 @@ def ensure_host_lease(kind: str | None = None) -> None:
     """Take this process's host lease (once per process) and keep it renewed from a thread.
 
     `kind` is the process's role (a qcluster worker says so; any other is web).
-    Tests running tasks in their own process (django-q2's sync mode) keep no lease.
+    The first renewal is made before returning, so a process restarted on a host
+    whose lease lapsed is not taken for lost once it holds something. Tests
+    running tasks in their own process (django-q2's sync mode) keep no lease.
     """
     global _lease_pid, _lease_kind
     if Conf.SYNC:
@@ -96,9 +98,9 @@ def _keep_lease() -> None:
     while True:
         time.sleep(max(0.5, settings.AGENTSITE_HOST_LEASE_SECONDS / 3))
         try:
-            close_old_connections()
             if not renew_host_lease():
                 log.warning("host %s: its lease had lapsed; what its processes held may have been ended", host_id())
         except Exception:  # a missed renewal only shortens the lease
             log.exception("renewing the host lease of %s failed", host_id())
-            connection.close()
+        finally:
+            connection.close()  # back to the pool: a write every few seconds need not hold a connection

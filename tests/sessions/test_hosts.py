@@ -163,7 +163,6 @@ def kill_tree(pid: int) -> None:
 
 SWEEP_AS_H2 = """
 import json, time
-from django.utils import timezone
 from sessions.models import Host, Turn
 from sessions.recovery import sweep
 turn_id = {turn_id!r}
