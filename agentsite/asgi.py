@@ -33,6 +33,11 @@ if tracing.tracing():
     http_app = OpenTelemetryMiddleware(django_asgi_app, exclude_spans=["receive", "send"],
                                        meter_provider=NoOpMeterProvider())
 
+from sessions.workspacevolume import refuse_unshared_volume  # noqa: E402
+
+# With several hosts, sessions' files must be on one volume they all mount: refuse to serve otherwise.
+refuse_unshared_volume()
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
