@@ -98,14 +98,17 @@ def check_recently() -> None:
         _checked_at = time.monotonic()
 
 
-def refuse_unshared_volume() -> None:
+def refuse_unshared_volume() -> bool:
     """At a web process's start: exit with the message if the volume is not shared.
 
-    A database not reachable yet is left alone here: each local turn checks again.
+    False when the database could not be asked (down, not migrated yet, or a
+    test importing the module): each local turn checks again.
     """
     try:
         check()
     except VolumeNotShared as exc:
         raise SystemExit(str(exc)) from None
-    except Exception as exc:  # the database may be down or not migrated yet
+    except Exception as exc:
         log.warning("could not check that AGENTSITE_WORKSPACES_ROOT is shared: %s", exc)
+        return False
+    return True

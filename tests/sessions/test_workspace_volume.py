@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 from django.utils import timezone
 
@@ -129,6 +130,10 @@ def test_a_sessions_files_are_there_for_its_next_turn_on_another_host(tmp_path):
             assert followed.status_code in (200, 202), followed.text
             second = until_waiting(client, session_id, start)
 
+        with psycopg.connect(env["DATABASE_URL"]) as db:
+            leased = set(db.execute("SELECT host_id, kind FROM agent_sessions_host").fetchall())
+
+    assert {("h1", "web"), ("h2", "web")} <= leased, "web processes hold their host's lease too"
     results = [e for e in second if e["type"] == "action.result"]
     assert results and "kept on h1" in json.dumps(results[0]["data"]), second
     assert second[-1]["type"] == "session.waiting"
