@@ -133,20 +133,86 @@ class Followers:
         except Exception as exc:  # noqa: BLE001
             self.failures.append(f"ws {session_id}: {exc!r}")
 
-    def open(self, client, targets: list[tuple[str, int]]) -> None:
-        for n, (session_id, start) in enumerate(targets):
+    def open(self, client, targets: list[tuple[int, str, int]]) -> None:
+        for n, session_id, start in targets:
             kind = n % 3
             coro = self.ws(n, session_id, start) if kind == 2 else self.http(client, n, session_id, start, kind == 1)
             self.tasks.append(asyncio.create_task(coro))
 
-    async def wait_for(self, keys: list[tuple[int, str, int]], timeout: float) -> list[tuple[int, str, int]]:
+
+def client_main(conn, base_url: str, targets: list[tuple[int, str, int]]) -> None:
+    """One client process: its share of the streams, on one event loop; answers the bench's requests
+    ("ready": streams open so far, "collect": receipts so far, "stop") over `conn`."""
+    asyncio.run(_client(conn, base_url, targets))
+
+
+async def _client(conn, base_url: str, targets: list[tuple[int, str, int]]) -> None:
+    import httpx
+
+    followers = Followers(base_url, "support")
+    limits = httpx.Limits(max_connections=len(targets) + 50, max_keepalive_connections=0)
+    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=httpx.Timeout(60, read=None)) as client:
+        followers.open(client, targets)
+        while True:
+            while not conn.poll():
+                await asyncio.sleep(0.05)
+            request = conn.recv()
+            if request == "ready":
+                conn.send((followers.ready, followers.failures[:3]))
+            elif request == "collect":
+                conn.send(dict(followers.arrived))
+            else:
+                break
+        for task in followers.tasks:
+            task.cancel()
+        await asyncio.gather(*followers.tasks, return_exceptions=True)
+
+
+class Clients:
+    """The client processes, the streams dealt among them in turn (so each holds some of the fan-out's)."""
+
+    def __init__(self, base_url: str, targets: list[tuple[str, int]], processes: int):
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        self.conns, self.procs = [], []
+        for k in range(processes):
+            mine = [(n, sid, start) for n, (sid, start) in enumerate(targets) if n % processes == k]
+            ours, theirs = context.Pipe()
+            proc = context.Process(target=client_main, args=(theirs, base_url, mine), daemon=True)
+            proc.start()
+            self.conns.append(ours)
+            self.procs.append(proc)
+
+    def ask(self, request: str) -> list:
+        for conn in self.conns:
+            conn.send(request)
+        return [conn.recv() for conn in self.conns]
+
+    def arrived(self) -> dict[tuple[int, str, int], float]:
+        out: dict = {}
+        for part in self.ask("collect"):
+            out.update(part)
+        return out
+
+    def wait_for(self, keys: list, timeout: float) -> dict:
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            missing = [k for k in keys if k not in self.arrived]
-            if not missing:
-                return []
-            await asyncio.sleep(0.1)
-        return [k for k in keys if k not in self.arrived]
+        while True:
+            arrived = self.arrived()
+            if all(k in arrived for k in keys) or time.monotonic() > deadline:
+                return arrived
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        for conn in self.conns:
+            try:
+                conn.send("stop")
+            except OSError:
+                pass
+        for proc in self.procs:
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
 
 
 def pct(values: list[float], p: float) -> float:
@@ -159,53 +225,51 @@ def summary(lat: list[float]) -> dict[str, float]:
             "p99": round(pct(lat, 99), 1), "max": round(max(lat), 1)}
 
 
-async def measure(server, args: argparse.Namespace, starts: dict[str, int], tmp: Path) -> dict:
-    import httpx
-
+def measure(server, args: argparse.Namespace, starts: dict[str, int], tmp: Path) -> dict:
     from stream import writer as paced_writer
 
     web = server.pid("web")
     report: dict = {}
     pss_before = pss_kb(web)
-    followers = Followers(server.base_url, "support")
     ids = list(starts)  # each followed from its next index: what arrives is what the writers append
     targets = [(ids[0], starts[ids[0]])] * args.fanout + [(sid, starts[sid]) for sid in ids[1:]]
-    limits = httpx.Limits(max_connections=len(targets) + 50, max_keepalive_connections=0)
-    async with httpx.AsyncClient(base_url=server.base_url, limits=limits,
-                                 timeout=httpx.Timeout(60, read=None)) as client:
+    clients = Clients(server.base_url, targets, args.clients)
+    try:
         t0 = time.monotonic()
-        followers.open(client, targets)
-        while followers.ready < len(targets) and time.monotonic() - t0 < 180 and not followers.failures:
-            await asyncio.sleep(0.2)
-        if followers.failures or followers.ready < len(targets):
-            raise RuntimeError(f"{followers.ready}/{len(targets)} streams opened; {followers.failures[:3]}")
+        while True:
+            answers = clients.ask("ready")
+            ready, failures = sum(a[0] for a in answers), [f for a in answers for f in a[1]]
+            if ready == len(targets) or failures or time.monotonic() - t0 > 180:
+                break
+            time.sleep(0.2)
+        if failures or ready < len(targets):
+            raise RuntimeError(f"{ready}/{len(targets)} streams opened; {failures[:3]}")
         report["streams"] = len(targets)
         report["open_s"] = round(time.monotonic() - t0, 1)
-        await asyncio.sleep(3)  # let the openings' replays and first reads settle
+        time.sleep(3)  # let the openings' replays and first reads settle
         pss_after = pss_kb(web)
         report["pss_per_stream_kb"] = round((pss_after - pss_before) / len(targets), 1)
         report["pss_mb"] = [round(pss_before / 1024, 1), round(pss_after / 1024, 1)]
         c0, w0 = cpu_seconds(web), time.monotonic()
-        await asyncio.sleep(args.idle_seconds)
+        time.sleep(args.idle_seconds)
         report["idle_cpu_pct"] = round(100 * (cpu_seconds(web) - c0) / (time.monotonic() - w0), 1)
         print(f"  {len(targets)} streams open in {report['open_s']} s; idle web CPU {report['idle_cpu_pct']}% "
               f"of a core; PSS {report['pss_mb']} MB, {report['pss_per_stream_kb']} KB/stream", flush=True)
 
         # fan-out: --paced events to the first session, followed --fanout times
-        out = await asyncio.to_thread(paced_writer, server, "paced", ids[0], str(args.paced), str(args.interval_ms))
+        out = paced_writer(server, "paced", ids[0], str(args.paced), str(args.interval_ms))
         committed = {int(i): float(t) for i, t in (line.split() for line in out.splitlines() if line.strip())}
         keys = [(f, ids[0], i) for f in range(args.fanout) for i in committed]
-        missing = await followers.wait_for(keys, 30)
-        lat = [(followers.arrived[k] - committed[k[2]]) * 1000 for k in keys if k in followers.arrived]
-        report["fanout_ms"] = summary(lat) | {"missing": len(missing)}
+        arrived = clients.wait_for(keys, 30)
+        lat = [(arrived[k] - committed[k[2]]) * 1000 for k in keys if k in arrived]
+        report["fanout_ms"] = summary(lat) | {"missing": len(keys) - len(lat)}
         print(f"  fan-out, {args.paced} events x {args.fanout} followers: {report['fanout_ms']}", flush=True)
 
         # fan-in: one event on each session, as fast as the writer goes
         listing = tmp / "ids.txt"
         listing.write_text("\n".join(ids))
-        done = await asyncio.to_thread(subprocess.run, [server.env["BENCH_PYTHON"], __file__, "writer", "each",
-                                                        str(listing)], cwd=server.src, env=server.env,
-                                       capture_output=True, text=True, timeout=600)
+        done = subprocess.run([server.env["BENCH_PYTHON"], __file__, "writer", "each", str(listing)],
+                              cwd=server.src, env=server.env, capture_output=True, text=True, timeout=600)
         if done.returncode:
             raise RuntimeError(f"writer each failed: {done.stderr[-2000:]}")
         follower_of = {sid: args.fanout + n - 1 for n, sid in enumerate(ids)}
@@ -215,15 +279,13 @@ async def measure(server, args: argparse.Namespace, starts: dict[str, int], tmp:
             if line.strip():
                 sid, index, at = line.split()
                 commits[(follower_of[sid], sid, int(index))] = float(at)
-        missing = await followers.wait_for(list(commits), 30)
-        lat = [(followers.arrived[k] - t) * 1000 for k, t in commits.items() if k in followers.arrived]
+        arrived = clients.wait_for(list(commits), 30)
+        lat = [(arrived[k] - t) * 1000 for k, t in commits.items() if k in arrived]
         span = max(commits.values()) - min(commits.values())
-        report["fanin_ms"] = summary(lat) | {"missing": len(missing), "writer_s": round(span, 2)}
+        report["fanin_ms"] = summary(lat) | {"missing": len(commits) - len(lat), "writer_s": round(span, 2)}
         print(f"  fan-in, one event on each of {len(ids)} sessions: {report['fanin_ms']}", flush=True)
-        report["failures"] = followers.failures[:5]
-        for task in followers.tasks:
-            task.cancel()
-        await asyncio.gather(*followers.tasks, return_exceptions=True)
+    finally:
+        clients.stop()
     return report
 
 
@@ -252,7 +314,7 @@ def run_config(name: str, args: argparse.Namespace, tmp: Path) -> dict:
             if done.returncode:
                 raise RuntimeError(f"writer clone failed: {done.stderr[-2000:]}")
             starts = {base: start} | {sid: int(n) for sid, n in (line.split() for line in done.stdout.splitlines())}
-            report = asyncio.run(measure(server, args, starts, state_root))
+            report = measure(server, args, starts, state_root)
         except BaseException:
             print(server.tail("web"), file=sys.stderr)
             raise
@@ -273,6 +335,7 @@ def main() -> int:
     parser.add_argument("--paced", type=int, default=50, help="events appended to the first session")
     parser.add_argument("--interval-ms", type=float, default=100.0)
     parser.add_argument("--idle-seconds", type=float, default=20.0)
+    parser.add_argument("--clients", type=int, default=3, help="client processes the streams are dealt among")
     parser.add_argument("--src", help="the tree whose server is measured (default: this one)")
     parser.add_argument("--out", help="JSON output path (default bench/results/streams_many-<timestamp>.json)")
     args = parser.parse_args()

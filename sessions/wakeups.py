@@ -26,6 +26,11 @@ from sessions.loopthread import LoopThread
 log = logging.getLogger(__name__)
 
 
+# How long a writer waits for room in a web process's doorbell queue before its wake-up is
+# dropped (and left to the readers' polls): a burst of appends must not lose most of them.
+RING_PATIENCE = 0.2
+
+
 def group_name(session_id: str) -> str:
     return f"session.{session_id}"
 
@@ -85,7 +90,7 @@ def publish(session_id: str, index: int) -> None:
         return
     if isinstance(get_channel_layer(), InMemoryChannelLayer):
         # Readers live in the web process's memory: ring its doorbell instead.
-        doorbell.ring("web", f"{session_id} {index}".encode())
+        doorbell.ring("web", f"{session_id} {index}".encode(), patience=RING_PATIENCE)
         return
     future = asyncio.run_coroutine_threadsafe(apublish(session_id, index), _loop.get())
     future.add_done_callback(_done)
