@@ -32,6 +32,7 @@ import asyncio
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -215,6 +216,29 @@ class Clients:
                 proc.kill()
 
 
+def profiler(args: argparse.Namespace, pid: int, name: str) -> subprocess.Popen | None:
+    """py-spy on the web process while a phase runs (--profile DIR; py-spy beside the venv's python,
+    or --py-spy PATH), raw collapsed stacks for bench/profile_summary.py."""
+    if not args.profile:
+        return None
+    Path(args.profile).mkdir(parents=True, exist_ok=True)
+    spy = args.py_spy or str(Path(sys.executable).with_name("py-spy"))
+    proc = subprocess.Popen([spy, "record", "--pid", str(pid), "--format", "raw", "--output",
+                             str(Path(args.profile) / f"{name}.txt"), "--rate", "200", "--nonblocking"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    return proc
+
+
+def stop_profiler(proc: subprocess.Popen | None) -> None:
+    if proc is not None:
+        proc.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))]
@@ -257,17 +281,23 @@ def measure(server, args: argparse.Namespace, starts: dict[str, int], tmp: Path)
               f"of a core; PSS {report['pss_mb']} MB, {report['pss_per_stream_kb']} KB/stream", flush=True)
 
         # fan-out: --paced events to the first session, followed --fanout times
+        spy = profiler(args, web, f"{args.config_name}-fanout")
+        c0 = cpu_seconds(web)
         out = paced_writer(server, "paced", ids[0], str(args.paced), str(args.interval_ms))
         committed = {int(i): float(t) for i, t in (line.split() for line in out.splitlines() if line.strip())}
         keys = [(f, ids[0], i) for f in range(args.fanout) for i in committed]
         arrived = clients.wait_for(keys, 30)
         lat = [(arrived[k] - committed[k[2]]) * 1000 for k in keys if k in arrived]
-        report["fanout_ms"] = summary(lat) | {"missing": len(keys) - len(lat)}
+        stop_profiler(spy)
+        report["fanout_ms"] = summary(lat) | {"missing": len(keys) - len(lat),
+                                              "web_cpu_us_per_delivery": round(1e6 * (cpu_seconds(web) - c0) / len(keys))}
         print(f"  fan-out, {args.paced} events x {args.fanout} followers: {report['fanout_ms']}", flush=True)
 
         # fan-in: one event on each session, as fast as the writer goes
         listing = tmp / "ids.txt"
         listing.write_text("\n".join(ids))
+        spy = profiler(args, web, f"{args.config_name}-fanin")
+        c0 = cpu_seconds(web)
         done = subprocess.run([server.env["BENCH_PYTHON"], __file__, "writer", "each", str(listing)],
                               cwd=server.src, env=server.env, capture_output=True, text=True, timeout=600)
         if done.returncode:
@@ -282,7 +312,9 @@ def measure(server, args: argparse.Namespace, starts: dict[str, int], tmp: Path)
         arrived = clients.wait_for(list(commits), 30)
         lat = [(arrived[k] - t) * 1000 for k, t in commits.items() if k in arrived]
         span = max(commits.values()) - min(commits.values())
-        report["fanin_ms"] = summary(lat) | {"missing": len(commits) - len(lat), "writer_s": round(span, 2)}
+        stop_profiler(spy)
+        report["fanin_ms"] = summary(lat) | {"missing": len(commits) - len(lat), "writer_s": round(span, 2),
+                                             "web_cpu_us_per_delivery": round(1e6 * (cpu_seconds(web) - c0) / len(commits))}
         print(f"  fan-in, one event on each of {len(ids)} sessions: {report['fanin_ms']}", flush=True)
     finally:
         clients.stop()
@@ -299,6 +331,7 @@ def run_config(name: str, args: argparse.Namespace, tmp: Path) -> dict:
     state_root.mkdir(parents=True)
     extra = {"AGENTSITE_STATE_ROOT": str(state_root)}
     src = Path(args.src).resolve() if args.src else ROOT
+    args.config_name = name
     with backend(name, extra):
         print(f"\n== {name} (server code {src})", flush=True)
         server = Server(src, state_root, child_env(extra))
@@ -336,6 +369,8 @@ def main() -> int:
     parser.add_argument("--interval-ms", type=float, default=100.0)
     parser.add_argument("--idle-seconds", type=float, default=20.0)
     parser.add_argument("--clients", type=int, default=3, help="client processes the streams are dealt among")
+    parser.add_argument("--profile", metavar="DIR", help="py-spy profiles of the web process in the delivery phases")
+    parser.add_argument("--py-spy", help="the py-spy to use (default: beside the venv's python)")
     parser.add_argument("--src", help="the tree whose server is measured (default: this one)")
     parser.add_argument("--out", help="JSON output path (default bench/results/streams_many-<timestamp>.json)")
     args = parser.parse_args()
