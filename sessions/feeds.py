@@ -18,8 +18,8 @@ follower per wake-up, and CPU for every idle stream. Here instead:
   batches: a session with events past what its feed holds is read, a
   deleted one ends its followers. Only where a transport can drop hints (the
   channel layer and its doorbells, not PostgreSQL's NOTIFY) does a feed
-  whose session is running also poll, once per feed, every
-  AGENTSITE_STREAM_POLL_RUNNING seconds.
+  whose session is running also poll, once per feed (a timer, or the
+  layer's receive timing out), every AGENTSITE_STREAM_POLL_RUNNING seconds.
 
 The event table stays the source of truth and wake-ups stay hints: a feed
 only ever appends the lines that follow the last one it holds, as read from
@@ -76,7 +76,7 @@ class Feed:
         self.check_gone = False  # a deletion hint came: the reader looks at the row
         self.fast_until = 0.0
         self.watching: asyncio.Future = asyncio.get_running_loop().create_future()
-        self.watch: wakeups.NotifyWatch | wakeups.LayerWatch | None = None
+        self.watch: wakeups.NotifyWatch | wakeups.LocalWatch | wakeups.LayerWatch | None = None
         self._waiters: list[asyncio.Future] = []
 
     # --- the followers' side

@@ -52,7 +52,11 @@ async def listen_for_other_processes() -> None:
 
 async def apublish(session_id: str, index: int) -> None:
     layer = get_channel_layer()
-    if layer is not None:
+    if isinstance(layer, InMemoryChannelLayer):
+        # Its readers are all in this process: handed over directly. Through the layer, each
+        # message would cost a pass over every channel of the process (its expiry sweep).
+        dispatch(session_id, index)
+    elif layer is not None:
         await layer.group_send(group_name(session_id), {"type": "session.events", "index": index})
 
 
@@ -113,7 +117,7 @@ DELETED = -2
 
 
 async def watch(session_id: str, on_hint: Callable[[int | None], None],
-                poll: Callable[[], float | None] = lambda: None) -> NotifyWatch | LayerWatch:
+                poll: Callable[[], float | None] = lambda: None) -> NotifyWatch | LocalWatch | LayerWatch:
     """Call `on_hint(index)` on each wake-up of the session, from now on (so a reader that
     watches before its first read misses nothing). `poll()`: seconds until `on_hint(None)`
     is called if no wake-up came, or None for no poll; asked again after every call.
@@ -121,6 +125,9 @@ async def watch(session_id: str, on_hint: Callable[[int | None], None],
     is woken when it reconnects): there is no poll."""
     if connection.vendor == "postgresql":
         return NotifyWatch(session_id, on_hint)
+    if isinstance(get_channel_layer(), InMemoryChannelLayer):
+        await listen_for_other_processes()
+        return LocalWatch(session_id, on_hint, poll)
     return LayerWatch(session_id, on_hint, poll, await LayerSubscription.open(session_id))
 
 
@@ -131,6 +138,55 @@ class NotifyWatch:
 
     async def close(self) -> None:
         pgnotify.hub.unsubscribe(self.session_id, self.on_hint)
+
+
+_local: dict[str, set[LocalWatch]] = {}
+
+
+def dispatch(session_id: str, index: int) -> None:
+    """Hand a wake-up to this process's watchers of the session (the in-memory layer's case)."""
+    try:
+        current = asyncio.get_running_loop()
+    except RuntimeError:
+        current = None
+    for watcher in list(_local.get(session_id, ())):
+        if watcher.loop is current:
+            watcher.hint(index)
+        elif not watcher.loop.is_closed():
+            watcher.loop.call_soon_threadsafe(watcher.hint, index)
+
+
+class LocalWatch:
+    """The in-memory layer's: wake-ups of this process's writers and of other processes' doorbell
+    rings arrive through `dispatch`; the poll is a timer on the loop, not a task."""
+
+    def __init__(self, session_id: str, on_hint: Callable[[int | None], None], poll: Callable[[], float | None]):
+        self.session_id, self.on_hint, self.poll = session_id, on_hint, poll
+        self.loop = asyncio.get_running_loop()
+        self.timer: asyncio.TimerHandle | None = None
+        self.closed = False
+        _local.setdefault(session_id, set()).add(self)
+        self._arm()
+
+    def _arm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        timeout = None if self.closed else self.poll()
+        self.timer = None if timeout is None else self.loop.call_later(timeout, self.hint, None)
+
+    def hint(self, index: int | None) -> None:
+        if not self.closed:
+            self.on_hint(index)
+            self._arm()
+
+    async def close(self) -> None:
+        self.closed = True
+        self._arm()
+        watchers = _local.get(self.session_id)
+        if watchers is not None:
+            watchers.discard(self)
+            if not watchers:
+                del _local[self.session_id]
 
 
 class LayerWatch:
