@@ -177,13 +177,16 @@ class Reader:
 
     async def read(self, batch: list[Feed]) -> None:
         starts = [(feed.session_id, feed.next_index) for feed in batch]
-        checks = [feed.session_id for feed in batch if feed.check_gone]
+        checks = {feed.session_id for feed in batch if feed.check_gone}
+        for feed in batch:
+            feed.check_gone = False  # a deletion hint that comes during the read sets it for the next one
         try:
             found, existing = await _read(starts, checks)
         except Exception as exc:  # the database away for a moment: read them again in a while
             log.warning("reading %d followed sessions failed (%s); again in 1 s", len(batch), exc)
             await asyncio.sleep(1.0)
             for feed in batch:
+                feed.check_gone = feed.check_gone or feed.session_id in checks
                 self.mark(feed)
             return
         for feed in batch:
@@ -192,10 +195,8 @@ class Reader:
                 feed.add(lines)
                 if len(lines) == BUFFER:
                     self.mark(feed)  # more waiting: read on
-            if feed.check_gone:
-                feed.check_gone = False
-                if feed.session_id not in existing:
-                    feed.end()
+            if feed.session_id in checks and feed.session_id not in existing:
+                feed.end()
 
 
 def _background(coro, name: str) -> asyncio.Task:
@@ -205,7 +206,7 @@ def _background(coro, name: str) -> asyncio.Task:
 
 
 @database_sync_to_async
-def _read(starts: list[tuple[str, int]], checks: list[str]) -> tuple[dict[str, list[Line]], set[str]]:
+def _read(starts: list[tuple[str, int]], checks: set[str]) -> tuple[dict[str, list[Line]], set[str]]:
     counts.feed_reads += 1
     found = feed_lines(starts, BUFFER)
     existing = set(Session.objects.filter(pk__in=checks).values_list("pk", flat=True)) if checks else set()
