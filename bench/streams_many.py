@@ -134,11 +134,17 @@ class Followers:
         except Exception as exc:  # noqa: BLE001
             self.failures.append(f"ws {session_id}: {exc!r}")
 
-    def open(self, client, targets: list[tuple[int, str, int]]) -> None:
-        for n, session_id, start in targets:
-            kind = n % 3
-            coro = self.ws(n, session_id, start) if kind == 2 else self.http(client, n, session_id, start, kind == 1)
-            self.tasks.append(asyncio.create_task(coro))
+    async def open(self, client, targets: list[tuple[int, str, int]], wave: int = 50) -> None:
+        """In waves, each waited for (at most 20 s): a thousand handshakes at once would outlast
+        the server's handshake timeout on a busy machine, which no client population does."""
+        for w in range(0, len(targets), wave):
+            for n, session_id, start in targets[w:w + wave]:
+                kind = n % 3
+                coro = self.ws(n, session_id, start) if kind == 2 else self.http(client, n, session_id, start, kind == 1)
+                self.tasks.append(asyncio.create_task(coro))
+            deadline = time.monotonic() + 20
+            while self.ready + len(self.failures) < len(self.tasks) and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
 
 
 def client_main(conn, base_url: str, targets: list[tuple[int, str, int]]) -> None:
@@ -153,7 +159,7 @@ async def _client(conn, base_url: str, targets: list[tuple[int, str, int]]) -> N
     followers = Followers(base_url, "support")
     limits = httpx.Limits(max_connections=len(targets) + 50, max_keepalive_connections=0)
     async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=httpx.Timeout(60, read=None)) as client:
-        followers.open(client, targets)
+        opening = asyncio.create_task(followers.open(client, targets))
         while True:
             while not conn.poll():
                 await asyncio.sleep(0.05)
@@ -164,6 +170,7 @@ async def _client(conn, base_url: str, targets: list[tuple[int, str, int]]) -> N
                 conn.send(dict(followers.arrived))
             else:
                 break
+        opening.cancel()
         for task in followers.tasks:
             task.cancel()
         await asyncio.gather(*followers.tasks, return_exceptions=True)
