@@ -384,12 +384,14 @@ AGENTSITE_RATE_MESSAGES = parse_rate("AGENTSITE_RATE_MESSAGES", os.environ.get("
 AGENTSITE_MAX_RUNNING_TURNS = parse_cap("AGENTSITE_MAX_RUNNING_TURNS", os.environ.get("AGENTSITE_MAX_RUNNING_TURNS"),
                                         DEFAULT_MAX_RUNNING_TURNS)
 AGENTSITE_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTSITE_MAX_MESSAGE_CHARS", "100000"))
-# Readers poll the event table in case a wake-up was lost. Redis carries every
-# process's wake-ups to every reader, so there the poll is only a slow backstop;
-# the embedded default's doorbells are datagrams that a full socket buffer drops,
-# so it polls faster (each poll is a read of the event table: not too fast).
-AGENTSITE_STREAM_POLL_RUNNING = float(os.environ.get("AGENTSITE_STREAM_POLL_RUNNING", "0.25" if REDIS_URL else "0.05"))
-AGENTSITE_STREAM_POLL_IDLE = float(os.environ.get("AGENTSITE_STREAM_POLL_IDLE", "0.25"))
+# Followers of a session share one read of the event table per wake-up (sessions.feeds). In case
+# a wake-up was lost, a process-wide safety net looks at every followed session's row every
+# AGENTSITE_STREAM_POLL_IDLE seconds; where the transport can drop wake-ups (the channel layer:
+# the embedded default's doorbells are datagrams that a socket buffer full for too long drops), each running
+# session's feed also polls every AGENTSITE_STREAM_POLL_RUNNING seconds. PostgreSQL's NOTIFY
+# loses none while its listener is connected and wakes every reader when it reconnects.
+AGENTSITE_STREAM_POLL_RUNNING = float(os.environ.get("AGENTSITE_STREAM_POLL_RUNNING", "0.25"))
+AGENTSITE_STREAM_POLL_IDLE = float(os.environ.get("AGENTSITE_STREAM_POLL_IDLE", "5"))
 # Text deltas are coalesced for this long before they are written.
 AGENTSITE_DELTA_FLUSH_SECONDS = float(os.environ.get("AGENTSITE_DELTA_FLUSH_SECONDS", "0.03"))
 # Limits of the host services agent code reaches on `ctx.host` (sessions/host/): a key-value

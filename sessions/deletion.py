@@ -13,6 +13,7 @@ import logging
 
 from django.db import transaction
 
+from sessions import wakeups
 from sessions.admission import stop_session
 from sessions.lifecycle import refill_slots
 from sessions.models import Reminder, Session, Turn
@@ -52,6 +53,8 @@ def delete_session(session: Session, by: Principal | None = None, *, unless_in_f
             cancel_session_reminders(session)
             Reminder.objects.filter(session=session.pk).delete()
         Session.objects.filter(pk=session.pk).delete()
+        # Its followers end now rather than at the next safety-net pass (sessions.feeds).
+        wakeups.announce(session.pk, wakeups.DELETED)
     # A turn of the session that held one of its principal's running slots will not settle:
     # the principal's turns waiting for the cap take the slot now.
     refill_slots(session.principal_id, session.authenticator)

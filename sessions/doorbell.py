@@ -58,30 +58,47 @@ def _path(kind: str, pid: int | None = None) -> Path | None:
     return path if len(str(path)) <= MAX_PATH else None
 
 
-_sender: socket.socket | None = None
+_senders: dict[bool, socket.socket] = {}
 _sender_pid = 0
 
 
-def ring(kind: str, payload: bytes = b"") -> None:
-    """Wake every listener of `kind`; never blocks and never raises."""
-    global _sender, _sender_pid
+def _sender(patience: float) -> socket.socket:
+    global _sender_pid
+    if _sender_pid != os.getpid():
+        _senders.clear()
+        _sender_pid = os.getpid()
+    sender = _senders.get(patience > 0)
+    if sender is None:
+        sender = _senders[patience > 0] = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        if patience > 0:
+            sender.settimeout(patience)
+        else:
+            sender.setblocking(False)
+    return sender
+
+
+def ring(kind: str, payload: bytes = b"", patience: float = 0.0) -> None:
+    """Wake every listener of `kind`; never raises.
+
+    A listener's queue holds only a few datagrams (net.unix.max_dgram_qlen, often 10).
+    A bell that only says "wake up" loses nothing when it is full: the listener is awake.
+    One that says what happened (`patience` > 0) waits up to that long for room instead,
+    so a burst of rings slows its sender down rather than dropping what they say.
+    """
     try:
         paths = list(bell_dir().glob(f"{kind}-*.sock"))
     except OSError:
         return
     if not paths:
         return
-    if _sender is None or _sender_pid != os.getpid():
-        _sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        _sender.setblocking(False)
-        _sender_pid = os.getpid()
+    sender = _sender(patience)
     for path in paths:
         try:
-            _sender.sendto(payload, str(path))
+            sender.sendto(payload, str(path))
         except (ConnectionRefusedError, FileNotFoundError):
             _unlink_stale(path)
-        except (BlockingIOError, OSError):
-            pass  # a full buffer means the listener is awake anyway
+        except (BlockingIOError, TimeoutError, OSError):
+            pass  # full (past the patience): the listener is awake, and readers poll for what is lost
 
 
 def _unlink_stale(path: Path) -> None:

@@ -7,15 +7,17 @@ channel layer, and nothing announced for a transaction that rolled back.
 Each web process keeps one connection listening (outside the pool) and
 wakes its local readers through a `Hub`.
 
-Still hints: a reader re-reads the table after each wake-up and keeps
-polling, so a notification lost while the listener reconnects costs
-latency, never events.
+Still hints: a reader re-reads the table after each wake-up, every reader
+is woken when the listener has reconnected, and a process-wide safety net
+(sessions.feeds) looks at the table now and then, so a notification lost
+while the listener reconnects costs latency, never events.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections import defaultdict
+from typing import Callable
 
 import psycopg
 from django.db import connection
@@ -33,28 +35,26 @@ def notify(session_id: str, index: int) -> None:
 
 
 class Hub:
-    """The readers of one process, by session: a notification sets each one's event."""
+    """The readers of one process, by session: a notification calls each one's `on_hint(index)`."""
 
     def __init__(self) -> None:
-        self.readers: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
+        self.readers: defaultdict[str, set[Callable[[int], None]]] = defaultdict(set)
         self.listener: asyncio.Task | None = None
 
-    def subscribe(self, session_id: str) -> asyncio.Event:
+    def subscribe(self, session_id: str, on_hint: Callable[[int], None]) -> None:
         self.ensure_listener()
-        woken = asyncio.Event()
-        self.readers[session_id].add(woken)
-        return woken
+        self.readers[session_id].add(on_hint)
 
-    def unsubscribe(self, session_id: str, woken: asyncio.Event) -> None:
+    def unsubscribe(self, session_id: str, on_hint: Callable[[int], None]) -> None:
         readers = self.readers.get(session_id)
         if readers is not None:
-            readers.discard(woken)
+            readers.discard(on_hint)
             if not readers:
                 del self.readers[session_id]
 
-    def wake(self, session_id: str) -> None:
-        for woken in self.readers.get(session_id, ()):
-            woken.set()
+    def wake(self, session_id: str, index: int = -1) -> None:
+        for on_hint in list(self.readers.get(session_id, ())):
+            on_hint(index)
 
     def ensure_listener(self) -> None:
         loop = asyncio.get_running_loop()
@@ -69,15 +69,16 @@ class Hub:
             try:
                 async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
-                    # Readers that subscribed before this point re-read after their
-                    # next poll; wake them now so the gap is not a whole poll.
+                    # Notifications sent while nothing listened are lost: every reader
+                    # reads the table again now, instead of at the next safety-net pass.
                     for session_id in list(self.readers):
                         self.wake(session_id)
                     async for note in conn.notifies():
-                        self.wake(note.payload.partition(" ")[0])
+                        session_id, _, index = note.payload.partition(" ")
+                        self.wake(session_id, int(index) if index.lstrip("-").isdigit() else -1)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # a restart, a killed backend: readers poll meanwhile
+            except Exception as exc:  # a restart, a killed backend: the safety net covers meanwhile
                 log.warning("LISTEN connection lost (%s); reconnecting in %.0f s", exc, RECONNECT_SECONDS)
             await asyncio.sleep(RECONNECT_SECONDS)
 

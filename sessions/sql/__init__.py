@@ -14,7 +14,8 @@ without a twin, or a twin without a case in that test, fails it.
 
 The modules: `rows` (generic conditional UPDATE and INSERT, used by the
 models' transitions; it imports no model, since the models import it),
-`events` (the event log's counter, inserts and reads), `turns` (a worker's
+`events` (the event log's counter, inserts and reads), `feeds` (the shared
+feeds' read of many followed sessions at once), `turns` (a worker's
 reads of its turn and session), `queue` (the ORM broker's task queue).
 `pg_notify` stays in sessions.pgnotify: it writes no row, so it has no twin.
 """

@@ -22,7 +22,7 @@ from django_q.models import OrmQ
 
 from agents.discovery import deploy_agent_folder
 from sessions.models import Event, EventType, Session, Turn
-from sessions.sql import STATEMENTS, events, queue, rows, turns  # noqa: F401  (each module registers its statements)
+from sessions.sql import STATEMENTS, events, feeds, queue, rows, turns  # noqa: F401  (each module registers its statements)
 
 AT = datetime(2026, 3, 4, 5, 6, 7, 123456, tzinfo=tz.utc)
 EARLIER = datetime(2026, 3, 4, 5, 0, 0, tzinfo=tz.utc)
@@ -129,6 +129,9 @@ CASES = [
     Case("events.event_lines", "all", lambda: ("ses_a",), False),
     Case("events.event_lines", "from_2_limit_2", lambda: ("ses_a", 2, 2), False),
     Case("events.event_lines", "none", lambda: ("ses_b",), False),
+    Case("feeds.feed_lines", "several", lambda: ([("ses_a", 1), ("ses_b", 0), ("ses_missing", 0)], 100), False),
+    Case("feeds.feed_lines", "limited", lambda: ([("ses_a", 0), ("ses_b", 2)], 2), False),
+    Case("feeds.feed_lines", "none", lambda: ([], 10), False),
     Case("turns.read_turn", "running", lambda: ("turn_run",), False),
     Case("turns.read_turn", "missing", lambda: ("turn_missing",), False),
     Case("turns.read_session", "with_conversation", lambda: ("ses_a",), False),
