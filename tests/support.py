@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import secrets
@@ -66,8 +67,13 @@ def migrated_database() -> Path:
     """A SQLite database `manage.py migrate` and `createcachetable` made once for the whole run.
 
     The first worker to ask makes it under a lock; the others wait for it and take the same file.
+    Its folder is named after the migrations' contents, so a state root kept across runs never hands out
+    a database made by older migrations.
     """
-    folder = _run_root() / "migrated-template"
+    digest = hashlib.sha256()
+    for migration in sorted(ROOT.glob("*/migrations/*.py")):
+        digest.update(str(migration.relative_to(ROOT)).encode() + b"\0" + migration.read_bytes())
+    folder = _run_root() / f"migrated-template-{digest.hexdigest()[:12]}"
     folder.mkdir(exist_ok=True)
     database = folder / "db.sqlite3"
     with open(folder / "lock", "w") as lock:
