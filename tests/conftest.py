@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from django.test import Client
+from django.test import Client, TransactionTestCase
 
 from channels_app.auth import Principal, allow_all, bearer_auth
 
@@ -19,15 +19,29 @@ ALICE = Principal(authenticator="bearer", principal_id="alice")
 BOB = Principal(authenticator="bearer", principal_id="bob")
 
 
+DB_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "live_server"}
+
+
+def _uses_test_database(item: pytest.Item) -> bool:
+    """Whether pytest-django gives the test the test database (its own criteria, in pytest_django.plugin)."""
+    cls = getattr(item, "cls", None)
+    if cls is not None and issubclass(cls, TransactionTestCase):
+        return True
+    return item.get_closest_marker("django_db") is not None or bool(DB_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files marked `slow` first (a stable sort, after pytest-django's order).
+    """Files marked `slow` first, then tests without the test database, then the rest (a stable sort,
+    after pytest-django's order, which it keeps among the tests with a database).
 
-    The workers take whole files in this order (`--dist loadfile`), and pytest-django
-    puts tests without a database, the live servers among them, last: a minutes-long
-    file taken last would run alone while the other workers sit idle.
+    The workers take whole files in this order (`--dist loadfile`, with `--no-loadscope-reorder` in
+    pytest.ini: pytest-xdist would otherwise take the files with the most tests first, and the
+    minutes-long files, which have few, last). Tests without a database are mostly the ones that run
+    real servers and processes, the long ones; taken last they would run alone while the other workers
+    sit idle. The many short files with a database fill the end of the run evenly.
     """
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    items.sort(key=lambda item: (item.get_closest_marker("slow") is None, _uses_test_database(item)))
 
 
 @pytest.fixture

@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -53,14 +57,68 @@ class Server:
         return self.process.wait(timeout=timeout)
 
 
+def _run_root() -> Path:
+    """The folder of this run shared by its pytest-xdist workers (each worker's state root is a folder in it)."""
+    root = Path(os.environ["AGENTSITE_STATE_ROOT"])
+    return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+
+
+def migrated_database() -> Path:
+    """A SQLite database `manage.py migrate` and `createcachetable` made once for the whole run.
+
+    The first worker to ask makes it under a lock; the others wait for it and take the same file.
+    Its folder is named after the migrations' contents, so a state root kept across runs never hands out
+    a database made by older migrations.
+    """
+    digest = hashlib.sha256()
+    for migration in sorted(ROOT.glob("*/migrations/*.py")):
+        digest.update(str(migration.relative_to(ROOT)).encode() + b"\0" + migration.read_bytes())
+    folder = _run_root() / f"migrated-template-{digest.hexdigest()[:12]}"
+    folder.mkdir(exist_ok=True)
+    database = folder / "db.sqlite3"
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "done").exists():
+            database.unlink(missing_ok=True)
+            script = ("import django; django.setup(); from django.core.management import call_command; "
+                      "call_command('migrate', interactive=False, verbosity=0); "
+                      "call_command('createcachetable', verbosity=0)")
+            made = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                                  env=child_env(AGENTSITE_STATE_ROOT=str(folder),
+                                                DJANGO_SETTINGS_MODULE="agentsite.settings"))
+            assert made.returncode == 0, made.stderr
+            with contextlib.closing(sqlite3.connect(database)) as db:  # everything in the file, none in a -wal
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            (folder / "done").touch()
+    return database
+
+
+def premigrate(state_root: Path, env: dict[str, str] | None = None) -> None:
+    """Give a new SQLite state root a copy of the run's migrated database: its server's `migrate` has nothing to do.
+
+    A state root that has a database, or a server on another database (DATABASE_URL), is left as it is.
+    """
+    if (env or {}).get("DATABASE_URL") or os.environ.get("DATABASE_URL"):
+        return
+    target = state_root / "db.sqlite3"
+    if not target.exists():
+        shutil.copyfile(migrated_database(), target)
+
+
 @contextlib.contextmanager
 def run_server(state_root: Path, *args: str, env: dict[str, str] | None = None, ready_timeout: float = 90,
                port: int | None = None, cwd: Path = ROOT,
-               ready_headers: dict[str, str] | None = None) -> Iterator[Server]:
+               ready_headers: dict[str, str] | None = None, migrated: bool = True) -> Iterator[Server]:
     """Start `manage.py serve` on `port` (default: a free one) in `cwd` and wait until /healthz answers
-    (asked with `ready_headers`: a production server behind a proxy answers only what the proxy sends)."""
+    (asked with `ready_headers`: a production server behind a proxy answers only what the proxy sends).
+
+    A new state root starts from the run's migrated database (`premigrate`) unless `migrated` is False:
+    then serve migrates the empty state root itself.
+    """
     port = port or free_port()
     state_root.mkdir(parents=True, exist_ok=True)
+    if migrated:
+        premigrate(state_root, env)
     log = state_root / f"serve-{port}.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(

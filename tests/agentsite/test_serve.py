@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from tests.sessions.test_live_stream import is_type, read_ndjson
-from tests.support import ROOT, Server, child_env, free_port, run_server
+from tests.support import ROOT, Server, child_env, free_port, premigrate, run_server
 
 TOKEN = "serve-test-token-8f2c1e"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -29,12 +29,14 @@ def write_agent(root: Path, instructions: str | None = "Greet people.\n", agent_
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
-    """serve with a bearer token and an extra agent folder."""
+    """serve with a bearer token and an extra agent folder, on an empty state root it migrates itself
+    (the other live servers of the suite start from a copy of a migrated database: tests.support.premigrate)."""
     greeter = write_agent(
         tmp_path_factory.mktemp("agents") / "greeter",
         agent_py='from agents.sdk import Agent\nagent = Agent(model="scripted:echo", description="Says hello.")\n',
     )
-    with run_server(tmp_path_factory.mktemp("state"), "--bearer-token", TOKEN, "--agents", str(greeter)) as s:
+    with run_server(tmp_path_factory.mktemp("state"), "--bearer-token", TOKEN, "--agents", str(greeter),
+                    migrated=False) as s:
         yield s
 
 
@@ -149,6 +151,8 @@ def test_sigint_with_a_turn_in_flight_and_a_stream_open_still_leaves_no_process(
 
 
 def run_serve(state_root: Path, *args: str, timeout: float = 90) -> subprocess.CompletedProcess:
+    state_root.mkdir(parents=True, exist_ok=True)
+    premigrate(state_root)
     return subprocess.run(
         [sys.executable, "manage.py", "serve", "--port", str(free_port()), "--state-root", str(state_root), *args],
         cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=timeout,

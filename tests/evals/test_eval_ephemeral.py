@@ -11,9 +11,10 @@ from tests.support import ROOT
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("example", ["support", "notes", "ops", "reviewer", "webhook"])
-def test_every_example_agents_evals_pass_on_an_ephemeral_server(example):
-    done = manage("eval", str(ROOT / "examples" / example), "--json")
+def test_an_example_agents_evals_pass_on_an_ephemeral_server():
+    # One example: the others' evals run against a live server (tests/evals/test_eval_live.py),
+    # sparing a server started and migrated for each.
+    done = manage("eval", str(ROOT / "examples" / "support"), "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     assert report["passed"] and report["total"] >= 1

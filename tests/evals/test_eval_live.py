@@ -26,11 +26,25 @@ def projects(tmp_path_factory):
     return make_projects(tmp_path_factory.mktemp("projects"))
 
 
+# The example agents whose evals run here; support's run here and on the command's own server
+# (tests/evals/test_eval_ephemeral.py).
+EXAMPLES = ("notes", "ops", "reviewer", "webhook")
+
+
 @pytest.fixture(scope="module")
 def server(projects, tmp_path_factory):
-    with run_server(tmp_path_factory.mktemp("state"), "--no-examples", "--workers", str(SLEEP_CONCURRENCY), "--agents",
-                    str(ROOT / "examples" / "support"), str(projects["shop"]), str(projects["sleepy"])) as running:
+    # No schedules: the ops example's hourly one would start sessions of another purpose.
+    examples = [str(ROOT / "examples" / name) for name in ("support", *EXAMPLES)]
+    with run_server(tmp_path_factory.mktemp("state"), "--no-examples", "--no-schedules", "--workers",
+                    str(SLEEP_CONCURRENCY), "--agents", *examples, str(projects["shop"]), str(projects["sleepy"])) as running:
         yield running
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_every_example_agents_evals_pass(server, example):
+    code, report = eval_json(str(ROOT / "examples" / example), "--url", server.base_url)
+    assert code == 0, report
+    assert report["passed"] and report["total"] >= 1
 
 
 def test_a_passing_suite_exits_zero_with_json_and_junit_reports(server, tmp_path):
@@ -172,22 +186,27 @@ def test_a_captured_session_is_a_case_that_passes(server, tmp_path):
     assert again.returncode != 0 and "exists" in again.stderr
 
 
-def token_of(server, username: str, *, staff: bool) -> str:
-    env = {"AGENTSITE_STATE_ROOT": str(server.state_root), "DJANGO_SUPERUSER_PASSWORD": "pw-0123456789"}
-    made = (manage("createsuperuser", "--noinput", "--username", username, "--email", f"{username}@example.com", env=env)
-            if staff else manage("shell", "-c", f"from django.contrib.auth.models import User; "
-                                                f"User.objects.create_user({username!r}, password='pw')", env=env))
+def operator_and_member_tokens(server) -> tuple[str, str]:
+    """Personal tokens made with `createtoken` on the server's state root: an operator's (staff) and a member's.
+
+    One process makes both users and both tokens: the command itself is tested in tests/sessions/test_personal_token.py.
+    """
+    script = ("from django.contrib.auth.models import User; from django.core.management import call_command; "
+              "User.objects.create_superuser('ada', 'ada@example.com', 'pw-0123456789'); "
+              "User.objects.create_user('bert', password='pw'); "
+              "call_command('createtoken', 'ada', '--name', 'evals'); "
+              "call_command('createtoken', 'bert', '--name', 'evals')")
+    made = manage("shell", "-c", script, env={"AGENTSITE_STATE_ROOT": str(server.state_root)})
     assert made.returncode == 0, made.stderr
-    issued = manage("createtoken", username, "--name", "evals", env=env)
-    assert issued.returncode == 0, issued.stderr
-    return issued.stdout.strip().splitlines()[-1]
+    lines = made.stdout.strip().splitlines()
+    assert "for ada:" in lines[-4] and "for bert:" in lines[-2], made.stdout
+    return lines[-3], lines[-1]
 
 
 def test_a_token_must_be_an_operators(server, projects):
-    code, report = eval_json(str(projects["shop"]), "gates/fine", "--url", server.base_url,
-                             "--token", token_of(server, "ada", staff=True))
+    staff, member = operator_and_member_tokens(server)
+    code, report = eval_json(str(projects["shop"]), "gates/fine", "--url", server.base_url, "--token", staff)
     assert code == 0 and report["passed"]
-    code, report = eval_json(str(projects["shop"]), "gates/fine", "--url", server.base_url,
-                             "--token", token_of(server, "bert", staff=False))
+    code, report = eval_json(str(projects["shop"]), "gates/fine", "--url", server.base_url, "--token", member)
     assert code == 1 and report["cases"][0]["gate"]["kind"] == "error"
     assert "403" in report["cases"][0]["gate"]["message"] and "purpose_refused" in report["cases"][0]["gate"]["message"]
