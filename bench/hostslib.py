@@ -377,18 +377,20 @@ class Topology:
         if name in WEBS:
             self.wait_ready(name)
 
-    def stop(self) -> None:
-        everything = [*self.procs.values(), *([self.nginx] if self.nginx else [])]
+    def stop(self, grace: float = 5) -> None:
+        """SIGTERM to every process group, SIGKILL to what is left after `grace` seconds."""
+        everything = [proc for proc in (*self.procs.values(), self.nginx) if proc is not None and proc.process]
         for proc in everything:
             if proc.alive():
                 _killpg(proc.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
         for proc in everything:
-            if proc.process is not None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.process.wait(timeout=15)
-                _killpg(proc.process.pid, signal.SIGKILL)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.process.wait(timeout=10)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        for proc in everything:
+            _killpg(proc.process.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.process.wait(timeout=10)
 
     # -- looking at it
 

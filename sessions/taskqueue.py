@@ -6,10 +6,12 @@ Under AGENTSITE_INLINE_TURNS (`manage.py run`, benchmarks) the function runs
 at once in this process, found by its path as a worker finds it.
 
 With Redis as the broker, a Redis that is restarting refuses connections for
-a moment: an enqueue is tried again for up to ENQUEUE_RETRY_SECONDS, and past
-that it raises `QueueUnavailable` (HTTP 503), never returning as if the task
-were queued. A turn whose enqueue failed after its row committed stays queued,
-and the recovery sweep enqueues it again (sessions.recovery).
+a moment: an enqueue is tried again for up to ENQUEUE_RETRY_SECONDS. Past that,
+a turn is left to the recovery sweep, which enqueues again every turn queued
+for longer than its REQUEUE_AFTER_SECONDS (sessions.recovery): its row has
+committed, so the caller's 201 stands and the turn runs once the queue is
+back. Any other task raises `QueueUnavailable` (HTTP 503): never returning as
+if it were queued.
 """
 from __future__ import annotations
 
@@ -30,8 +32,10 @@ from sessions.broker import shared_broker
 log = logging.getLogger(__name__)
 
 # How long an enqueue keeps trying a broker that refuses connections (a Redis restart takes a second or two).
-ENQUEUE_RETRY_SECONDS = 8.0
+ENQUEUE_RETRY_SECONDS = 3.0
 UNREACHABLE = (RedisConnectionError, RedisTimeoutError)
+# Tasks the recovery sweep enqueues again when their row sits queued (sessions.lifecycle.RUN_TURN_TASK).
+SWEPT_TASKS = frozenset({"sessions.engine.run_turn"})
 
 
 class QueueUnavailable(Exception):
@@ -64,6 +68,10 @@ def enqueue(task: str, *args: Any, task_name: str, **options: Any) -> None:
             return
         except UNREACHABLE as exc:
             if time.monotonic() + pause > deadline:
+                if task in SWEPT_TASKS:
+                    log.error("could not enqueue %s (%s): the task queue is unreachable; the recovery sweep "
+                              "enqueues it again once it is back: %s", task, task_name, exc)
+                    return
                 log.error("could not enqueue %s (%s): the task queue is unreachable: %s", task, task_name, exc)
                 raise QueueUnavailable("the task queue is unreachable; try again shortly") from exc
             log.warning("enqueue of %s (%s) failed, trying again: %s", task, task_name, exc)
