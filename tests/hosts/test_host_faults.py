@@ -1,4 +1,4 @@
-"""Faults on the several-hosts topology (bench/hostslib.py) with a PostgreSQL cluster and a redis-server
+"""Faults on the several-hosts topology (bench/hostslib/) with a PostgreSQL cluster and a redis-server
 of its own, so the tests can kill and restart them: a web host killed under 50 streaming clients, a
 worker host killed mid-turn, Redis restarted, PostgreSQL restarted.
 

@@ -1,4 +1,4 @@
-"""agentsite on two web hosts and two worker hosts (bench/hostslib.py), each with a state root of its own,
+"""agentsite on two web hosts and two worker hosts (bench/hostslib/), each with a state root of its own,
 on one PostgreSQL database and Redis, behind nginx (deploy/nginx-hosts.conf).
 
 A session made through one web host is followed through the other and through
