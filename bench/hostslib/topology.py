@@ -100,13 +100,18 @@ class Topology:
     """Two web hosts and two worker hosts on one database and one Redis, behind nginx.
 
     `database_url` and `redis_url` are the shared services; `agents` the agent
-    folders deployed (from web-a) before the processes start; `env` is added to
-    every process's environment.
+    folders deployed before the processes start, from a `deployer` host of its
+    own (an operator's machine); `env` is added to every process's environment.
+    With `share_deployer` False the deployer's state root is removed once it has
+    deployed, so no host can read a release from it: a release reaches a host
+    through the database only. True keeps it (releases stored as paths under the
+    deploying host's state root, readable on one machine only).
     """
 
     def __init__(self, folder: Path, *, database_url: str, redis_url: str, agents: list[Path],
-                 env: dict[str, str] | None = None, workers_per_host: int = 2):
+                 env: dict[str, str] | None = None, workers_per_host: int = 2, share_deployer: bool = True):
         self.folder = folder
+        self.share_deployer = share_deployer
         self.database_url, self.redis_url = database_url, redis_url
         self.agents = agents
         self.token = secrets.token_urlsafe(24)
@@ -155,10 +160,12 @@ class Topology:
         return done.stdout
 
     def start(self) -> "Topology":
-        self.manage("web-a", "migrate", "--noinput")
-        self.manage("web-a", "createcachetable")
+        self.manage("deployer", "migrate", "--noinput")
+        self.manage("deployer", "createcachetable")
         for agent in self.agents:
-            self.manage("web-a", "deploy", str(agent))
+            self.manage("deployer", "deploy", str(agent))
+        if not self.share_deployer:
+            shutil.rmtree(self.folder / "deployer")
         for proc in self.procs.values():
             proc.start()
         for name in WEBS:
@@ -251,7 +258,7 @@ class Topology:
 
 @contextlib.contextmanager
 def topology(folder: Path, *, agents: list[Path], private: bool = False, env: dict[str, str] | None = None,
-             workers_per_host: int = 2) -> Iterator[tuple[Topology, PrivatePostgres | None, PrivateRedis | None]]:
+             workers_per_host: int = 2, share_deployer: bool = True) -> Iterator[tuple[Topology, PrivatePostgres | None, PrivateRedis | None]]:
     """A started topology on the machine's PostgreSQL and Redis, or (`private`) on a PostgreSQL
     cluster and a redis-server of its own that the caller may restart; stopped and dropped afterwards."""
     with contextlib.ExitStack() as stack:
@@ -270,7 +277,7 @@ def topology(folder: Path, *, agents: list[Path], private: bool = False, env: di
             database_url = stack.enter_context(throwaway_database())
             redis_url = stack.enter_context(redis_database())
         topo = Topology(folder, database_url=database_url, redis_url=redis_url, agents=agents, env=env,
-                        workers_per_host=workers_per_host)
+                        workers_per_host=workers_per_host, share_deployer=share_deployer)
         stack.callback(topo.stop)
         topo.start()
         yield topo, pg, redis
