@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from pathlib import Path
 
 from cryptography.fernet import InvalidToken
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.utils import timezone
@@ -82,7 +84,9 @@ class Deployment(models.Model):
                                        help_text="The only domains the agent's outbound calls may reach; empty: "
                                                  "the server's own rules alone.")
     validation = models.JSONField(default=list, blank=True, help_text="What validation said (warnings).")
-    snapshot_path = models.CharField(max_length=1000, blank=True, help_text="Immutable copy that workers load.")
+    snapshot_path = models.CharField(max_length=1000, blank=True, help_text="Where a process finds the immutable copy "
+                                     "it loads, relative to its own state root (absolute: a release made before "
+                                     "releases were stored in the database, on the host that made it).")
     content_hash = models.CharField(max_length=64)
     manifest = models.JSONField(default=dict)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.VALIDATING)
@@ -104,6 +108,12 @@ class Deployment(models.Model):
         text += f" ({self.source_commit[:12]})" if self.source_commit else ""
         return text + (f" path {self.source_path}" if self.source_path else "")
 
+    def snapshot_dir(self) -> Path:
+        """Where this process keeps the release's files: under its own state root, whichever host deployed it."""
+        if self.snapshot_path and not Path(self.snapshot_path).is_absolute():
+            return Path(settings.STATE_ROOT) / self.snapshot_path
+        return Path(settings.STATE_ROOT) / snapshot_location(self.agent.slug, self.content_hash)
+
     def activate(self) -> None:
         """Make this release the one new sessions start on (also how rollback works)."""
         with transaction.atomic():
@@ -114,6 +124,26 @@ class Deployment(models.Model):
         # Keep a loaded agent in step, so `deploy_agent_folder(...).agent` is not stale.
         if Deployment.agent.is_cached(self):
             self.agent.active_deployment = self
+
+
+def snapshot_location(slug: str, content_hash: str) -> str:
+    """A release's folder, relative to a state root: one per content, so a release is unpacked once per host."""
+    return f"deployments/{slug}/{content_hash[:16]}"
+
+
+class ReleaseBundle(models.Model):
+    """A release's files as a deterministic tar.gz, so that a process on any host can unpack and run it.
+
+    A table of its own, so that reading a release (which every turn does) never reads its files.
+    """
+
+    deployment = models.OneToOneField(Deployment, on_delete=models.CASCADE, primary_key=True, related_name="bundle")
+    data = models.BinaryField()
+    size = models.PositiveIntegerField(help_text="Bytes of the tar.gz.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.deployment_id}: {self.size} bytes"
 
 
 SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")

@@ -10,9 +10,9 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from agents.discovery.bundles import ReleaseUnavailable, release_folder
 from agents.models import Deployment
 
 # Snapshot files larger than this are compared by size only (a seed file, a data set).
@@ -48,8 +48,9 @@ def _by_key(items: list[dict[str, Any]], key: str) -> dict[str, Any]:
 
 def snapshot_files(deployment: Deployment) -> dict[str, str]:
     """The release's files, relative path → text (or a line saying what a binary or large file is)."""
-    root = Path(deployment.snapshot_path or "")
-    if not deployment.snapshot_path or not root.is_dir():
+    try:
+        root = release_folder(deployment)  # unpacked from the database if this host has not run it
+    except ReleaseUnavailable:
         return {}
     found: dict[str, str] = {}
     for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):

@@ -33,6 +33,15 @@ if tracing.tracing():
     http_app = OpenTelemetryMiddleware(django_asgi_app, exclude_spans=["receive", "send"],
                                        meter_provider=NoOpMeterProvider())
 
+from sessions.models import Host  # noqa: E402
+from sessions.processes import ensure_host_lease  # noqa: E402
+from sessions.workspacevolume import refuse_unshared_volume  # noqa: E402
+
+# With several hosts, sessions' files must be on one volume they all mount: refuse to serve otherwise.
+# Then hold this host's lease, so other hosts can tell when it is gone (sessions.processes).
+if refuse_unshared_volume():
+    ensure_host_lease(Host.Kind.WEB)
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 

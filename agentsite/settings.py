@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -340,8 +341,19 @@ if AGENTSITE_PUBLIC_URL:
 AGENTSITE_DEFAULT_MODEL = os.environ.get("AGENTSITE_DEFAULT_MODEL", "")
 # A running turn renews its lease every third of this; a lapsed lease means its worker died.
 AGENTSITE_TURN_LEASE_SECONDS = float(os.environ.get("AGENTSITE_TURN_LEASE_SECONDS", "30"))
+# This host's name in the ids of the processes holding turns, calls and handlers (`host:pid`): unique per host
+# when several hosts share the database.
+AGENTSITE_HOST_ID = os.environ.get("AGENTSITE_HOST_ID") or socket.gethostname()
+if len(AGENTSITE_HOST_ID) > 80:  # it goes in `host:pid` columns of 100 characters
+    raise ImproperlyConfigured(f"AGENTSITE_HOST_ID is at most 80 characters: {AGENTSITE_HOST_ID!r}")
+# Every long-running process renews its host's lease every third of this; a host whose lease lapsed is lost,
+# and the turns its processes ran fail as worker_lost at the next sweep of any other host.
+AGENTSITE_HOST_LEASE_SECONDS = float(os.environ.get("AGENTSITE_HOST_LEASE_SECONDS", "15"))
 # How often the qcluster process looks for turns of dead workers.
 AGENTSITE_SWEEP_SECONDS = float(os.environ.get("AGENTSITE_SWEEP_SECONDS", "1"))
+# A release's files are stored in the database when it is deployed (so any host can run it): a deploy whose
+# agent/ folder is larger than this once packed (tar.gz) is refused.
+AGENTSITE_RELEASE_MAX_BYTES = int(os.environ.get("AGENTSITE_RELEASE_MAX_BYTES", str(20 * 1024 * 1024)))
 # Threads that run the web process's synchronous code (views, database calls), shared by all
 # requests (agentsite/threads.py); each keeps its database connection between requests.
 AGENTSITE_WEB_THREADS = int(os.environ.get("AGENTSITE_WEB_THREADS", "8"))

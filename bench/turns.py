@@ -9,6 +9,8 @@ latency) and measures:
   W1  new session + one turn, sequential: from sending the create request to
       receiving `session.waiting` on the NDJSON stream (opened right after
       the create response). p50/p95/p99 and turns/s, plus where the time goes.
+      With --one-request (W1 and W4): one POST /session with
+      `Accept: application/x-ndjson`, whose answer is the turn's events.
   W2  follow-up turns on one session (rotating continuationToken), measured
       from the follow-up POST to its `session.waiting` on a stream kept open:
       p50 of the first and the last 50 turns (should be flat).

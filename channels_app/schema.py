@@ -157,6 +157,32 @@ def add_streaming_routes(result, generator, request, public):
             },
         }
     }
+    return add_turn_streams(result)
+
+
+# The routes that start a turn answer with its events when asked (channels_app.stream.turn_stream).
+TURN_STREAM = {
+    "description": "With `Accept: application/x-ndjson` or `text/event-stream`: the new turn's events, in the "
+                   "stream route's formats, from its first (index 0 for a new session; for a follow-up, the "
+                   "index the log had when the message was admitted) to the turn's end (its session.waiting, "
+                   "session.completed or session.failed, or its park for approval); then the stream closes. "
+                   "The turn runs on whether or not the client reads to the end. Refusals before the stream "
+                   "are the JSON errors listed here",
+    "headers": {
+        "X-Session-Id": {"description": "The session", "schema": {"type": "string"}},
+        "X-Continuation-Token": {"description": "The token the next follow-up must send",
+                                 "schema": {"type": "string"}},
+    },
+    "content": {"application/x-ndjson": {"schema": {"type": "string"}}, "text/event-stream": {"itemSchema": SSE_EVENT}},
+}
+STARTS_TURNS = ("v1_session_create", "v1_session_message_create")
+
+
+def add_turn_streams(result: dict[str, Any]) -> dict[str, Any]:
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            if operation.get("operationId") in STARTS_TURNS:
+                operation["responses"]["200"] = TURN_STREAM
     return result
 
 
@@ -224,6 +250,14 @@ SESSION_LINKS = {
         "parameters": {"slug": "$request.path.slug", "tool_name": "ls"},
         "requestBody": {"sessionId": "$response.body#/sessionId", "input": {}}, **AS_IS},
 }
+# The streamed answer of the routes that start a turn (TURN_STREAM) names the session in its headers.
+STREAMED_IDS = {"slug": "$request.path.slug", "session_id": "$response.header.X-Session-Id"}
+STREAMED_LINKS = {
+    **{name: {"operationId": target, "parameters": STREAMED_IDS} for name, target in OF_SESSION.items()},
+    "FollowUpByToken": {"operationId": "v1_session_create", "parameters": {"slug": "$request.path.slug"},
+                        "requestBody": {"message": "And then?",
+                                        "continuationToken": "$response.header.X-Continuation-Token"}, **AS_IS},
+}
 SLUG_FROM_LIST = {"slug": "$response.body#/agents/0/slug"}
 LINKS: dict[str, dict[str, dict[str, Any]]] = {
     "v1_agents_retrieve": {"200": {
@@ -234,8 +268,9 @@ LINKS: dict[str, dict[str, dict[str, Any]]] = {
         "operationId": "v1_dev_schedules_create",
         "description": "Under `serve --dev`: fire the agent's first schedule now",
         "parameters": {"slug": "$request.path.slug", "schedule_id": "$response.body#/schedules/0/id"}}}},
-    "v1_session_create": {"201": SESSION_LINKS, "202": SESSION_LINKS},
-    "v1_session_message_create": {"202": {name: SESSION_LINKS[name] for name in ("Stop", "SessionEvents")}},
+    "v1_session_create": {"201": SESSION_LINKS, "202": SESSION_LINKS, "200": STREAMED_LINKS},
+    "v1_session_message_create": {"202": {name: SESSION_LINKS[name] for name in ("Stop", "SessionEvents")},
+                                  "200": {name: STREAMED_LINKS[name] for name in ("Stop", "SessionEvents")}},
     "v1_tools_call_create": {"202": {"Decide": {
         "operationId": "v1_session_approvals_create",
         "parameters": {**SESSION_IDS, "call_id": "$response.body#/callId"}}}},

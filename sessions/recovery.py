@@ -1,8 +1,10 @@
 """Recovery of turns whose worker died.
 
-A running turn holds a lease its worker renews (see engine.Heartbeat). The
-sweep ends a turn whose lease lapsed, or whose worker process on this host
-is gone, with `turn.failed` (`worker_lost`); calls that had started are
+A running turn holds a lease its worker renews (see engine.Heartbeat), and
+its worker's host holds a lease its processes renew (sessions.processes). The
+sweep ends a turn whose lease lapsed, whose worker process on this host is
+gone, or whose worker's host is lost (its lease lapsed: the host died), with
+`turn.failed` (`worker_lost`); calls that had started are
 reported as interrupted and never run again. The conditional update on the
 turn makes the sweep safe to run from every qcluster at once. It also
 re-enqueues a session's active turn that sat queued too long, in case its
@@ -13,7 +15,6 @@ and enqueues again the custom-channel event deliveries whose worker died.
 from __future__ import annotations
 
 import logging
-import socket
 import time
 
 from django.conf import settings
@@ -25,8 +26,8 @@ from sessions.custom_channels import prune_deliveries, redeliver_lapsed, rescan_
 from sessions.events import SessionGone
 from sessions.lifecycle import (ending_events, principal_turn_lock, refill_slots, requeue_lost_task, running_turn_cap,
                                 settle)
-from sessions.models import EventType, Session, ToolCall, Turn
-from sessions.processes import process_gone
+from sessions.models import EventType, Host, Session, ToolCall, Turn
+from sessions.processes import host_id, process_gone
 from sessions.timings import lost_turn_timings
 from sessions.tools import result_payload
 
@@ -74,16 +75,24 @@ _next_rescan = 0.0  # this process's first sweep rescans
 
 
 def sweep(now=None) -> int:
-    """One pass: end lost turns, re-enqueue stale queued ones. Returns how many turns it ended."""
+    """One pass: end lost turns, re-enqueue stale queued ones. Returns how many turns it ended.
+
+    A turn of a lost host ends at once, without waiting for its own lease; this
+    host is never taken for lost by its own sweep (its processes are checked by pid).
+    """
     now = now or timezone.now()
-    host_prefix = f"{socket.gethostname()}:"
+    here = host_id()
+    lost_hosts = Host.objects.lost(now) - {here}
     ended = 0
-    running = Turn.objects.filter(status=Turn.Status.RUNNING).filter(
-        Q(lease_until__lt=now) | Q(claimed_by__startswith=host_prefix)
-    ).only("id", "session_id", "trigger", "claimed_by", "lease_until", "message", "created_at", "started_at")
+    held_by = Q(claimed_by__startswith=f"{here}:")
+    for host in lost_hosts:
+        held_by |= Q(claimed_by__startswith=f"{host}:")
+    running = Turn.objects.filter(status=Turn.Status.RUNNING).filter(Q(lease_until__lt=now) | held_by).only(
+        "id", "session_id", "trigger", "claimed_by", "lease_until", "message", "created_at", "started_at")
     for turn in running:
         lapsed = turn.lease_until is not None and turn.lease_until < now
-        if lapsed or process_gone(turn.claimed_by):
+        host = turn.claimed_by.rpartition(":")[0]
+        if lapsed or host in lost_hosts or (host == here and process_gone(turn.claimed_by)):
             try:
                 ended += fail_lost_turn(turn)
             except SessionGone:

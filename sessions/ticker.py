@@ -3,7 +3,8 @@
 The jobs are registered at start-up (sessions.apps: the recovery sweep, due
 timers, then retention), so this module needs none of them. One ticker runs in each
 qcluster worker process (django-q2's post_spawn), and in any process holding
-a run-form reminder's handler (sessions.reminders).
+a run-form reminder's handler (sessions.reminders); each keeps its host's lease
+(sessions.processes).
 """
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from typing import Callable
 from django.conf import settings
 from django.db import close_old_connections
 from django_q.conf import Conf
+
+from sessions.models.host import Host
+from sessions.processes import ensure_host_lease
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +49,13 @@ class Ticker(threading.Thread):
             time.sleep(settings.AGENTSITE_SWEEP_SECONDS)
 
 
-def ensure_ticker() -> None:
-    """Start this process's ticker thread once."""
+def ensure_ticker(kind: str | None = None) -> None:
+    """Start this process's ticker thread once, and take its host's lease (`kind`: the process's role)."""
     global _ticker_pid
     # In sync mode (tests) "spawning" a worker runs tasks in the caller's process: tests tick by hand.
     if Conf.SYNC:
         return
+    ensure_host_lease(kind)
     with _lock:
         if _ticker_pid == os.getpid():
             return
@@ -60,4 +65,4 @@ def ensure_ticker() -> None:
 
 def start_ticker(sender=None, **kwargs) -> None:
     """django-q2's post_spawn: every worker process ticks, so a dead one is covered by the others."""
-    ensure_ticker()
+    ensure_ticker(Host.Kind.WORKER)

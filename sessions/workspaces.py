@@ -42,6 +42,7 @@ from agents.workspaces.shell import LocalShellFS
 from agents.workspaces.tools import workspace_tools
 from agents.workspaces.unionfs import bind_skills
 from sessions.host import Host
+from sessions.workspacevolume import VolumeNotShared, check_recently
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +127,10 @@ def open_workspace(session: Any, loaded: LoadedAgent, *, files: bool = False) ->
     runtime = loaded.runtime
     if isinstance(runtime, LocalRuntime):
         root = workspace_dir(session.id)
+        try:
+            check_recently()  # never a fresh workspace where the session's files live on another host's disk
+        except VolumeNotShared as exc:
+            raise WorkspaceUnavailable(str(exc)) from None
         offered = sandbox.host_allows(narrow(runtime.methods(), loaded.allowlist)[0])
         # The directory appears complete or not at all (materialize renames it into place).
         if (offered or loaded.agent_tools() or files) and not root.is_dir():

@@ -5,6 +5,7 @@ The names below are the package's interface; the modules inside import each othe
 """
 from __future__ import annotations
 
+from agents.discovery.bundles import ReleaseTooLarge, ReleaseUnavailable, release_folder
 from agents.discovery.folder import agent_dir, content_hash, default_model, load_agent_folder
 from agents.discovery.loaded import AgentFolderError, LoadedAgent, LoadedSubagent, Problem
 from agents.discovery.releases import (
@@ -18,6 +19,6 @@ from agents.discovery.releases import (
 )
 
 __all__ = [
-    "AgentFolderError", "LoadedAgent", "LoadedSubagent", "Problem", "agent_dir", "content_hash", "default_model",
+    "AgentFolderError", "LoadedAgent", "ReleaseTooLarge", "ReleaseUnavailable", "release_folder", "LoadedSubagent", "Problem", "agent_dir", "content_hash", "default_model",
     "Deployed", "Source", "deploy_agent_folder", "deploy_release", "find_agent_folders", "load_agent_folder", "load_deployment", "release",
 ]

@@ -1,7 +1,6 @@
 """Deploying a folder as the agent's active release, and loading a release once per process."""
 from __future__ import annotations
 
-import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,10 +9,11 @@ from typing import Any, Sequence
 from django.conf import settings
 from django.db import transaction
 
+from agents.discovery.bundles import has_bundle, pack_checked, release_folder, store_bundle, unpack
 from agents.discovery.folder import agent_dir, load_agent_folder
 from agents.discovery.loaded import AgentFolderError, LoadedAgent, Problem
 from agents.models import Agent as AgentRow
-from agents.models import Deployment
+from agents.models import Deployment, snapshot_location
 from agents.signals import deployment_activated
 from agents.workspaces.runtimes import LocalRuntime
 
@@ -46,11 +46,13 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
 
     1. The folder is loaded and validated (AgentFolderError if it does not).
     2. If any earlier release of the agent has the same content, manifest and
-       allowed domains (and its snapshot is still there), that release is
-       activated again rather than numbered anew.
-    3. Otherwise the folder is copied under the state root, so that workers run
-       exactly what was validated whatever happens to the source later, and
-       recorded as the next version, which becomes the active one.
+       allowed domains, that release is activated again rather than numbered
+       anew (given the files again if it was made before releases were stored).
+    3. Otherwise the folder is packed (ReleaseTooLarge over the limit) and
+       stored with the release, so that a worker on any host runs exactly what
+       was validated whatever happens to the source later, and unpacked under
+       this host's state root; it is recorded as the next version, which
+       becomes the active one.
     """
     loaded = load_agent_folder(root, slug)
     manifest = loaded.manifest()
@@ -61,21 +63,20 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
     agent, _ = AgentRow.objects.get_or_create(slug=loaded.slug)
     # The manifest counts too: the default model can change with the environment.
     same = [d for d in agent.deployments.filter(content_hash=loaded.content_hash).order_by("-version")
-            if d.manifest == manifest and list(d.allowed_domains) == domains and Path(d.snapshot_path).is_dir()]
+            if d.manifest == manifest and list(d.allowed_domains) == domains]
     if same:
         earlier = same[0]
+        if not has_bundle(earlier):  # made before releases were stored: the folder has the same content
+            store_bundle(earlier, pack_checked(loaded.root))
         if agent.active_deployment_id != earlier.pk:
             earlier.activate()
             AgentRow.objects.filter(pk=agent.pk).update(name=manifest["name"], description=manifest["description"])
         deployment_activated.send(sender=Deployment, agent=agent, deployment=earlier, loaded=loaded)
         return Deployed(earlier, reused=True)
 
-    snapshot = Path(settings.STATE_ROOT) / "deployments" / loaded.slug / loaded.content_hash[:16]
-    if not snapshot.is_dir():
-        tmp = snapshot.with_name(snapshot.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(agent_dir(loaded.root), tmp / "agent", ignore=shutil.ignore_patterns("__pycache__"))
-        tmp.rename(snapshot)
+    bundle = pack_checked(loaded.root)
+    location = snapshot_location(loaded.slug, loaded.content_hash)
+    unpack(bundle, Path(settings.STATE_ROOT) / location, loaded.content_hash, loaded.slug)
 
     with transaction.atomic():
         agent = AgentRow.objects.select_for_update().get(pk=agent.pk)
@@ -91,11 +92,12 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
             deployed_by=deployed_by,
             allowed_domains=domains,
             validation=[{"path": w.path, "message": w.message} for w in loaded.warnings],
-            snapshot_path=str(snapshot),
+            snapshot_path=location,
             content_hash=loaded.content_hash,
             manifest=manifest,
             status=Deployment.Status.VALIDATING,
         )
+        store_bundle(deployment, bundle)
         AgentRow.objects.filter(pk=agent.pk).update(name=manifest["name"], description=manifest["description"])
         deployment.activate()
         deployment_activated.send(sender=Deployment, agent=agent, deployment=deployment, loaded=loaded)
@@ -126,13 +128,16 @@ _cache_lock = threading.Lock()
 
 
 def load_deployment(deployment: Deployment) -> LoadedAgent:
-    """The loaded agent of a release, imported once per process."""
+    """The loaded agent of a release, imported once per process.
+
+    Its files come from this host's state root, unpacked there from the database
+    the first time (ReleaseUnavailable if they cannot be).
+    """
     key = (deployment.pk, deployment.content_hash)  # a release never changes: no query on a hit
     with _cache_lock:
         loaded = _cache.get(key)
         if loaded is None:
-            path = deployment.snapshot_path or deployment.source
-            loaded = load_agent_folder(path, deployment.agent.slug)
+            loaded = load_agent_folder(release_folder(deployment), deployment.agent.slug)
             loaded.allowed_domains = tuple(deployment.allowed_domains or ())
             _cache[key] = loaded
         return loaded

@@ -65,11 +65,13 @@ def run_config(name: str, counts: dict[str, Any], args: argparse.Namespace, tmp:
         print(f"  web pid {server.pid('web')} on {server.base_url}, worker pid {server.pid('worker')}")
         bench = Bench(cfg, server, counts, args.agent)
         bench.quiet_wait = args.quiet_wait
+        bench.one_request = args.one_request
         if args.profile:
             bench.profile_dir = Path(args.profile).resolve()
             bench.profile_dir.mkdir(parents=True, exist_ok=True)
         reports.append(report)
-        report.update(describe=cfg.describe(), settings=args.settings or "agentsite.settings",
+        report.update(describe=cfg.describe(), settings=args.settings or "agentsite.settings", asgi=args.asgi,
+                      one_request=args.one_request,
                       workloads=bench.results, rss_series=bench.rss_series)
         bench.sample_rss("started")
         bench.warmup()
@@ -141,6 +143,9 @@ def main(description: str) -> int:
     parser.add_argument("--profile", metavar="DIR", help="record py-spy profiles (raw collapsed stacks) of the web"
                         " process and the worker tree during each workload into DIR")
     parser.add_argument("--asgi", choices=["daphne", "uvicorn"], default="daphne", help="the web server (uvicorn needs uvicorn, uvloop and httptools installed)")
+    parser.add_argument("--one-request", action="store_true",
+                        help="W1 and W4 create the session and read its turn in one request (POST /session with"
+                        " Accept: application/x-ndjson) instead of a create then a GET of the stream")
     parser.add_argument("--pin", action="store_true", help="server processes on CPU 0, this client on the others"
                         " (PostgreSQL and Redis stay unpinned)")
     parser.add_argument("--w1", type=int, metavar="N", help="W1's number of sequential sessions (default 300)")

@@ -83,6 +83,36 @@ def new_session_turn(client: httpx.Client, agent: str, message: str, want_tool: 
     return _finish(res, p0, w0, want_tool)
 
 
+def one_request_turn(client: httpx.Client, agent: str, message: str, want_tool: bool = False) -> TurnResult:
+    """W1/W4 under --one-request: POST /session with Accept: application/x-ndjson, whose answer
+    is the turn's events until its session.waiting. `responded`: when the answer's headers came."""
+    res = TurnResult(ok=False, latency_ms=0.0)
+    w0, p0 = time.time(), time.perf_counter()
+    res.sent = w0
+    try:
+        with client.stream("POST", f"/{agent}/v1/session", json={"message": message},
+                           headers={"Accept": "application/x-ndjson"}) as s:
+            res.responded = w0 + (time.perf_counter() - p0)
+            if s.status_code != 200:
+                res.error = f"create: HTTP {s.status_code} {s.read()[:200]!r}"
+                return _finish(res, p0, w0, want_tool)
+            res.session_id, res.token = s.headers["X-Session-Id"], s.headers["X-Continuation-Token"]
+            for line in s.iter_lines():
+                if not line:
+                    continue
+                event = json.loads(line)
+                if event.get("type") == "message.received":
+                    res.turn_id = event.get("turnId") or ""
+                if note(event, res):
+                    break
+                if time.perf_counter() - p0 > TURN_TIMEOUT:
+                    res.error = "turn timeout"
+                    break
+    except httpx.HTTPError as exc:
+        res.error = f"{type(exc).__name__}: {exc}"
+    return _finish(res, p0, w0, want_tool)
+
+
 async def anew_session_turn(client: httpx.AsyncClient, agent: str, message: str) -> TurnResult:
     res = TurnResult(ok=False, latency_ms=0.0)
     w0, p0 = time.time(), time.perf_counter()

@@ -17,7 +17,8 @@ from turnslib.config import (AGENT, HTTP_TIMEOUT, PYTHON, TOOL_MESSAGE, TURN_TIM
                              Config, turn_times)
 from turnslib.server import Server, busy_seconds, pg_backend_cpu, wait_quiet
 from turnslib.stats import pct, r1, summary
-from turnslib.turn import TurnResult, adiagnose, anew_session_turn, diagnose, new_session_turn, note
+from turnslib.turn import (TurnResult, adiagnose, anew_session_turn, diagnose, new_session_turn, note,
+                           one_request_turn)
 
 
 class Bench:
@@ -31,6 +32,7 @@ class Bench:
         self.results: dict[str, Any] = {}
         self.quiet_wait = 0.0
         self.profile_dir: Path | None = None
+        self.one_request = False  # W1 and W4 create and stream in one request (--one-request)
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.server.base_url, timeout=HTTP_TIMEOUT)
@@ -110,7 +112,8 @@ class Bench:
                     print(f"    ! workload deadline reached after {i} turns")
                     break
                 s0 = time.perf_counter()
-                res = new_session_turn(client, self.agent, message, want_tool)
+                turn = one_request_turn if self.one_request else new_session_turn
+                res = turn(client, self.agent, message, want_tool)
                 busy += time.perf_counter() - s0
                 if not res.ok and res.session_id:
                     res.error += " " + diagnose(client, self.agent, res.session_id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseBase
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -25,6 +25,7 @@ from channels_app.responses import (
 from channels_app.schema import (
     ALL_SESSIONS, BODY, EVENTS_PARAMETERS, NDJSON_EVENTS, RETRY_AFTER, SESSION, list_parameters, refusals,
 )
+from channels_app.stream import follow_up_start, streamed_form, turn_stream
 from sessions.admission import start_session, stop_session, submit_message
 from sessions.deletion import delete_session
 from sessions.events import read_lines
@@ -36,7 +37,17 @@ def session_links(request: Request, session: Session) -> dict[str, str]:
     return dict(SessionLinks.at(origin, session.agent.slug, session.id))
 
 
-class SessionCreateView(APIView):
+class StartsTurns(APIView):
+    """A route that starts a turn: with `Accept: application/x-ndjson` or `text/event-stream`
+    it answers with the turn's events (channels_app.stream.turn_stream). Refusals before
+    that stay JSON: the negotiation settles on the JSON renderer instead of a 406."""
+
+    def perform_content_negotiation(self, request, force=False):
+        return super().perform_content_negotiation(
+            request, force=force or streamed_form(request.headers.get("Accept", "")) is not None)
+
+
+class SessionCreateView(StartsTurns):
     @extend_schema(
         summary="Create a session and start its first turn (or follow up with continuationToken)",
         request=CreateSession,
@@ -47,7 +58,7 @@ class SessionCreateView(APIView):
             **refusals(400, 401, 403, 404, 409, *BODY, 429),
         },
     )
-    def post(self, request: Request, slug: str) -> Response:
+    def post(self, request: Request, slug: str) -> HttpResponseBase:
         body: CreateSession = validate_body(CreateSession, request.data)
         agent = get_agent(slug)
         if body.continuation_token is not None:
@@ -76,6 +87,9 @@ class SessionCreateView(APIView):
         admitted = start_session(agent, request.user, body.message, title=body.title or "", mode=body.mode,
                                  options=options, workspace_files=stored)
         session = admitted.session
+        form = streamed_form(request.headers.get("Accept", ""))
+        if form is not None:  # the new session's whole log so far is this turn's: from index 0
+            return turn_stream(form, session, admitted.turn.id, 0, admitted.continuation_token)
         return Response(SessionCreated(
             session_id=session.id, continuation_token=admitted.continuation_token, turn_id=admitted.turn.id,
             status=session.status, mode=session.mode, **session_links(request, session),
@@ -98,21 +112,26 @@ def sent_files(agent, files: list[WorkspaceFile]) -> list[dict[str, Any]]:
 
 
 def follow_up(request: Request, session: Session, message: str, token: str | None, admission: str,
-              files: list[WorkspaceFile] | None = None) -> Response:
+              files: list[WorkspaceFile] | None = None) -> HttpResponseBase:
     stored = sent_files(session.agent, list(files or []))
     check_rate(request.user, MESSAGES)
     admitted = submit_message(session, message, admission=admission, continuation_token=token,
                               workspace_files=stored)
+    form = streamed_form(request.headers.get("Accept", ""))
+    if form is not None:
+        turn = admitted.turn.id
+        return turn_stream(form, admitted.session, turn, follow_up_start(session.id, turn),
+                           admitted.continuation_token)
     return Response(FollowUpAccepted(
         session_id=session.id, continuation_token=admitted.continuation_token, turn_id=admitted.turn.id,
         status=admitted.session.status, admission=admission, **session_links(request, session),
     ), status=202)
 
 
-class SessionMessageView(APIView):
+class SessionMessageView(StartsTurns):
     @extend_schema(summary="Send a follow-up message", request=FollowUp, parameters=[RETRY_AFTER],
                    responses={202: FollowUpAccepted, **refusals(*SESSION, 409, *BODY, 429)})
-    def post(self, request: Request, slug: str, session_id: str) -> Response:
+    def post(self, request: Request, slug: str, session_id: str) -> HttpResponseBase:
         body: FollowUp = validate_body(FollowUp, request.data)
         session = get_owned_session(slug, session_id, request.user)
         return follow_up(request, session, body.message, body.continuation_token, body.admission,

@@ -301,7 +301,7 @@ def test_a_deployment_runs_from_its_snapshot_not_the_source_folder(tmp_path):
 
     (root / "agent" / "instructions.md").write_text("Changed after deploying.")
 
-    snapshot = Path(deployment.snapshot_path)
+    snapshot = deployment.snapshot_dir()
     assert (snapshot / "agent" / "instructions.md").read_text() == "You help with the weather."
     assert load_agent_folder(snapshot, deployment.agent.slug).instructions == "You help with the weather."
 

@@ -122,6 +122,7 @@ def real_id_cases(seeds: Seeds) -> list[RealIdCase]:
     """One request per operation that takes a seeded id, in an order that leaves each id usable."""
     first = {name: values[0] for name, values in seeds.values.items()}
     parked, reported = first["parked_sessions"], first["artifact_sessions"]
+    last_idle = seeds.values["idle_notes_sessions"][-1]
     return [
         RealIdCase("GET", "/{slug}/v1/session/{session_id}/approvals", {"slug": "support", "session_id": parked}),
         RealIdCase("POST", "/{slug}/v1/session/{session_id}/approvals/{call_id}",
@@ -162,4 +163,8 @@ def real_id_cases(seeds: Seeds) -> list[RealIdCase]:
                    operator=True),
         # The experiment examples/support declares.
         RealIdCase("GET", "/{slug}/v1/abs/{name}", {"slug": "support", "name": "brief-replies"}),
+        # A session's detail, then its deletion, last (the random run reaches them through the
+        # links of POST /session only by chance).
+        RealIdCase("GET", "/{slug}/v1/session/{session_id}", {"slug": "notes", "session_id": last_idle}),
+        RealIdCase("DELETE", "/{slug}/v1/session/{session_id}", {"slug": "notes", "session_id": last_idle}),
     ]

@@ -147,7 +147,7 @@ def test_a_server_that_dies_mid_call_fails_that_call_and_the_next_call_starts_it
     root = write_agent(tmp_path / "notes", {"notes": stdio_entry()})
     deployment = deploy_agent_folder(root)
     start(local, "notes", call_line("notes__add", {"a": 1, "b": 1}))
-    server_pid = _server_pids(Path(deployment.snapshot_path or root))
+    server_pid = _server_pids(deployment.snapshot_dir())
     assert len(server_pid) == 1
 
     session_id = start(local, "notes", call_line("notes__die", {}))
