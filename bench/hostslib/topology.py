@@ -102,14 +102,14 @@ class Topology:
     `database_url` and `redis_url` are the shared services; `agents` the agent
     folders deployed before the processes start, from a `deployer` host of its
     own (an operator's machine); `env` is added to every process's environment.
-    With `share_deployer` False the deployer's state root is removed once it has
-    deployed, so no host can read a release from it: a release reaches a host
-    through the database only. True keeps it (releases stored as paths under the
-    deploying host's state root, readable on one machine only).
+    The deployer's state root is removed once it has deployed, so no host can
+    read a release from it: a release reaches a host through the database only
+    (`share_deployer=True` keeps it). The sessions' workspaces are the one
+    folder every host shares, as the shared volume of docs/scale-out.md.
     """
 
     def __init__(self, folder: Path, *, database_url: str, redis_url: str, agents: list[Path],
-                 env: dict[str, str] | None = None, workers_per_host: int = 2, share_deployer: bool = True):
+                 env: dict[str, str] | None = None, workers_per_host: int = 2, share_deployer: bool = False):
         self.folder = folder
         self.share_deployer = share_deployer
         self.database_url, self.redis_url = database_url, redis_url
@@ -141,6 +141,8 @@ class Topology:
         env.update(
             PYTHONUNBUFFERED="1", DJANGO_SETTINGS_MODULE="agentsite.settings",
             AGENTSITE_STATE_ROOT=str(self.folder / name), AGENTSITE_HOST_ID=name,
+            # The one volume every host mounts for the sessions' workspaces (docs/scale-out.md).
+            AGENTSITE_WORKSPACES_ROOT=str(self.folder / "shared-workspaces"),
             DATABASE_URL=self.database_url, REDIS_URL=self.redis_url,
             AGENTSITE_AUTH="bearer", AGENTSITE_BEARER_TOKEN_HASHES=token_hash(self.token),
             AGENTSITE_TRUSTED_PROXIES="127.0.0.1", AGENTSITE_MOUNT_CHANNELS="1",
@@ -166,6 +168,11 @@ class Topology:
             self.manage("deployer", "deploy", str(agent))
         if not self.share_deployer:
             shutil.rmtree(self.folder / "deployer")
+        for name in WORKERS:
+            # A web process checks the shared workspaces volume (and leaves its mark) as it starts; a
+            # worker only at its first local-runtime turn, and until then the other hosts' turns fail
+            # with workspace_error. So each worker host checks it here first, as it would at start.
+            self.manage(name, "shell", "-c", "from sessions.workspacevolume import check; check()")
         for proc in self.procs.values():
             proc.start()
         for name in WEBS:
@@ -258,7 +265,7 @@ class Topology:
 
 @contextlib.contextmanager
 def topology(folder: Path, *, agents: list[Path], private: bool = False, env: dict[str, str] | None = None,
-             workers_per_host: int = 2, share_deployer: bool = True) -> Iterator[tuple[Topology, PrivatePostgres | None, PrivateRedis | None]]:
+             workers_per_host: int = 2, share_deployer: bool = False) -> Iterator[tuple[Topology, PrivatePostgres | None, PrivateRedis | None]]:
     """A started topology on the machine's PostgreSQL and Redis, or (`private`) on a PostgreSQL
     cluster and a redis-server of its own that the caller may restart; stopped and dropped afterwards."""
     with contextlib.ExitStack() as stack:

@@ -165,3 +165,15 @@ def test_the_every_minute_schedule_fires_once_a_minute_with_both_worker_hosts(to
     [(sessions,)] = query(topo, "SELECT count(*) FROM agent_sessions_session s JOIN agents_agent a ON a.id = s.agent_id "
                                 "WHERE a.slug = 'ticker'")
     assert sessions == len(minutes)
+
+
+def test_every_host_runs_the_release_from_its_own_state_root(topo):
+    # The deploying machine's state root is gone before any host started: a release reaches
+    # a host through the database, unpacked under that host's own state root.
+    assert not (topo.folder / "deployer").exists()
+    claims = query(topo, "SELECT DISTINCT claimed_by FROM agent_sessions_turn WHERE claimed_by <> ''")
+    # A holder is `host:pid`, the host named by its AGENTSITE_HOST_ID.
+    ran = {claimed_by.rsplit(":", 1)[0] for (claimed_by,) in claims}
+    assert ran and ran <= {"worker-a", "worker-b"}, claims
+    for host in ran:
+        assert list((topo.folder / host / "deployments" / "streamer").iterdir()), host
