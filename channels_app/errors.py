@@ -7,10 +7,13 @@ from typing import Any
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from rest_framework.response import Response
 
 from agents.errors import error_body, error_response
 from sessions.admission import AdmissionError
+from sessions.taskqueue import QueueUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +43,13 @@ def exception_handler(exc: Exception, context: dict) -> Response:
                         headers=exc.headers)
     if isinstance(exc, AdmissionError):
         return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
+    if isinstance(exc, QueueUnavailable):
+        return Response(error_body(exc.code, str(exc)), status=exc.status, headers={"Retry-After": "2"})
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError):
+        # Redis restarting (the rate counters' cache, the channel layer): the client tries again shortly.
+        log.warning("Redis is unreachable: %s", exc)
+        return Response(error_body("service_unavailable", "Redis is unreachable; try again shortly"), status=503,
+                        headers={"Retry-After": "2"})
     if isinstance(exc, Http404):
         return Response(error_body("not_found", str(exc) or "not found"), status=404)
     if isinstance(exc, RequestDataTooBig):

@@ -1,0 +1,66 @@
+#!/usr/bin/env python
+"""Turns through nginx on two web hosts and two worker hosts (bench/hostslib/): latency from
+creating a session to its `session.waiting`, and which worker host ran each turn.
+
+    .venv/bin/python bench/hosts.py [--turns 100] [--clients 4]
+
+On the machine's PostgreSQL (a throwaway database) and Redis (a free db number);
+the agent is tests/hosts/agents/streamer (scripted:echo; a short message streams as one chunk).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from hostslib import ROOT, topology  # noqa: E402
+
+AGENT = ROOT / "tests" / "hosts" / "agents" / "streamer"
+
+
+def one_turn(topo, n: int) -> tuple[float, str]:
+    with topo.client() as client:
+        began = time.perf_counter()
+        created = client.post("/streamer/v1/session", json={"message": f"turn {n}"})
+        created.raise_for_status()
+        session_id = created.json()["sessionId"]
+        with client.stream("GET", f"/streamer/v1/session/{session_id}/stream") as response:
+            for line in response.iter_lines():
+                if line and json.loads(line)["type"] == "session.waiting":
+                    break
+        return time.perf_counter() - began, session_id
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--turns", type=int, default=100)
+    parser.add_argument("--clients", type=int, default=4)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-hosts-") as folder, \
+            topology(Path(folder), agents=[AGENT], env={"AGENTSITE_SCHEDULES": "0"}) as (topo, _, _):
+        one_turn(topo, -1)  # warm up both paths
+        began = time.perf_counter()
+        with ThreadPoolExecutor(args.clients) as pool:
+            results = list(pool.map(lambda n: one_turn(topo, n), range(args.turns)))
+        wall = time.perf_counter() - began
+        latencies = sorted(seconds * 1000 for seconds, _ in results)
+        with psycopg.connect(topo.database_url.replace("postgres://", "postgresql://")) as conn:
+            claims = [row[0] for row in conn.execute("SELECT claimed_by FROM agent_sessions_turn").fetchall()]
+        hosts = Counter(topo.host_of_pid(int(c.rsplit(":", 1)[1])) or "gone" for c in claims if c)
+        print(f"{args.turns} turns, {args.clients} clients through nginx: {args.turns / wall:.1f} turns/s, "
+              f"p50 {statistics.median(latencies):.0f} ms, p95 {latencies[int(len(latencies) * 0.95) - 1]:.0f} ms")
+        print("turns per worker host:", dict(hosts))
+
+
+if __name__ == "__main__":
+    main()
