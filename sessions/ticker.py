@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Callable
 
 from django.conf import settings
@@ -19,7 +20,8 @@ from django.db import close_old_connections
 from django_q.conf import Conf
 
 from sessions.models.host import Host
-from sessions.processes import ensure_host_lease
+from sessions.processes import ensure_host_lease, host_id
+from sessions.workspacevolume import VolumeNotShared, check, leave_mark
 
 log = logging.getLogger(__name__)
 
@@ -64,5 +66,21 @@ def ensure_ticker(kind: str | None = None) -> None:
 
 
 def start_ticker(sender=None, **kwargs) -> None:
-    """django-q2's post_spawn: every worker process ticks, so a dead one is covered by the others."""
+    """django-q2's post_spawn: every worker process ticks, so a dead one is covered by the others.
+
+    The worker leaves its host's mark on the workspaces volume before it takes the lease: a live
+    host without its mark there makes the other hosts refuse local turns (sessions.workspacevolume).
+    """
+    if Conf.SYNC:
+        return  # tests running tasks in their own process: no worker was spawned
+    try:
+        leave_mark(Path(settings.AGENTSITE_WORKSPACES_ROOT), host_id())
+    except OSError as exc:
+        log.error("cannot leave this host's mark in AGENTSITE_WORKSPACES_ROOT: %s", exc)
     ensure_ticker(Host.Kind.WORKER)
+    try:
+        check()
+    except VolumeNotShared as exc:
+        log.error("%s Local-runtime turns on this host are refused until it is.", exc)
+    except Exception:
+        log.exception("could not check that AGENTSITE_WORKSPACES_ROOT is shared")

@@ -168,11 +168,6 @@ class Topology:
             self.manage("deployer", "deploy", str(agent))
         if not self.share_deployer:
             shutil.rmtree(self.folder / "deployer")
-        for name in WORKERS:
-            # A web process checks the shared workspaces volume (and leaves its mark) as it starts; a
-            # worker only at its first local-runtime turn, and until then the other hosts' turns fail
-            # with workspace_error. So each worker host checks it here first, as it would at start.
-            self.manage(name, "shell", "-c", "from sessions.workspacevolume import check; check()")
         for proc in self.procs.values():
             proc.start()
         for name in WEBS:
