@@ -341,7 +341,7 @@ def run_config(name: str, args: argparse.Namespace, tmp: Path) -> dict:
     args.config_name = name
     with backend(name, extra):
         print(f"\n== {name} (server code {src})", flush=True)
-        server = Server(src, state_root, child_env(extra))
+        server = Server(src, state_root, child_env(extra), asgi=args.asgi)
         server.env["BENCH_PYTHON"] = PYTHON
         try:
             server.manage("migrate", "--noinput")
@@ -376,6 +376,7 @@ def main() -> int:
     parser.add_argument("--interval-ms", type=float, default=100.0)
     parser.add_argument("--idle-seconds", type=float, default=20.0)
     parser.add_argument("--clients", type=int, default=3, help="client processes the streams are dealt among")
+    parser.add_argument("--asgi", choices=["daphne", "uvicorn"], default="daphne", help="the web server")
     parser.add_argument("--profile", metavar="DIR", help="py-spy profiles of the web process in the delivery phases")
     parser.add_argument("--py-spy", help="the py-spy to use (default: beside the venv's python)")
     parser.add_argument("--src", help="the tree whose server is measured (default: this one)")

@@ -113,6 +113,8 @@ class Feed:
             self.fast_until = time.monotonic() + FAST_AFTER_WAKEUP_SECONDS
             if index == wakeups.DELETED:
                 self.check_gone = True
+            elif self.next_index is not None and 0 <= index < self.next_index:
+                return  # a hint for lines a read already brought (it came while that read ran)
         self.feeds.reader.mark(self)
 
     def poll_after(self) -> float | None:

@@ -54,8 +54,9 @@ def test_every_follower_of_a_session_gets_every_event_once_in_order_from_its_sta
 @pytest.mark.parametrize("kind", KINDS)
 def test_one_read_per_wake_up_whatever_the_number_of_followers(kind, outcomes):
     out = outcomes(kind, "hinted")["many_followers"]
-    # 20 appends, each its own commit and wake-up, followed 50 times: at most one read each, never per follower.
-    assert 1 <= out["counts"]["feed_reads"] <= out["appends"]
+    # 20 appends, each its own commit and wake-up, followed 50 times: a read per wake-up, never per follower
+    # (1,000). A wake-up that lands while the read it asks for is running marks the feed again: one more read.
+    assert 1 <= out["counts"]["feed_reads"] <= 2 * out["appends"]
     assert out["counts"]["gap_reads"] == 0
 
 

@@ -156,16 +156,24 @@ def test_a_server_that_dies_mid_call_fails_that_call_and_the_next_call_starts_it
     assert "output" not in result
     assert "MCP server 'notes' failed during 'die'" in result["error"]
     assert Event.objects.filter(session_id=session_id, type="turn.completed").exists()
-    assert not (server_pid & {p.pid for p in psutil.process_iter() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE})
+    # The server exited by itself: gone once the kernel has finished it (matched by its command line and
+    # folder, not by pid alone, since a long run may hand the pid to another process).
+    deadline = time.monotonic() + 10
+    while server_pid & _server_pids(deployment.snapshot_dir(), live_only=True) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not server_pid & _server_pids(deployment.snapshot_dir(), live_only=True)
     again = start(local, "notes", call_line("notes__add", {"a": 20, "b": 22}))
     assert results(again)[0]["output"] == {"result": 42}
 
 
-def _server_pids(cwd: Path) -> set[int]:
-    """This agent's stdio server processes (a stdio server runs in its agent's folder)."""
+def _server_pids(cwd: Path, *, live_only: bool = False) -> set[int]:
+    """This agent's stdio server processes (a stdio server runs in its agent's folder); `live_only`:
+    not the ones that exited and wait to be reaped."""
     found = set()
     for p in psutil.Process().children(recursive=True):
         try:
+            if live_only and p.status() == psutil.STATUS_ZOMBIE:
+                continue
             if str(SERVER) in " ".join(p.cmdline()) and Path(p.cwd()) == cwd.resolve():
                 found.add(p.pid)
         except psutil.Error:
