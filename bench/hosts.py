@@ -79,9 +79,10 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--streams", type=int, default=100, help="idle streams held open while counting connections")
+    parser.add_argument("--workers", type=int, default=2, help="django-q2 workers per worker host (AGENTSITE_WORKERS)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-hosts-") as folder, \
-            topology(Path(folder), agents=[AGENT], env=ENV) as (topo, _, _):
+            topology(Path(folder), agents=[AGENT], env=ENV, workers_per_host=args.workers) as (topo, _, _):
         one_turn(topo, -1)  # warm up both paths
         began = time.perf_counter()
         with ThreadPoolExecutor(args.clients) as pool:
