@@ -127,7 +127,9 @@ def delivery(server: Server, client: httpx.Client, session_id: str, start: int, 
 def run_config(name: str, args: argparse.Namespace, tmp: Path) -> dict:
     state_root = tmp / name
     state_root.mkdir(parents=True)
-    extra = {"AGENTSITE_STATE_ROOT": str(state_root)}
+    # No per-principal limits: the bench opens sessions far faster than a person does (as turns.py).
+    extra = {"AGENTSITE_STATE_ROOT": str(state_root), "AGENTSITE_RATE_SESSIONS": "off",
+             "AGENTSITE_RATE_MESSAGES": "off", "AGENTSITE_MAX_RUNNING_TURNS": "off"}
     report: dict = {"config": name}
     with backend(name, extra):
         print(f"\n== {name} (state root {state_root})")
