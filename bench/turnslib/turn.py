@@ -55,6 +55,22 @@ def _finish(res: TurnResult, p0: float, w0: float, want_tool: bool) -> TurnResul
     return res
 
 
+def _read_turn(stream: httpx.Response, res: TurnResult, p0: float) -> None:
+    """A stream's events until the turn's session.waiting, or the turn timeout. A turn whose id the
+    caller does not know yet (one request) is the one its message.received names."""
+    for line in stream.iter_lines():
+        if not line:
+            continue
+        event = json.loads(line)
+        if not res.turn_id and event.get("type") == "message.received":
+            res.turn_id = event.get("turnId") or ""
+        if note(event, res):
+            break
+        if time.perf_counter() - p0 > TURN_TIMEOUT:
+            res.error = "turn timeout"
+            break
+
+
 def new_session_turn(client: httpx.Client, agent: str, message: str, want_tool: bool = False) -> TurnResult:
     """W1/W4: POST /session, then read its stream from 0 until session.waiting."""
     res = TurnResult(ok=False, latency_ms=0.0)
@@ -72,12 +88,7 @@ def new_session_turn(client: httpx.Client, agent: str, message: str, want_tool: 
             if s.status_code != 200:
                 res.error = f"stream: HTTP {s.status_code}"
                 return _finish(res, p0, w0, want_tool)
-            for line in s.iter_lines():
-                if line and note(json.loads(line), res):
-                    break
-                if time.perf_counter() - p0 > TURN_TIMEOUT:
-                    res.error = "turn timeout"
-                    break
+            _read_turn(s, res, p0)
     except httpx.HTTPError as exc:
         res.error = f"{type(exc).__name__}: {exc}"
     return _finish(res, p0, w0, want_tool)
@@ -97,17 +108,7 @@ def one_request_turn(client: httpx.Client, agent: str, message: str, want_tool: 
                 res.error = f"create: HTTP {s.status_code} {s.read()[:200]!r}"
                 return _finish(res, p0, w0, want_tool)
             res.session_id, res.token = s.headers["X-Session-Id"], s.headers["X-Continuation-Token"]
-            for line in s.iter_lines():
-                if not line:
-                    continue
-                event = json.loads(line)
-                if event.get("type") == "message.received":
-                    res.turn_id = event.get("turnId") or ""
-                if note(event, res):
-                    break
-                if time.perf_counter() - p0 > TURN_TIMEOUT:
-                    res.error = "turn timeout"
-                    break
+            _read_turn(s, res, p0)
     except httpx.HTTPError as exc:
         res.error = f"{type(exc).__name__}: {exc}"
     return _finish(res, p0, w0, want_tool)

@@ -26,7 +26,7 @@ from sessions.models import Host, Reminder, Turn
 from sessions.processes import process_gone, process_id
 from sessions.recovery import LOST_ERROR, sweep
 from sessions.timers import create_reminder, disarm_lost_handlers
-from tests.sessions.test_recovery import SLOW_TOOL, idle_session, running_turn, types_after
+from tests.sessions.test_recovery import SLOW_TOOL, idle_session, running_turn, types_after, wait_for
 from tests.sessions.test_reminders import T0, chat_session
 from tests.support import ROOT, backend_env, child_env, run_server
 
@@ -144,15 +144,6 @@ def running_claim(database: str, turn_id: str) -> tuple[str, str]:
     return (row[0], row[1]) if row else ("", "")
 
 
-def wait_for(condition, what: str, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := condition():
-            return value
-        time.sleep(0.1)
-    pytest.fail(f"timed out waiting for {what}")
-
-
 def kill_tree(pid: int) -> None:
     """SIGKILL a process and all its descendants at once, as a host that loses power."""
     root = psutil.Process(pid)
@@ -194,7 +185,7 @@ def test_a_host_killed_mid_turn_has_its_turn_failed_by_a_sweep_on_another_host(t
             response = client.post("/jobs/v1/session", json={"message": '/call slow_job {"seconds": 120}'})
             assert response.status_code == 201, response.text
             turn_id = response.json()["turnId"]
-            wait_for(lambda: side_effects.exists() and side_effects.read_text(), "the tool to start")
+            wait_for(lambda: side_effects.exists() and side_effects.read_text(), "the tool to start", timeout=60)
             status, holder = running_claim(database, turn_id)
             assert status == "running" and holder.startswith("h1:"), holder
 
