@@ -24,8 +24,15 @@ Execution = Literal["server", "agent"]
 class Agent:
     """What `agent/agent.py` declares. Every field is optional."""
 
+    # `model=X` means `models=[X]`; with both, `model` must be one of `models`.
     model: str = ""
     description: str = ""
+    # The provider:model pairs a session may be bound to; the first is the default.
+    models: list[str] | tuple[str, ...] = ()
+    # Models a failed call (429, 5xx, overloaded, timeout) may fall over to, in order; none: it fails.
+    fallback: list[str] | tuple[str, ...] = ()
+    # Agents (by slug) this agent may message with the built-in messaging tools; none: it messages no one.
+    peers: list[str] | tuple[str, ...] = ()
     params: dict[str, Any] = field(default_factory=dict)
     max_steps: int | None = None
     name: str = ""

@@ -108,6 +108,12 @@ class Deployment(models.Model):
         text += f" ({self.source_commit[:12]})" if self.source_commit else ""
         return text + (f" path {self.source_path}" if self.source_path else "")
 
+    @property
+    def models(self) -> list[str]:
+        """The models a session of this release may be bound to, as resolved when it was deployed; the first is the default."""
+        manifest = self.manifest or {}
+        return list(manifest.get("models") or ([manifest["model"]] if manifest.get("model") else []))
+
     def snapshot_dir(self) -> Path:
         """Where this process keeps the release's files: under its own state root, whichever host deployed it."""
         if self.snapshot_path and not Path(self.snapshot_path).is_absolute():

@@ -16,7 +16,8 @@ from django.db import transaction
 from agents.models import Agent
 from sessions import lifecycle, metrics, tracing, wakeups
 from sessions.events import act_on
-from sessions.experiments.enrollment import enroll, experiments_of
+from agents.discovery import load_deployment
+from sessions.experiments.enrollment import enroll, experiments_of, overrides
 from sessions.lifecycle import dispatch_next, interrupt, interrupt_in_flight  # noqa: F401 (callers import them here)
 from sessions.models import EventType, Session, Turn
 from sessions.principal import Principal
@@ -62,6 +63,8 @@ def start_session(
     workspace_files: list[dict[str, Any]] | None = None,
     channel_key_hash: str = "",
     channel_state: dict[str, Any] | None = None,
+    model: str = "",
+    origin: dict[str, Any] | None = None,
 ) -> Admitted:
     """Create a session on the agent's active deployment and queue its first turn.
 
@@ -69,15 +72,19 @@ def start_session(
     written into the session's workspace when the turn starts. A custom
     channel passes its continuation key's hash (unique per agent and channel:
     a second session with the same key raises IntegrityError) and its starting state.
+    `model`: one of the release's models to bind the session to (400
+    `model_not_allowed` otherwise); blank: its A/B variant's, else the release's default.
+    `origin`: who sent the first message, when another agent did (sessions.messaging).
     """
     deployment = agent.active_deployment
     if deployment is None:
         raise AdmissionError("agent_not_deployed", f"agent {agent.slug!r} has no active deployment", 409)
+    check_model(deployment, model)
     hooks = Session(agent=agent, deployment=deployment).hooks()  # loaded before the write lock is taken
     experiments = experiments_of(deployment)
     with transaction.atomic():
         turn = Turn(trigger=trigger, message=message, source_ref=source_ref, workspace_files=workspace_files or [],
-                    **tracing.link())
+                    origin=origin or {}, **tracing.link())
         session = Session(
             agent=agent,
             deployment=deployment,
@@ -93,6 +100,7 @@ def start_session(
         )
         token = session.issue_token()
         assigned = enroll(session, message, experiments)
+        session.model = model or bound_model(deployment, session.ab_variants)
         lifecycle.open_session(session, turn, [
             (EventType.SESSION_STARTED, {
                 "mode": session.mode,
@@ -105,7 +113,7 @@ def start_session(
             (EventType.AGENT_BOUND, {
                 "agent": agent.slug,
                 "deployment": {"version": deployment.version, "contentHash": deployment.content_hash},
-                "model": deployment.manifest.get("model", ""),
+                "model": session.model,
             }),
             *assigned,
         ], hooks)
@@ -114,6 +122,24 @@ def start_session(
         # The turn ran at commit, in this process: report the status it left.
         session.status = Session.objects.filter(pk=session.pk).values_list("status", flat=True).first() or session.status
     return Admitted(session=session, turn=turn, continuation_token=token)
+
+
+def check_model(deployment, model: str) -> None:
+    """400 `model_not_allowed` unless `model` is blank or one of the release's models."""
+    if model and model not in deployment.models:
+        allowed = deployment.models
+        raise AdmissionError("model_not_allowed", f"model {model!r} is not one this agent may run on; "
+                             f"choose one of: {', '.join(allowed)}", 400, details={"allowed": allowed})
+
+
+def bound_model(deployment, ab_variants: dict[str, str]) -> str:
+    """What a new session runs on when it asks for nothing: its A/B variant's model, else the release's default."""
+    if ab_variants:
+        try:
+            return overrides(load_deployment(deployment), ab_variants).model
+        except Exception:  # the release cannot load: its turns will say why
+            log.exception("cannot load %s to bind a session's model", deployment)
+    return deployment.models[0] if deployment.models else ""
 
 
 def submit_message(
@@ -125,10 +151,22 @@ def submit_message(
     trigger: str = Turn.Trigger.USER,
     source_ref: str = "",
     workspace_files: list[dict[str, Any]] | None = None,
+    model: str = "",
+    origin: dict[str, Any] | None = None,
 ) -> Admitted:
-    """A follow-up. `preempt` interrupts a running turn first; `coalesce` queues behind it."""
+    """A follow-up. `preempt` interrupts a running turn first; `coalesce` queues behind it.
+
+    `model`: when given, it must be the model the session is bound to (409
+    `handoff_required` otherwise: moving a session to another model is a handoff).
+    """
     if admission not in Turn.Admission.values:
         raise AdmissionError("invalid_admission", "admission must be 'preempt' or 'coalesce'", 400)
+    if model and model != session.bound_model:
+        raise AdmissionError(
+            "handoff_required",
+            f"this session runs on {session.bound_model!r}, not {model!r}: review the switch with "
+            f"GET .../session/{session.id}/handoff?to={model} and perform it with POST .../handoff",
+            409, details={"model": session.bound_model, "requested": model})
     with transaction.atomic():
         lifecycle.principal_turn_lock(session)  # before the session row: the lifecycle's lock order
         # Re-read under the write lock: a concurrent follow-up may have rotated the token.
@@ -148,7 +186,7 @@ def submit_message(
             Turn.interrupt_queued(session.pk)
         token = session.rotate_token()
         turn = lifecycle.queue_turn(session, trigger=trigger, message=message, admission=admission,
-                                    source_ref=source_ref, workspace_files=workspace_files or [])
+                                    source_ref=source_ref, workspace_files=workspace_files or [], origin=origin or {})
         # Readers of an idle session poll slowly; tell them a turn is coming.
         wakeups.announce(session.id, -1)
     session.refresh_from_db()

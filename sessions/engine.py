@@ -220,7 +220,9 @@ class TurnRunner:
             finally:  # a workspace that cannot be built is timed too
                 self.clock.span("workspace", "", preparing)
             chosen = overrides(loaded, self.session.ab_variants)  # the session's A/B variants, if any
-            profile = Profile(chosen.model, self.system_prompt(loaded, chosen.instructions), chosen.params,
+            # The session's selection (chosen at its creation, moved only by a handoff); A/B variants chose it then.
+            profile = Profile(self.session.model or chosen.model, self.system_prompt(loaded, chosen.instructions),
+                              chosen.params,
                               loaded.config.max_steps or settings.AGENTSITE_MAX_STEPS)
             executor = Executor(self.session, self.turn, self.tools, families=self.toolset.families,
                                 should_stop=self.interrupts.should_stop)

@@ -18,6 +18,7 @@ from agents.channels import load_channels
 from agents.definitions import Agent, Tool
 from agents.discovery.checks import check_runtime, load_mcp, seed_folder, tool_problems
 from agents.discovery.experiments import load_experiments
+from agents.discovery.modelset import resolve as resolve_models
 from agents.discovery.loaded import AgentFolderError, LoadedAgent, LoadedSubagent, Problem
 from agents.hooks import Hook
 from agents.models import validate_slug
@@ -62,8 +63,12 @@ def content_hash(root: Path) -> str:
     return digest.hexdigest()
 
 
-def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
-    """Load and validate one agent folder; raise AgentFolderError listing every problem."""
+def load_agent_folder(root: Path | str, slug: str | None = None, *, resolved_default: str | None = None) -> LoadedAgent:
+    """Load and validate one agent folder; raise AgentFolderError listing every problem.
+
+    `resolved_default`: the model of an agent that names none (a release's, resolved
+    when it was deployed); None: the server's default now.
+    """
     root = Path(root).resolve()
     slug = slug or root.name.lower()
     problems: list[Problem] = []
@@ -103,11 +108,9 @@ def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
         elif found:
             config = found[0]
 
-    model = config.model or default_model()
-    try:
-        providers.parse_model_id(model)
-    except ValueError as exc:
-        problems.append(Problem("agent/agent.py", str(exc)))
+    modelset, model_problems = resolve_models(config, slug, resolved_default or default_model())
+    problems.extend(Problem("agent/agent.py", p) for p in model_problems)
+    model = modelset.default
     if config.max_steps is not None and not (isinstance(config.max_steps, int) and 1 <= config.max_steps <= 100):
         problems.append(Problem("agent/agent.py", "max_steps must be an integer between 1 and 100"))
     if (problem := retention_problem(config.retention_days)) is not None:
@@ -165,7 +168,7 @@ def load_agent_folder(root: Path | str, slug: str | None = None) -> LoadedAgent:
         slug=slug, root=root, config=config, model=model, instructions=instructions,
         tools=tools, content_hash=digest, warnings=warnings, skills=skills, subagents=subagents, hooks=hooks,
         schedules=schedules, runtime=runtime, seed_dir=seed_dir, mcp=mcp_servers, channels=channels,
-        experiments=experiments,
+        experiments=experiments, models=modelset.models, fallback=modelset.fallback, peers=modelset.peers,
     )
 
 

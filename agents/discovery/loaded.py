@@ -62,6 +62,10 @@ class LoadedAgent:
     seed_dir: Path | None = None
     channels: dict[str, LoadedChannel] = field(default_factory=dict)
     experiments: dict[str, ABTest] = field(default_factory=dict)
+    # What a session may be bound to (the first is `model`), fall over to, and message.
+    models: list[str] = field(default_factory=list)
+    fallback: list[str] = field(default_factory=list)
+    peers: list[str] = field(default_factory=list)
     # The release's (set by load_deployment): the only domains its outbound calls may reach.
     allowed_domains: tuple[str, ...] = ()
 
@@ -87,6 +91,10 @@ class LoadedAgent:
             "name": self.config.name or self.slug,
             "description": self.config.description,
             "model": self.model,
+            # Only when declared: releases of agents with one model keep the manifest they always had.
+            **({"models": list(self.models)} if len(self.models) > 1 else {}),
+            **({"fallback": list(self.fallback)} if self.fallback else {}),
+            **({"peers": list(self.peers)} if self.peers else {}),
             "params": self.config.params,
             "maxSteps": self.config.max_steps,
             "retentionDays": self.config.retention_days,

@@ -137,7 +137,9 @@ def load_deployment(deployment: Deployment) -> LoadedAgent:
     with _cache_lock:
         loaded = _cache.get(key)
         if loaded is None:
-            loaded = load_agent_folder(release_folder(deployment), deployment.agent.slug)
+            # The default model was resolved when the release was deployed: this host's environment has no say.
+            loaded = load_agent_folder(release_folder(deployment), deployment.agent.slug,
+                                       resolved_default=(deployment.manifest or {}).get("model") or None)
             loaded.allowed_domains = tuple(deployment.allowed_domains or ())
             _cache[key] = loaded
         return loaded

@@ -8,7 +8,9 @@ returns whether it won, so racing processes never both make the same move.
 from sessions.models.channel import ChannelBinding
 from sessions.models.event import Event, EventType
 from sessions.models.experiment import Experiment, ExperimentSample
+from sessions.models.handoff import Handoff
 from sessions.models.host import Host
+from sessions.models.messaging import AgentMessage
 from sessions.models.session import (
     RunOptions,
     Session,
@@ -24,6 +26,6 @@ from sessions.models.token import PersonalToken, TokenError
 from sessions.models.toolcall import ToolCall
 
 __all__ = [
-    "Artifact", "ChannelBinding", "ChannelDelivery", "Event", "EventType", "Experiment", "ExperimentSample", "Host", "HostFile", "KVEntry", "PersonalToken", "Reminder", "RunOptions", "Schedule", "Session",
+    "AgentMessage", "Handoff", "Artifact", "ChannelBinding", "ChannelDelivery", "Event", "EventType", "Experiment", "ExperimentSample", "Host", "HostFile", "KVEntry", "PersonalToken", "Reminder", "RunOptions", "Schedule", "Session",
     "TokenError", "ToolCall", "Turn", "hash_token", "new_id", "new_reminder_id", "new_session_id", "new_turn_id",
 ]

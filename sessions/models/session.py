@@ -128,6 +128,9 @@ class Session(ChannelBinding):
     # The provider-neutral conversation, so any worker can run the next turn.
     conversation = models.JSONField(default=list, blank=True)
     usage = models.JSONField(default=dict, blank=True)
+    # The provider:model it is bound to, chosen when it was created; moved only by a handoff.
+    # Blank on sessions made before selections were stored: their release's model.
+    model = models.CharField(max_length=200, blank=True)
     # {experiment name: variant id}: the A/B variants it was enrolled in when created (sessions.experiments).
     ab_variants = models.JSONField(default=dict, blank=True)
     # The one turn allowed to run (the session's execution lock); moved only by sessions.lifecycle.
@@ -149,6 +152,11 @@ class Session(ChannelBinding):
             models.UniqueConstraint(fields=["agent", "channel", "channel_key_hash"], name="session_channel_key",
                                     condition=~models.Q(channel_key_hash="")),
         ]
+
+    @property
+    def bound_model(self) -> str:
+        """The model its turns run on (an old session without a stored selection: its release's default)."""
+        return self.model or self.deployment.manifest.get("model", "")
 
     def __str__(self) -> str:
         return self.id
@@ -271,6 +279,8 @@ class Turn(models.Model):
         SCHEDULE = "schedule"
         CHANNEL = "channel"
         TOOL = "tool"  # a deterministic tool call holding the session's lock
+        AGENT = "agent"  # a message from another agent (sessions.messaging)
+        HANDOFF = "handoff"  # a handoff to another model, holding the session's lock (sessions.handoff)
 
     class Admission(models.TextChoices):
         PREEMPT = "preempt"  # interrupt the running turn, then run
@@ -304,6 +314,8 @@ class Turn(models.Model):
     usage = models.JSONField(default=dict, blank=True, null=True)
     # Where a parked turn resumes: the messages so far and the step it reached.
     state = models.JSONField(default=dict, blank=True)
+    # Who sent an agent's message: {"agent", "sessionId", "turnId", "hops"}; empty for other triggers.
+    origin = models.JSONField(default=dict, blank=True)
     # Files sent with the message ({path, content, encoding}), written into the workspace when the turn starts.
     workspace_files = models.JSONField(default=list, blank=True)
     # Where the ended turn's time went (sessions.timings), written with its end; null until then.

@@ -1,0 +1,73 @@
+"""What an agent may run on and talk to: `Agent(model=..., models=[...], fallback=[...], peers=[...])`.
+
+The models a session may be bound to are resolved once, when the folder is
+loaded for a deploy: an agent that names none takes the server's default
+model then, and the release keeps it (a worker loading the release later
+is given it back, whatever its own environment says).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from agents import providers
+from agents.definitions import Agent
+
+PEER_SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class ModelSet:
+    models: list[str]
+    fallback: list[str] = field(default_factory=list)
+    peers: list[str] = field(default_factory=list)
+
+    @property
+    def default(self) -> str:
+        return self.models[0]
+
+
+def _names(value: object) -> list[str] | None:
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return list(value)
+    return None
+
+
+def resolve(config: Agent, slug: str, default_model: str) -> tuple[ModelSet, list[str]]:
+    """The agent's models, fallbacks and peers, and every problem with them (for agent/agent.py)."""
+    problems: list[str] = []
+    models = _names(config.models)
+    if models is None:
+        problems.append("models must be a list of 'provider:model' ids, e.g. models=['openai:gpt-4.1-mini']")
+        models = []
+    if config.model and models and config.model not in models:
+        problems.append(f"model {config.model!r} is not in models {models}: add it to models, or drop model "
+                        "(the first of models is the default)")
+    if not models:
+        models = [config.model or default_model]
+    elif config.model in models:  # model= names the default among models
+        models = [config.model] + [m for m in models if m != config.model]
+    fallback = _names(config.fallback)
+    if fallback is None:
+        problems.append("fallback must be a list of 'provider:model' ids")
+        fallback = []
+    peers = _names(config.peers)
+    if peers is None:
+        problems.append("peers must be a list of agent slugs, e.g. peers=['researcher']")
+        peers = []
+    for label, ids in (("models", models), ("fallback", fallback)):
+        if len(set(ids)) != len(ids):
+            problems.append(f"{label} lists a model twice: list each once")
+        for model_id in ids:
+            try:
+                providers.parse_model_id(model_id)
+            except ValueError as exc:
+                problems.append(str(exc))
+    for peer in peers:
+        if not PEER_SLUG.match(peer):
+            problems.append(f"peer {peer!r} is not an agent slug (lowercase letters, digits and '-')")
+        elif peer == slug:
+            problems.append(f"peer {peer!r} is this agent: an agent does not message itself")
+    if len(set(peers)) != len(peers):
+        problems.append("peers lists an agent twice: list each once")
+    return ModelSet(models, fallback, peers), problems

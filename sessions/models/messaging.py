@@ -1,0 +1,59 @@
+"""Messages between agents (sessions.messaging): one row per message sent or reply delivered."""
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+from sessions.models.session import Session, new_id
+
+
+def new_message_id() -> str:
+    return new_id("msg")
+
+
+class AgentMessage(models.Model):
+    """A message from one session to another.
+
+    `message`: `send_message` delivered it into the recipient's conversation as a
+    turn. `reply`: the recipient's answer to a message, waiting in the
+    sender's notifications until `read_notifications` takes it (`read_at`).
+    """
+
+    class Kind(models.TextChoices):
+        MESSAGE = "message"
+        REPLY = "reply"
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_message_id, editable=False)
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.MESSAGE)
+    sender = models.ForeignKey(Session, null=True, on_delete=models.SET_NULL, related_name="+")
+    sender_agent = models.CharField(max_length=64)
+    recipient = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="agent_messages")
+    thread = models.CharField(max_length=200, blank=True)
+    text = models.TextField()
+    # Messages between agents since a person or a trigger last spoke: the loop guard.
+    hops = models.PositiveSmallIntegerField(default=1)
+    # The recipient's turn a message became (kind message).
+    turn = models.ForeignKey("Turn", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [
+            models.Index(fields=["recipient", "kind", "read_at"], name="agentmsg_unread"),
+            models.Index(fields=["sender", "created_at"], name="agentmsg_rate"),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @classmethod
+    def take_unread(cls, recipient_id: str) -> list["AgentMessage"]:
+        """The recipient's unread replies, each returned to exactly one reader (a conditional update per row)."""
+        taken = []
+        for row in cls.objects.filter(recipient_id=recipient_id, kind=cls.Kind.REPLY, read_at=None):
+            now = timezone.now()
+            if cls.objects.filter(pk=row.pk, read_at=None).update(read_at=now):
+                row.read_at = now
+                taken.append(row)
+        return taken
