@@ -2,7 +2,9 @@
 
 `AGENTSITE_RATE_SESSIONS` and `AGENTSITE_RATE_MESSAGES` are rates such as
 `30/min` (a count per `sec`, `min` or `hour`; `off` or empty: no limit);
-`AGENTSITE_MAX_RUNNING_TURNS` is a count (`0` or `off`: no cap). A value that
+`AGENTSITE_MAX_RUNNING_TURNS` is a count (`0` or `off`: no cap). Between agents,
+`AGENTSITE_AGENT_HOP_LIMIT` is a count of at least 1 and `AGENTSITE_AGENT_MESSAGE_RATE`
+a rate per conversation. A value that
 does not parse raises `LimitSettingInvalid` while the settings load, so every
 process refuses to start with a message naming the setting, as production
 mode's missing settings do (`manage.py` and `agentsite.asgi` print it alone).
@@ -19,6 +21,10 @@ from django.core.exceptions import ImproperlyConfigured
 DEFAULT_RATE_SESSIONS = "60/min"
 DEFAULT_RATE_MESSAGES = "120/min"
 DEFAULT_MAX_RUNNING_TURNS = "4"
+# Agents messaging each other (sessions.messaging): messages in a row between agents since a
+# person or a trigger last spoke, and messages per conversation (a pair of sessions).
+DEFAULT_AGENT_HOP_LIMIT = "4"
+DEFAULT_AGENT_MESSAGE_RATE = "30/min"
 
 UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
 OFF = ("", "off", "none", "0")
@@ -62,3 +68,20 @@ def parse_cap(name: str, value: str | None, default: str) -> int:
         raise LimitSettingInvalid(f"{name}={value!r} is not a count: write a number such as {default!r}, "
                                   "or 'off' for no cap")
     return int(raw)
+
+
+def parse_count(name: str, value: str | None, default: str) -> int:
+    """A count of at least 1 (a loop guard cannot be turned off). Raises LimitSettingInvalid naming `name`."""
+    raw = (default if value is None else value).strip()
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
+        raise LimitSettingInvalid(f"{name}={value!r} is not a count: write a whole number of at least 1 "
+                                  f"such as {default!r}")
+    return int(raw)
+
+
+def parse_per_minute(name: str, value: str | None, default: str) -> Rate | None:
+    """A rate as parse_rate reads it, where a bare count means per minute (`30` is `30/min`)."""
+    raw = (value or "").strip()
+    if raw.isascii() and raw.isdigit() and int(raw) > 0:
+        value = f"{int(raw)}/min"
+    return parse_rate(name, value, default)

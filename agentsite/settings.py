@@ -16,7 +16,8 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from agentsite.limits import (
-    DEFAULT_MAX_RUNNING_TURNS, DEFAULT_RATE_MESSAGES, DEFAULT_RATE_SESSIONS, parse_cap, parse_rate,
+    DEFAULT_AGENT_HOP_LIMIT, DEFAULT_AGENT_MESSAGE_RATE, DEFAULT_MAX_RUNNING_TURNS, DEFAULT_RATE_MESSAGES,
+    DEFAULT_RATE_SESSIONS, parse_cap, parse_count, parse_per_minute, parse_rate,
 )
 from agentsite.production import FALLBACK_SECRET_KEY, environment, production_settings
 
@@ -383,6 +384,12 @@ AGENTSITE_RATE_MESSAGES = parse_rate("AGENTSITE_RATE_MESSAGES", os.environ.get("
                                      DEFAULT_RATE_MESSAGES)
 AGENTSITE_MAX_RUNNING_TURNS = parse_cap("AGENTSITE_MAX_RUNNING_TURNS", os.environ.get("AGENTSITE_MAX_RUNNING_TURNS"),
                                         DEFAULT_MAX_RUNNING_TURNS)
+# Agents messaging each other (sessions.messaging): how many messages may pass between agents in a
+# row before one is refused, and how many one conversation (a pair of sessions) may carry per window.
+AGENTSITE_AGENT_HOP_LIMIT = parse_count("AGENTSITE_AGENT_HOP_LIMIT", os.environ.get("AGENTSITE_AGENT_HOP_LIMIT"),
+                                        DEFAULT_AGENT_HOP_LIMIT)
+AGENTSITE_AGENT_MESSAGE_RATE = parse_per_minute("AGENTSITE_AGENT_MESSAGE_RATE",
+                                                os.environ.get("AGENTSITE_AGENT_MESSAGE_RATE"), DEFAULT_AGENT_MESSAGE_RATE)
 AGENTSITE_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTSITE_MAX_MESSAGE_CHARS", "100000"))
 # Followers of a session share one read of the event table per wake-up (sessions.feeds). In case
 # a wake-up was lost, a process-wide safety net looks at every followed session's row every

@@ -25,6 +25,7 @@ from agents.workspaces.filesystems import WorkspaceError
 from sessions import lifecycle, logcontext, tracing
 from sessions.direct import resume_call
 from sessions.events import SessionGone
+from sessions.messaging.turns import received_from, record_reply
 from sessions.experiments.enrollment import overrides
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.processes import process_id
@@ -205,6 +206,8 @@ class TurnRunner:
                 received = {"source": self.turn.trigger, "text": self.turn.message}
                 if self.turn.source_ref:
                     received[f"{self.turn.trigger}Id"] = self.turn.source_ref  # reminderId, scheduleId
+                if self.turn.trigger == Turn.Trigger.AGENT:
+                    received.update(received_from(self.turn.origin or {}))
                 if sent:
                     received["workspaceFiles"] = [file_record(f) for f in sent]
                 self.emitter.emit(EventType.MESSAGE_RECEIVED, received)
@@ -352,9 +355,12 @@ class TurnRunner:
         tracing.turn_ended(status, code, self.usage)
         events, session_status = lifecycle.ending_events(self.session, status, error, code, self.usage, duration_ms,
                                                          timings, self.turn.trace_id)
+        also = None
+        if self.turn.trigger == Turn.Trigger.AGENT and status == Turn.Status.COMPLETED:
+            also = lambda: record_reply(self.turn, self.session.deployment.agent.slug, messages)  # noqa: E731
         lifecycle.settle(self.session, self.turn, pending + events, status=status, error=error, messages=messages,
                          usage=self.usage, count_usage=True, session_status=session_status,
-                         hooks=self.emitter.hooks, timings=timings)
+                         hooks=self.emitter.hooks, timings=timings, also=also)
 
 
 def answer_last_step(messages: list[dict[str, Any]], turn: Turn) -> list[dict[str, Any]]:

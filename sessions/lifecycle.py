@@ -17,7 +17,7 @@ them back if it lost.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from django.conf import settings
 from django.db import transaction
@@ -337,13 +337,14 @@ def stop_turns(session: Session) -> bool:
 def settle(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, Any]]], *, status: str,
            error: str = "", messages: list[dict[str, Any]] | None = None, usage: Usage = None,
            count_usage: bool = False, session_status: str | None = None, hooks: Sequence[Hook] = (),
-           timings: dict[str, Any] | None = None) -> bool:
+           timings: dict[str, Any] | None = None, also: Callable[[], None] | None = None) -> bool:
     """running → completed | failed | interrupted, in one transaction with everything that goes with it:
 
     1. the turn's last events;
     2. the session: lock released, status, conversation, usage totals;
     3. the turn's outcome (and its timings), a conditional update: if the turn was no longer
        ours (recovery ended it), all of it is rolled back and this returns False;
+       `also`: more writes that stand or fall with the turn's end (a reply to another agent);
     4. the session's next queued turn dispatched (chat sessions); under a
        running-turn cap, the principal's oldest waiting turns instead.
     """
@@ -365,6 +366,8 @@ def settle(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, A
         if not turn.end(status, error=error, usage=usage, timings=timings):
             transaction.set_rollback(True)  # not ours any more: whoever ended it settled it
             return False
+        if also is not None:
+            also()
         transaction.on_commit(lambda: metrics.turn_ended(session, status, timings))  # never raises
         record_samples(session, turn, status=status, usage=usage, timings=timings)  # A/B: enrolled sessions only
         if running_turn_cap():

@@ -3,7 +3,8 @@
 - `server`: the agent's own tools (`agent/tools/<name>.py`), run in the worker;
 - `workspace`: read, ls, glob, grep, write, edit, delete, shell, exactly those the
   session's workspace implements and `Agent(tools=...)` allows;
-- `builtin`: load_skill, read_skill_file, delegate, remind_me, cancel_reminder.
+- `builtin`: load_skill, read_skill_file, delegate, remind_me, cancel_reminder, and
+  list_agents, send_message, read_notifications for an agent with peers.
 
 `execution="agent"` tools are not offered as tools: the model runs them as
 scripts with `shell` (the workspace brief lists them); they stay callable by

@@ -30,8 +30,9 @@ from agents.workspaces.unionfs import bind_skills
 
 TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 SUBAGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-# Built-in tools the engine offers when the agent has skills or subagents.
-BUILTIN_TOOLS = frozenset({"load_skill", "read_skill_file", "delegate", "remind_me", "cancel_reminder"})
+# Built-in tools the engine offers when the agent has skills, subagents, reminders or peers.
+BUILTIN_TOOLS = frozenset({"load_skill", "read_skill_file", "delegate", "remind_me", "cancel_reminder",
+                           "list_agents", "send_message", "read_notifications"})
 IGNORED_PARTS = {"__pycache__", ".DS_Store"}
 # The longest retention an agent may ask for (AGENTSITE_RETENTION_DAYS has the same bound):
 # beyond it a cutoff date would not compute.

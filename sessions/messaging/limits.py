@@ -1,0 +1,50 @@
+"""The loop guards of agents messaging each other.
+
+Two agents told to keep talking would otherwise run turns (and spend on a
+model) forever. `AGENTSITE_AGENT_HOP_LIMIT`: how many messages may pass
+between agents in a row since a person or a trigger last spoke (a turn they
+started has 0 hops; a message sent from a turn carries its hops + 1).
+`AGENTSITE_AGENT_MESSAGE_RATE`: how many messages (and replies) one
+conversation, a pair of sessions in both directions, may carry per window,
+counted from the AgentMessage rows.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from sessions.models import AgentMessage
+
+
+class MessageRefused(Exception):
+    """A message the tool does not send; the model sees why as the call's error."""
+
+
+def next_hops(origin: dict[str, Any] | None) -> int:
+    """The hops of a message sent from a turn with this origin."""
+    return int((origin or {}).get("hops") or 0) + 1
+
+
+def check_hops(hops: int) -> None:
+    limit = settings.AGENTSITE_AGENT_HOP_LIMIT
+    if hops > limit:
+        raise MessageRefused(
+            f"hop limit: this would be message {hops} between agents in a row, and at most {limit} may pass "
+            "(AGENTSITE_AGENT_HOP_LIMIT) before a person or a trigger speaks again; answer with what you have")
+
+
+def check_rate(session_id: str, other_id: str) -> None:
+    """Refuse once the conversation between the two sessions carried the rate's count in its window."""
+    rate = settings.AGENTSITE_AGENT_MESSAGE_RATE
+    if rate is None:
+        return
+    since = timezone.now() - timedelta(seconds=rate.seconds)
+    between = Q(sender_id=session_id, recipient_id=other_id) | Q(sender_id=other_id, recipient_id=session_id)
+    if AgentMessage.objects.filter(between, created_at__gte=since).count() >= rate.count:
+        raise MessageRefused(
+            f"rate limit: this conversation carried {rate.count} messages in the last {rate.seconds} s "
+            f"(AGENTSITE_AGENT_MESSAGE_RATE={rate}); wait before sending more")
