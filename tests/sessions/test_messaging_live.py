@@ -1,0 +1,62 @@
+"""The example agents concierge and librarian on a real `manage.py serve`: the question is
+sent from a turn in one qcluster worker, answered in a turn of another, and the answer read
+back in a third, across processes, as the quickstart serves them."""
+from __future__ import annotations
+
+import json
+from typing import Iterator
+
+import httpx
+import pytest
+
+from tests.support import Server, read_stream_until, run_server
+
+QUESTION = "Is Dune available?\n/call find_book " + json.dumps({"title": "Dune"})
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[Server]:
+    with run_server(tmp_path_factory.mktemp("messaging")) as running:
+        yield running
+
+
+def results(events: list[dict]) -> list[dict]:
+    return [e["data"] for e in events if e["type"] == "action.result"]
+
+
+def test_the_concierge_asks_the_librarian_and_reads_the_answer(server: Server):
+    with server.client(timeout=20) as client:
+        ask = "Is Dune on the shelves?\n/call send_message " + json.dumps({"to": "librarian", "text": QUESTION})
+        created = client.post("/concierge/v1/session", json={"message": ask})
+        assert created.status_code == 201, created.text
+        session, token = created.json()["sessionId"], created.json()["continuationToken"]
+        stream = f"/concierge/v1/session/{session}/stream"
+        sent = results(read_stream_until(client, stream, "turn.completed"))[0]
+        recipient = sent["output"]["sessionId"]
+        assert sent["output"] == {"delivered": True, "sessionId": recipient, "thread": None}
+
+        answered = read_stream_until(client, f"/librarian/v1/session/{recipient}/stream", "turn.completed")
+        received = next(e["data"] for e in answered if e["type"] == "message.received")
+        assert received == {"source": "agent", "text": QUESTION, "agent": "concierge", "sessionId": session}
+        detail = client.get(f"/librarian/v1/session/{recipient}").json()
+        assert detail["principal"]["principalId"] == client.get(f"/concierge/v1/session/{session}").json()[
+            "principal"]["principalId"]
+
+        follow = client.post(f"/concierge/v1/session/{session}/message",
+                             json={"message": "/call read_notifications {}", "continuationToken": token})
+        assert follow.status_code == 202, follow.text
+        read = results(read_stream_until(client, stream, "turn.completed", count=2))[-1]
+        [answer] = read["output"]["notifications"]
+        assert answer["from"] == {"agent": "librarian", "sessionId": recipient} and "SF-3" in answer["text"]
+
+
+def test_a_refused_message_is_a_tool_error_on_a_running_server(server: Server):
+    with server.client(timeout=20) as client:
+        ask = "/call send_message " + json.dumps({"to": "support", "text": "refund me"})
+        created = client.post("/concierge/v1/session", json={"message": ask})
+        assert created.status_code == 201, created.text
+        events = read_stream_until(client, f"/concierge/v1/session/{created.json()['sessionId']}/stream",
+                                   "turn.completed")
+        assert results(events)[0]["error"].startswith("MessageRefused: not reachable: 'support'")
+        mine = client.get("/support/v1/sessions")
+        assert mine.status_code == 200 and mine.json()["sessions"] == []
