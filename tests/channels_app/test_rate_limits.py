@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from agentsite.limits import LimitSettingInvalid, Rate, parse_cap, parse_rate
+from agentsite.limits import LimitSettingInvalid, Rate, parse_cap, parse_count, parse_per_minute, parse_rate
 from tests.support import ROOT, child_env
 
 
@@ -47,8 +47,23 @@ def test_rates_parse_per_second_minute_and_hour_and_off():
         parse_cap("X", "many", "4")
 
 
+def test_the_loop_guards_between_agents_parse_a_count_and_a_rate_per_minute():
+    assert parse_count("X", None, "4") == 4 and parse_count("X", " 7 ", "4") == 7
+    for bad in ("0", "off", "", "-2", "many", "2.5"):
+        with pytest.raises(LimitSettingInvalid, match="X="):
+            parse_count("X", bad, "4")
+    assert parse_per_minute("X", "30", "30/min") == Rate(30, 60, "30/min")
+    assert parse_per_minute("X", "5/sec", "30/min") == Rate(5, 1, "5/sec")
+    assert parse_per_minute("X", None, "30/min") == Rate(30, 60, "30/min")
+    assert parse_per_minute("X", "off", "30/min") is None
+    with pytest.raises(LimitSettingInvalid, match="X="):
+        parse_per_minute("X", "lots", "30/min")
+
+
 @pytest.mark.parametrize("name,value", [("AGENTSITE_RATE_SESSIONS", "30/fortnight"),
-                                        ("AGENTSITE_MAX_RUNNING_TURNS", "lots")])
+                                        ("AGENTSITE_MAX_RUNNING_TURNS", "lots"),
+                                        ("AGENTSITE_AGENT_HOP_LIMIT", "0"),
+                                        ("AGENTSITE_AGENT_MESSAGE_RATE", "30/fortnight")])
 def test_a_bad_limit_setting_stops_the_server_starting_with_a_message(name, value):
     done = subprocess.run([sys.executable, str(ROOT / "manage.py"), "check"], cwd=ROOT, capture_output=True,
                           text=True, env=child_env(**{name: value}), timeout=60)
