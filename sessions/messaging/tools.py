@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from pydantic import BaseModel, Field
 
 from agents.definitions import Tool
@@ -70,6 +71,9 @@ def messaging_tools(loaded: LoadedAgent) -> dict[str, Tool]:
         session = ctx.host.session if ctx.host is not None else None
         if session is None:
             raise MessageRefused("send_message needs a session to send from")
+        if len(input.text) > settings.AGENTSITE_MAX_MESSAGE_CHARS:  # what a person's message may be, no more
+            raise MessageRefused(f"too long: a message is at most {settings.AGENTSITE_MAX_MESSAGE_CHARS} characters "
+                                 f"({len(input.text)} given); send less")
         delivered = send(session, loaded.slug, ctx.host.turn_id, input.to, input.text, input.thread or "")
         return {"delivered": True, "sessionId": delivered.session_id, "thread": input.thread}
 

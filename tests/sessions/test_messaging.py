@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.discovery import AgentFolderError, deploy_agent_folder
+from agents.discovery import AgentFolderError, deploy_agent_folder, load_deployment
 from agents.models import Agent
 from agentsite.limits import Rate
 from sessions.admission import start_session
@@ -20,8 +20,10 @@ from sessions.engine import run_turn
 from sessions.events import read_events
 from sessions.messaging.delivery import send
 from sessions.messaging.limits import MessageRefused
+from sessions.messaging.tools import SendMessageInput, messaging_tools
 from sessions.models import AgentMessage, Session, Turn
 from sessions.principal import Principal
+from sessions.tools import tool_context
 from tests.sessions.test_schedules import write_agent
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -237,3 +239,26 @@ def test_a_refusal_reaches_the_delivery_door_too(alice):
     sender = start_session(Agent.objects.get(slug="concierge"), Principal("bearer", "alice"), "hi")
     with pytest.raises(MessageRefused, match="not deployed"):
         send(sender.session, "concierge", sender.turn.id, "nobody", "hello?")
+
+
+@transactional
+def test_a_message_longer_than_a_persons_is_refused(alice, settings):
+    deploy_examples()
+    sender = start_session(Agent.objects.get(slug="concierge"), Principal("bearer", "alice"), "hi")
+    send_message = messaging_tools(load_deployment(sender.session.deployment))["send_message"]
+    settings.AGENTSITE_MAX_MESSAGE_CHARS = 10
+    with pytest.raises(MessageRefused, match=r"^too long: a message is at most 10 characters \(11 given\)"):
+        send_message(SendMessageInput(to="librarian", text="x" * 11),
+                     tool_context(sender.session, "call_1", turn_id=sender.turn.id))
+    assert not Session.objects.filter(agent__slug="librarian").exists()
+
+
+@transactional
+def test_a_dry_run_session_sends_nothing(alice, sync_turns):
+    deploy_examples()
+    response = post_json(alice, "/concierge/v1/session",
+                         {"message": call("send_message", to="librarian", text="hello"), "dryRun": True})
+    assert response.status_code == 201, response.content
+    sent = results(response.json()["sessionId"])[0]
+    assert sent["stubbed"] is True
+    assert not AgentMessage.objects.exists() and not Session.objects.filter(agent__slug="librarian").exists()
