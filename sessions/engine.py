@@ -9,6 +9,7 @@ loop, from inside the `delegate` tool.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -25,8 +26,8 @@ from agents.workspaces.filesystems import WorkspaceError
 from sessions import lifecycle, logcontext, tracing
 from sessions.direct import resume_call
 from sessions.events import SessionGone
-from sessions.messaging.turns import received_from, record_reply
 from sessions.experiments.enrollment import overrides
+from sessions.messaging.turns import received_from, record_reply
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.processes import process_id
 from sessions.runner import Emitter, Interrupted, InterruptWatch, Parked, Profile, Runner
@@ -357,7 +358,7 @@ class TurnRunner:
                                                          timings, self.turn.trace_id)
         also = None
         if self.turn.trigger == Turn.Trigger.AGENT and status == Turn.Status.COMPLETED:
-            also = lambda: record_reply(self.turn, self.session.deployment.agent.slug, messages)  # noqa: E731
+            also = functools.partial(record_reply, self.turn, self.session.deployment.agent.slug, messages)
         lifecycle.settle(self.session, self.turn, pending + events, status=status, error=error, messages=messages,
                          usage=self.usage, count_usage=True, session_status=session_status,
                          hooks=self.emitter.hooks, timings=timings, also=also)

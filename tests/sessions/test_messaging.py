@@ -107,6 +107,19 @@ def test_a_question_and_its_answer_across_two_sessions(alice, bob, sync_turns):
 
 
 @transactional
+def test_the_scripted_model_sends_and_reads_in_one_turn_when_the_answer_is_in(alice, sync_turns):
+    """Turns run inline here, so the librarian has answered before the concierge's next step reads."""
+    deploy_examples()
+    asked, _ = open_session(alice, "concierge", "\n".join([call("send_message", to="librarian", text=ASK), "/next",
+                                                          call("read_notifications")]))
+    sent, read = results(asked)
+    [answer] = read["output"]["notifications"]
+    assert answer["from"]["sessionId"] == sent["output"]["sessionId"] and "SF-3" in answer["text"]
+    replied = [e["data"]["text"] for e in read_events(asked) if e["type"] == "message.completed"][-1]
+    assert replied.startswith("Tool results:") and "SF-3" in replied
+
+
+@transactional
 def test_the_same_thread_continues_one_conversation_and_another_thread_opens_a_second(alice, sync_turns):
     deploy_examples()
     asked, token = open_session(alice, "concierge", call("send_message", to="librarian", text="first"))
@@ -119,7 +132,7 @@ def test_the_same_thread_continues_one_conversation_and_another_thread_opens_a_s
 
 
 @transactional
-def test_a_busy_recipient_gets_the_message_queued_and_it_runs_after_its_turn(alice):
+def test_a_busy_recipient_gets_the_message_queued_and_it_runs_after_its_turn():
     deploy_examples()
     sender = start_session(Agent.objects.get(slug="concierge"), Principal("bearer", "alice"), "hello")
     first = send(sender.session, "concierge", sender.turn.id, "librarian", "first question")
@@ -234,7 +247,7 @@ def test_an_agent_tool_may_not_take_a_messaging_tool_name(db, tmp_path):
 
 
 @transactional
-def test_a_refusal_reaches_the_delivery_door_too(alice):
+def test_a_refusal_reaches_the_delivery_door_too():
     deploy_examples()
     sender = start_session(Agent.objects.get(slug="concierge"), Principal("bearer", "alice"), "hi")
     with pytest.raises(MessageRefused, match="not deployed"):
@@ -242,7 +255,7 @@ def test_a_refusal_reaches_the_delivery_door_too(alice):
 
 
 @transactional
-def test_a_message_longer_than_a_persons_is_refused(alice, settings):
+def test_a_message_longer_than_a_persons_is_refused(settings):
     deploy_examples()
     sender = start_session(Agent.objects.get(slug="concierge"), Principal("bearer", "alice"), "hi")
     send_message = messaging_tools(load_deployment(sender.session.deployment))["send_message"]
