@@ -23,6 +23,7 @@ from agents.models import Agent
 from sessions.admission import AdmissionError, start_session, submit_message
 from sessions.messaging.limits import MessageRefused, check_hops, check_rate, next_hops
 from sessions.models import AgentMessage, Session, Turn
+from sessions.pglocks import lock_for_transaction
 from sessions.principal import Principal
 
 CHANNEL = "agent"
@@ -46,8 +47,8 @@ def send(sender: Session, sender_agent: str, turn_id: str, target_slug: str, tex
 
     1. the target must be deployed, and the message within the hop limit;
     2. the recipient session: the opener of the sender's (the reply path), else the keyed one;
-    3. the conversation's rate;
-    4. the turn queued (or the session started) and the AgentMessage row, in one transaction.
+    3. in one transaction: the conversation's rate, the turn queued (or the session started)
+       and the AgentMessage row.
     Raises MessageRefused with what the model should know.
     """
     target = Agent.objects.filter(slug=target_slug).select_related("active_deployment").first()
@@ -60,13 +61,16 @@ def send(sender: Session, sender_agent: str, turn_id: str, target_slug: str, tex
         origin["thread"] = thread
     key = conversation_key(sender.id, target.slug, thread)
     recipient = opener(sender, target) or keyed(target, key)
-    if recipient is not None:
-        check_rate(sender.id, recipient.id)
     # Admission loads the release: do it now, not under the write lock of the transaction below.
     load_deployment(target.active_deployment)
     created = False
     with transaction.atomic():
-        if recipient is None:
+        if recipient is not None:
+            # Parallel calls between the same two sessions count one after another, so they cannot all pass
+            # the rate. Taken first in the transaction, before admission's locks (sessions.lifecycle's order).
+            lock_for_transaction(conversation_lock(sender.id, recipient.id))
+            check_rate(sender.id, recipient.id)
+        else:
             try:
                 with transaction.atomic():
                     admitted = start_session(target, owner_of(sender), text, channel=CHANNEL, channel_key_hash=key,
@@ -86,6 +90,11 @@ def send(sender: Session, sender_agent: str, turn_id: str, target_slug: str, tex
                                           recipient=admitted.session, thread=thread, text=text, hops=hops,
                                           turn=admitted.turn)
     return Delivered(session_id=admitted.session.id, message_id=row.id, created=created)
+
+
+def conversation_lock(session_id: str, other_id: str) -> str:
+    """The advisory lock's name of the conversation between two sessions, whichever sends."""
+    return "agentmsg\0" + "\0".join(sorted((session_id, other_id)))
 
 
 def owner_of(session: Session) -> Principal:

@@ -1,23 +1,26 @@
 """The example agents concierge and librarian on a real `manage.py serve`: the question is
 sent from a turn in one qcluster worker, answered in a turn of another, and the answer read
-back in a third, across processes, as the quickstart serves them."""
+back in a third, across processes, as the quickstart serves them: on the embedded default and on
+PostgreSQL + Redis."""
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Iterator
 
 import httpx
 import pytest
 
-from tests.support import Server, read_stream_until, run_server
+from tests.support import Server, backend_env, read_stream_until, run_server
 
 QUESTION = "Is Dune available?\n/call find_book " + json.dumps({"title": "Dune"})
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[Server]:
-    with run_server(tmp_path_factory.mktemp("messaging")) as running:
-        yield running
+@pytest.fixture(scope="module", params=["sqlite", "postgres+redis"])
+def server(request, tmp_path_factory) -> Iterator[Server]:
+    with contextlib.ExitStack() as stack:
+        env = backend_env(stack, request.param)
+        yield stack.enter_context(run_server(tmp_path_factory.mktemp("messaging"), env=env))
 
 
 def results(events: list[dict]) -> list[dict]:
