@@ -82,12 +82,13 @@ def _principal(request) -> Principal:
 
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin):
-    list_display = ("id", "agent", "status", "mode", "title", "principal_id", "created_at", "updated_at", "playground")
-    list_filter = ("agent", "status", "mode", "channel", "authenticator", "principal_id", "created_at")
+    list_display = ("id", "agent", "status", "mode", "model", "title", "principal_id", "created_at", "updated_at",
+                    "playground")
+    list_filter = ("agent", "status", "mode", "model", "channel", "authenticator", "principal_id", "created_at")
     search_fields = ("id", "title", "principal_id")
     date_hierarchy = "created_at"
     summary_fields = (
-        "id", "agent", "deployment", "channel", "mode", "status", "title", "principal_id", "principal_type",
+        "id", "agent", "deployment", "model", "channel", "mode", "status", "title", "principal_id", "principal_type",
         "authenticator", "next_event_index", "options", "usage", "active_turn", "created_at", "updated_at",
         "history", "workspace",
     )
@@ -397,4 +398,4 @@ class PersonalTokenAdmin(admin.ModelAdmin):
         revoked = sum(token.revoke() for token in queryset)
         self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)
 
-from sessions.admin import experiments  # noqa: E402,F401 (registers ExperimentAdmin)
+from sessions.admin import experiments, records  # noqa: E402,F401 (registers ExperimentAdmin and the records')

@@ -366,3 +366,30 @@ def test_the_host_service_lists_show_artifacts_files_and_keys_read_only(operator
     assert f"/admin/agent_sessions/artifact/{artifact.pk}/download/" in page
     assert operator.get("/admin/agent_sessions/artifact/add/").status_code == 403
     assert operator.get("/admin/agent_sessions/kventry/add/").status_code == 403
+
+
+@transactional
+def test_the_session_list_shows_each_session_s_model_and_filters_by_it(operator, busy_session):
+    page = operator.get("/admin/agent_sessions/session/?model=scripted:echo").content.decode()
+    assert busy_session in page and "scripted:echo" in page
+    assert busy_session not in operator.get("/admin/agent_sessions/session/?model=scripted:other").content.decode()
+
+
+@transactional
+def test_handoffs_and_agent_messages_are_listed_read_only(operator, busy_session):
+    from sessions.models import AgentMessage, Handoff
+
+    session = Session.objects.get(pk=busy_session)
+    handoff = Handoff.objects.create(session=session, from_model="scripted:echo", to_model="scripted:other",
+                                     review_id="r" * 64, status=Handoff.Status.FAILED, error="target refused")
+    message = AgentMessage.objects.create(sender=session, sender_agent="support", recipient=session, text="ping")
+    for path, row in (("handoff", handoff), ("agentmessage", message)):
+        listing = operator.get(f"/admin/agent_sessions/{path}/")
+        assert listing.status_code == 200 and row.id in listing.content.decode()
+        change = operator.get(reverse(f"admin:agent_sessions_{path}_change", args=[quote(row.id)]))
+        assert change.status_code == 200
+        assert 'name="_save"' not in change.content.decode(), "nothing is editable"
+        assert operator.get(f"/admin/agent_sessions/{path}/add/").status_code == 403
+        assert operator.post(reverse(f"admin:agent_sessions_{path}_delete", args=[quote(row.id)]),
+                             {"post": "yes"}).status_code == 403
+    assert Handoff.objects.filter(pk=handoff.pk).exists() and AgentMessage.objects.filter(pk=message.pk).exists()
