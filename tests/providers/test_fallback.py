@@ -176,3 +176,28 @@ def test_the_next_turn_starts_again_on_the_sessions_model(local, agent_on_model,
     assert [m["role"] for m in sent] == ["user", "assistant", "user"]
     assert sent[1]["content"] == [{"type": "text", "text": "answered elsewhere"}]
     assert Session.objects.get(pk=session_id).model == "anthropic:claude-test"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_parked_turn_resumes_on_the_model_it_fell_over_to(local, agent_on_model, anthropic_server, openai_server,
+                                                            sync_turns):
+    from tests.providers.loopback import oa_tool_calls
+
+    agent_on_model("anthropic:claude-test", NO_RETRIES, fallback=["openai:gpt-test"])
+    anthropic_server.replies.append(RATE_LIMITED)
+    openai_server.replies.extend([
+        Reply(events=oa_tool_calls([("call_1", "cancel_order", {"order_id": "A102"})], prompt=20, completion=8)),
+        Reply(events=oa_text("Cancelled.", prompt=30, completion=3)),
+    ])
+    session_id = start(local, "remote", "cancel A102")
+    assert event_types(session_id)[-1] == "action.approval_requested"
+
+    approved = local.post(f"/remote/v1/session/{session_id}/approvals/call_1", {"decision": "approve"},
+                          content_type="application/json")
+
+    assert approved.status_code == 200, approved.content
+    assert len(anthropic_server.requests) == 1 and len(openai_server.requests) == 2
+    assert events_of(session_id, "message.completed")[-1]["text"] == "Cancelled."
+    usage = events_of(session_id, "turn.completed")[0]["usage"]
+    assert usage["byModel"]["openai:gpt-test"]["inputTokens"] == 50
+    assert len(events_of(session_id, "model.fallback")) == 1
