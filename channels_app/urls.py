@@ -1,11 +1,14 @@
 from django.urls import path
 
 from channels_app import custom_channels, mcp_oauth, metrics, stream
-from channels_app.views import agents, artifacts, deployments, experiments, secrets, sessions, timers, tokens, tools
+from channels_app.views import (
+    agents, artifacts, deployments, directory, experiments, secrets, sessions, timers, tokens, tools,
+)
 
 urlpatterns = [
     path("metrics", metrics.metrics_view, name="metrics"),
     path("v1/agents", agents.AgentListView.as_view(), name="agents"),
+    path("v1/models", directory.ModelDirectoryView.as_view(), name="models"),
     path("v1/agents/<slug:slug>/deployments", deployments.DeploymentListView.as_view(), name="deployments"),
     path("v1/agents/<slug:slug>/deployments/<str:version>", deployments.DeploymentDetailView.as_view(),
          name="deployment"),

@@ -35,7 +35,7 @@ from sessions.sql.turns import read_session, read_turn
 from sessions.timings import TurnClock
 from sessions.tools import Executor, result_payload, tool_message
 from sessions.toolset import Toolset, toolset
-from sessions.usage import add_usage, zero
+from sessions.usage import zero
 from sessions.workspaces import Workspace, WorkspaceUnavailable, file_record, open_workspace, write_sent_files
 
 log = logging.getLogger(__name__)
@@ -170,6 +170,11 @@ class TurnRunner:
     def usage(self):
         return self.runner.usage if self.runner else self.usage_so_far
 
+    @property
+    def reported_usage(self):
+        """`usage` with `byModel` when more than one model answered (what the turn's end reports and stores)."""
+        return self.runner.reported_usage() if self.runner else self.usage_so_far
+
     def system_prompt(self, loaded: LoadedAgent, instructions: str | None = None) -> str:
         """`instructions`: the session's variant's, when an A/B experiment replaces the agent's."""
         system = loaded.instructions if instructions is None else instructions
@@ -227,11 +232,14 @@ class TurnRunner:
             # The session's selection (chosen at its creation, moved only by a handoff); A/B variants chose it then.
             profile = Profile(self.session.model or chosen.model, self.system_prompt(loaded, chosen.instructions),
                               chosen.params,
-                              loaded.config.max_steps or settings.AGENTSITE_MAX_STEPS)
+                              loaded.config.max_steps or settings.AGENTSITE_MAX_STEPS,
+                              fallback=tuple(loaded.fallback))
             executor = Executor(self.session, self.turn, self.tools, families=self.toolset.families,
                                 should_stop=self.interrupts.should_stop)
+            # A parked turn resumes on the model its loop was on (a fallback it had fallen over to).
             self.runner = Runner(profile, executor, self.emitter, self.interrupts, usage=self.usage_so_far,
-                                 clock=self.clock)
+                                 clock=self.clock, model=self.turn.state.get("model"),
+                                 usage_by_model=self.turn.state.get("usageByModel"))
             self.interrupts.check()
             first_step = 1
             if resuming:
@@ -275,7 +283,8 @@ class TurnRunner:
         """Store where the turn is and end this run; deciding the calls queues it again."""
         state = {"messages": messages, "step": step, "usage": self.usage,
                  "elapsedMs": round((time.monotonic() - self.started) * 1000, 1),
-                 "timings": self.clock.park(waiting_on)}
+                 "timings": self.clock.park(waiting_on),
+                 "model": self.runner.model, "usageByModel": self.runner.usage_by_model}
         lifecycle.park(self.turn, state, self.emitter.take(), self.emitter.hooks)
 
     def delegate(self, subagent_id: str, task: str, call_id: str) -> str:
@@ -306,7 +315,7 @@ class TurnRunner:
             except Interrupted:
                 error = "turn interrupted"
         with self._usage_lock:
-            self.runner.usage = add_usage(self.runner.usage, runner.usage)
+            self.runner.add_usage_of(runner)
         emitter.emit(EventType.SUBAGENT_COMPLETED, {
             "subagent": subagent_id, "reply": reply, "error": error, "usage": runner.usage,
             "durationMs": round((time.monotonic() - started) * 1000, 1),
@@ -354,13 +363,14 @@ class TurnRunner:
         messages = answer_last_step(messages, self.turn)
         timings = self.clock.finish(self.loop_ended if self.loop_ended is not None else time.monotonic())
         tracing.turn_ended(status, code, self.usage)
-        events, session_status = lifecycle.ending_events(self.session, status, error, code, self.usage, duration_ms,
+        usage = self.reported_usage
+        events, session_status = lifecycle.ending_events(self.session, status, error, code, usage, duration_ms,
                                                          timings, self.turn.trace_id)
         also = None
         if self.turn.trigger == Turn.Trigger.AGENT and status == Turn.Status.COMPLETED:
             also = functools.partial(record_reply, self.turn, self.session.deployment.agent.slug, messages)
         lifecycle.settle(self.session, self.turn, pending + events, status=status, error=error, messages=messages,
-                         usage=self.usage, count_usage=True, session_status=session_status,
+                         usage=usage, count_usage=True, session_status=session_status,
                          hooks=self.emitter.hooks, timings=timings, also=also)
 
 

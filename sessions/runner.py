@@ -20,12 +20,14 @@ from django.db import transaction
 
 from agents.providers import get_provider, parse_model_id
 from agents.providers.base import (
+    RETRYABLE_CODES,
     ModelRequest,
     ProviderError,
     ReasoningDelta,
     ReasoningSignature,
     TextDelta,
     ToolCall,
+    params_for,
 )
 from agents.hooks import Hook
 from agents.providers.base import Usage as ProviderUsage
@@ -140,52 +142,50 @@ class Profile:
     system: str
     params: dict[str, Any]
     max_steps: int
+    # What a failed model call may fall over to, in order (the agent's declared fallback; a subagent's: none).
+    fallback: tuple[str, ...] = ()
 
 
 class Runner:
     def __init__(self, profile: Profile, executor: Executor, emitter: Emitter, interrupts: InterruptWatch,
-                 usage: Usage, clock: TurnClock | None = None):
+                 usage: Usage, clock: TurnClock | None = None, model: str | None = None,
+                 usage_by_model: dict[str, Usage] | None = None):
+        """`model`, `usage_by_model`: where a parked turn's earlier run of the loop left off."""
         self.profile = profile
         self.executor = executor
         self.emitter = emitter
         self.interrupts = interrupts
         self.should_stop = interrupts.should_stop
         self.usage: Usage = usage  # the loop's total so far: None once any step's usage is unknown
+        # The model called now: the profile's, until a call fails over to a fallback (then the rest of the turn).
+        self.model = model if model in self.chain else profile.model
+        # Each model's share of `usage`, for a turn that used more than one.
+        self.usage_by_model: dict[str, Usage] = dict(usage_by_model or {})
         # The turn's timings; a subagent's loop has none (its time is its delegate call's).
         self.clock = clock
         self.first_output: float | None = None  # when the model call streaming now first said something
+        self._providers: dict[str, tuple[Any, str, str]] = {}
+
+    @property
+    def chain(self) -> list[str]:
+        return [self.profile.model] + [m for m in self.profile.fallback if m != self.profile.model]
 
     def run(self, messages: list[dict[str, Any]], first_step: int = 1) -> str:
         """Loop until a reply without tool calls; returns its text. `messages` grows in place.
 
         Raises Parked (calls wait for approval), Interrupted, or ProviderError (the step limit included).
         """
-        provider, model = get_provider(self.profile.model)
-        provider_name = parse_model_id(self.profile.model)[0]
         specs = self.executor.specs()
         for step in range(first_step, self.profile.max_steps + 1):
             step_started = time.monotonic()
             self.emitter.emit(EventType.STEP_STARTED, {"step": step})
             self.emitter.flush()
-            request = ModelRequest(model=model, system=self.profile.system, messages=messages, tools=specs,
-                                   params=dict(self.profile.params), should_stop=self.should_stop)
-            called = time.monotonic()
-            with tracing.model_call(provider_name, model, self.profile.system, messages) as traced:
-                try:
-                    text, reasoning, signature, calls, step_usage = self.stream_step(provider, request)
-                finally:  # a failed or interrupted call is timed too
-                    if self.clock is not None:
-                        self.clock.model_call(self.profile.model, called, self.first_output)
-                reply = assistant_message(text, reasoning, signature, calls)
-                traced.ended(step_usage, reply)
-            self.usage = add_usage(self.usage, step_usage)
-            metrics.model_called(self.executor.session, self.profile.model,
-                                 None if self.first_output is None else self.first_output - called, step_usage)
+            text, reasoning, signature, calls, step_usage = self.call_model(messages, specs, step)
             if reasoning:
                 self.emitter.emit(EventType.REASONING_COMPLETED, {"text": reasoning})
             if text:
                 self.emitter.emit(EventType.MESSAGE_COMPLETED, {"text": text})
-            messages.append(reply)
+            messages.append(assistant_message(text, reasoning, signature, calls))
             self.emitter.emit(EventType.STEP_COMPLETED, {
                 "step": step, "durationMs": round((time.monotonic() - step_started) * 1000, 1), "usage": step_usage,
             })
@@ -195,6 +195,71 @@ class Runner:
             self.interrupts.check()
         raise ProviderError(f"step limit reached ({self.profile.max_steps} steps) without a final reply",
                             code="step_limit")
+
+    def call_model(self, messages: list[dict[str, Any]], specs, step: int):
+        """One step's model call, falling over to the next declared fallback when the provider fails.
+
+        Only a provider's failure (RETRYABLE_CODES: rate limited, overloaded,
+        server error, timeout, unreachable) falls over, only to a model the
+        agent declared, and only while the failed call had said nothing yet:
+        its streamed text is already in the log, and a second answer would
+        repeat it. Each fall-over is a `model.fallback` event; the session's
+        own model is left as it is, so its next turn starts on it again.
+        """
+        while True:
+            try:
+                return self.call_once(self.model, messages, specs)
+            except ProviderError as exc:
+                chain = self.chain
+                position = chain.index(self.model)
+                if exc.code not in RETRYABLE_CODES or self.first_output is not None or position + 1 >= len(chain):
+                    raise
+                following = chain[position + 1]
+                self.emitter.emit(EventType.MODEL_FALLBACK, {"from": self.model, "to": following, "reason": exc.code,
+                                                             "error": str(exc), "step": step})
+                self.emitter.flush()  # readers learn of it now, not once the next model has answered
+                # A failed call reports no usage: its model counts what it answered before, if anything.
+                self.usage_by_model.setdefault(self.model, zero())
+                self.model = following
+
+    def provider(self, model_id: str) -> tuple[Any, str, str]:
+        """The provider, its model name and the provider's name, looked up once per loop and model."""
+        if model_id not in self._providers:
+            self._providers[model_id] = (*get_provider(model_id), parse_model_id(model_id)[0])
+        return self._providers[model_id]
+
+    def call_once(self, model_id: str, messages: list[dict[str, Any]], specs):
+        provider, model, provider_name = self.provider(model_id)
+        params = self.profile.params if model_id == self.profile.model else \
+            params_for(model_id, self.profile.params, self.profile.model)
+        request = ModelRequest(model=model, system=self.profile.system, messages=messages, tools=specs,
+                               params=dict(params), should_stop=self.should_stop)
+        called = time.monotonic()
+        with tracing.model_call(provider_name, model, self.profile.system, messages) as traced:
+            try:
+                text, reasoning, signature, calls, step_usage = self.stream_step(provider, request)
+            finally:  # a failed or interrupted call is timed too
+                if self.clock is not None:
+                    self.clock.model_call(model_id, called, self.first_output)
+            traced.ended(step_usage, assistant_message(text, reasoning, signature, calls))
+        self.usage = add_usage(self.usage, step_usage)
+        self.usage_by_model[model_id] = add_usage(self.usage_by_model.get(model_id, zero()), step_usage)
+        metrics.model_called(self.executor.session, model_id,
+                             None if self.first_output is None else self.first_output - called, step_usage)
+        return text, reasoning, signature, calls, step_usage
+
+    def add_usage_of(self, other: "Runner") -> None:
+        """A subagent's loop's usage, counted in this one's (its caller holds the lock parallel calls need)."""
+        self.usage = add_usage(self.usage, other.usage)
+        for model_id, used in other.usage_by_model.items():
+            self.usage_by_model[model_id] = add_usage(self.usage_by_model.get(model_id, zero()), used)
+
+    def reported_usage(self) -> Usage | dict[str, Any]:
+        """The loop's usage as turn.completed and turn.failed give it: the totals, and `byModel` once
+        more than one model was called (a fall-over, a subagent on another model)."""
+        if self.usage is None or len(self.usage_by_model) < 2:
+            return self.usage
+        return {**self.usage, "byModel": dict(self.usage_by_model)}
 
     def stream_step(self, provider, request: ModelRequest):
         text: list[str] = []

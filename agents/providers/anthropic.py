@@ -20,8 +20,11 @@ from agents.providers.base import (
     TextDelta,
     ToolCall,
     Usage,
+    Endpoint,
     classify_error,
+    probe_params,
     sdk_client,
+    sdk_endpoint,
 )
 
 
@@ -64,6 +67,16 @@ class AnthropicProvider:
     def client(self, params: dict[str, Any]) -> anthropic.Anthropic:
         return sdk_client(anthropic.Anthropic, params, key_env="ANTHROPIC_API_KEY", base_url_env="ANTHROPIC_BASE_URL",
                           timeout=300)
+
+    def endpoint(self, params: dict[str, Any]) -> Endpoint:
+        return sdk_endpoint(self.name, self.client(params), params, "ANTHROPIC_API_KEY")
+
+    def probe(self, params: dict[str, Any], timeout: float) -> None:
+        """GET /v1/models: answered with the key's access, without running a model."""
+        try:
+            self.client(probe_params(params, timeout)).models.list()
+        except anthropic.AnthropicError as exc:
+            raise classify_error(exc, anthropic) from exc
 
     def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
         params = request.params

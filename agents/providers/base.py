@@ -11,6 +11,7 @@ calls and usage. Messages are dicts in one neutral shape:
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Protocol, TypeVar, Union
 
@@ -80,23 +81,65 @@ class ProviderError(Exception):
         self.code = code
 
 
+# Codes of a call that failed for the provider's reasons, not the request's: another provider may
+# answer the same request (sessions.runner falls over to an agent's declared fallback on these).
+RETRYABLE_CODES = frozenset({"rate_limited", "overloaded", "server_error", "timeout", "connection_error"})
+# An error's `type` in the body (also how Anthropic reports a failure in the middle of a stream).
+BODY_CODES = {"rate_limit_error": "rate_limited", "overloaded_error": "overloaded", "api_error": "server_error",
+              "timeout_error": "timeout"}
+
+
+def _body_type(body: Any) -> str:
+    error = body.get("error") if isinstance(body, dict) else None
+    kind = error.get("type") if isinstance(error, dict) else None
+    return kind if isinstance(kind, str) else ""
+
+
 def classify_error(exc: Exception, sdk: Any) -> ProviderError:
     """Map an official SDK's error to a ProviderError.
 
     The `openai` and `anthropic` clients share one exception family
     (AuthenticationError, PermissionDeniedError, RateLimitError,
-    APIStatusError, APIConnectionError), so one mapping serves both; `sdk`
-    is the client module.
+    APIStatusError, APITimeoutError, APIConnectionError), so one mapping
+    serves both; `sdk` is the client module. Codes: `auth_error` (401, 403),
+    `rate_limited` (429), `overloaded` (529, 503, an `overloaded_error`),
+    `server_error` (any other 5xx, an `api_error`), `timeout` (the client's
+    own timeout, 408), `connection_error` (no answer), `model_error` (any other
+    4xx: a bad request or an unknown model, which no retry elsewhere fixes).
     """
     if isinstance(exc, sdk.AuthenticationError | sdk.PermissionDeniedError):
         return ProviderError(f"model provider refused the credentials: {exc}", code="auth_error")
     if isinstance(exc, sdk.RateLimitError):
         return ProviderError(f"model provider rate limit, retries exhausted: {exc}", code="rate_limited")
-    if isinstance(exc, sdk.APIStatusError):
-        return ProviderError(f"model provider error {exc.status_code}: {exc}", code="model_error")
+    if isinstance(exc, sdk.APITimeoutError):  # before APIConnectionError: it is one
+        return ProviderError(f"model provider did not answer in time: {exc}", code="timeout")
     if isinstance(exc, sdk.APIConnectionError):
         return ProviderError(f"cannot reach the model provider: {exc}", code="connection_error")
+    if isinstance(exc, sdk.APIStatusError):
+        status = exc.status_code
+        code = BODY_CODES.get(_body_type(exc.body), "")
+        if status in (503, 529):
+            code = "overloaded"
+        elif status == 408:
+            code = "timeout"
+        elif status >= 500 and not code:
+            code = "server_error"
+        code = code or "model_error"
+        label = {"overloaded": "overloaded", "server_error": "server error"}.get(code, "error")
+        return ProviderError(f"model provider {label} {status}: {exc}", code=code)
     return ProviderError(f"model call failed: {exc}", code="model_error")
+
+
+# Params that point the client at one provider's server: a model of another provider (a
+# fallback) never gets them, it reaches its own provider as the environment configures it.
+CLIENT_PARAMS = ("base_url", "api_key_env")
+
+
+def params_for(model_id: str, params: dict[str, Any], declared_for: str) -> dict[str, Any]:
+    """The params an agent declares for `declared_for`, as they apply to `model_id`."""
+    if model_id.partition(":")[0] == declared_for.partition(":")[0]:
+        return dict(params)
+    return {k: v for k, v in params.items() if k not in CLIENT_PARAMS}
 
 
 def sdk_client(client_class: Callable[..., ClientT], params: dict[str, Any], *, key_env: str, base_url_env: str,
@@ -115,7 +158,37 @@ def sdk_client(client_class: Callable[..., ClientT], params: dict[str, Any], *, 
     )
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a provider's calls go under some params and credentials, for the model directory."""
+
+    provider: str
+    base_url: str
+    # A credential is set (or, for an OpenAI-compatible server, its own base URL: such servers often need no key).
+    configured: bool
+    # Tells keys apart without holding one: two agents' keys for one server are probed apart.
+    key_hash: str = ""
+
+
+def sdk_endpoint(provider: str, client: Any, params: dict[str, Any], key_env: str, *, keyless: bool = False) -> Endpoint:
+    """`client` (from sdk_client) resolved its base URL; `keyless`: a base URL of its own counts as configured."""
+    key = credential(params.get("api_key_env", key_env))
+    base_url = str(client.base_url).rstrip("/")
+    return Endpoint(provider, base_url, configured=bool(key) or keyless,
+                    key_hash=hashlib.sha256(key.encode()).hexdigest()[:16] if key else "")
+
+
+def probe_params(params: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """A probe tries once, briefly: a provider that does not answer at once is reported unreachable."""
+    return {**params, "max_retries": 0, "timeout": timeout}
+
+
 class Provider(Protocol):
     name: str
 
     def stream(self, request: ModelRequest) -> Iterator[ModelEvent]: ...
+
+    def endpoint(self, params: dict[str, Any]) -> Endpoint: ...
+
+    def probe(self, params: dict[str, Any], timeout: float) -> None:
+        """One cheap request (the provider's model list); raises ProviderError if it fails."""

@@ -19,9 +19,13 @@ from agents.providers.base import (
     TextDelta,
     ToolCall,
     Usage,
+    Endpoint,
     classify_error,
+    probe_params,
     sdk_client,
+    sdk_endpoint,
 )
+from agents.secrets.lookup import credential
 
 # Agent params passed through to the API; the rest configure the client.
 REQUEST_PARAMS = ("temperature", "top_p", "max_tokens", "max_completion_tokens", "reasoning_effort", "seed", "stop")
@@ -52,6 +56,17 @@ class OpenAIProvider:
 
     def client(self, params: dict[str, Any]) -> openai.OpenAI:
         return sdk_client(openai.OpenAI, params, key_env="OPENAI_API_KEY", base_url_env="OPENAI_BASE_URL", timeout=120)
+
+    def endpoint(self, params: dict[str, Any]) -> Endpoint:
+        own_server = bool(params.get("base_url") or credential("OPENAI_BASE_URL"))
+        return sdk_endpoint(self.name, self.client(params), params, "OPENAI_API_KEY", keyless=own_server)
+
+    def probe(self, params: dict[str, Any], timeout: float) -> None:
+        """GET {base}/models: every OpenAI-compatible server answers it."""
+        try:
+            self.client(probe_params(params, timeout)).models.list()
+        except openai.OpenAIError as exc:
+            raise classify_error(exc, openai) from exc
 
     def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
         params = request.params

@@ -27,6 +27,7 @@ import time
 from typing import Any, Iterator
 
 from agents.providers.base import (
+    Endpoint,
     ModelEvent,
     ModelRequest,
     ProviderError,
@@ -51,6 +52,12 @@ def _sleep(seconds: float, request: ModelRequest) -> None:
 
 class ScriptedProvider:
     name = "scripted"
+
+    def endpoint(self, params: dict[str, Any]) -> Endpoint:
+        return Endpoint(self.name, "", configured=True)
+
+    def probe(self, params: dict[str, Any], timeout: float) -> None:
+        """In this process: always reachable."""
 
     def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
         params = request.params

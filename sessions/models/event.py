@@ -36,6 +36,9 @@ class EventType(StrEnum):
     ACTION_APPROVAL_RESOLVED = "action.approval_resolved"
     SUBAGENT_CALLED = "subagent.called"
     SUBAGENT_COMPLETED = "subagent.completed"
+    # A model call failed for the provider's reasons and the same step went to the agent's next
+    # declared fallback: {from, to, reason (the error's code), error, step} (sessions.runner).
+    MODEL_FALLBACK = "model.fallback"
     # An operator approved, denied, stopped (a session or one turn) or cancelled a reminder of someone
     # else's session: {operator, action, callId?, turnId?, reminderId?}.
     OPERATOR_ACTED = "operator.acted"

@@ -161,6 +161,8 @@ def real_id_cases(seeds: Seeds) -> list[RealIdCase]:
                    operator=True),
         RealIdCase("DELETE", "/v1/agents/{slug}/secrets/{name}", {"slug": "support", "name": "SEEDED_TOKEN"},
                    operator=True),
+        # The model directory is for operators too.
+        RealIdCase("GET", "/v1/models", {}, operator=True),
         # The experiment examples/support declares.
         RealIdCase("GET", "/{slug}/v1/abs/{name}", {"slug": "support", "name": "brief-replies"}),
         # A session's detail, then its deletion, last (the random run reaches them through the

@@ -47,12 +47,15 @@ def agent_on_model(db, tmp_path):
     """Deploy a copy of the example agent that uses `model` (and `params`)."""
     from agents.discovery import deploy_agent_folder
 
-    def make(model: str, params: dict | None = None, slug: str = "remote", tools: list[str] | None = []):
+    def make(model: str, params: dict | None = None, slug: str = "remote", tools: list[str] | None = [],
+             fallback: list[str] | None = None):
         root = tmp_path / slug
         shutil.copytree(EXAMPLE / "agent", root / "agent", ignore=shutil.ignore_patterns("__pycache__"))
+        declared = f", fallback={fallback!r}" if fallback else ""
         (root / "agent" / "agent.py").write_text(  # tools=[] as the example declares; None: the workspace's
             "from agents.sdk import Agent\n"
-            f"agent = Agent(model={model!r}, params={params or {}!r}, description='remote model', tools={tools!r})\n"
+            f"agent = Agent(model={model!r}, params={params or {}!r}, description='remote model', tools={tools!r}"
+            f"{declared})\n"
         )
         return deploy_agent_folder(Path(root)).agent
 

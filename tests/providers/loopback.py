@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -11,31 +12,56 @@ from typing import Any
 
 class Reply:
     def __init__(self, status: int = 200, events: list[Any] | None = None, headers: dict[str, str] | None = None,
-                 body: Any = None):
+                 body: Any = None, delay: float = 0.0):
         self.status = status
         self.events = events or []
         self.headers = headers or {}
         self.body = body
+        self.delay = delay  # seconds before answering: longer than the client's timeout makes it give up
 
 
 class LoopbackModelServer:
-    """Answers each POST with the next scripted Reply and records the request bodies."""
+    """Answers each POST with the next scripted Reply and records the request bodies.
+
+    GET /v1/models (both protocols' model list, what a health probe asks) answers
+    `model_list_status` with an empty list, and is counted in `model_list_requests`.
+    """
 
     def __init__(self, kind: str):
         self.kind = kind  # "openai" | "anthropic"
         self.replies: deque[Reply] = deque()
         self.requests: list[dict[str, Any]] = []
+        self.model_list_requests = 0
+        self.model_list_status = 200
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
                 pass
 
+            def do_GET(self):
+                if self.path.split("?")[0] != "/v1/models":
+                    self.send_error(404)
+                    return
+                server.model_list_requests += 1
+                ok = server.model_list_status == 200
+                body = ({"object": "list", "data": []} if server.kind == "openai" else
+                        {"data": [], "has_more": False, "first_id": None, "last_id": None}) if ok else \
+                    {"type": "error", "error": {"type": "api_error", "message": "models unavailable"}}
+                payload = json.dumps(body).encode()
+                self.send_response(server.model_list_status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
             def do_POST(self):
                 length = int(self.headers.get("content-length", 0))
                 server.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
                                         "body": json.loads(self.rfile.read(length) or b"{}")})
                 reply = server.replies.popleft() if server.replies else Reply(500, body={"error": "no reply scripted"})
+                if reply.delay:
+                    time.sleep(reply.delay)
                 if reply.status != 200:
                     payload = json.dumps(reply.body or {"error": {"message": "error", "type": "error"}}).encode()
                     self.send_response(reply.status)
@@ -46,19 +72,22 @@ class LoopbackModelServer:
                     self.end_headers()
                     self.wfile.write(payload)
                     return
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.end_headers()
-                for event in reply.events:
-                    if server.kind == "anthropic":
-                        chunk = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
-                    else:
-                        chunk = f"data: {json.dumps(event)}\n\n"
-                    self.wfile.write(chunk.encode())
+                try:
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.end_headers()
+                    for event in reply.events:
+                        if server.kind == "anthropic":
+                            chunk = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
+                        else:
+                            chunk = f"data: {json.dumps(event)}\n\n"
+                        self.wfile.write(chunk.encode())
+                        self.wfile.flush()
+                    if server.kind == "openai":
+                        self.wfile.write(b"data: [DONE]\n\n")
                     self.wfile.flush()
-                if server.kind == "openai":
-                    self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout)
+                    return
                 self.close_connection = True
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
