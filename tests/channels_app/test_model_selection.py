@@ -14,12 +14,15 @@ from typing import Iterator
 import pytest
 from django.core.management import call_command
 
+from asgiref.sync import async_to_sync
+
 from agents.discovery import deploy_agent_folder
 from sessions.events import read_events
 from sessions.models import Session, Turn
 from tests.channels_app.roles_support import (  # noqa: F401 (people is a fixture)
-    CHANNEL, SCHEDULE, People, anonymous, people, start_for,
+    CHANNEL, HOST, PEER, SCHEDULE, People, anonymous, people, start_for,
 )
+from tests.channels_app.test_websocket import receive_until, socket, ws_path
 from tests.conftest import EXAMPLE
 from tests.providers.conftest import loopback_provider
 from tests.providers.loopback import LoopbackModelServer, Reply, oa_text
@@ -206,6 +209,31 @@ def test_the_streamed_follow_up_refuses_another_model_with_the_json_409(duo, peo
 
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "handoff_required"
+
+
+@transactional
+def test_a_websocket_message_naming_another_model_gets_a_handoff_required_error_frame(duo, people):
+    session = created(people.mia.client)
+    turns = Turn.objects.filter(session_id=session["sessionId"]).count()
+
+    async def scenario() -> tuple[dict, dict]:
+        communicator = socket(ws_path(session["sessionId"], slug="duo"), token=people.mia.secret, host=HOST,
+                              origin=None, peer=PEER)
+        assert (await communicator.connect(timeout=15))[0]
+        try:
+            await communicator.send_json_to({"type": "message", "message": "switch?", "model": OTHER})
+            refused = await receive_until(communicator, lambda f: f and f[-1].get("type") == "error")
+            await communicator.send_json_to({"type": "message", "message": "stay", "model": DEFAULT})
+            acked = await receive_until(communicator, lambda f: f and f[-1].get("type") == "ack")
+            return refused[-1], acked[-1]
+        finally:
+            await communicator.disconnect()
+
+    refused, acked = async_to_sync(scenario)()
+
+    assert refused["error"]["code"] == "handoff_required"
+    assert Turn.objects.get(pk=acked["turnId"]).message == "stay"
+    assert Turn.objects.filter(session_id=session["sessionId"]).count() == turns + 1
 
 
 @pytest.mark.parametrize("route", ["message", "create"])
