@@ -128,14 +128,10 @@ class AgentInfo(Reply):
     slug: str
     name: str
     description: str
-    # The default of `models`: what a session that names none is bound to.
-    model: str
-    # What `POST /session` may name as `model`, as resolved when the release was deployed; the first is the default.
-    models: list[str] = []
-    # What a failed model call may fall over to, in order (none: the turn fails).
-    fallback: list[str] = []
-    # The agents (slugs) this agent may message.
-    peers: list[str] = []
+    model: str  # the default: what a session that names no model is bound to
+    models: list[str] = []  # what POST /session may name as `model`, as resolved at deploy; the first is `model`
+    fallback: list[str] = []  # what a failed model call may fall over to, in order (none: the turn fails)
+    peers: list[str] = []  # the agents (slugs) it may message
     # The model's parameters, passed to its provider as they are: free-form.
     params: JSONObject
     max_steps: int | None
@@ -182,8 +178,7 @@ class SessionCreated(SessionLinks):
     turn_id: str
     status: str
     mode: str
-    # The provider:model the session is bound to (the one asked for, else the agent's default).
-    model: str
+    model: str  # the provider:model it is bound to: the one asked for, else the agent's default
 
 
 class FollowUpAccepted(SessionLinks):
@@ -216,8 +211,7 @@ class SessionDetail(Reply):
     usage: Usage
     options: SessionOptions
     deployment: DeploymentRef
-    # The provider:model its turns run on, chosen when it was created (moved only by a handoff).
-    model: str
+    model: str  # the provider:model its turns run on, chosen at its creation (moved only by a handoff)
     active_turn_id: str | None
     last_event_index: int
     created_at: datetime
