@@ -23,6 +23,7 @@ from tests.channels_app.roles_support import (  # noqa: F401 (people is a fixtur
     CHANNEL, HOST, PEER, SCHEDULE, People, anonymous, people, start_for,
 )
 from tests.channels_app.test_websocket import receive_until, socket, ws_path
+from tests.channels_app.views.test_turn_in_one_request import post as post_streamed
 from tests.conftest import EXAMPLE
 from tests.providers.conftest import loopback_provider
 from tests.providers.loopback import LoopbackModelServer, Reply, oa_text
@@ -147,6 +148,25 @@ def test_the_streamed_form_refuses_a_model_outside_the_list_with_the_same_json_e
         assert response.json()["error"]["code"] == "model_not_allowed"
         assert response.json()["error"]["details"] == {"allowed": ALLOWED}
     assert not Session.objects.filter(agent__slug="duo").exists()
+
+
+@transactional
+@pytest.mark.parametrize("accept", ["application/x-ndjson", "text/event-stream"])
+def test_a_turn_in_one_request_runs_on_the_model_it_names(duo, people, loop, sync_turns, accept):
+    loop.replies.append(Reply(events=oa_text("streamed from gpt-loop")))
+
+    refused = post_streamed("/duo/v1/session", {"message": "hi", "model": "openai:gpt-4o"}, accept=accept,
+                            token=people.mia.secret)
+    answer = post_streamed("/duo/v1/session", {"message": "hi", "model": OTHER}, accept=accept,
+                           token=people.mia.secret)
+
+    assert refused.status == 400 and refused.json()["error"]["code"] == "model_not_allowed"
+    assert answer.status == 200
+    events = answer.events
+    assert [e["data"]["model"] for e in events if e["type"] == "agent.bound"] == [OTHER]
+    assert [e["data"]["text"] for e in events if e["type"] == "message.completed"] == ["streamed from gpt-loop"]
+    assert [r["body"]["model"] for r in loop.requests] == ["gpt-loop"]
+    assert Session.objects.get().model == OTHER
 
 
 @pytest.mark.parametrize("model", ["", 42, None])
