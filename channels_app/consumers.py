@@ -7,7 +7,8 @@ closed at once with a code the page can read: 4401 (no policy admitted
 it), 4403 (foreign Origin or another principal's session, unless the caller is
 an operator, who may follow and stop it but not post to it), 4404 (unknown
 session), 4400 (bad startIndex, or a session id holding NUL). A client may
-send `{"type": "message", "message": "...", "admission": "coalesce"}` to
+send `{"type": "message", "message": "...", "admission": "coalesce"}` (and, as over
+HTTP, optionally the session's own `"model"`: another is a `handoff_required` error) to
 post a follow-up through the socket; a bad frame gets an error frame, and
 the socket stays open.
 """
@@ -103,7 +104,8 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
                 body: SocketMessage = validate_body(SocketMessage, frame)
                 await database_sync_to_async(check_rate)(self.principal, MESSAGES)
                 admitted = await database_sync_to_async(submit_message)(self.session, body.message,
-                                                                         admission=body.admission)
+                                                                         admission=body.admission,
+                                                                         model=body.model or "")
                 await self.send(text_data=json.dumps({"type": "ack", "turnId": admitted.turn.id}))
             elif kind == "stop":
                 stopping = await database_sync_to_async(stop_session)(self.session, by=self.principal)

@@ -128,7 +128,10 @@ class AgentInfo(Reply):
     slug: str
     name: str
     description: str
-    model: str
+    model: str  # the default: what a session that names no model is bound to
+    models: list[str] = []  # what POST /session may name as `model`, as resolved at deploy; the first is `model`
+    fallback: list[str] = []  # what a failed model call may fall over to, in order (none: the turn fails)
+    peers: list[str] = []  # the agents (slugs) it may message
     # The model's parameters, passed to its provider as they are: free-form.
     params: JSONObject
     max_steps: int | None
@@ -175,6 +178,7 @@ class SessionCreated(SessionLinks):
     turn_id: str
     status: str
     mode: str
+    model: str  # the provider:model it is bound to: the one asked for, else the agent's default
 
 
 class FollowUpAccepted(SessionLinks):
@@ -207,6 +211,7 @@ class SessionDetail(Reply):
     usage: Usage
     options: SessionOptions
     deployment: DeploymentRef
+    model: str  # the provider:model its turns run on, chosen at its creation (moved only by a handoff)
     active_turn_id: str | None
     last_event_index: int
     created_at: datetime
@@ -216,7 +221,7 @@ class SessionDetail(Reply):
     def of(cls, session: Session) -> SessionDetail:
         return cls(
             session_id=session.id, agent=session.agent.slug, status=session.status, mode=session.mode,
-            title=session.title, channel=session.channel,
+            title=session.title, channel=session.channel, model=session.bound_model,
             principal=PrincipalRef(authenticator=session.authenticator, principal_id=session.principal_id,
                                    principal_type=session.principal_type),
             usage=session.usage, options=session.options,
