@@ -21,7 +21,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 ORDER = (
-    "new-agent", "http-api", "agents", "tools-and-approvals", "schedules-and-reminders",
+    "new-agent", "http-api", "agents", "handoff", "tools-and-approvals", "schedules-and-reminders",
     "runtimes-and-workspaces", "mcp", "channels-and-providers", "secrets-and-connections", "deployments", "evals",
     "running-for-a-team",
     "observability", "experiments", "scale-out",
