@@ -8,6 +8,7 @@ things in it belong to the model or provider that wrote them:
   thinking block (its text and signature) is dropped; an unsigned reasoning
   text (an OpenAI-compatible server's) was never sent back to any model, and
   goes with the others so the transcript says exactly what the target sees.
+  An assistant message that held nothing but thinking goes with it.
 - tool-call ids: each provider checks the ids it is handed back. Anthropic
   takes `^[a-zA-Z0-9_-]{1,64}$`, OpenAI at most 40 characters. An id the
   target would refuse is replaced by one derived from it (the same for the
@@ -98,7 +99,10 @@ def take_inventory(conversation: list[dict[str, Any]], target: str) -> Inventory
             if not id_accepted(message.get("callId", ""), provider):
                 seen.remapped.add(message.get("callId", ""))
         elif role == "assistant":
-            seen.assistant_messages += 1
+            if _only_thinking(message):  # nothing of it is left once its thinking is dropped
+                seen.messages -= 1
+            else:
+                seen.assistant_messages += 1
             if message.get("reasoning") or message.get("reasoningSignature"):
                 seen.thinking += 1
                 seen.signed += bool(message.get("reasoningSignature"))
@@ -107,6 +111,10 @@ def take_inventory(conversation: list[dict[str, Any]], target: str) -> Inventory
                 if not id_accepted(call.get("id", ""), provider):
                     seen.remapped.add(call.get("id", ""))
     return seen
+
+
+def _only_thinking(message: dict[str, Any]) -> bool:
+    return not message.get("content") and not message.get("toolCalls")
 
 
 def materialize(conversation: list[dict[str, Any]], from_model: str, to_model: str) -> list[dict[str, Any]]:
@@ -118,6 +126,8 @@ def materialize(conversation: list[dict[str, Any]], from_model: str, to_model: s
     for message in conversation:
         made = dict(message)
         if made.get("role") == "assistant":
+            if _only_thinking(made):
+                continue  # an empty assistant turn: OpenAI refuses one
             made.pop("reasoning", None)
             made.pop("reasoningSignature", None)
             if made.get("toolCalls"):

@@ -203,6 +203,13 @@ def test_tool_call_ids_the_target_refuses_are_remapped_in_the_call_and_its_resul
     assert materialize(conversation, OPENAI, "scripted:echo")[2]["callId"] == kimi_style
 
 
+def test_an_assistant_message_of_thinking_alone_is_not_carried():
+    conversation = [{"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "", "reasoning": "hmm", "reasoningSignature": "sig"},
+                    {"role": "user", "content": "well?"}]
+    assert materialize(conversation, ANTHROPIC, OPENAI) == [conversation[0], conversation[2]]
+
+
 @transactional
 def test_a_pending_handoff_whose_process_died_is_failed_by_recovery(scripted_pair):
     session, _ = scripted_pair
