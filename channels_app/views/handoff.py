@@ -119,8 +119,8 @@ class SessionHandoffView(APIView):
     @extend_schema(summary="Review a handoff of the session to another model (changes nothing)", parameters=[TO],
                    responses={200: HandoffReview, **refusals(*SESSION)})
     def get(self, request: Request, slug: str, session_id: str) -> Response:
-        to = model_query(request)
         session = get_owned_session(slug, session_id, request.user, operators=True)
+        to = model_query(request)
         return Response(_review_reply(review(session, to)))
 
     @extend_schema(

@@ -35,6 +35,7 @@ from agents.providers.base import ModelRequest, ProviderError, ToolSpec
 from agents.secrets.store import acting_for
 from sessions import lifecycle, tracing
 from sessions.admission import AdmissionError
+from sessions.events import operator_acted
 from sessions.experiments.enrollment import overrides
 from sessions.handoff.review import review
 from sessions.handoff.transcript import materialize
@@ -105,8 +106,10 @@ def perform(session: Session, to_model: str, review_id: str, by: Principal | Non
         log.exception("handoff %s crashed", handoff.id)
         _fail(current, turn, handoff, f"internal error: {type(exc).__name__}: {exc}", "internal_error", hooks,
               requested_by)
+    # An operator moving someone else's session is recorded as such, as their other acts are.
+    acted = [operator_acted(by, "handoff", handoffId=handoff.id)] if by is not None and by.oversees(current) else []
     try:
-        won = _commit(current, turn, handoff, made, hooks, requested_by)
+        won = _commit(current, turn, handoff, made, hooks, requested_by, acted)
     except Exception as exc:  # a database error: nothing of the commit was kept
         log.exception("handoff %s could not commit", handoff.id)
         _fail(current, turn, handoff, f"could not commit: {type(exc).__name__}: {exc}", "database_error", hooks,
@@ -117,11 +120,12 @@ def perform(session: Session, to_model: str, review_id: str, by: Principal | Non
     return handoff
 
 
-def _commit(session: Session, turn: Turn, handoff: Handoff, made: list[dict[str, Any]], hooks, by) -> bool:
+def _commit(session: Session, turn: Turn, handoff: Handoff, made: list[dict[str, Any]], hooks, by,
+            acted: list[tuple[str, dict[str, Any]]]) -> bool:
     """Step 4, in one transaction; False (and nothing kept) if the lock was no longer this handoff's."""
     with transaction.atomic():
         lifecycle.principal_turn_lock(session)  # the lock order: the principal's first (lifecycle)
-        events = [(EventType.SESSION_HANDOFF, {**event_data(handoff, by), "status": Handoff.Status.COMPLETED})]
+        events = acted + [(EventType.SESSION_HANDOFF, {**event_data(handoff, by), "status": Handoff.Status.COMPLETED})]
         # Each step is conditional on the lock still being this handoff's: if recovery took the
         # turn for lost (and failed the record), none of it is kept.
         won = (handoff.commit_model()

@@ -82,6 +82,9 @@ def test_the_handoff_by_each_principal(people: People, duo):
         assert moved.status_code == 200 and moved.json()["handoff"]["to"] == to
     assert Session.objects.get(pk=session_id).model == OTHER
     handoffs = Event.objects.filter(session_id=session_id, type="session.handoff").order_by("index")
+    acted = Event.objects.filter(session_id=session_id, type="operator.acted").order_by("index")
+    assert [(e.data["action"], e.data["handoffId"]) for e in acted] == [
+        ("handoff", e.data["handoffId"]) for e in handoffs[1:]]  # the operators' moves, not the owner's
     owner = Session.objects.get(pk=session_id).principal_id
     by = [e.data["requestedBy"]["principalId"] for e in handoffs]
     assert by[0] == owner and len(set(by)) == 3  # the owner, then each operator
