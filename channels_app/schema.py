@@ -46,6 +46,8 @@ WHY = {
     413: "The body is over the upload limit",
     415: "The body is not application/json",
     422: "The tool raised an error",
+    424: "The model asked for is not configured on this server (code `no_credential`; details list the alternatives)",
+    502: "A model provider failed the request (code `handoff_failed`: the session stayed where it was)",
     429: "Over the caller's rate limit (AGENTSITE_RATE_SESSIONS or AGENTSITE_RATE_MESSAGES, code `rate_limited`): "
          "retry after the seconds the Retry-After header gives",
 }
@@ -237,7 +239,7 @@ OF_SESSION = {
     "SessionStream": "session_stream", "FollowUp": "v1_session_message_create", "Stop": "v1_session_stop_create",
     "Approvals": "v1_session_approvals_retrieve", "Artifacts": "v1_session_artifacts_list",
     "Reminders": "v1_session_reminders_retrieve", "SetReminder": "v1_session_reminders_create",
-    "DeleteSession": "v1_session_destroy",
+    "DeleteSession": "v1_session_destroy", "HandoffReview": "v1_session_handoff_retrieve",
 }
 SESSION_LINKS = {
     **{name: {"operationId": target, "parameters": SESSION_IDS} for name, target in OF_SESSION.items()},
@@ -271,6 +273,11 @@ LINKS: dict[str, dict[str, dict[str, Any]]] = {
     "v1_session_create": {"201": SESSION_LINKS, "202": SESSION_LINKS, "200": STREAMED_LINKS},
     "v1_session_message_create": {"202": {name: SESSION_LINKS[name] for name in ("Stop", "SessionEvents")},
                                   "200": {name: STREAMED_LINKS[name] for name in ("Stop", "SessionEvents")}},
+    "v1_session_handoff_retrieve": {"200": {"Handoff": {
+        "operationId": "v1_session_handoff_create",
+        "description": "Perform the handoff this review describes",
+        "parameters": {"slug": "$request.path.slug", "session_id": "$request.path.session_id"},
+        "requestBody": {"to": "$response.body#/to", "reviewId": "$response.body#/reviewId"}, **AS_IS}}},
     "v1_tools_call_create": {"202": {"Decide": {
         "operationId": "v1_session_approvals_create",
         "parameters": {**SESSION_IDS, "call_id": "$response.body#/callId"}}}},

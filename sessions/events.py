@@ -103,7 +103,7 @@ def append_event(session_id: str, type_: EventType, data: dict[str, Any], turn_i
 
 def operator_acted(principal, action: str, call_id: str = "", **ids: str) -> tuple[str, dict[str, Any]]:
     """The `operator.acted` event of `principal` doing `action` ("approve", "deny", "stop",
-    "cancel_reminder") on a session that is not theirs, for the same append as the act's own events.
+    "cancel_reminder", "handoff") on a session that is not theirs, for the same append as the act's own events.
     `ids` name what was acted on beyond the session (`turnId`, `reminderId`)."""
     data: dict[str, Any] = {"operator": principal.principal_id, "action": action}
     if call_id:

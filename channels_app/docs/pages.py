@@ -21,7 +21,8 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 ORDER = (
-    "new-agent", "http-api", "agents", "models", "tools-and-approvals", "schedules-and-reminders", "messaging",
+    "new-agent", "http-api", "agents", "handoff", "models", "tools-and-approvals", "schedules-and-reminders",
+    "messaging",
     "runtimes-and-workspaces", "mcp", "channels-and-providers", "secrets-and-connections", "deployments", "evals",
     "running-for-a-team",
     "observability", "experiments", "scale-out",

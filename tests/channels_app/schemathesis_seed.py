@@ -63,6 +63,18 @@ def second_release(server: Server, env: dict[str, str]) -> None:
     manage(server, env, "deploy", str(folder))
 
 
+def two_model_agent(server: Server, env: dict[str, str]) -> None:
+    """`duo`: the support agent's instructions on two scripted models and no tools (so it adds no
+    tool operations of its own), for a handoff that succeeds."""
+    folder = server.state_root / "duo" / "duo"
+    (folder / "agent").mkdir(parents=True)
+    shutil.copy(ROOT / "examples" / "support" / "agent" / "instructions.md", folder / "agent")
+    (folder / "agent" / "agent.py").write_text(
+        "from agents.sdk import Agent\n"
+        "agent = Agent(models=['scripted:echo', 'scripted:careful'], description='On two models.', tools=[])\n")
+    manage(server, env, "deploy", str(folder))
+
+
 def seed(server: Server, env: dict[str, str]) -> Seeds:
     seeds = Seeds(personal_token(server, env), personal_token(server, env, f"{USER}-operator", staff=True))
     with server.client(timeout=30, headers={"Authorization": f"Bearer {seeds.token}"}) as client:
@@ -92,6 +104,12 @@ def seed(server: Server, env: dict[str, str]) -> Seeds:
             seeds.add("tokens", token["tokenId"])
         for schedule in ok(client.get("/ops/v1/info"))["schedules"]:
             seeds.add("schedules", schedule["id"])
+        two_model_agent(server, env)
+        moving = start(client, "duo", "Hello.")
+        read_stream_until(client, f"/duo/v1/session/{moving}/stream", "session.waiting")
+        seeds.add("handoff_sessions", moving)
+        seeds.add("handoff_reviews", ok(client.get(f"/duo/v1/session/{moving}/handoff",
+                                                  params={"to": "scripted:careful"}))["reviewId"])
         # One, last: a running turn holds a worker process until it is stopped.
         running = start(client, "notes", RUNNING)
         read_stream_until(client, f"/notes/v1/session/{running}/stream", "turn.started")
@@ -165,6 +183,10 @@ def real_id_cases(seeds: Seeds) -> list[RealIdCase]:
         RealIdCase("GET", "/v1/models", {}, operator=True),
         # The experiment examples/support declares.
         RealIdCase("GET", "/{slug}/v1/abs/{name}", {"slug": "support", "name": "brief-replies"}),
+        # A reviewed handoff (nothing happens on the session between its review and this).
+        RealIdCase("POST", "/{slug}/v1/session/{session_id}/handoff",
+                   {"slug": "duo", "session_id": first["handoff_sessions"]},
+                   {"to": "scripted:careful", "reviewId": first["handoff_reviews"]}),
         # A session's detail, then its deletion, last (the random run reaches them through the
         # links of POST /session only by chance).
         RealIdCase("GET", "/{slug}/v1/session/{session_id}", {"slug": "notes", "session_id": last_idle}),
