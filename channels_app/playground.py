@@ -82,6 +82,7 @@ def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
     manifest = agent.active_deployment.manifest
     return render(request, "playground/agent.html", {
         "agent": agent, "manifest": manifest, "sessions": sessions, "tools": _tool_rows(manifest),
+        "models": agent.active_deployment.models,
         "channels": _channel_rows(manifest), "every": every, "operator": principal.operator, "principal": principal,
         "oauth_servers": [m for m in with_status(agent, manifest.get("mcp", [])) if m.get("oauth")],
     })
@@ -169,9 +170,14 @@ def session_page(request: HttpRequest, slug: str, session_id: str) -> HttpRespon
     artifacts = [{"name": a.name, "content_type": a.content_type, "size": a.size,
                   "url": artifact_path(slug, session.id, a.name)}
                  for a in Artifact.objects.filter(session=session).order_by("created_at", "name")]
+    models = session.deployment.models
+    bound = session.bound_model
     return render(request, "playground/session.html", {
         "agent": session.agent, "session": session, "manifest": manifest, "tools": _tool_rows(manifest),
-        "following": following,
+        "following": following, "models": models, "bound_model": bound,
+        # "Switch model…" is offered where follow-ups are: to the principal of a chat session
+        # whose release lists another model.
+        "can_switch": not following and session.mode == Session.Mode.CHAT and any(m != bound for m in models),
         "channels": _channel_rows(manifest),
         "reminders": list(reminders), "workspace": workspace_panel(session, manifest), "artifacts": artifacts,
     })
