@@ -171,6 +171,7 @@ def session_page(request: HttpRequest, slug: str, session_id: str) -> HttpRespon
                  for a in Artifact.objects.filter(session=session).order_by("created_at", "name")]
     return render(request, "playground/session.html", {
         "agent": session.agent, "session": session, "manifest": manifest, "tools": _tool_rows(manifest),
+        "model": session.bound_model,  # the session's selection, which may differ from the release's default
         "following": following,
         "channels": _channel_rows(manifest),
         "reminders": list(reminders), "workspace": workspace_panel(session, manifest), "artifacts": artifacts,
