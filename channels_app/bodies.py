@@ -190,6 +190,13 @@ def field_refused(key: str) -> APIError:
                     "workspaceFiles to the agent's local runtime")
 
 
+def model_schema(schema: dict[str, Any]) -> None:
+    schema.update(TEXT, description=(
+        "A 'provider:model' id from the agent's models (GET /<slug>/v1/info lists them; absent: its default). "
+        "Chosen when the session is created; a follow-up may name only the model its session is bound to "
+        "(another is a 409 handoff_required)"))
+
+
 # A follow-up (a continuationToken) runs on the runtime its session was created with.
 NO_RUNTIME_ON_FOLLOW_UP = {"not": {"required": ["continuationToken", "runtime"], "properties": {
     "continuationToken": {"type": "string"}, "runtime": {"type": "object"}}}}
@@ -205,6 +212,7 @@ class CreateSession(MessageBody):
     admission: Literal["preempt", "coalesce"] = "preempt"
     workspace_files: list[WorkspaceFile] | None = Field(default=None, json_schema_extra=files_schema)
     runtime: RuntimeOverlay | None = None
+    model: str | None = Field(default=None, min_length=1, max_length=200, json_schema_extra=model_schema)
     # "eval": a session an eval run makes (operators and the loopback principal only); /metrics labels it.
     purpose: Literal["eval"] | None = None
 
@@ -234,6 +242,7 @@ class FollowUp(MessageBody):
     continuation_token: str | None = Field(default=None, max_length=200, json_schema_extra=TEXT)
     admission: Literal["preempt", "coalesce"] = "preempt"
     workspace_files: list[WorkspaceFile] | None = Field(default=None, json_schema_extra=files_schema)
+    model: str | None = Field(default=None, min_length=1, max_length=200, json_schema_extra=model_schema)
 
 
 class SocketMessage(MessageBody):

@@ -174,7 +174,8 @@ def session_page(request: HttpRequest, slug: str, session_id: str) -> HttpRespon
     bound = session.bound_model
     return render(request, "playground/session.html", {
         "agent": session.agent, "session": session, "manifest": manifest, "tools": _tool_rows(manifest),
-        "following": following, "models": models, "bound_model": bound,
+        "model": bound,  # the session's selection, which may differ from the release's default
+        "following": following, "models": models,
         # "Switch model…" is offered where follow-ups are: to the principal of a chat session
         # whose release lists another model.
         "can_switch": not following and session.mode == Session.Mode.CHAT and any(m != bound for m in models),

@@ -128,7 +128,14 @@ class AgentInfo(Reply):
     slug: str
     name: str
     description: str
+    # The default of `models`: what a session that names none is bound to.
     model: str
+    # What `POST /session` may name as `model`, as resolved when the release was deployed; the first is the default.
+    models: list[str] = []
+    # What a failed model call may fall over to, in order (none: the turn fails).
+    fallback: list[str] = []
+    # The agents (slugs) this agent may message.
+    peers: list[str] = []
     # The model's parameters, passed to its provider as they are: free-form.
     params: JSONObject
     max_steps: int | None
@@ -175,6 +182,8 @@ class SessionCreated(SessionLinks):
     turn_id: str
     status: str
     mode: str
+    # The provider:model the session is bound to (the one asked for, else the agent's default).
+    model: str
 
 
 class FollowUpAccepted(SessionLinks):
@@ -207,6 +216,8 @@ class SessionDetail(Reply):
     usage: Usage
     options: SessionOptions
     deployment: DeploymentRef
+    # The provider:model its turns run on, chosen when it was created (moved only by a handoff).
+    model: str
     active_turn_id: str | None
     last_event_index: int
     created_at: datetime
@@ -216,7 +227,7 @@ class SessionDetail(Reply):
     def of(cls, session: Session) -> SessionDetail:
         return cls(
             session_id=session.id, agent=session.agent.slug, status=session.status, mode=session.mode,
-            title=session.title, channel=session.channel,
+            title=session.title, channel=session.channel, model=session.bound_model,
             principal=PrincipalRef(authenticator=session.authenticator, principal_id=session.principal_id,
                                    principal_type=session.principal_type),
             usage=session.usage, options=session.options,

@@ -63,7 +63,8 @@ class AgentInfoView(APIView):
         }
         return AgentInfo(
             slug=agent.slug, name=agent.name or agent.slug, description=agent.description,
-            model=manifest.get("model", ""), params=manifest.get("params", {}), max_steps=manifest.get("maxSteps"),
+            model=manifest.get("model", ""), models=deployment.models if deployment else [],
+            fallback=manifest.get("fallback", []), peers=manifest.get("peers", []), params=manifest.get("params", {}), max_steps=manifest.get("maxSteps"),
             tools=manifest.get("tools", []), skills=manifest.get("skills", []),
             subagents=manifest.get("subagents", []), channels=[ChannelRef(id="http", kind="http")] + [
                 ChannelRef(id=c["id"], kind=c["kind"], description=c.get("description", ""),

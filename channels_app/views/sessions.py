@@ -67,7 +67,7 @@ class SessionCreateView(StartsTurns):
                                                                "a follow-up cannot change it")
             session = get_session_by_token(agent, body.continuation_token, request.user)
             return follow_up(request, session, body.message, body.continuation_token, body.admission,
-                             body.workspace_files)
+                             body.workspace_files, body.model)
         options: dict[str, Any] = {}
         if body.dry_run:
             options["dryRun"] = True
@@ -85,14 +85,14 @@ class SessionCreateView(StartsTurns):
         stored = sent_files(agent, files)
         check_rate(request.user, SESSIONS)
         admitted = start_session(agent, request.user, body.message, title=body.title or "", mode=body.mode,
-                                 options=options, workspace_files=stored)
+                                 options=options, workspace_files=stored, model=body.model or "")
         session = admitted.session
         form = streamed_form(request.headers.get("Accept", ""))
         if form is not None:  # the new session's whole log so far is this turn's: from index 0
             return turn_stream(form, session, admitted.turn.id, 0, admitted.continuation_token)
         return Response(SessionCreated(
             session_id=session.id, continuation_token=admitted.continuation_token, turn_id=admitted.turn.id,
-            status=session.status, mode=session.mode, **session_links(request, session),
+            status=session.status, mode=session.mode, model=session.bound_model, **session_links(request, session),
         ), status=201)
 
 
@@ -112,11 +112,11 @@ def sent_files(agent, files: list[WorkspaceFile]) -> list[dict[str, Any]]:
 
 
 def follow_up(request: Request, session: Session, message: str, token: str | None, admission: str,
-              files: list[WorkspaceFile] | None = None) -> HttpResponseBase:
+              files: list[WorkspaceFile] | None = None, model: str | None = None) -> HttpResponseBase:
     stored = sent_files(session.agent, list(files or []))
     check_rate(request.user, MESSAGES)
     admitted = submit_message(session, message, admission=admission, continuation_token=token,
-                              workspace_files=stored)
+                              workspace_files=stored, model=model or "")
     form = streamed_form(request.headers.get("Accept", ""))
     if form is not None:
         turn = admitted.turn.id
@@ -135,7 +135,7 @@ class SessionMessageView(StartsTurns):
         body: FollowUp = validate_body(FollowUp, request.data)
         session = get_owned_session(slug, session_id, request.user)
         return follow_up(request, session, body.message, body.continuation_token, body.admission,
-                         body.workspace_files)
+                         body.workspace_files, body.model)
 
 
 class SessionStopView(APIView):

@@ -21,4 +21,6 @@ class Command(BaseCommand):
             raise CommandError(f"no deployed agent {slug!r}; deploy it with `manage.py deploy DIR` or `serve --agents DIR`")
         d = agent.active_deployment
         info = {"deployment": {"version": d.version, "contentHash": d.content_hash, "source": d.source}, **d.manifest}
+        # What a session may be bound to, as resolved at deploy (the manifest lists them only when several).
+        info.update(models=d.models, fallback=d.manifest.get("fallback", []), peers=d.manifest.get("peers", []))
         self.stdout.write(json.dumps(info, indent=2))
