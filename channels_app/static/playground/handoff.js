@@ -140,7 +140,7 @@ class HandoffPanel {
     } catch (e) {
       const stayed = await this.boundModel(from);
       const failure = el("span", { class: "error", "data-code": e.code || "" },
-        `Handoff refused (${e.code || `HTTP ${e.status}`}): ${e.message} `);
+        `Handoff failed (${e.code || `HTTP ${e.status}`}): ${e.message} `);
       const where = el("span", { class: "stayed" }, "The session stayed on ", el("code", { text: stayed }), ".");
       if (e.code === "review_stale") {
         // The session moved on since the review: what carries over may differ now.
