@@ -46,6 +46,8 @@ WHY = {
     413: "The body is over the upload limit",
     415: "The body is not application/json",
     422: "The tool raised an error",
+    424: "The model asked for is not configured on this server (code `no_credential`; details list the alternatives)",
+    502: "A model provider failed the request (code `handoff_failed`: the session stayed where it was)",
     429: "Over the caller's rate limit (AGENTSITE_RATE_SESSIONS or AGENTSITE_RATE_MESSAGES, code `rate_limited`): "
          "retry after the seconds the Retry-After header gives",
 }

@@ -1,7 +1,9 @@
 from django.urls import path
 
 from channels_app import custom_channels, mcp_oauth, metrics, stream
-from channels_app.views import agents, artifacts, deployments, experiments, secrets, sessions, timers, tokens, tools
+from channels_app.views import (
+    agents, artifacts, deployments, experiments, handoff, secrets, sessions, timers, tokens, tools,
+)
 
 urlpatterns = [
     path("metrics", metrics.metrics_view, name="metrics"),
@@ -20,6 +22,8 @@ urlpatterns = [
     path("<slug:slug>/v1/session/<str:session_id>", sessions.SessionDetailView.as_view(), name="session-detail"),
     path("<slug:slug>/v1/session/<str:session_id>/message", sessions.SessionMessageView.as_view(), name="session-message"),
     path("<slug:slug>/v1/session/<str:session_id>/stop", sessions.SessionStopView.as_view(), name="session-stop"),
+    path("<slug:slug>/v1/session/<str:session_id>/handoff", handoff.SessionHandoffView.as_view(),
+         name="session-handoff"),
     path("<slug:slug>/v1/session/<str:session_id>/events", sessions.SessionEventsView.as_view(), name="session-events"),
     path("<slug:slug>/v1/session/<str:session_id>/stream", stream.stream_view, name="session-stream"),
     path("<slug:slug>/v1/session/<str:session_id>/approvals", tools.ApprovalListView.as_view(), name="approvals"),

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from sessions.custom_channels import prune_deliveries, redeliver_lapsed, rescan_undelivered
 from sessions.events import SessionGone
+from sessions.handoff import abandon
 from sessions.lifecycle import (ending_events, principal_turn_lock, refill_slots, requeue_lost_task, running_turn_cap,
                                 settle)
 from sessions.models import EventType, Host, Session, ToolCall, Turn
@@ -56,6 +57,8 @@ def fail_lost_turn(turn: Turn) -> bool:
             if row.abandon("interrupted: the worker running this call was lost; it was not run again" if started
                            else "not run: the worker running this turn was lost"):
                 pending.append((EventType.ACTION_RESULT, result_payload(row, 0.0)))
+        if turn.trigger == Turn.Trigger.HANDOFF:  # its record ends failed: the session never moved
+            pending += abandon(turn)
         # Its usage is unknown: the steps it ran were never reported; so are most of its timings.
         timings = lost_turn_timings(turn.created_at, turn.started_at, timezone.now())
         events, session_status = ending_events(session, Turn.Status.FAILED, LOST_ERROR, "worker_lost", None, None,

@@ -39,6 +39,9 @@ class EventType(StrEnum):
     # An operator approved, denied, stopped (a session or one turn) or cancelled a reminder of someone
     # else's session: {operator, action, callId?, turnId?, reminderId?}.
     OPERATOR_ACTED = "operator.acted"
+    # A handoff to another model ended: {handoffId, from, to, status: completed | failed, review,
+    # requestedBy?, error?, code?} (sessions.handoff).
+    SESSION_HANDOFF = "session.handoff"
     # Not in DESIGN.md's table: a file a turn produced was stored (`ctx.host.artifacts.save`).
     ARTIFACT_SAVED = "artifact.saved"
 

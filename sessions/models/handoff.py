@@ -43,8 +43,13 @@ class Handoff(models.Model):
 
     def end(self, status: str, error: str = "", code: str = "") -> bool:
         """Move a pending record to its end; False if it had ended already."""
+        now = timezone.now()
         won = Handoff.objects.filter(pk=self.pk, status=self.Status.PENDING).update(
-            status=status, error=error, code=code, ended_at=timezone.now())
+            status=status, error=error, code=code, ended_at=now)
         if won:
-            self.status, self.error, self.code = status, error, code
+            self.status, self.error, self.code, self.ended_at = status, error, code, now
         return bool(won)
+
+    def commit_model(self) -> bool:
+        """Bind the session to the target model, while this handoff's turn still holds its lock."""
+        return bool(Session.objects.filter(pk=self.session_id, active_turn=self.turn_id).update(model=self.to_model))

@@ -1,0 +1,140 @@
+"""A session's handoff to another model: its review (GET) and the handoff itself (POST).
+
+Who may: the session's owner and operators, as for the session's detail.
+The views translate; `sessions.handoff` decides and does.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from pydantic import Field
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from channels_app.bodies import NO_NUL, TEXT, Body, validate_body
+from channels_app.errors import APIError
+from channels_app.ownership import get_owned_session
+from channels_app.responses import Reply, SessionWithLastTurn
+from channels_app.schema import BODY, SESSION, refusals
+from sessions.handoff import perform, review
+from sessions.models import Handoff, Session, Turn
+
+MODEL_ID_MAX = 200
+
+
+class HandoffRequest(Body):
+    to: str = Field(min_length=1, max_length=MODEL_ID_MAX, json_schema_extra=TEXT)
+    review_id: str = Field(min_length=1, max_length=64, json_schema_extra=TEXT)
+
+
+class HandoffRefusal(Reply):
+    """Why the handoff may not happen; `alternatives`: the release's other models that are configured."""
+
+    code: str
+    message: str
+    alternatives: list[str]
+
+
+class HandoffWorkspace(Reply):
+    kind: str
+    carried: bool
+
+
+class HandoffCarried(Reply):
+    messages: int
+    user_messages: int
+    assistant_messages: int
+    tool_calls: int
+    tool_results: int
+    workspace: HandoffWorkspace
+
+
+class HandoffChange(Reply):
+    """One kind of thing lost (`thinking`, `cache`, `images`) or transformed (`toolCallIds`)."""
+
+    kind: str
+    count: int
+    detail: str
+
+
+class HandoffReview(Reply):
+    """What moving the session to `to` keeps, loses and changes. `reviewId` goes stale with any new event
+    or message: POST it back to perform the handoff."""
+
+    session_id: str
+    from_model: str = Field(alias="from")
+    to: str
+    review_id: str
+    configured: bool
+    refusal: HandoffRefusal | None
+    carries_over: HandoffCarried
+    lost: list[HandoffChange]
+    transformed: list[HandoffChange]
+    at_index: int
+
+
+class HandoffRecord(Reply):
+    id: str
+    from_model: str = Field(alias="from")
+    to: str
+    status: str
+    created_at: datetime
+    ended_at: datetime | None
+
+    @classmethod
+    def of(cls, row: Handoff) -> HandoffRecord:
+        return cls(id=row.id, from_model=row.from_model, to=row.to_model, status=row.status,
+                   created_at=row.created_at, ended_at=row.ended_at)
+
+
+class HandoffDone(Reply):
+    """The completed handoff and the session as its detail shows it now."""
+
+    handoff: HandoffRecord
+    session: SessionWithLastTurn
+
+
+TO = OpenApiParameter("to", {"type": "string", "minLength": 1, "maxLength": MODEL_ID_MAX, "pattern": NO_NUL},
+                      required=True, description="The model to review a handoff to, e.g. openai:gpt-4.1-mini")
+
+
+def model_query(request: Request) -> str:
+    to = request.query_params.get("to")
+    if not to:
+        raise APIError(400, "missing_to", "name the model to hand the session over to: ?to=provider:model")
+    if len(to) > MODEL_ID_MAX or "\x00" in to:
+        raise APIError(400, "invalid_request", f"to: a model id of at most {MODEL_ID_MAX} characters, "
+                                               "like provider:model")
+    return to
+
+
+def _review_reply(reviewed: dict[str, Any]) -> HandoffReview:
+    return HandoffReview.model_validate(reviewed)
+
+
+class SessionHandoffView(APIView):
+    @extend_schema(summary="Review a handoff of the session to another model (changes nothing)", parameters=[TO],
+                   responses={200: HandoffReview, **refusals(*SESSION)})
+    def get(self, request: Request, slug: str, session_id: str) -> Response:
+        to = model_query(request)
+        session = get_owned_session(slug, session_id, request.user, operators=True)
+        return Response(_review_reply(review(session, to)))
+
+    @extend_schema(
+        summary="Hand the session over to another model, as reviewed: all of it or nothing",
+        request=HandoffRequest,
+        responses={
+            200: OpenApiResponse(HandoffDone, description="Done: the next turn runs on the new model"),
+            **refusals(*SESSION, 409, 424, *BODY, 502),
+        },
+    )
+    def post(self, request: Request, slug: str, session_id: str) -> Response:
+        body: HandoffRequest = validate_body(HandoffRequest, request.data)
+        session = get_owned_session(slug, session_id, request.user, operators=True)
+        row = perform(session, body.to, body.review_id, by=request.user)
+        session = Session.objects.select_related("agent", "deployment").get(pk=session.pk)
+        return Response(HandoffDone(handoff=HandoffRecord.of(row),
+                                    session=SessionWithLastTurn.with_turn(session, Turn.objects.latest_of(session.pk))))
