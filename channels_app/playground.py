@@ -176,9 +176,9 @@ def session_page(request: HttpRequest, slug: str, session_id: str) -> HttpRespon
         "agent": session.agent, "session": session, "manifest": manifest, "tools": _tool_rows(manifest),
         "model": bound,  # the session's selection, which may differ from the release's default
         "following": following, "models": models,
-        # "Switch model…" is offered where follow-ups are: to the principal of a chat session
-        # whose release lists another model.
-        "can_switch": not following and session.mode == Session.Mode.CHAT and any(m != bound for m in models),
+        # "Switch model…": to whoever the handoff route admits (the owner and operators), on a chat
+        # session (a task session has no next turn to run elsewhere) whose release lists another model.
+        "can_switch": session.mode == Session.Mode.CHAT and any(m != bound for m in models),
         "channels": _channel_rows(manifest),
         "reminders": list(reminders), "workspace": workspace_panel(session, manifest), "artifacts": artifacts,
     })
