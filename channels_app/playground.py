@@ -82,6 +82,7 @@ def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
     manifest = agent.active_deployment.manifest
     return render(request, "playground/agent.html", {
         "agent": agent, "manifest": manifest, "sessions": sessions, "tools": _tool_rows(manifest),
+        "models": agent.active_deployment.models,
         "channels": _channel_rows(manifest), "every": every, "operator": principal.operator, "principal": principal,
         "oauth_servers": [m for m in with_status(agent, manifest.get("mcp", [])) if m.get("oauth")],
     })
@@ -169,10 +170,15 @@ def session_page(request: HttpRequest, slug: str, session_id: str) -> HttpRespon
     artifacts = [{"name": a.name, "content_type": a.content_type, "size": a.size,
                   "url": artifact_path(slug, session.id, a.name)}
                  for a in Artifact.objects.filter(session=session).order_by("created_at", "name")]
+    models = session.deployment.models
+    bound = session.bound_model
     return render(request, "playground/session.html", {
         "agent": session.agent, "session": session, "manifest": manifest, "tools": _tool_rows(manifest),
-        "model": session.bound_model,  # the session's selection, which may differ from the release's default
-        "following": following,
+        "model": bound,  # the session's selection, which may differ from the release's default
+        "following": following, "models": models,
+        # "Switch model…": to whoever the handoff route admits (the owner and operators), on a chat
+        # session (a task session has no next turn to run elsewhere) whose release lists another model.
+        "can_switch": session.mode == Session.Mode.CHAT and any(m != bound for m in models),
         "channels": _channel_rows(manifest),
         "reminders": list(reminders), "workspace": workspace_panel(session, manifest), "artifacts": artifacts,
     })

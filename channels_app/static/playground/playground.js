@@ -51,20 +51,31 @@ function csrfToken() {
   return meta ? meta.content : "";
 }
 
-async function postJSON(url, body) {
+// A refusal of the API: its message, with the HTTP status and the error's code and body to act on.
+class APIError extends Error {
+  constructor(status, payload) {
+    const error = payload && payload.error ? payload.error : {};
+    super(error.message || `HTTP ${status}`);
+    this.status = status;
+    this.code = error.code || "";
+    this.error = error;
+  }
+}
+
+async function requestJSON(url, method = "GET", body = undefined) {
+  const headers = { Accept: "application/json", "X-CSRFToken": csrfToken() };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
   const response = await fetch(url, {
-    method: "POST",
-    headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRFToken": csrfToken() },
-    body: JSON.stringify(body),
-    credentials: "same-origin",
+    method, headers, credentials: "same-origin", body: body === undefined ? undefined : JSON.stringify(body),
   });
   let payload = null;
   try { payload = await response.json(); } catch (_) { /* empty body */ }
-  if (!response.ok) {
-    const message = payload && payload.error ? payload.error.message : `HTTP ${response.status}`;
-    throw new Error(message);
-  }
+  if (!response.ok) throw new APIError(response.status, payload);
   return payload;
+}
+
+function postJSON(url, body) {
+  return requestJSON(url, "POST", body);
 }
 
 function sendOnCtrlEnter(form) {
@@ -84,11 +95,9 @@ function setupNewSession(form) {
     const data = new FormData(form);
     const slug = form.dataset.slug;
     try {
-      const created = await postJSON(`/${slug}/v1/session`, {
-        message: data.get("message"),
-        mode: data.get("mode"),
-        dryRun: data.get("dryRun") === "on",
-      });
+      const body = { message: data.get("message"), mode: data.get("mode"), dryRun: data.get("dryRun") === "on" };
+      if (data.get("model")) body.model = data.get("model");  // offered when the agent has several
+      const created = await postJSON(`/${slug}/v1/session`, body);
       window.location.href = `/playground/${slug}/session/${created.sessionId}`;
     } catch (e) {
       error.textContent = e.message;
@@ -108,6 +117,21 @@ function describeAct(data) {
     cancel_reminder: `cancelled reminder ${data.reminderId}`,
   }[data.action] || data.action;
   return `${who} (operator) ${did}`;
+}
+
+// The model the session runs on, in the page's head; the handoff panel (handoff.js) listens for changes.
+function showModel(root, model) {
+  if (!model || root.dataset.model === model) return;
+  root.dataset.model = model;
+  const badge = document.getElementById("model");
+  if (badge) badge.textContent = model;
+  root.dispatchEvent(new CustomEvent("session:model", { detail: model }));
+}
+
+// The models a turn's calls ran on (a fall-over adds its fallback), from its timings.
+function turnModels(timings) {
+  const steps = (timings && timings.steps) || [];
+  return [...new Set(steps.filter((step) => step.kind === "model" && step.name).map((step) => step.name))];
 }
 
 function setupReminderCancels() {
@@ -298,6 +322,21 @@ class SessionView {
       case "artifact.saved":
         this.addArtifact(data);
         break;
+      case "session.handoff": {
+        // Written by the handoff itself: the page that asked and any other page on the session see it alike.
+        const failed = data.status === "failed";
+        const text = failed
+          ? `handoff to ${data.to} failed${data.error ? `: ${data.error}` : ""}; stayed on ${data.from}`
+          : `handed off from ${data.from} to ${data.to}${data.status && data.status !== "completed" ? ` (${data.status})` : ""}`;
+        this.item(event, el("div", { class: `handoff-event${failed ? " failed" : ""}`, "data-status": data.status || "",
+          text }));
+        if (data.status === "completed") showModel(this.root, data.to);
+        break;
+      }
+      case "model.fallback":
+        this.item(event, el("div", { class: "handoff-event fallback",
+          text: `fell over from ${data.from} to ${data.to}${data.reason ? `: ${data.reason}` : ""}` }));
+        break;
       case "operator.acted":
         this.item(event, el("div", { class: "operator-act", text: describeAct(data) }));
         break;
@@ -315,8 +354,10 @@ class SessionView {
       case "turn.completed": {
         const usage = data.usage;  // null: the provider reported none
         const tokens = usage ? `in ${usage.inputTokens ?? 0} / out ${usage.outputTokens ?? 0} tokens` : "usage unknown";
-        this.item(event, el("div", { class: "turn-meta",
-          text: `${tokens} · ${((data.durationMs || 0) / 1000).toFixed(2)} s` }), waterfall(data.timings, data.traceId));
+        const models = turnModels(data.timings);
+        const on = models.length ? `on ${models.join(" then ")} · ` : "";
+        this.item(event, el("div", { class: "turn-meta", "data-models": models.join(" "),
+          text: `${on}${tokens} · ${((data.durationMs || 0) / 1000).toFixed(2)} s` }), waterfall(data.timings, data.traceId));
         break;
       }
       case "turn.failed":
