@@ -117,7 +117,7 @@ def test_a_target_that_fails_is_a_502_and_the_session_stays(people: People, sync
         failed = hand_over(people.mia.client, session_id, OPENAI)
         assert failed.status_code == 502
         error = failed.json()["error"]
-        assert error["code"] == "handoff_failed" and error["details"]["cause"] == "model_error"
+        assert error["code"] == "handoff_failed" and error["details"]["cause"] == "server_error"
         detail = people.mia.client.get(f"/duo/v1/session/{session_id}").json()
         assert detail["activeTurnId"] is None and Session.objects.get(pk=session_id).model == ECHO
     finally:

@@ -94,8 +94,8 @@ def test_a_target_failing_its_confirm_leaves_the_session_on_its_source(local, th
     after = fresh(session)
     assert after.model == ANTHROPIC and after.conversation == before and after.active_turn_id is None
     row = Handoff.objects.get(session=session)
-    assert (row.status, row.code) == ("failed", "model_error") and row.ended_at is not None
-    assert refused.value.details == {"handoffId": row.id, "cause": "model_error"}
+    assert (row.status, row.code) == ("failed", "server_error") and row.ended_at is not None
+    assert refused.value.details == {"handoffId": row.id, "cause": "server_error"}
     [event] = handoff_events(session)
     assert event["status"] == "failed" and event["from"] == ANTHROPIC and "500" in event["error"]
 
