@@ -45,7 +45,7 @@ def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
 
 CHANNEL_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 # Channel names sessions already use for the built-in surfaces.
-RESERVED_IDS = frozenset({"http", "schedule", "reminder", "tool"})
+RESERVED_IDS = frozenset({"http", "schedule", "reminder", "tool", "agent"})
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 SEGMENT = re.compile(r"^(?::[a-zA-Z_][a-zA-Z0-9_]*|[A-Za-z0-9._~-]+)$")
 EVENT_KEY = re.compile(r"^[a-z_]+(\.[a-z_]+)+$")

@@ -179,11 +179,12 @@ def submit_message(
                 "this continuation token has been superseded; use the latest token from the last follow-up",
                 409,
             )
+        # A preempt supersedes what was said before, not what other agents sent: those still run.
         if admission == Turn.Admission.PREEMPT and session.active_turn_id:
-            lifecycle.interrupt_in_flight(session.pk, session.active_turn_id)
+            lifecycle.interrupt_in_flight(session.pk, session.active_turn_id, sparing=(Turn.Trigger.AGENT,))
         elif admission == Turn.Admission.PREEMPT and lifecycle.running_turn_cap():
             # Turns waiting for the running-turn cap are superseded too: they wind down at once.
-            Turn.interrupt_queued(session.pk)
+            Turn.interrupt_queued(session.pk, sparing=(Turn.Trigger.AGENT,))
         token = session.rotate_token()
         turn = lifecycle.queue_turn(session, trigger=trigger, message=message, admission=admission,
                                     source_ref=source_ref, workspace_files=workspace_files or [], origin=origin or {})

@@ -233,7 +233,7 @@ class TurnRunner:
             profile = Profile(self.session.model or chosen.model, self.system_prompt(loaded, chosen.instructions),
                               chosen.params,
                               loaded.config.max_steps or settings.AGENTSITE_MAX_STEPS,
-                              fallback=tuple(loaded.fallback))
+                              fallback=tuple(loaded.fallback), declared_for=chosen.model)
             executor = Executor(self.session, self.turn, self.tools, families=self.toolset.families,
                                 should_stop=self.interrupts.should_stop)
             # A parked turn resumes on the model its loop was on (a fallback it had fallen over to).
@@ -367,8 +367,9 @@ class TurnRunner:
         events, session_status = lifecycle.ending_events(self.session, status, error, code, usage, duration_ms,
                                                          timings, self.turn.trace_id)
         also = None
-        if self.turn.trigger == Turn.Trigger.AGENT and status == Turn.Status.COMPLETED:
-            also = functools.partial(record_reply, self.turn, self.session.deployment.agent.slug, messages)
+        if self.turn.trigger == Turn.Trigger.AGENT:  # the sender hears back, an answer or why there is none
+            also = functools.partial(record_reply, self.turn, self.session.deployment.agent.slug, messages,
+                                     status, error)
         lifecycle.settle(self.session, self.turn, pending + events, status=status, error=error, messages=messages,
                          usage=usage, count_usage=True, session_status=session_status,
                          hooks=self.emitter.hooks, timings=timings, also=also)

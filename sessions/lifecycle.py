@@ -297,15 +297,17 @@ def interrupt(turn_id: str) -> bool:
     return requested
 
 
-def interrupt_in_flight(session_id: str, active_turn_id: str) -> bool:
+def interrupt_in_flight(session_id: str, active_turn_id: str, sparing: tuple[str, ...] = ()) -> bool:
     """Interrupt the active turn and every turn queued behind it.
 
     Interrupting only the active turn would let follow-ups queued behind it run
     in full: after a preempt the newest message would wait behind superseded
     ones, and after a stop the session would not come back to waiting. Queued
     turns end with `turn.failed` "turn interrupted" as soon as they start.
+    `sparing`: triggers whose queued turns are not superseded (a preempt spares
+    other agents' messages: they were sent, not said again).
     """
-    Turn.interrupt_queued(session_id)
+    Turn.interrupt_queued(session_id, sparing)
     return interrupt(active_turn_id)
 
 

@@ -144,6 +144,9 @@ class Profile:
     max_steps: int
     # What a failed model call may fall over to, in order (the agent's declared fallback; a subagent's: none).
     fallback: tuple[str, ...] = ()
+    # The model `params` were declared for (the agent's default); blank: `model`. Another provider's
+    # model gets them without the client's (base_url, api_key_env): those name the other provider's server.
+    declared_for: str = ""
 
 
 class Runner:
@@ -230,8 +233,7 @@ class Runner:
 
     def call_once(self, model_id: str, messages: list[dict[str, Any]], specs):
         provider, model, provider_name = self.provider(model_id)
-        params = self.profile.params if model_id == self.profile.model else \
-            params_for(model_id, self.profile.params, self.profile.model)
+        params = params_for(model_id, self.profile.params, self.profile.declared_for or self.profile.model)
         request = ModelRequest(model=model, system=self.profile.system, messages=messages, tools=specs,
                                params=dict(params), should_stop=self.should_stop)
         called = time.monotonic()

@@ -30,9 +30,10 @@ from agents.workspaces.unionfs import bind_skills
 
 TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 SUBAGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-# Built-in tools the engine offers when the agent has skills, subagents, reminders or peers.
-BUILTIN_TOOLS = frozenset({"load_skill", "read_skill_file", "delegate", "remind_me", "cancel_reminder",
-                           "list_agents", "send_message", "read_notifications"})
+# Built-in tools the engine offers when the agent has skills, subagents or reminders.
+BUILTIN_TOOLS = frozenset({"load_skill", "read_skill_file", "delegate", "remind_me", "cancel_reminder"})
+# Reserved only for an agent with peers: a release from before they existed may have a tool of that name.
+MESSAGING_TOOLS = frozenset({"list_agents", "send_message", "read_notifications"})
 IGNORED_PARTS = {"__pycache__", ".DS_Store"}
 # The longest retention an agent may ask for (AGENTSITE_RETENTION_DAYS has the same bound):
 # beyond it a cutoff date would not compute.
@@ -134,7 +135,7 @@ def load_agent_folder(root: Path | str, slug: str | None = None, *, resolved_def
             found_tools = find_in_file(path, f"{namespace}.tools.{name}", Tool, _reporter(problems, rel))
             if found_tools is None:
                 continue
-            if name in BUILTIN_TOOLS:
+            if name in BUILTIN_TOOLS or (modelset.peers and name in MESSAGING_TOOLS):
                 problems.append(Problem(rel, f"{name!r} is a built-in tool name: rename the file"))
                 continue
             if len(found_tools) != 1:

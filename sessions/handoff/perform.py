@@ -24,6 +24,7 @@ pending record and a running turn: the recovery sweep ends both (`abandon`).
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
@@ -31,7 +32,7 @@ from django.utils import timezone
 
 from agents.discovery import load_deployment
 from agents.providers import get_provider, parse_model_id
-from agents.providers.base import ModelRequest, ProviderError, ToolSpec
+from agents.providers.base import ModelRequest, ProviderError, ToolSpec, params_for
 from agents.secrets.store import acting_for
 from sessions import lifecycle, tracing
 from sessions.admission import AdmissionError
@@ -51,6 +52,7 @@ REFUSAL_STATUS = {"model_not_allowed": 400, "same_model": 409, "no_credential": 
 # Params that configure the client, kept for the confirming call; the rest shape an answer it does not need.
 CLIENT_PARAMS = ("api_key_env", "base_url", "max_retries")
 CONFIRM_TIMEOUT = 60.0
+LEASE_MARGIN = 30.0
 PROBE = "(A check that this conversation can continue here: answer with one word.)"
 LOST_ERROR = "handoff abandoned: the process performing it stopped; the session stays on its model"
 
@@ -82,8 +84,11 @@ def perform(session: Session, to_model: str, review_id: str, by: Principal | Non
     hooks = session.hooks()  # loaded before the write lock is taken
     requested_by = by.as_dict() if by else None
     with transaction.atomic():
+        # Leased for the confirming call's bound: if this request dies without ending it (even on the
+        # way to failing), the recovery sweep frees the session once the lease lapses.
         turn = Turn(session=session, trigger=Turn.Trigger.HANDOFF, status=Turn.Status.RUNNING,
-                    claimed_by=process_id(), started_at=timezone.now(), **tracing.link())
+                    claimed_by=process_id(), started_at=timezone.now(),
+                    lease_until=timezone.now() + timedelta(seconds=CONFIRM_TIMEOUT + LEASE_MARGIN), **tracing.link())
         if not lifecycle.lock_for_call(session, turn, parks=False):
             transaction.set_rollback(True)
             raise AdmissionError("session_busy", "a turn is running on this session; retry when it has settled", 409)
@@ -157,8 +162,10 @@ def confirm(session: Session, to_model: str, messages: list[dict[str, Any]]) -> 
     provider_name, model = parse_model_id(to_model)
     if provider_name == "scripted" or not messages:
         return
-    params = overrides(load_deployment(session.deployment), session.ab_variants).params
+    chosen = overrides(load_deployment(session.deployment), session.ab_variants)
+    params = params_for(to_model, chosen.params, chosen.model)  # not another provider's server and key
     probe = {k: params[k] for k in CLIENT_PARAMS if k in params}
+    probe["max_retries"] = 0  # the session is locked meanwhile: one try, bounded by the timeout
     probe["timeout"] = min(float(params.get("timeout", CONFIRM_TIMEOUT)), CONFIRM_TIMEOUT)
     probe["max_completion_tokens" if "max_completion_tokens" in params else "max_tokens"] = 1
     names = sorted({call["name"] for m in messages if m.get("role") == "assistant" for call in m.get("toolCalls") or []}

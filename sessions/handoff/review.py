@@ -12,6 +12,7 @@ import json
 from typing import Any, Literal, TypedDict
 
 from agents.providers import parse_model_id
+from agents.providers.base import params_for
 from agents.secrets.lookup import credential
 from agents.secrets.store import acting_for
 from sessions.handoff.transcript import CACHING, READS_IMAGES, provider_of, take_inventory
@@ -83,10 +84,13 @@ def _lost(session: Session, source: str, to_model: str, seen) -> list[dict[str, 
 def review_content(session: Session, to_model: str) -> dict[str, Any]:
     source = session.bound_model
     conversation = list(session.conversation or [])
-    params = dict((session.deployment.manifest or {}).get("params") or {})
+    manifest = session.deployment.manifest or {}
+    params = dict(manifest.get("params") or {})
+    declared_for = manifest.get("model", "")  # another provider's model does not take that one's server and key
     with acting_for(session.agent.slug):
-        ready = configured(to_model, params)
-        alternatives = [m for m in session.deployment.models if m != source and configured(m, params)]
+        ready = configured(to_model, params_for(to_model, params, declared_for))
+        alternatives = [m for m in session.deployment.models
+                        if m != source and configured(m, params_for(m, params, declared_for))]
     try:
         parse_model_id(to_model)
     except ValueError:

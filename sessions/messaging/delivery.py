@@ -21,7 +21,7 @@ from django.db import IntegrityError, transaction
 from agents.discovery import load_deployment
 from agents.models import Agent
 from sessions.admission import AdmissionError, start_session, submit_message
-from sessions.messaging.limits import MessageRefused, check_hops, check_rate, next_hops
+from sessions.messaging.limits import MessageRefused, check_hops, check_rate, check_sent, next_hops
 from sessions.models import AgentMessage, Session, Turn
 from sessions.pglocks import lock_for_transaction
 from sessions.principal import Principal
@@ -65,6 +65,10 @@ def send(sender: Session, sender_agent: str, turn_id: str, target_slug: str, tex
     load_deployment(target.active_deployment)
     created = False
     with transaction.atomic():
+        # A session's sends count one after another, new conversations included (else a fresh thread
+        # on each call would fan out unbounded). Taken first: every send takes this lock, then the pair's.
+        lock_for_transaction(sender_lock(sender.id))
+        check_sent(sender.id)
         if recipient is not None:
             # Parallel calls between the same two sessions count one after another, so they cannot all pass
             # the rate. Taken first in the transaction, before admission's locks (sessions.lifecycle's order).
@@ -90,6 +94,11 @@ def send(sender: Session, sender_agent: str, turn_id: str, target_slug: str, tex
                                           recipient=admitted.session, thread=thread, text=text, hops=hops,
                                           turn=admitted.turn)
     return Delivered(session_id=admitted.session.id, message_id=row.id, created=created)
+
+
+def sender_lock(session_id: str) -> str:
+    """The advisory lock's name of one session's sends."""
+    return "agentmsg-from\0" + session_id
 
 
 def conversation_lock(session_id: str, other_id: str) -> str:

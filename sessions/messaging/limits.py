@@ -6,7 +6,9 @@ between agents in a row since a person or a trigger last spoke (a turn they
 started has 0 hops; a message sent from a turn carries its hops + 1).
 `AGENTSITE_AGENT_MESSAGE_RATE`: how many messages (and replies) one
 conversation, a pair of sessions in both directions, may carry per window,
-counted from the AgentMessage rows.
+counted from the AgentMessage rows; the same count bounds the messages one
+session sends in a window to all agents together, so a turn cannot fan out
+through a new thread (a new conversation) on every call.
 """
 from __future__ import annotations
 
@@ -48,3 +50,16 @@ def check_rate(session_id: str, other_id: str) -> None:
         raise MessageRefused(
             f"rate limit: this conversation carried {rate.count} messages in the last {rate.seconds} s "
             f"(AGENTSITE_AGENT_MESSAGE_RATE={rate}); wait before sending more")
+
+
+def check_sent(session_id: str) -> None:
+    """Refuse once the session sent the rate's count of messages in its window, to whichever sessions."""
+    rate = settings.AGENTSITE_AGENT_MESSAGE_RATE
+    if rate is None:
+        return
+    since = timezone.now() - timedelta(seconds=rate.seconds)
+    sent = AgentMessage.objects.filter(sender_id=session_id, kind=AgentMessage.Kind.MESSAGE, created_at__gte=since)
+    if sent.count() >= rate.count:
+        raise MessageRefused(
+            f"rate limit: this session sent {rate.count} messages in the last {rate.seconds} s "
+            f"(AGENTSITE_AGENT_MESSAGE_RATE={rate}), to new conversations included; wait before sending more")

@@ -2,7 +2,8 @@
 
 Its `message.received` names the sender (`source: "agent"`, the sender's
 `agent` and `sessionId`), and when it completes its final reply waits in the
-sending session's notifications (an AgentMessage of kind reply) until that
+sending session's notifications (an AgentMessage of kind reply; a turn that
+failed or was interrupted replies why it has none) until that
 session's `read_notifications` takes it. Other turns pay nothing: the engine
 calls in here only for turns whose trigger is `agent`.
 """
@@ -28,14 +29,20 @@ def final_reply(messages: list[dict[str, Any]]) -> str:
     return content if isinstance(content, str) else ""
 
 
-def record_reply(turn: Turn, agent_slug: str, messages: list[dict[str, Any]]) -> None:
+def record_reply(turn: Turn, agent_slug: str, messages: list[dict[str, Any]], status: str = Turn.Status.COMPLETED,
+                 error: str = "") -> None:
     """The reply to the sending session, in the transaction that settles the turn.
 
-    Nothing when the sender's session is gone (its row would fail the foreign key at commit,
-    and the turn's end with it) or the turn said nothing.
+    A turn that failed or was interrupted replies why it has no answer, so a sender is never
+    left waiting on a message that was delivered. Nothing when the sender's session is gone
+    (its row would fail the foreign key at commit, and the turn's end with it) or a completed
+    turn said nothing.
     """
     origin = turn.origin or {}
-    text = final_reply(messages)
+    if status == Turn.Status.COMPLETED:
+        text = final_reply(messages)
+    else:
+        text = f"[no answer: {agent_slug}'s turn {status}: {error or 'it ended early'}]"
     sender_id = origin.get("sessionId")
     if not text or not sender_id or not Session.objects.filter(pk=sender_id).exists():
         return

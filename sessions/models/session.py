@@ -417,9 +417,13 @@ class Turn(models.Model):
         )
 
     @staticmethod
-    def interrupt_queued(session_id: str) -> int:
-        """Flag every queued turn of a session: each ends with "turn interrupted" as soon as it starts."""
-        return Turn.objects.filter(session_id=session_id, status=Turn.Status.QUEUED).update(interrupt_requested=True)
+    def interrupt_queued(session_id: str, sparing: tuple[str, ...] = ()) -> int:
+        """Flag every queued turn of a session (but those of the `sparing` triggers): each ends with
+        "turn interrupted" as soon as it starts."""
+        queued = Turn.objects.filter(session_id=session_id, status=Turn.Status.QUEUED)
+        if sparing:
+            queued = queued.exclude(trigger__in=sparing)
+        return queued.update(interrupt_requested=True)
 
     @staticmethod
     def in_flight(session_id: str) -> bool:

@@ -80,8 +80,11 @@ def test_an_incoherent_channel_is_refused_naming_the_file_and_the_fix(tmp_path, 
 
 
 def test_channel_ids_are_file_names_and_built_in_names_are_reserved(tmp_path):
-    found = problems(tmp_path, {"http.py": HEAD + "channel = Channel()\n", "Bad Name.py": "", "notes.txt": ""})
+    found = problems(tmp_path, {"http.py": HEAD + "channel = Channel()\n", "agent.py": HEAD + "channel = Channel()\n",
+                                "Bad Name.py": "", "notes.txt": ""})
 
     assert "agent/channels/http.py: 'http' is the name of a built-in surface: rename the file" in found
+    # The sessions agents open on each other: a channel of that name would get their events.
+    assert "agent/channels/agent.py: 'agent' is the name of a built-in surface: rename the file" in found
     assert any(p.startswith("agent/channels/Bad Name.py: rename it") for p in found)
     assert any(p.startswith("agent/channels/notes.txt: channels are <id>.py files") for p in found)

@@ -113,9 +113,9 @@ def test_a_target_that_fails_is_a_502_and_the_session_stays(people: People, sync
     try:
         deploy_on_models(tmp_path, [ECHO, OPENAI])
         session_id = start_as(people.mia.client, "duo")
-        server.replies.extend([Reply(500, headers={"retry-after": "0.01"})] * 4)
+        server.replies.append(Reply(500))
         failed = hand_over(people.mia.client, session_id, OPENAI)
-        assert failed.status_code == 502
+        assert failed.status_code == 502 and len(server.requests) == 1
         error = failed.json()["error"]
         assert error["code"] == "handoff_failed" and error["details"]["cause"] == "server_error"
         detail = people.mia.client.get(f"/duo/v1/session/{session_id}").json()

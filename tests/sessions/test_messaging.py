@@ -15,7 +15,7 @@ import pytest
 from agents.discovery import AgentFolderError, deploy_agent_folder, load_deployment
 from agents.models import Agent
 from agentsite.limits import Rate
-from sessions.admission import start_session
+from sessions.admission import start_session, submit_message
 from sessions.engine import run_turn
 from sessions.events import read_events
 from sessions.messaging.delivery import send
@@ -157,6 +157,29 @@ def test_a_busy_recipient_gets_the_message_queued_and_it_runs_after_its_turn():
     assert [r.text for r in replies] == ["You said: first question", "You said: second question"]
 
 
+@transactional
+def test_a_person_preempting_the_recipient_spares_queued_messages_and_the_interrupted_one_says_so():
+    deploy_examples()
+    sender = start_session(Agent.objects.get(slug="concierge"), Principal("bearer", "alice"), "hello")
+    first = send(sender.session, "concierge", sender.turn.id, "librarian", "first question")
+    send(sender.session, "concierge", sender.turn.id, "librarian", "second question")
+    busy = Session.objects.get(pk=first.session_id)
+    active, queued = busy.active_turn_id, Turn.objects.get(session_id=busy.id, message="second question")
+
+    submit_message(busy, "never mind, a person speaks")  # preempt, the default
+
+    assert Turn.objects.get(pk=active).interrupt_requested  # what runs now is superseded
+    assert not Turn.objects.get(pk=queued.pk).interrupt_requested  # another agent's message still runs
+    for _ in range(3):
+        busy.refresh_from_db()
+        run_turn(busy.active_turn_id)
+    statuses = [(t.trigger, t.status) for t in Turn.objects.filter(session_id=busy.id).order_by("created_at")]
+    assert statuses == [("agent", "interrupted"), ("agent", "completed"), ("user", "completed")]
+    replies = AgentMessage.objects.filter(kind=AgentMessage.Kind.REPLY, recipient_id=sender.session.id)
+    assert [r.text for r in replies] == ["[no answer: librarian's turn interrupted: turn interrupted]",
+                                        "You said: second question"]
+
+
 def chain(agents: list[str], end: str = "the end") -> str:
     """A message whose directives make each agent send the rest of the chain to the next."""
     text = end
@@ -193,6 +216,19 @@ def test_a_conversation_over_its_rate_is_refused(alice, sync_turns, settings):
     assert first["output"]["delivered"] and second["output"]["delivered"]
     assert third["error"].startswith("MessageRefused: rate limit: this conversation carried 4 messages")
     assert AgentMessage.objects.filter(kind=AgentMessage.Kind.MESSAGE).count() == 2
+
+
+@transactional
+def test_a_new_thread_on_every_call_is_bounded_by_the_same_rate(alice, sync_turns, settings):
+    settings.AGENTSITE_AGENT_MESSAGE_RATE = Rate(2, 60, "2/min")
+    deploy_examples()
+    # Each thread opens a conversation of its own: without a bound on the sender, none would hit the pair's rate.
+    steps = "\n/next\n".join(call("send_message", to="librarian", text=f"q{n}", thread=f"t{n}") for n in range(3))
+    asked, _ = open_session(alice, "concierge", steps)
+    first, second, third = results(asked)
+    assert first["output"]["delivered"] and second["output"]["delivered"]
+    assert third["error"].startswith("MessageRefused: rate limit: this session sent 2 messages")
+    assert Session.objects.filter(agent__slug="librarian").count() == 2
 
 
 @transactional
@@ -241,7 +277,7 @@ def test_an_agent_tool_may_not_take_a_messaging_tool_name(db, tmp_path):
         @tool(description="Mine.")
         def send_message(input: Input, ctx) -> str:
             return input.to
-    """})
+    """}, extra=", peers=['librarian']")
     with pytest.raises(AgentFolderError, match="'send_message' is a built-in tool name"):
         deploy_agent_folder(folder, slug="shadow")
 
@@ -275,3 +311,21 @@ def test_a_dry_run_session_sends_nothing(alice, sync_turns):
     sent = results(response.json()["sessionId"])[0]
     assert sent["stubbed"] is True
     assert not AgentMessage.objects.exists() and not Session.objects.filter(agent__slug="librarian").exists()
+
+
+@transactional
+def test_an_agent_without_peers_may_keep_a_tool_named_like_a_messaging_tool(tmp_path):
+    """Releases from before the messaging tools keep loading: the names are reserved only beside peers."""
+    folder = write_agent(tmp_path / "legacy", {"agent/tools/send_message.py": """
+        from pydantic import BaseModel
+        from agents.sdk import tool
+
+        class Input(BaseModel):
+            to: str
+
+        @tool(description="Mine.")
+        def send_message(input: Input, ctx) -> str:
+            return input.to
+    """})
+    deployment = deploy_agent_folder(folder, slug="legacy")
+    assert "send_message" in load_deployment(deployment).tools
