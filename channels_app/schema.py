@@ -10,7 +10,7 @@ body. The statuses every route shares:
   page on another site (`foreign_origin`);
 - 404: an unknown agent, session, reminder, approval, tool, schedule or artifact;
 - 413 and 415: a body over the size limit, or not JSON;
-- 429: over a per-principal rate limit (starting sessions, sending messages).
+- 429: over a per-principal rate limit (starting sessions, sending messages, handoffs).
 
 The document is built per request, so `security` says what this server's
 auth chain really asks for (see `security_requirement`).

@@ -17,8 +17,9 @@ from rest_framework.views import APIView
 from channels_app.bodies import NO_NUL, TEXT, Body, validate_body
 from channels_app.errors import APIError
 from channels_app.ownership import get_owned_session
+from channels_app.ratelimits import MESSAGES, check_rate
 from channels_app.responses import Reply, SessionWithLastTurn
-from channels_app.schema import BODY, SESSION, refusals
+from channels_app.schema import BODY, RETRY_AFTER, SESSION, refusals
 from sessions.handoff import perform, review
 from sessions.models import Handoff, Session, Turn
 
@@ -126,14 +127,16 @@ class SessionHandoffView(APIView):
     @extend_schema(
         summary="Hand the session over to another model, as reviewed: all of it or nothing",
         request=HandoffRequest,
+        parameters=[RETRY_AFTER],
         responses={
             200: OpenApiResponse(HandoffDone, description="Done: the next turn runs on the new model"),
-            **refusals(*SESSION, 409, 424, *BODY, 502),
+            **refusals(*SESSION, 409, 424, *BODY, 429, 502),
         },
     )
     def post(self, request: Request, slug: str, session_id: str) -> Response:
         body: HandoffRequest = validate_body(HandoffRequest, request.data)
         session = get_owned_session(slug, session_id, request.user, operators=True)
+        check_rate(request.user, MESSAGES)  # each handoff asks the target about the whole history
         row = perform(session, body.to, body.review_id, by=request.user)
         session = Session.objects.select_related("agent", "deployment").get(pk=session.pk)
         return Response(HandoffDone(handoff=HandoffRecord.of(row),

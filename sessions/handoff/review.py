@@ -117,7 +117,13 @@ def review_content(session: Session, to_model: str) -> dict[str, Any]:
     }
 
 
+# Read from the serving process's credentials: another web host may see them otherwise, and
+# the handoff checks them again itself, so they do not make a review stale.
+LOCAL_FIELDS = ("configured", "refusal")
+
+
 def review_id(content: dict[str, Any], next_event_index: int, conversation_length: int) -> str:
+    content = {k: v for k, v in content.items() if k not in LOCAL_FIELDS}
     canonical = json.dumps({"review": content, "nextEventIndex": next_event_index,
                             "conversationLength": conversation_length},
                            sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -130,3 +130,16 @@ def test_both_methods_are_in_the_openapi_document(local):
     operations = document["paths"]["/{slug}/v1/session/{session_id}/handoff"]
     assert set(operations) >= {"get", "post"}
     assert {"200", "409", "424", "502"} <= set(operations["post"]["responses"])
+
+
+@transactional
+def test_a_handoff_spends_the_callers_message_budget(people: People, duo, settings):
+    from agentsite.limits import Rate
+
+    session_id = start_as(people.mia.client, "duo")
+    settings.AGENTSITE_RATE_MESSAGES = Rate(1, 60, "1/min")
+    assert hand_over(people.mia.client, session_id, OTHER).status_code == 200
+    refused = hand_over(people.mia.client, session_id, ECHO)
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "rate_limited"
+    assert "Retry-After" in refused
+    assert Session.objects.get(pk=session_id).model == OTHER  # the refused one changed nothing

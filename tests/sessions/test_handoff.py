@@ -81,6 +81,19 @@ def test_the_review_lists_the_thinking_blocks_a_move_to_openai_drops(thinking_se
 
 
 @transactional
+def test_a_review_made_where_the_target_has_no_key_still_names_the_same_state(thinking_session, monkeypatch):
+    """Web hosts may differ in credentials: whether the target is configured does not make a review stale."""
+    session, _ = thinking_session
+    here = review(session, OPENAI)
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    elsewhere = review(session, OPENAI)
+    assert (here["configured"], elsewhere["configured"]) == (True, False)
+    assert elsewhere["refusal"]["code"] == "no_credential"
+    assert elsewhere["reviewId"] == here["reviewId"]
+
+
+@transactional
 def test_a_target_failing_its_confirm_leaves_the_session_on_its_source(local, thinking_session, both_servers):
     session, token = thinking_session
     anthropic, openai = both_servers
