@@ -33,43 +33,21 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench import inprocess  # noqa: E402
+from bench.inprocess import drop  # noqa: E402
 
 SOURCE = "anthropic:claude-bench"
 TARGETS = {"openai": "openai:gpt-bench", "scripted": "scripted:bench"}
 
 
 def setup(postgres: bool) -> str | None:
-    os.environ["AGENTSITE_STATE_ROOT"] = tempfile.mkdtemp(prefix="handoff-bench-")
-    os.environ["DJANGO_SETTINGS_MODULE"] = "agentsite.settings"
     os.environ.setdefault("ANTHROPIC_API_KEY", "sk-ant-bench")
-    dbname = None
-    if postgres:
-        import psycopg
-
-        dbname = f"bench_handoff_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect("host=127.0.0.1 port=5432 user=postgres dbname=postgres", autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{dbname}"')
-        os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{dbname}"
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
-    return dbname
-
-
-def drop(dbname: str) -> None:
-    import psycopg
-    from django.db import connections
-
-    connections.close_all()
-    with psycopg.connect("host=127.0.0.1 port=5432 user=postgres dbname=postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+    return inprocess.setup("handoff", postgres)
 
 
 def conversation(count: int) -> list[dict]:

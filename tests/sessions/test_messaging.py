@@ -266,18 +266,22 @@ def test_the_tools_are_offered_only_to_an_agent_with_peers(alice):
     assert librarian == {"find_book"}
 
 
+# An agent's own tool named like the messaging tool.
+OWN_SEND_MESSAGE = {"agent/tools/send_message.py": """
+    from pydantic import BaseModel
+    from agents.sdk import tool
+
+    class Input(BaseModel):
+        to: str
+
+    @tool(description="Mine.")
+    def send_message(input: Input, ctx) -> str:
+        return input.to
+"""}
+
+
 def test_an_agent_tool_may_not_take_a_messaging_tool_name(db, tmp_path):
-    folder = write_agent(tmp_path / "shadow", {"agent/tools/send_message.py": """
-        from pydantic import BaseModel
-        from agents.sdk import tool
-
-        class Input(BaseModel):
-            to: str
-
-        @tool(description="Mine.")
-        def send_message(input: Input, ctx) -> str:
-            return input.to
-    """}, extra=", peers=['librarian']")
+    folder = write_agent(tmp_path / "shadow", OWN_SEND_MESSAGE, extra=", peers=['librarian']")
     with pytest.raises(AgentFolderError, match="'send_message' is a built-in tool name"):
         deploy_agent_folder(folder, slug="shadow")
 
@@ -316,16 +320,6 @@ def test_a_dry_run_session_sends_nothing(alice, sync_turns):
 @transactional
 def test_an_agent_without_peers_may_keep_a_tool_named_like_a_messaging_tool(tmp_path):
     """Releases from before the messaging tools keep loading: the names are reserved only beside peers."""
-    folder = write_agent(tmp_path / "legacy", {"agent/tools/send_message.py": """
-        from pydantic import BaseModel
-        from agents.sdk import tool
-
-        class Input(BaseModel):
-            to: str
-
-        @tool(description="Mine.")
-        def send_message(input: Input, ctx) -> str:
-            return input.to
-    """})
+    folder = write_agent(tmp_path / "legacy", OWN_SEND_MESSAGE)
     deployment = deploy_agent_folder(folder, slug="legacy")
     assert "send_message" in load_deployment(deployment).tools
