@@ -53,6 +53,8 @@ def send(sender: Session, sender_agent: str, turn_id: str, target_slug: str, tex
        the session started) and the AgentMessage row.
     Raises MessageRefused with what the model should know.
     """
+    if not turn_id:  # the root of every turn-less send would be the same: one budget for the server
+        raise MessageRefused("send_message needs a session's turn to send from")
     target = Agent.objects.filter(slug=target_slug).select_related("active_deployment").first()
     if target is None or target.active_deployment is None:
         raise MessageRefused(f"not deployed: agent {target_slug!r} has no active deployment")

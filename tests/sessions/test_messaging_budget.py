@@ -13,9 +13,13 @@ import logging
 
 import pytest
 
-from sessions.admission import submit_message
+from agents.models import Agent
+from sessions.admission import start_session, submit_message
 from sessions.events import read_events
+from sessions.messaging.delivery import send
+from sessions.messaging.limits import MessageRefused
 from sessions.models import AgentMessage, Session, Turn
+from sessions.principal import Principal
 from tests.sessions.test_messaging import call, deploy_pair, open_session, results
 
 transactional = pytest.mark.django_db(transaction=True)
@@ -81,3 +85,12 @@ def test_under_the_budget_nothing_is_refused(alice, sync_turns, settings, tmp_pa
     open_session(alice, "ping", fan_out(threads=3, replies=2))
     assert AgentMessage.objects.filter(kind=AgentMessage.Kind.MESSAGE).count() == 9
     assert not [r for r in every_result() if "error" in r]
+
+
+@transactional
+def test_a_send_from_no_turn_is_refused_rather_than_counted_on_a_shared_budget(tmp_path):
+    deploy_pair(tmp_path, "ping", "pong")
+    sender = start_session(Agent.objects.get(slug="ping"), Principal("bearer", "alice"), "hi")
+    with pytest.raises(MessageRefused, match="^send_message needs a session's turn to send from$"):
+        send(sender.session, "ping", "", "pong", "hello")
+    assert not AgentMessage.objects.exists()
