@@ -3,8 +3,8 @@
 `AGENTSITE_RATE_SESSIONS` and `AGENTSITE_RATE_MESSAGES` are rates such as
 `30/min` (a count per `sec`, `min` or `hour`; `off` or empty: no limit);
 `AGENTSITE_MAX_RUNNING_TURNS` is a count (`0` or `off`: no cap). Between agents,
-`AGENTSITE_AGENT_HOP_LIMIT` is a count of at least 1 and `AGENTSITE_AGENT_MESSAGE_RATE`
-a rate per conversation. A value that
+`AGENTSITE_AGENT_HOP_LIMIT` and `AGENTSITE_AGENT_TURN_BUDGET` are counts of at least 1 and
+`AGENTSITE_AGENT_MESSAGE_RATE` a rate per conversation. A value that
 does not parse raises `LimitSettingInvalid` while the settings load, so every
 process refuses to start with a message naming the setting, as production
 mode's missing settings do (`manage.py` and `agentsite.asgi` print it alone).
@@ -22,8 +22,10 @@ DEFAULT_RATE_SESSIONS = "60/min"
 DEFAULT_RATE_MESSAGES = "120/min"
 DEFAULT_MAX_RUNNING_TURNS = "4"
 # Agents messaging each other (sessions.messaging): messages in a row between agents since a
-# person or a trigger last spoke, and messages per conversation (a pair of sessions).
+# person or a trigger last spoke, turns agents may start from one person's (or trigger's) message
+# across every conversation it fans into, and messages per conversation (a pair of sessions).
 DEFAULT_AGENT_HOP_LIMIT = "4"
+DEFAULT_AGENT_TURN_BUDGET = "20"
 DEFAULT_AGENT_MESSAGE_RATE = "30/min"
 
 UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}

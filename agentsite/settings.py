@@ -16,8 +16,8 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from agentsite.limits import (
-    DEFAULT_AGENT_HOP_LIMIT, DEFAULT_AGENT_MESSAGE_RATE, DEFAULT_MAX_RUNNING_TURNS, DEFAULT_RATE_MESSAGES,
-    DEFAULT_RATE_SESSIONS, parse_cap, parse_count, parse_per_minute, parse_rate,
+    DEFAULT_AGENT_HOP_LIMIT, DEFAULT_AGENT_MESSAGE_RATE, DEFAULT_AGENT_TURN_BUDGET, DEFAULT_MAX_RUNNING_TURNS,
+    DEFAULT_RATE_MESSAGES, DEFAULT_RATE_SESSIONS, parse_cap, parse_count, parse_per_minute, parse_rate,
 )
 from agentsite.production import FALLBACK_SECRET_KEY, environment, production_settings
 
@@ -385,9 +385,12 @@ AGENTSITE_RATE_MESSAGES = parse_rate("AGENTSITE_RATE_MESSAGES", os.environ.get("
 AGENTSITE_MAX_RUNNING_TURNS = parse_cap("AGENTSITE_MAX_RUNNING_TURNS", os.environ.get("AGENTSITE_MAX_RUNNING_TURNS"),
                                         DEFAULT_MAX_RUNNING_TURNS)
 # Agents messaging each other (sessions.messaging): how many messages may pass between agents in a
-# row before one is refused, and how many one conversation (a pair of sessions) may carry per window.
+# row before one is refused, how many turns they may start in all from one person's (or trigger's)
+# message, and how many messages one conversation (a pair of sessions) may carry per window.
 AGENTSITE_AGENT_HOP_LIMIT = parse_count("AGENTSITE_AGENT_HOP_LIMIT", os.environ.get("AGENTSITE_AGENT_HOP_LIMIT"),
                                         DEFAULT_AGENT_HOP_LIMIT)
+AGENTSITE_AGENT_TURN_BUDGET = parse_count("AGENTSITE_AGENT_TURN_BUDGET", os.environ.get("AGENTSITE_AGENT_TURN_BUDGET"),
+                                          DEFAULT_AGENT_TURN_BUDGET)
 AGENTSITE_AGENT_MESSAGE_RATE = parse_per_minute("AGENTSITE_AGENT_MESSAGE_RATE",
                                                 os.environ.get("AGENTSITE_AGENT_MESSAGE_RATE"), DEFAULT_AGENT_MESSAGE_RATE)
 AGENTSITE_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTSITE_MAX_MESSAGE_CHARS", "100000"))

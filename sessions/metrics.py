@@ -50,23 +50,28 @@ if os.environ.get("PROMETHEUS_MULTIPROC_DIR") and not values.ValueClass._multipr
     # multiprocess value class now, as the library would have, for every metric made from here on.
     values.ValueClass = values.get_value_class()
 
+# Every family that counts sessions, turns, model or tool calls, tokens or their time carries `purpose`:
+# `eval` for an eval run's session, `live` for every other, so regression runs never pass for traffic.
 TURNS = Counter("agentsite_turns", "Turns that ended, by agent, how they ended (completed, failed, interrupted) "
-                "and the session's purpose (`eval` for an eval run's, else empty).", ["agent", "status", "purpose"])
+                "and the session's purpose (`eval` for an eval run's, else `live`).", ["agent", "status", "purpose"])
 SESSIONS = Counter("agentsite_sessions", "Sessions started, by agent and purpose (`eval` for an eval run's, "
-                   "else empty).", ["agent", "purpose"])
+                   "else `live`).", ["agent", "purpose"])
 TURN_DURATION = Histogram(
-    "agentsite_turn_duration_seconds", "A turn's length, from its creation to its settle (parked time included).",
-    ["agent"], buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600))
+    "agentsite_turn_duration_seconds", "A turn's length, from its creation to its settle (parked time included), "
+    "by agent and purpose.", ["agent", "purpose"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600))
 TURN_QUEUE = Histogram(
-    "agentsite_turn_queue_seconds", "A turn's wait for a worker (after an approval, its second wait included).",
-    ["agent"], buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
+    "agentsite_turn_queue_seconds", "A turn's wait for a worker (after an approval, its second wait included), "
+    "by agent and purpose.", ["agent", "purpose"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
 FIRST_TOKEN = Histogram(
-    "agentsite_model_first_token_seconds", "A model call's time to its first output.",
-    ["agent", "model"], buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60))
+    "agentsite_model_first_token_seconds", "A model call's time to its first output, by agent, model and purpose.",
+    ["agent", "model", "purpose"], buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60))
 TOKENS = Counter("agentsite_tokens", "Tokens the providers reported, by kind (input, output, cache_read, "
-                 "cache_write); calls whose usage is unknown count nothing.", ["agent", "model", "kind"])
+                 "cache_write) and purpose; calls whose usage is unknown count nothing.",
+                 ["agent", "model", "kind", "purpose"])
 TOOL_CALLS = Counter("agentsite_tool_calls", "Tool calls a model loop ran or had denied, by outcome (done, failed, "
-                     "denied, interrupted, stubbed).", ["agent", "tool", "outcome"])
+                     "denied, interrupted, stubbed) and purpose.", ["agent", "tool", "outcome", "purpose"])
 STREAMS_OPEN = Gauge("agentsite_streams_open", "Event streams open now, by transport (websocket, sse, ndjson).",
                      ["transport"], multiprocess_mode="livesum")
 TIMER_LATENESS = Histogram(
@@ -94,8 +99,8 @@ def agent_of(session: Session) -> str:
 
 
 def purpose_of(session: Session) -> str:
-    """The session's purpose as a label: "eval" or "", so the label's values stay two."""
-    return "eval" if session.run_options.purpose == "eval" else ""
+    """The session's purpose as a label: "eval" or "live", so the label's values stay two."""
+    return "eval" if session.run_options.purpose == "eval" else "live"
 
 
 def _seconds(timings: dict[str, Any], key: str) -> float | None:
@@ -128,13 +133,13 @@ def never_fails(record: Callable[_P, None]) -> Callable[_P, None]:
 @never_fails
 def turn_ended(session: Session, status: str, timings: dict[str, Any] | None) -> None:
     """A turn settled (`lifecycle.settle`): its outcome, and its length and queue wait from its timings."""
-    agent = agent_of(session)
-    TURNS.labels(agent, status, purpose_of(session)).inc()
+    agent, purpose = agent_of(session), purpose_of(session)
+    TURNS.labels(agent, status, purpose).inc()
     if timings:
         if (total := _seconds(timings, "totalMs")) is not None:
-            TURN_DURATION.labels(agent).observe(total)
+            TURN_DURATION.labels(agent, purpose).observe(total)
         if (queue := _seconds(timings, "queueMs")) is not None:
-            TURN_QUEUE.labels(agent).observe(queue)
+            TURN_QUEUE.labels(agent, purpose).observe(queue)
 
 
 @never_fails
@@ -146,20 +151,20 @@ def session_started(session: Session) -> None:
 @never_fails
 def model_called(session: Session, model: str, first_output_seconds: float | None, usage: Usage) -> None:
     """One model call ended (`runner.Runner.run`): its time to first output and its tokens."""
-    agent = agent_of(session)
+    agent, purpose = agent_of(session), purpose_of(session)
     if first_output_seconds is not None:
-        FIRST_TOKEN.labels(agent, model).observe(max(first_output_seconds, 0.0))
+        FIRST_TOKEN.labels(agent, model, purpose).observe(max(first_output_seconds, 0.0))
     if usage:  # None: the provider reported nothing, which is not zero
         for key, kind in TOKEN_KINDS:
             if count := usage.get(key):
-                TOKENS.labels(agent, model, kind).inc(count)
+                TOKENS.labels(agent, model, kind, purpose).inc(count)
 
 
 @never_fails
 def tool_call_ended(session: Session, row: ToolCall) -> None:
     """A call's `action.result` was emitted by a model loop: count it by its outcome."""
     outcome = "stubbed" if row.stubbed else row.status
-    TOOL_CALLS.labels(agent_of(session), row.tool, outcome).inc()
+    TOOL_CALLS.labels(agent_of(session), row.tool, outcome, purpose_of(session)).inc()
 
 
 @never_fails

@@ -21,7 +21,9 @@ from django.db import IntegrityError, transaction
 from agents.discovery import load_deployment
 from agents.models import Agent
 from sessions.admission import AdmissionError, start_session, submit_message
-from sessions.messaging.limits import MessageRefused, check_hops, check_rate, check_sent, next_hops
+from sessions.messaging.limits import (
+    MessageRefused, budget_lock, check_budget, check_hops, check_rate, check_sent, next_hops, root_of,
+)
 from sessions.models import AgentMessage, Session, Turn
 from sessions.pglocks import lock_for_transaction
 from sessions.principal import Principal
@@ -47,16 +49,20 @@ def send(sender: Session, sender_agent: str, turn_id: str, target_slug: str, tex
 
     1. the target must be deployed, and the message within the hop limit;
     2. the recipient session: the opener of the sender's (the reply path), else the keyed one;
-    3. in one transaction: the conversation's rate, the turn queued (or the session started)
-       and the AgentMessage row.
+    3. in one transaction: the root's turn budget, the conversation's rate, the turn queued (or
+       the session started) and the AgentMessage row.
     Raises MessageRefused with what the model should know.
     """
+    if not turn_id:  # the root of every turn-less send would be the same: one budget for the server
+        raise MessageRefused("send_message needs a session's turn to send from")
     target = Agent.objects.filter(slug=target_slug).select_related("active_deployment").first()
     if target is None or target.active_deployment is None:
         raise MessageRefused(f"not deployed: agent {target_slug!r} has no active deployment")
-    hops = next_hops(Turn.objects.filter(pk=turn_id).values_list("origin", flat=True).first())
+    trigger, sending = Turn.objects.filter(pk=turn_id).values_list("trigger", "origin").first() or (None, None)
+    hops = next_hops(sending)
     check_hops(hops)
-    origin = {"agent": sender_agent, "sessionId": sender.id, "turnId": turn_id, "hops": hops}
+    root = root_of(turn_id, trigger, sending)
+    origin = {"agent": sender_agent, "sessionId": sender.id, "turnId": turn_id, "hops": hops, "root": root}
     if thread:
         origin["thread"] = thread
     key = conversation_key(sender.id, target.slug, thread)
@@ -65,8 +71,12 @@ def send(sender: Session, sender_agent: str, turn_id: str, target_slug: str, tex
     load_deployment(target.active_deployment)
     created = False
     with transaction.atomic():
+        # The sends descending from one person's message count one after another, whichever sessions
+        # send them. Taken first: every send takes this lock, then the sender's, then the pair's.
+        lock_for_transaction(budget_lock(root))
+        check_budget(root, sender_agent, target.slug)
         # A session's sends count one after another, new conversations included (else a fresh thread
-        # on each call would fan out unbounded). Taken first: every send takes this lock, then the pair's.
+        # on each call would fan out unbounded).
         lock_for_transaction(sender_lock(sender.id))
         check_sent(sender.id)
         if recipient is not None:
@@ -92,7 +102,7 @@ def send(sender: Session, sender_agent: str, turn_id: str, target_slug: str, tex
                 raise MessageRefused(f"not delivered: {exc.message}") from exc
         row = AgentMessage.objects.create(kind=AgentMessage.Kind.MESSAGE, sender=sender, sender_agent=sender_agent,
                                           recipient=admitted.session, thread=thread, text=text, hops=hops,
-                                          turn=admitted.turn)
+                                          root=root, turn=admitted.turn)
     return Delivered(session_id=admitted.session.id, message_id=row.id, created=created)
 
 

@@ -4,6 +4,12 @@ Two agents told to keep talking would otherwise run turns (and spend on a
 model) forever. `AGENTSITE_AGENT_HOP_LIMIT`: how many messages may pass
 between agents in a row since a person or a trigger last spoke (a turn they
 started has 0 hops; a message sent from a turn carries its hops + 1).
+`AGENTSITE_AGENT_TURN_BUDGET`: how many turns agents' messages may start in
+all from one turn a person or a trigger started (its root), across every
+session and thread they fan into; each message starts one turn, and carries
+its root, so the count is of the root's AgentMessage rows, made one after
+another under a lock on the root (the depth bound alone lets a tree of
+threads grow to the hop limit's power).
 `AGENTSITE_AGENT_MESSAGE_RATE`: how many messages (and replies) one
 conversation, a pair of sessions in both directions, may carry per window,
 counted from the AgentMessage rows; the same count bounds the messages one
@@ -12,6 +18,7 @@ through a new thread (a new conversation) on every call.
 """
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -19,7 +26,9 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from sessions.models import AgentMessage
+from sessions.models import AgentMessage, Turn
+
+log = logging.getLogger(__name__)
 
 
 class MessageRefused(Exception):
@@ -29,6 +38,34 @@ class MessageRefused(Exception):
 def next_hops(origin: dict[str, Any] | None) -> int:
     """The hops of a message sent from a turn with this origin."""
     return int((origin or {}).get("hops") or 0) + 1
+
+
+def root_of(turn_id: str, trigger: str | None, origin: dict[str, Any] | None) -> str:
+    """The turn a person or a trigger started that turn `turn_id` descends from: itself, unless
+    another agent's message started it (then the root that message carried)."""
+    if trigger != Turn.Trigger.AGENT:
+        return turn_id
+    origin = origin or {}
+    # A message from before roots were carried: its sending turn is the nearest root known.
+    return str(origin.get("root") or origin.get("turnId") or turn_id)
+
+
+def budget_lock(root: str) -> str:
+    """The advisory lock's name of one root's turn budget."""
+    return "agentmsg-root\0" + root
+
+
+def check_budget(root: str, sender_agent: str, target: str) -> None:
+    """Refuse once the root's messages (each a turn of an agent) reached the budget. Under `budget_lock(root)`."""
+    budget = settings.AGENTSITE_AGENT_TURN_BUDGET
+    spent = AgentMessage.objects.filter(root=root, kind=AgentMessage.Kind.MESSAGE).count()
+    if spent < budget:
+        return
+    log.warning("agent turn budget spent: turn %s has caused %d turns of agents (AGENTSITE_AGENT_TURN_BUDGET=%d); "
+                "refused %s's message to %s", root, spent, budget, sender_agent, target)
+    raise MessageRefused(
+        f"turn budget: the message that started this work has already caused {spent} turns of agents, and at most "
+        f"{budget} may follow from one (AGENTSITE_AGENT_TURN_BUDGET); answer with what you have")
 
 
 def check_hops(hops: int) -> None:

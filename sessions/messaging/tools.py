@@ -69,8 +69,8 @@ def messaging_tools(loaded: LoadedAgent) -> dict[str, Tool]:
             raise MessageRefused(f"not reachable: {input.to!r} is not an agent this one may message; "
                                  f"it may message: {', '.join(peers)}")
         session = ctx.host.session if ctx.host is not None else None
-        if session is None:
-            raise MessageRefused("send_message needs a session to send from")
+        if session is None or not ctx.host.turn_id:  # the turn is what the loop guards count from
+            raise MessageRefused("send_message needs a session's turn to send from")
         if len(input.text) > settings.AGENTSITE_MAX_MESSAGE_CHARS:  # what a person's message may be, no more
             raise MessageRefused(f"too long: a message is at most {settings.AGENTSITE_MAX_MESSAGE_CHARS} characters "
                                  f"({len(input.text)} given); send less")

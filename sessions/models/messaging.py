@@ -32,6 +32,9 @@ class AgentMessage(models.Model):
     text = models.TextField()
     # Messages between agents since a person or a trigger last spoke: the loop guard.
     hops = models.PositiveSmallIntegerField(default=1)
+    # The turn a person or a trigger started that this message descends from (kind message): the turn
+    # budget counts the messages of one root, whichever sessions and threads they fanned into.
+    root = models.CharField(max_length=40, blank=True)
     # The recipient's turn a message became (kind message).
     turn = models.ForeignKey("Turn", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
@@ -42,6 +45,7 @@ class AgentMessage(models.Model):
         indexes = [
             models.Index(fields=["recipient", "kind", "read_at"], name="agentmsg_unread"),
             models.Index(fields=["sender", "created_at"], name="agentmsg_rate"),
+            models.Index(fields=["root", "kind"], name="agentmsg_budget"),
         ]
 
     def __str__(self) -> str:

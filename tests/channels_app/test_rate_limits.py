@@ -63,6 +63,7 @@ def test_the_loop_guards_between_agents_parse_a_count_and_a_rate_per_minute():
 @pytest.mark.parametrize("name,value", [("AGENTSITE_RATE_SESSIONS", "30/fortnight"),
                                         ("AGENTSITE_MAX_RUNNING_TURNS", "lots"),
                                         ("AGENTSITE_AGENT_HOP_LIMIT", "0"),
+                                        ("AGENTSITE_AGENT_TURN_BUDGET", "off"),
                                         ("AGENTSITE_AGENT_MESSAGE_RATE", "30/fortnight")])
 def test_a_bad_limit_setting_stops_the_server_starting_with_a_message(name, value):
     done = subprocess.run([sys.executable, str(ROOT / "manage.py"), "check"], cwd=ROOT, capture_output=True,

@@ -156,12 +156,15 @@ def test_eval_sessions_carry_their_purpose_in_metrics(server, projects):
         created = client.post("/shop/v1/session", json={"message": "/reply plain"}).json()
         read_stream_until(client, created["streamUrl"], "turn.completed")
     assert scrape(server, "agentsite_sessions_total", agent="shop", purpose="eval") >= 1
-    assert scrape(server, "agentsite_sessions_total", agent="shop", purpose="") >= 1
+    assert scrape(server, "agentsite_sessions_total", agent="shop", purpose="live") >= 1
     assert scrape(server, "agentsite_turns_total", agent="shop", purpose="eval", status="completed") >= 1
-    assert scrape(server, "agentsite_turns_total", agent="shop", purpose="", status="completed") >= 1
+    assert scrape(server, "agentsite_turns_total", agent="shop", purpose="live", status="completed") >= 1
+    for name in ("agentsite_turn_duration_seconds_count", "agentsite_model_first_token_seconds_count",
+                 "agentsite_tokens_total"):
+        assert scrape(server, name, agent="shop", purpose="eval") >= 1, name
     with server.client() as client:
         purposes = set(re.findall(r'purpose="([^"]*)"', client.get("/metrics").text))
-    assert purposes <= {"eval", ""}
+    assert purposes == {"eval", "live"}
 
 
 def test_a_captured_session_is_a_case_that_passes(server, tmp_path):

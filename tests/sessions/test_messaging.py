@@ -89,7 +89,8 @@ def test_a_question_and_its_answer_across_two_sessions(alice, bob, sync_turns):
     first_turn = Turn.objects.filter(session_id=asked).order_by("created_at").first()
     turn = Turn.objects.get(session_id=recipient_id)
     assert turn.trigger == Turn.Trigger.AGENT and turn.status == Turn.Status.COMPLETED
-    assert turn.origin == {"agent": "concierge", "sessionId": asked, "turnId": first_turn.id, "hops": 1}
+    assert turn.origin == {"agent": "concierge", "sessionId": asked, "turnId": first_turn.id, "hops": 1,
+                           "root": first_turn.id}
     found = [r for r in results(recipient_id) if r["toolName"] == "find_book"]
     assert found and found[0]["output"]["shelf"] == "SF-3"
     message = AgentMessage.objects.get(kind=AgentMessage.Kind.MESSAGE)

@@ -67,13 +67,52 @@ def test_a_worker_records_a_turn_without_a_query(support_agent, django_assert_nu
     session = Session.objects.get(pk=started.pk)
     session.deployment = release(session.deployment_id, support_agent.active_deployment.content_hash)
     row = ToolCall(tool="lookup_order", status=ToolCall.Status.DONE)
-    before = metrics.TURNS.labels("support", "completed", "")._value.get()
+    before = metrics.TURNS.labels("support", "completed", "live")._value.get()
     with django_assert_num_queries(0):
         metrics.turn_ended(session, "completed", {"queueMs": 12.0, "totalMs": 80.0})
         metrics.model_called(session, "scripted:echo", 0.01, {"inputTokens": 5, "outputTokens": 3})
         metrics.model_called(session, "scripted:echo", None, None)  # unknown usage counts nothing
         metrics.tool_call_ended(session, row)
-    assert metrics.TURNS.labels("support", "completed", "")._value.get() == before + 1
+    assert metrics.TURNS.labels("support", "completed", "live")._value.get() == before + 1
+
+
+def scraped(client) -> dict[tuple[str, tuple], float]:
+    answer = client.get("/metrics")
+    assert answer.status_code == 200, answer.content
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(answer.content.decode()) for s in family.samples}
+
+
+def total(samples: dict[tuple[str, tuple], float], name: str, **labels: str) -> float:
+    """The sum of the samples of `name` whose labels include `labels` (any model, kind or outcome)."""
+    return sum(value for (found, have), value in samples.items()
+               if found == name and set(labels.items()) <= set(have))
+
+
+# Every family counting turns, sessions, model or tool calls, tokens or their time.
+BY_PURPOSE = ("agentsite_turns_total", "agentsite_sessions_total", "agentsite_turn_duration_seconds_count",
+              "agentsite_turn_duration_seconds_sum", "agentsite_turn_queue_seconds_count",
+              "agentsite_model_first_token_seconds_count", "agentsite_tokens_total", "agentsite_tool_calls_total")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("purpose", ["eval", "live"])
+def test_a_turn_counts_under_its_sessions_purpose_in_every_family(support_agent, local, sync_turns, purpose):
+    before = scraped(local)
+    body = {"message": '/call lookup_order {"order_id": "A100"}', **({"purpose": "eval"} if purpose == "eval" else {})}
+    created = local.post("/support/v1/session", body, content_type="application/json")
+    assert created.status_code == 201, created.content
+    assert Turn.objects.get(session_id=created.json()["sessionId"]).status == Turn.Status.COMPLETED
+    after = scraped(local)
+    other = "live" if purpose == "eval" else "eval"
+    for name in BY_PURPOSE:
+        assert total(after, name, agent="support", purpose=purpose) > total(before, name, agent="support",
+                                                                            purpose=purpose), name
+        assert total(after, name, agent="support", purpose=other) == total(before, name, agent="support",
+                                                                           purpose=other), name
+    assert total(after, "agentsite_tool_calls_total", tool="lookup_order", outcome="done", purpose=purpose) == total(
+        before, "agentsite_tool_calls_total", tool="lookup_order", outcome="done", purpose=purpose) + 1
+    assert not [key for key in after if key[0] in BY_PURPOSE and "purpose" not in dict(key[1])]
 
 
 def test_timer_lateness_is_how_long_after_its_due_time_a_reminder_fired(support_agent):

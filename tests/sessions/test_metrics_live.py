@@ -28,6 +28,7 @@ pytestmark = pytest.mark.slow
 TOKEN = "metrics-token-for-the-live-test"
 AGENT = "support"
 SESSION_ROUTE = "<slug:slug>/v1/session"
+LIVE = "live"
 Samples = dict[tuple[str, tuple], float]
 
 
@@ -54,9 +55,9 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
-def start(server: Server, message: str) -> dict:
+def start(server: Server, message: str, **body: str) -> dict:
     with server.client() as client:
-        created = client.post(f"/{AGENT}/v1/session", json={"message": message})
+        created = client.post(f"/{AGENT}/v1/session", json={"message": message, **body})
     assert created.status_code == 201, created.text
     return created.json()
 
@@ -122,29 +123,52 @@ def test_counters_histograms_and_gauges_across_replaced_workers(server):
     events = [e for s in sessions for e in events_until(server, s, "session.waiting")]
     ended = [e for e in events if e["type"] in ("turn.completed", "turn.failed")]
     assert len(ended) == 8
-    assert moved("agentsite_turns_total", agent=AGENT, status="completed", purpose="") == 7
-    assert moved("agentsite_turns_total", agent=AGENT, status="failed", purpose="") == 1
-    assert moved("agentsite_turn_duration_seconds_count", agent=AGENT) == 8
-    assert moved("agentsite_turn_queue_seconds_count", agent=AGENT) == 8
-    assert moved("agentsite_turn_duration_seconds_sum", agent=AGENT) == pytest.approx(
+    assert moved("agentsite_turns_total", agent=AGENT, status="completed", purpose=LIVE) == 7
+    assert moved("agentsite_turns_total", agent=AGENT, status="failed", purpose=LIVE) == 1
+    assert moved("agentsite_turn_duration_seconds_count", agent=AGENT, purpose=LIVE) == 8
+    assert moved("agentsite_turn_queue_seconds_count", agent=AGENT, purpose=LIVE) == 8
+    assert moved("agentsite_turn_duration_seconds_sum", agent=AGENT, purpose=LIVE) == pytest.approx(
         sum(e["data"]["timings"]["totalMs"] for e in ended) / 1000, abs=0.01)
 
     model = next(e for e in events if e["type"] == "agent.bound")["data"]["model"]
     steps = [e for e in events if e["type"] == "step.completed"]
-    assert moved("agentsite_model_first_token_seconds_count", agent=AGENT, model=model) == len(steps)
+    assert moved("agentsite_model_first_token_seconds_count", agent=AGENT, model=model, purpose=LIVE) == len(steps)
     for key, kind in (("inputTokens", "input"), ("outputTokens", "output")):
         reported = sum((e["data"]["usage"] or {}).get(key, 0) for e in ended)
         assert reported > 0
-        assert moved("agentsite_tokens_total", agent=AGENT, model=model, kind=kind) == reported
+        assert moved("agentsite_tokens_total", agent=AGENT, model=model, kind=kind, purpose=LIVE) == reported
 
-    assert moved("agentsite_tool_calls_total", agent=AGENT, tool="lookup_order", outcome="done") == 1
-    assert moved("agentsite_tool_calls_total", agent=AGENT, tool="lookup_order", outcome="failed") == 1
-    assert moved("agentsite_tool_calls_total", agent=AGENT, tool="cancel_order", outcome="done") == 1
+    for tool, outcome in (("lookup_order", "done"), ("lookup_order", "failed"), ("cancel_order", "done")):
+        assert moved("agentsite_tool_calls_total", agent=AGENT, tool=tool, outcome=outcome, purpose=LIVE) == 1
     assert moved("agentsite_http_requests_total", route=SESSION_ROUTE, status="201") == len(sessions)
     assert value(after, "agentsite_approvals_pending") == value(before, "agentsite_approvals_pending")
     assert value(after, "agentsite_queue_depth") == 0
     # The replaced workers' files are still summed: dropping them would have lost turns above.
     assert any((server.state_root / "metrics" / f"counter_{pid}.db").exists() for pid in dead_workers(server))
+
+
+def test_an_eval_runs_turn_counts_as_eval_in_every_family_and_never_as_live(server):
+    """Loopback may ask for an eval session, as an eval run on this host does."""
+    before = scrape(server)
+    session_id = start(server, '/call lookup_order {"order_id": "A100"}', purpose="eval")["sessionId"]
+    events = events_until(server, session_id, "session.waiting")
+    model = next(e for e in events if e["type"] == "agent.bound")["data"]["model"]
+    after = scrape(server)
+
+    def moved(name: str, **labels: str) -> dict[str, float]:
+        return {purpose: value(after, name, **labels, purpose=purpose) - value(before, name, **labels, purpose=purpose)
+                for purpose in ("eval", LIVE)}
+
+    assert moved("agentsite_sessions_total", agent=AGENT) == {"eval": 1, LIVE: 0}
+    assert moved("agentsite_turns_total", agent=AGENT, status="completed") == {"eval": 1, LIVE: 0}
+    assert moved("agentsite_turn_duration_seconds_count", agent=AGENT) == {"eval": 1, LIVE: 0}
+    assert moved("agentsite_turn_queue_seconds_count", agent=AGENT) == {"eval": 1, LIVE: 0}
+    steps = len([e for e in events if e["type"] == "step.completed"])
+    assert moved("agentsite_model_first_token_seconds_count", agent=AGENT, model=model) == {"eval": steps, LIVE: 0}
+    for kind in ("input", "output"):
+        tokens = moved("agentsite_tokens_total", agent=AGENT, model=model, kind=kind)
+        assert tokens["eval"] > 0 and tokens[LIVE] == 0
+    assert moved("agentsite_tool_calls_total", agent=AGENT, tool="lookup_order", outcome="done") == {"eval": 1, LIVE: 0}
 
 
 def open_streams(server: Server, transport: str) -> float:

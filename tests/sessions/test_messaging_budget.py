@@ -1,0 +1,96 @@
+"""The turn budget of agents messaging each other: one person's message may cause at most
+`AGENTSITE_AGENT_TURN_BUDGET` turns of agents, across every thread and session it fans into.
+
+Two agents on the scripted model, each the other's only peer: a person asks `ping` to send to
+`pong` on three threads (three sessions of pong), and each pong session sends two messages back
+into ping's session. Nine turns of agents would follow; the budget lets the first few run and
+refuses the rest as the sending call's error (a refused send causes no more: which sends are
+refused depends on the order the turns run in, inline here with `sync_turns`).
+"""
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from agents.models import Agent
+from sessions.admission import start_session, submit_message
+from sessions.events import read_events
+from sessions.messaging.delivery import send
+from sessions.messaging.limits import MessageRefused
+from sessions.models import AgentMessage, Session, Turn
+from sessions.principal import Principal
+from tests.sessions.test_messaging import call, deploy_pair, open_session, results
+
+transactional = pytest.mark.django_db(transaction=True)
+REFUSED = "MessageRefused: turn budget: "
+
+
+def fan_out(threads: int, replies: int) -> str:
+    """ping sends to pong on `threads` threads; each pong session sends `replies` messages back to ping."""
+    back = "\n/next\n".join(call("send_message", to="ping", text=f"reply {n}") for n in range(replies))
+    return "\n/next\n".join(call("send_message", to="pong", text=back, thread=f"t{n}") for n in range(threads))
+
+
+def every_result() -> list[dict]:
+    return [r for session_id in Session.objects.values_list("id", flat=True) for r in results(session_id)]
+
+
+@transactional
+def test_a_fan_out_over_several_threads_stops_at_the_budget(alice, sync_turns, settings, tmp_path, caplog):
+    settings.AGENTSITE_AGENT_TURN_BUDGET = 5
+    deploy_pair(tmp_path, "ping", "pong")
+    with caplog.at_level(logging.WARNING, logger="sessions.messaging.limits"):
+        started, _ = open_session(alice, "ping", fan_out(threads=3, replies=2))
+    person_turn = Turn.objects.get(session_id=started, trigger=Turn.Trigger.USER)
+
+    # Five turns of agents ran, in several sessions of pong; all of them the person's message's.
+    sent = AgentMessage.objects.filter(kind=AgentMessage.Kind.MESSAGE)
+    assert sent.count() == 5 and {m.root for m in sent} == {person_turn.id}
+    agent_turns = Turn.objects.filter(trigger=Turn.Trigger.AGENT)
+    assert agent_turns.count() == 5 and {t.origin["root"] for t in agent_turns} == {person_turn.id}
+    assert Session.objects.filter(agent__slug="pong").count() >= 2
+
+    # The sends after those were refused, each as its call's error, which the model read back.
+    refused = [r for r in every_result() if r.get("error", "").startswith(REFUSED)]
+    assert refused and not [r for r in every_result() if "error" in r and r not in refused]
+    assert refused[0]["error"] == (
+        REFUSED + "the message that started this work has already caused 5 turns of agents, and at most 5 may follow "
+        "from one (AGENTSITE_AGENT_TURN_BUDGET); answer with what you have")
+    assert {r["toolName"] for r in refused} == {"send_message"}
+    replies = [e["data"]["text"] for s in Session.objects.all() for e in read_events(s.id)
+               if e["type"] == "message.completed"]
+    assert sum("turn budget" in text for text in replies) >= 1
+
+    # Each refusal is one warning line naming the root turn and the budget, without a traceback.
+    lines = [r for r in caplog.records if r.name == "sessions.messaging.limits"]
+    assert len(lines) == len(refused)
+    for record in lines:
+        assert record.levelno == logging.WARNING and record.exc_info is None and "\n" not in record.getMessage()
+        assert record.getMessage().startswith(f"agent turn budget spent: turn {person_turn.id} has caused 5 turns")
+        assert "(AGENTSITE_AGENT_TURN_BUDGET=5)" in record.getMessage()
+
+    # The person speaks again: a new message, a new budget.
+    # (Through admission: the agents' messages into ping's session rotated the token the person held.)
+    submit_message(Session.objects.get(pk=started), call("send_message", to="pong", text="again", thread="t9"))
+    again = Turn.objects.filter(session_id=started, trigger=Turn.Trigger.USER).order_by("created_at").last()
+    assert results(started)[-1]["output"]["delivered"] is True
+    assert AgentMessage.objects.get(kind=AgentMessage.Kind.MESSAGE, root=again.id).thread == "t9"
+
+
+@transactional
+def test_under_the_budget_nothing_is_refused(alice, sync_turns, settings, tmp_path):
+    settings.AGENTSITE_AGENT_TURN_BUDGET = 9
+    deploy_pair(tmp_path, "ping", "pong")
+    open_session(alice, "ping", fan_out(threads=3, replies=2))
+    assert AgentMessage.objects.filter(kind=AgentMessage.Kind.MESSAGE).count() == 9
+    assert not [r for r in every_result() if "error" in r]
+
+
+@transactional
+def test_a_send_from_no_turn_is_refused_rather_than_counted_on_a_shared_budget(tmp_path):
+    deploy_pair(tmp_path, "ping", "pong")
+    sender = start_session(Agent.objects.get(slug="ping"), Principal("bearer", "alice"), "hi")
+    with pytest.raises(MessageRefused, match="^send_message needs a session's turn to send from$"):
+        send(sender.session, "ping", "", "pong", "hello")
+    assert not AgentMessage.objects.exists()
