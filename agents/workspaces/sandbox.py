@@ -29,6 +29,7 @@ import functools
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import zlib
@@ -51,7 +52,9 @@ ETC_FILES = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "local
 NETWORK_ETC_FILES = ("resolv.conf", "hosts", "host.conf", "gai.conf", "protocols", "services", "ssl",
                      "ca-certificates", "ca-certificates.conf")
 MiB = 1024 * 1024
-SCRATCH_BYTES = 64 * MiB  # each of /tmp and /dev/shm inside (memory-backed)
+SCRATCH_BYTES = 64 * MiB  # each of /tmp and /dev/shm inside (memory-backed, bounded on their own)
+WALK_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+WALK_DEPTH = 256
 
 
 @dataclass(frozen=True)
@@ -230,38 +233,73 @@ def hand_over(root: Path) -> int:
 
     When the server is root the sandbox runs as the workspace's own uid, so
     entries the server wrote (the materialized workspace, file tool writes,
-    sent files) change owner. A file with more than one link is left alone: its other name may
-    be outside the workspace.
+    sent files) change owner. The sandbox may be running meanwhile (calls of one
+    step run in parallel), swapping folders for links to host folders: the walk
+    (`_entries`) never follows a link, and each entry changes owner by name in a
+    directory held open (fchownat with AT_SYMLINK_NOFOLLOW), so a link swapped in
+    changes owner itself, never what it points to. A file with more than one
+    link is left alone: its other name may be outside the workspace.
     """
     uid, gid = runs_as(root)
     total = 0
-    for path, info, is_dir in _walk(str(root)):
+    for dir_fd, name, info in _entries(root):
         total += info.st_blocks * 512
-        if info.st_uid != uid and (is_dir or info.st_nlink == 1):
+        if info.st_uid != uid and (stat.S_ISDIR(info.st_mode) or info.st_nlink == 1):
             with contextlib.suppress(FileNotFoundError):
-                os.lchown(path, uid, gid)
-    if os.lstat(root).st_uid != uid:
-        os.lchown(root, uid, gid)
+                os.chown(name, uid, gid, dir_fd=dir_fd, follow_symlinks=False)
+    fd = os.open(root, WALK_FLAGS)
+    try:
+        if os.fstat(fd).st_uid != uid:
+            os.fchown(fd, uid, gid)
+    finally:
+        os.close(fd)
     return total
 
 
 def disk_used(root: Path) -> int:
     """Bytes of disk a workspace holds (allocated blocks, so sparse files count what they use)."""
-    return sum(info.st_blocks * 512 for _, info, _ in _walk(str(root)))
+    return sum(info.st_blocks * 512 for _, _, info in _entries(root))
 
 
-def _walk(top: str) -> Iterator[tuple[str, os.stat_result, bool]]:
-    """Every entry under `top`, never following a link; entries removed meanwhile are skipped."""
+def _entries(top: Path) -> Iterator[tuple[int, str, os.stat_result]]:
+    """Every entry under `top`: the descriptor of its directory, its name and its own status (lstat).
+
+    Each directory is opened from its parent's descriptor with O_NOFOLLOW, so a
+    folder swapped for a link after it was listed is skipped, never followed; the
+    descriptors of the directories being walked stay open meanwhile (WALK_DEPTH
+    levels at most: a deeper tree is the sandbox's own making, not counted further).
+    Entries removed meanwhile are skipped.
+    """
     try:
-        entries = list(os.scandir(top))
+        fd = os.open(top, WALK_FLAGS)
     except OSError:
         return
-    for entry in entries:
-        try:
-            info = entry.stat(follow_symlinks=False)
-            is_dir = entry.is_dir(follow_symlinks=False)
-        except OSError:
-            continue
-        yield entry.path, info, is_dir
-        if is_dir:
-            yield from _walk(entry.path)
+    stack = [(fd, iter(_names(fd)))]
+    try:
+        while stack:
+            fd, names = stack[-1]
+            name = next(names, None)
+            if name is None:
+                os.close(stack.pop()[0])
+                continue
+            try:
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                continue
+            yield fd, name, info
+            if stat.S_ISDIR(info.st_mode) and len(stack) < WALK_DEPTH:
+                try:
+                    child = os.open(name, WALK_FLAGS, dir_fd=fd)
+                except OSError:  # gone, or no longer a directory (ELOOP: a link swapped in)
+                    continue
+                stack.append((child, iter(_names(child))))
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+
+
+def _names(fd: int) -> list[str]:
+    try:
+        return os.listdir(fd)
+    except OSError:
+        return []
