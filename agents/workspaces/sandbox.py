@@ -6,12 +6,14 @@ to an unprivileged uid of its workspace's own (root is exempt from the
 process-count limit, and owns the host's files); otherwise it keeps the
 server's uid in a user namespace of its own. Inside:
 
-- new PID, IPC, UTS, cgroup and mount namespaces, no capabilities and
-  no_new_privs: the process sees its own processes only, and `/proc` is
+- new PID, IPC, UTS, cgroup and mount namespaces, no capabilities (the
+  bounding set empty too), no_new_privs and no user namespace of its own:
+  the process sees its own processes only, and `/proc` is
   theirs (bubblewrap's own environment, the one its PID 1 holds, is the
   allowlisted environment too: it is started with nothing else);
 - a root of its own: the system's binaries and libraries read-only (`/usr`
-  and the few `/etc` files programs need), a private `/tmp` and `/dev`,
+  and the few `/etc` files programs need), a private `/dev` and a private,
+  writable `/tmp` and `/dev/shm` (memory, SCRATCH_BYTES each),
   the paths a run is given (the session's workspace read-write, the Python
   and the tool files it runs read-only), nothing of the state root, the
   project, other workspaces or any home directory;
@@ -25,6 +27,7 @@ is not offered at all (fail closed).
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import logging
 import os
@@ -38,6 +41,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from django.conf import settings
+
+try:
+    import pyseccomp
+except (ImportError, OSError, RuntimeError):  # no libseccomp: as root the sandbox cannot start (status says why)
+    pyseccomp = None
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +63,8 @@ MiB = 1024 * 1024
 SCRATCH_BYTES = 64 * MiB  # each of /tmp and /dev/shm inside (memory-backed, bounded on their own)
 WALK_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 WALK_DEPTH = 256
+CLONE_NEWUSER = 0x10000000
+SECCOMP_FD = 9  # the descriptor bubblewrap reads the seccomp filter from, as root
 
 
 @dataclass(frozen=True)
@@ -124,6 +134,8 @@ def _probe(current: str) -> Status:
     missing = [tool for tool in tools_needed() if shutil.which(tool) is None]
     if missing:
         reason = f"{', '.join(missing)} not found: install Debian's bubblewrap and util-linux"
+    elif os.geteuid() == 0 and pyseccomp is None:
+        reason = "libseccomp not found (it refuses nested user namespaces when the server is root): install libseccomp2"
     else:
         try:
             done = subprocess.run(command(["/bin/true"], cwd="/", mounts=Mounts()), env=base_environment(),
@@ -166,9 +178,17 @@ def command(argv: list[str], *, cwd: str, mounts: Mounts) -> list[str]:
     (bubblewrap passes its own on, and shows it as PID 1's) and `close_fds`.
 
     As root, bubblewrap builds the sandbox with root's right to mount any path,
-    and `setpriv` inside drops the command to nobody with no capabilities and
-    no_new_privs (setuid programs under /usr stay powerless). As another user,
-    bubblewrap adds a user namespace of its own, and the command keeps that uid.
+    and `setpriv` inside drops the command to the place's uid with no
+    capabilities, an empty bounding set and no_new_privs (setuid programs under
+    /usr stay powerless); a seccomp filter refuses it user namespaces (`unshare`
+    and `clone` with CLONE_NEWUSER fail with EPERM, `clone3` with ENOSYS so libc
+    falls back to `clone`): in one it would hold every capability again. The
+    filter is read from SECCOMP_FD, which a small `sh` opens first. As another
+    user, bubblewrap adds a user namespace of its own (`--disable-userns`: no
+    nested one), and the command keeps that uid.
+
+    `/tmp` and `/dev/shm` are private, writable (1777) and memory-backed,
+    SCRATCH_BYTES each.
     """
     limits = mounts.limits
     wrapper = ["prlimit", f"--nproc={limits.processes}", f"--as={limits.memory}", f"--cpu={limits.cpu_seconds}",
@@ -179,7 +199,10 @@ def command(argv: list[str], *, cwd: str, mounts: Mounts) -> list[str]:
         jail += ["--unshare-net"]
     as_root = os.geteuid() == 0
     if as_root:
-        jail += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        # setpriv needs CAP_SETPCAP to empty the bounding set; it drops all three with the uid.
+        jail += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP",
+                 "--seccomp", str(SECCOMP_FD)]
+        wrapper = ["/bin/sh", "-c", f'exec "$@" {SECCOMP_FD}<"$0"', _seccomp_filter(os.getpid()), *wrapper]
     else:
         jail += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
     jail += ["--ro-bind", "/usr", "/usr"]
@@ -192,8 +215,9 @@ def command(argv: list[str], *, cwd: str, mounts: Mounts) -> list[str]:
     for name in ETC_FILES + (NETWORK_ETC_FILES if mounts.network else ()):
         if os.path.lexists(f"/etc/{name}"):
             jail += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-    jail += ["--proc", "/proc", "--dev", "/dev", "--size", str(SCRATCH_BYTES), "--tmpfs", "/tmp",
-             "--size", str(SCRATCH_BYTES), "--tmpfs", "/dev/shm"]
+    jail += ["--proc", "/proc", "--dev", "/dev"]
+    for scratch in ("/tmp", "/dev/shm"):
+        jail += ["--perms", "1777", "--size", str(SCRATCH_BYTES), "--tmpfs", scratch]
     readable = [path for path in mounts.readable if not path.startswith("/usr/")]
     for parent in _parents([*readable, *mounts.writable]):
         jail += ["--perms", "0755", "--dir", parent]  # made 0700 otherwise when bubblewrap runs as root
@@ -211,6 +235,20 @@ def command(argv: list[str], *, cwd: str, mounts: Mounts) -> list[str]:
     else:
         jail += ["--chdir", cwd, "--"]
     return wrapper + jail + list(argv)
+
+
+@functools.cache  # per process: a forked worker reads its own descriptor
+def _seccomp_filter(pid: int) -> str:
+    """A path to the compiled filter of a sandbox run as root (see `command`): a memory file of this process."""
+    rules = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
+    new_user = pyseccomp.Arg(0, pyseccomp.MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER)
+    rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "unshare", new_user)
+    rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "clone", new_user)
+    rules.add_rule(pyseccomp.ERRNO(errno.ENOSYS), "clone3")  # its flags are out of a filter's reach
+    fd = os.memfd_create("agentsite-sandbox-seccomp")
+    with os.fdopen(os.dup(fd), "wb") as handle:
+        rules.export_bpf(handle)
+    return f"/proc/{pid}/fd/{fd}"
 
 
 def _parents(paths: list[str]) -> list[str]:

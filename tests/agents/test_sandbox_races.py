@@ -84,3 +84,31 @@ def test_handing_the_workspace_over_never_follows_a_folder_swapped_for_a_link(tm
     assert results and results[0]["exitCode"] == 0, results
     assert rounds > 20, rounds
     assert ownership(host) == before
+
+
+def test_a_command_has_a_private_writable_tmp_and_dev_shm(tmp_path):
+    fs = shell_fs(tmp_path)
+    result = fs.shell(ShellArgs(command="f=$(mktemp) && echo hi > $f && cat $f && mktemp -d && "
+                                        "g=$(mktemp -p /dev/shm) && echo shm > $g && cat $g"))
+    assert result["exitCode"] == 0, result
+    assert result["stdout"].splitlines()[0] == "hi" and result["stdout"].splitlines()[-1] == "shm", result
+    again = fs.shell(ShellArgs(command="find /tmp /dev/shm -name 'tmp.*' | wc -l"))
+    assert again["stdout"].strip() == "0", again  # each call's own: nothing of the last one is left
+    assert not list(tmp_path.iterdir())  # and none of it is in the workspace
+
+
+def test_a_command_holds_no_capability_not_even_in_its_bounding_set(tmp_path):
+    result = shell_fs(tmp_path).shell(ShellArgs(command="grep ^Cap /proc/self/status"))
+    caps = dict(line.split(":\t") for line in result["stdout"].splitlines())
+    assert set(caps) == {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}, result
+    assert all(int(value, 16) == 0 for value in caps.values()), caps
+
+
+def test_a_command_cannot_make_a_user_namespace_of_its_own(tmp_path):
+    probe = "import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); " \
+            "print(libc.unshare(0x10000000), os.strerror(ctypes.get_errno()))"
+    result = shell_fs(tmp_path).shell(ShellArgs(
+        command=f"unshare --user --map-root-user id; echo unshare=$?; python3 -c '{probe}'"))
+    assert "uid=0" not in result["stdout"], result
+    assert "unshare=1" in result["stdout"], result
+    assert result["stdout"].splitlines()[-1].startswith("-1 "), result
