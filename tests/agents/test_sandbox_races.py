@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from agents.workspaces import sandbox
+from agents.workspaces import disks, sandbox
 from agents.workspaces.filesystems import ShellArgs
 from agents.workspaces.runtimes import LocalRuntime
 from agents.workspaces.shell import LocalShellFS
+from tests.support import unmount_under
 
 MiB = 1024 * 1024
 
@@ -49,6 +50,30 @@ while time.monotonic() < end:
 def shell_fs(root: Path, disk: int = 1024 * MiB) -> LocalShellFS:
     mounts = sandbox.Mounts(readable=sandbox.python_paths(), limits=LocalRuntime(disk_limit=disk).limits())
     return LocalShellFS(root, mounts=mounts, timeout=60)
+
+
+@pytest.fixture
+def own_disk(tmp_path, settings):
+    """A 16 MiB workspace on a filesystem of its own, as a session's is made when the server is root."""
+    settings.AGENTSITE_WORKSPACE_DISKS = "auto"
+    if reason := disks.available(tmp_path):
+        pytest.skip(f"no filesystem of its own for a workspace here: {reason}")
+    content = tmp_path / "content"
+    content.mkdir()
+    (content / "AGENTS.md").write_text("Work here.\n")
+    root = tmp_path / "workspaces" / "s1"
+    root.parent.mkdir()
+    disks.create(root, content, 16 * MiB)
+    try:
+        yield root
+    finally:
+        disks.remove(root)
+        unmount_under(tmp_path)
+
+
+def held(root: Path) -> int:
+    """Bytes of disk the files under `root` hold (allocated blocks: fallocate allocates without writing)."""
+    return sum(p.lstat().st_blocks * 512 for p in root.rglob("*") if p.is_file() and not p.is_symlink())
 
 
 def ownership(folder: Path) -> set[tuple[str, int, int]]:
@@ -112,3 +137,28 @@ def test_a_command_cannot_make_a_user_namespace_of_its_own(tmp_path):
     assert "uid=0" not in result["stdout"], result
     assert "unshare=1" in result["stdout"], result
     assert result["stdout"].splitlines()[-1].startswith("-1 "), result
+
+
+def test_parallel_fallocate_bursts_stay_within_the_disk_limit(own_disk):
+    fs = shell_fs(own_disk, disk=16 * MiB)
+    assert (own_disk / "AGENTS.md").read_text() == "Work here.\n" and os.path.ismount(own_disk)
+    result = fs.shell(ShellArgs(command="for i in $(seq 100); do fallocate -l 15M p$i & done; wait; "
+                                        "for i in 1 2 3 4 5 6; do head -c 15728640 /dev/zero > q$i & done; wait; "
+                                        "echo done"))
+    assert "done" in result["stdout"], result
+    assert "No space left on device" in result["stderr"], result
+    assert held(own_disk) <= 16 * MiB, held(own_disk)
+    # The server's own file tools hit the same wall, and the workspace works again once files go.
+    again = fs.shell(ShellArgs(command="rm -f p* q*; fallocate -l 8M big && echo room"))
+    assert again["stdout"] == "room\n", again
+    assert held(own_disk) <= 16 * MiB
+
+
+def test_a_workspace_on_its_own_filesystem_is_mounted_again_after_an_unmount(own_disk):
+    fs = shell_fs(own_disk, disk=16 * MiB)
+    assert fs.shell(ShellArgs(command="echo kept > note"))["exitCode"] == 0
+    unmount_under(own_disk.parent)  # as after a reboot: the image is there, nothing is mounted
+    assert not os.path.ismount(own_disk) and not (own_disk / "note").exists()
+    result = fs.shell(ShellArgs(command="cat note; fallocate -l 20M big"))
+    assert result["stdout"] == "kept\n" and os.path.ismount(own_disk), result
+    assert held(own_disk) <= 16 * MiB
