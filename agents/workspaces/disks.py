@@ -117,19 +117,21 @@ def create(root: Path, content: Path, size: int) -> None:
     image = image_of(root)
     image.parent.mkdir(mode=0o700, exist_ok=True)
     staging = image.with_name(f".{image.name}.{secrets.token_hex(4)}")
+    linked = False
     try:
         with open(staging, "xb") as handle:
             handle.truncate(size)
         _run("mkfs.ext4", "-q", "-F", "-m", "0", "-L", "workspace", "-d", str(content),
              "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", str(staging))
-        with contextlib.suppress(FileExistsError):  # another process's image is the workspace
+        with contextlib.suppress(FileExistsError):  # else another process's image is the workspace
             os.link(staging, image)
+            linked = True
         mount(root)
     except (DiskError, OSError) as exc:
         _broken = str(exc)
         log.warning("workspaces get no filesystem of their own on this host (%s): their disk limit is watched, "
                     "not enforced by the kernel", exc)
-        if image.is_file() and not os.path.ismount(root):
+        if linked and not os.path.ismount(root):
             image.unlink(missing_ok=True)
         raise DiskError(str(exc)) from None
     finally:
