@@ -340,10 +340,11 @@ def test_ten_gigabytes_of_writes_stop_at_the_workspace_limit(server, client, fre
 
 
 def test_parallel_fallocate_bursts_stay_within_the_workspace_limit(server, client, fresh):
+    if os.geteuid() != 0:
+        pytest.skip("not root: the workspace is a plain folder whose size is watched (docs/runtimes-and-workspaces.md)")
     session = fresh("quota")
     root = workspace(server, session)
-    if os.geteuid() == 0:
-        assert os.path.ismount(root)  # as root, a filesystem of its own holds it to its size
+    assert os.path.ismount(root)  # a filesystem of its own holds it to its size
     result = shell(client, "quota", session, "for i in 1 2 3 4 5 6; do fallocate -l 60M p$i & done; wait; "
                    "for i in $(seq 40); do fallocate -l 15M q$i & done; wait; echo finished")
     held = sum(f.stat().st_blocks * 512 for f in root.rglob("*") if f.is_file())
