@@ -327,6 +327,9 @@ AGENTSITE_SECRETS_KEYS = os.environ.get("AGENTSITE_SECRETS_KEYS", "")
 # "on": every process an agent starts runs in the bubblewrap sandbox, and a host that cannot build it
 # offers no shell. "off": commands run as the server's own user (a single-user machine only).
 AGENTSITE_SANDBOX = os.environ.get("AGENTSITE_SANDBOX", "on")
+# "auto": as root, on a local disk, each sandboxed workspace is a loop-mounted filesystem image of its disk
+# limit (agents.workspaces.disks), so the kernel refuses writes past it. "off": plain directories, size watched.
+AGENTSITE_WORKSPACE_DISKS = os.environ.get("AGENTSITE_WORKSPACE_DISKS", "auto")
 # serve --no-schedules turns cron schedules off (reminders still fire).
 AGENTSITE_SCHEDULES = _env_bool("AGENTSITE_SCHEDULES", True)
 AGENTSITE_PUBLIC_URL = os.environ.get("AGENTSITE_PUBLIC_URL", "")

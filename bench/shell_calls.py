@@ -7,7 +7,10 @@ direct tool route call) in a fresh workspace: first with the sandbox as a
 session gets it (bubblewrap, limits, the server's Python and agents/ mounted),
 then with `AGENTSITE_SANDBOX=off`'s plain `/bin/sh`, alternating the two so
 both see the same machine. Prints p50/p95/max in ms for each and the p50
-difference.
+difference. Where a workspace can have a filesystem of its own
+(`agents.workspaces.disks`: as root, on a local disk), the sandboxed call on
+such a workspace is a third series, and the time to make and mount one
+(`disks.create`, once per workspace) is printed too.
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ import django  # noqa: E402
 
 django.setup()
 
-from agents.workspaces import sandbox  # noqa: E402
+from agents.workspaces import disks, sandbox  # noqa: E402
 from agents.workspaces.filesystems import ShellArgs  # noqa: E402
 from agents.workspaces.runtimes import LocalRuntime  # noqa: E402
 from agents.workspaces.shell import LocalShellFS  # noqa: E402
@@ -59,18 +62,44 @@ def main() -> None:
         raise SystemExit(f"the sandbox is not active here: {state.reason or state.mode}")
     runtime = LocalRuntime()
     mounts = sandbox.Mounts(readable=(*sandbox.python_paths(), str(ROOT / "agents")), limits=runtime.limits())
-    with tempfile.TemporaryDirectory() as workspace:
-        sandboxed = LocalShellFS(workspace, mounts=mounts)
-        plain = LocalShellFS(workspace)
-        timed(sandboxed, options.command), timed(plain, options.command)  # warm both paths
-        with_sandbox, without = [], []
-        for _ in range(options.calls):
-            with_sandbox.append(timed(sandboxed, options.command))
-            without.append(timed(plain, options.command))
+    with tempfile.TemporaryDirectory() as folder:
+        workspace = Path(folder) / "plain"
+        workspace.mkdir()
+        series = {"sandboxed": LocalShellFS(workspace, mounts=mounts), "plain": LocalShellFS(workspace)}
+        made = []
+        reason = disks.available(Path(folder))
+        if not reason:
+            (Path(folder) / "content").mkdir()
+            for number in range(5):
+                started = time.perf_counter()
+                disks.create(Path(folder) / f"own{number}", Path(folder) / "content", runtime.limits().disk)
+                made.append((time.perf_counter() - started) * 1000)
+            series["own disk"] = LocalShellFS(Path(folder) / "own0", mounts=mounts)
+        try:
+            samples = run(series, options)
+        finally:
+            for number in range(len(made)):
+                disks.remove(Path(folder) / f"own{number}")
     print(f"{options.calls} calls of {options.command!r}, alternating")
-    print(summary("sandboxed", with_sandbox))
-    print(summary("plain", without))
-    print(f"the sandbox adds {statistics.median(with_sandbox) - statistics.median(without):.1f} ms at p50")
+    for label, taken in samples.items():
+        print(summary(label, taken))
+    print(f"the sandbox adds {statistics.median(samples['sandboxed']) - statistics.median(samples['plain']):.1f} ms "
+          "at p50")
+    if made:
+        print(f"a filesystem of its own adds {statistics.median(samples['own disk']) - statistics.median(samples['sandboxed']):.1f} ms "
+              f"to a call at p50; making and mounting one (once per workspace) takes {statistics.median(made):.0f} ms")
+    else:
+        print(f"no filesystem of its own for a workspace here: {reason}")
+
+
+def run(series: dict[str, LocalShellFS], options: argparse.Namespace) -> dict[str, list[float]]:
+    for fs in series.values():
+        timed(fs, options.command)  # warm every path
+    samples: dict[str, list[float]] = {label: [] for label in series}
+    for _ in range(options.calls):
+        for label, fs in series.items():
+            samples[label].append(timed(fs, options.command))
+    return samples
 
 
 if __name__ == "__main__":

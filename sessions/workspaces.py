@@ -13,6 +13,7 @@ the memory of the worker process that built it, cached by session id.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import logging
@@ -36,7 +37,7 @@ from agents.discovery import LoadedAgent
 from agents.workspaces.filesystems import VERBS, WorkspaceError, methods_of, session_copy, split_path
 from agents.workspaces.localfs import LocalFS
 from agents.workspaces.memoryfs import skill_markdown
-from agents.workspaces import sandbox
+from agents.workspaces import disks, sandbox
 from agents.workspaces.runtimes import LocalRuntime, SessionContext, narrow
 from agents.workspaces.shell import LocalShellFS
 from agents.workspaces.tools import workspace_tools
@@ -133,7 +134,9 @@ def open_workspace(session: Any, loaded: LoadedAgent, *, files: bool = False) ->
             raise WorkspaceUnavailable(str(exc)) from None
         offered = sandbox.host_allows(narrow(runtime.methods(), loaded.allowlist)[0])
         # The directory appears complete or not at all (materialize renames it into place).
-        if (offered or loaded.agent_tools() or files) and not root.is_dir():
+        if disks.holds(root):
+            _mount(root)
+        elif (offered or loaded.agent_tools() or files) and not root.is_dir():
             materialize(root, loaded)
         return Workspace("local", local_fs(root, loaded), offered, loaded, root)
     with _virtual_lock:
@@ -216,6 +219,9 @@ def materialize(root: Path, loaded: LoadedAgent) -> None:
 
     Built beside its final place and renamed into it, so a workspace is either
     complete or absent; if another process got there first, its copy stays.
+    A workspace whose commands run in the sandbox goes on a filesystem of its own
+    where this host can make one (`agents.workspaces.disks`): the staging folder
+    is copied into the image, and the image mounted at the workspace's place.
     """
     root.parent.mkdir(parents=True, exist_ok=True)
     staging = root.parent / f".{root.name}.{secrets.token_hex(4)}"
@@ -237,6 +243,10 @@ def materialize(root: Path, loaded: LoadedAgent) -> None:
                 launcher = staging / ".tools" / name
                 launcher.write_text(agent_tool_launcher(loaded.root / "agent" / "tools" / f"{name}.py"))
                 launcher.chmod(0o755)
+        if _on_own_disk(loaded) and not disks.available(root.parent):
+            with contextlib.suppress(disks.DiskError):  # logged: the workspace stays a plain directory
+                disks.create(root, staging, loaded.runtime.limits().disk)
+                return
         try:
             staging.rename(root)
         except OSError:
@@ -246,6 +256,18 @@ def materialize(root: Path, loaded: LoadedAgent) -> None:
         raise WorkspaceUnavailable(f"cannot create the session's workspace: {exc.strerror or exc}") from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _on_own_disk(loaded: LoadedAgent) -> bool:
+    """Whether a workspace of this agent runs sandboxed commands, whose writes its disk limit bounds."""
+    return loaded.runtime.shell and sandbox.status().active
+
+
+def _mount(root: Path) -> None:
+    try:
+        disks.ensure(root)
+    except (disks.DiskError, OSError) as exc:
+        raise WorkspaceUnavailable(f"cannot mount the session's workspace: {exc}") from None
 
 
 def agent_tool_launcher(tool_file: Path) -> str:
@@ -287,6 +309,11 @@ def _existing_dir(session_id: str) -> Path | None:
     try:
         root = workspace_dir(session_id)
     except WorkspaceUnavailable:
+        return None
+    try:
+        disks.ensure(root)
+    except (disks.DiskError, OSError) as exc:
+        log.warning("cannot mount the workspace of session %s: %s", session_id, exc)
         return None
     return root if root.is_dir() else None
 
@@ -344,6 +371,7 @@ def delete_workspace(session_id: str) -> None:
         root = workspace_dir(session_id)
     except WorkspaceUnavailable:
         return
+    disks.remove(root)
     shutil.rmtree(root, ignore_errors=True)
 
 

@@ -26,6 +26,9 @@ else:
 # than a person does; the tests of the limits set their own (tests/channels_app/test_rate_limits.py).
 for key in ("AGENTSITE_RATE_SESSIONS", "AGENTSITE_RATE_MESSAGES", "AGENTSITE_MAX_RUNNING_TURNS"):
     os.environ.setdefault(key, "off")
+# Workspaces are plain folders for the suite: a filesystem image of its own per workspace (as root) stays
+# mounted after a test that leaves its state root behind; the sandbox tests turn them on and unmount them.
+os.environ.setdefault("AGENTSITE_WORKSPACE_DISKS", "off")
 
 # Never reach a real model provider from the suite.
 for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):

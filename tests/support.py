@@ -209,3 +209,12 @@ def backend_env(stack: contextlib.ExitStack, backend: str) -> dict[str, str]:
     if backend != "postgres+redis":
         return {}
     return {"DATABASE_URL": stack.enter_context(postgres_database()), "REDIS_URL": stack.enter_context(redis_database())}
+
+
+def unmount_under(folder: Path) -> None:
+    """Unmount whatever is mounted below `folder` (workspaces on filesystems of their own), deepest first."""
+    real = os.path.realpath(folder).rstrip("/") + "/"
+    with open("/proc/self/mountinfo", encoding="utf-8") as info:
+        points = [line.split()[4].replace("\\040", " ") for line in info]
+    for point in sorted((p for p in points if p.startswith(real)), key=len, reverse=True):
+        subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)

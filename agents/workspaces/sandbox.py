@@ -6,12 +6,14 @@ to an unprivileged uid of its workspace's own (root is exempt from the
 process-count limit, and owns the host's files); otherwise it keeps the
 server's uid in a user namespace of its own. Inside:
 
-- new PID, IPC, UTS, cgroup and mount namespaces, no capabilities and
-  no_new_privs: the process sees its own processes only, and `/proc` is
+- new PID, IPC, UTS, cgroup and mount namespaces, no capabilities (the
+  bounding set empty too), no_new_privs and no user namespace of its own:
+  the process sees its own processes only, and `/proc` is
   theirs (bubblewrap's own environment, the one its PID 1 holds, is the
   allowlisted environment too: it is started with nothing else);
 - a root of its own: the system's binaries and libraries read-only (`/usr`
-  and the few `/etc` files programs need), a private `/tmp` and `/dev`,
+  and the few `/etc` files programs need), a private `/dev` and a private,
+  writable `/tmp` and `/dev/shm` (memory, SCRATCH_BYTES each),
   the paths a run is given (the session's workspace read-write, the Python
   and the tool files it runs read-only), nothing of the state root, the
   project, other workspaces or any home directory;
@@ -25,10 +27,12 @@ is not offered at all (fail closed).
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import zlib
@@ -37,6 +41,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from django.conf import settings
+
+try:
+    import pyseccomp
+except (ImportError, OSError, RuntimeError):  # no libseccomp: as root the sandbox cannot start (status says why)
+    pyseccomp = None
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +60,11 @@ ETC_FILES = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "local
 NETWORK_ETC_FILES = ("resolv.conf", "hosts", "host.conf", "gai.conf", "protocols", "services", "ssl",
                      "ca-certificates", "ca-certificates.conf")
 MiB = 1024 * 1024
-SCRATCH_BYTES = 64 * MiB  # each of /tmp and /dev/shm inside (memory-backed)
+SCRATCH_BYTES = 64 * MiB  # each of /tmp and /dev/shm inside (memory-backed, bounded on their own)
+WALK_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+WALK_DEPTH = 256
+CLONE_NEWUSER = 0x10000000
+SECCOMP_FD = 9  # the descriptor bubblewrap reads the seccomp filter from, as root
 
 
 @dataclass(frozen=True)
@@ -121,6 +134,8 @@ def _probe(current: str) -> Status:
     missing = [tool for tool in tools_needed() if shutil.which(tool) is None]
     if missing:
         reason = f"{', '.join(missing)} not found: install Debian's bubblewrap and util-linux"
+    elif os.geteuid() == 0 and pyseccomp is None:
+        reason = "libseccomp not found (it refuses nested user namespaces when the server is root): install libseccomp2"
     else:
         try:
             done = subprocess.run(command(["/bin/true"], cwd="/", mounts=Mounts()), env=base_environment(),
@@ -163,9 +178,17 @@ def command(argv: list[str], *, cwd: str, mounts: Mounts) -> list[str]:
     (bubblewrap passes its own on, and shows it as PID 1's) and `close_fds`.
 
     As root, bubblewrap builds the sandbox with root's right to mount any path,
-    and `setpriv` inside drops the command to nobody with no capabilities and
-    no_new_privs (setuid programs under /usr stay powerless). As another user,
-    bubblewrap adds a user namespace of its own, and the command keeps that uid.
+    and `setpriv` inside drops the command to the place's uid with no
+    capabilities, an empty bounding set and no_new_privs (setuid programs under
+    /usr stay powerless); a seccomp filter refuses it user namespaces (`unshare`
+    and `clone` with CLONE_NEWUSER fail with EPERM, `clone3` with ENOSYS so libc
+    falls back to `clone`): in one it would hold every capability again. The
+    filter is read from SECCOMP_FD, which a small `sh` opens first. As another
+    user, bubblewrap adds a user namespace of its own (`--disable-userns`: no
+    nested one), and the command keeps that uid.
+
+    `/tmp` and `/dev/shm` are private, writable (1777) and memory-backed,
+    SCRATCH_BYTES each.
     """
     limits = mounts.limits
     wrapper = ["prlimit", f"--nproc={limits.processes}", f"--as={limits.memory}", f"--cpu={limits.cpu_seconds}",
@@ -176,7 +199,10 @@ def command(argv: list[str], *, cwd: str, mounts: Mounts) -> list[str]:
         jail += ["--unshare-net"]
     as_root = os.geteuid() == 0
     if as_root:
-        jail += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        # setpriv needs CAP_SETPCAP to empty the bounding set; it drops all three with the uid.
+        jail += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP",
+                 "--seccomp", str(SECCOMP_FD)]
+        wrapper = ["/bin/sh", "-c", f'exec "$@" {SECCOMP_FD}<"$0"', _seccomp_filter(os.getpid()), *wrapper]
     else:
         jail += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
     jail += ["--ro-bind", "/usr", "/usr"]
@@ -189,8 +215,9 @@ def command(argv: list[str], *, cwd: str, mounts: Mounts) -> list[str]:
     for name in ETC_FILES + (NETWORK_ETC_FILES if mounts.network else ()):
         if os.path.lexists(f"/etc/{name}"):
             jail += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-    jail += ["--proc", "/proc", "--dev", "/dev", "--size", str(SCRATCH_BYTES), "--tmpfs", "/tmp",
-             "--size", str(SCRATCH_BYTES), "--tmpfs", "/dev/shm"]
+    jail += ["--proc", "/proc", "--dev", "/dev"]
+    for scratch in ("/tmp", "/dev/shm"):
+        jail += ["--perms", "1777", "--size", str(SCRATCH_BYTES), "--tmpfs", scratch]
     readable = [path for path in mounts.readable if not path.startswith("/usr/")]
     for parent in _parents([*readable, *mounts.writable]):
         jail += ["--perms", "0755", "--dir", parent]  # made 0700 otherwise when bubblewrap runs as root
@@ -208,6 +235,20 @@ def command(argv: list[str], *, cwd: str, mounts: Mounts) -> list[str]:
     else:
         jail += ["--chdir", cwd, "--"]
     return wrapper + jail + list(argv)
+
+
+@functools.cache  # per process: a forked worker reads its own descriptor
+def _seccomp_filter(pid: int) -> str:
+    """A path to the compiled filter of a sandbox run as root (see `command`): a memory file of this process."""
+    rules = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
+    new_user = pyseccomp.Arg(0, pyseccomp.MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER)
+    rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "unshare", new_user)
+    rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "clone", new_user)
+    rules.add_rule(pyseccomp.ERRNO(errno.ENOSYS), "clone3")  # its flags are out of a filter's reach
+    fd = os.memfd_create("agentsite-sandbox-seccomp")
+    with os.fdopen(os.dup(fd), "wb") as handle:
+        rules.export_bpf(handle)
+    return f"/proc/{pid}/fd/{fd}"
 
 
 def _parents(paths: list[str]) -> list[str]:
@@ -230,38 +271,73 @@ def hand_over(root: Path) -> int:
 
     When the server is root the sandbox runs as the workspace's own uid, so
     entries the server wrote (the materialized workspace, file tool writes,
-    sent files) change owner. A file with more than one link is left alone: its other name may
-    be outside the workspace.
+    sent files) change owner. The sandbox may be running meanwhile (calls of one
+    step run in parallel), swapping folders for links to host folders: the walk
+    (`_entries`) never follows a link, and each entry changes owner by name in a
+    directory held open (fchownat with AT_SYMLINK_NOFOLLOW), so a link swapped in
+    changes owner itself, never what it points to. A file with more than one
+    link is left alone: its other name may be outside the workspace.
     """
     uid, gid = runs_as(root)
     total = 0
-    for path, info, is_dir in _walk(str(root)):
+    for dir_fd, name, info in _entries(root):
         total += info.st_blocks * 512
-        if info.st_uid != uid and (is_dir or info.st_nlink == 1):
+        if info.st_uid != uid and (stat.S_ISDIR(info.st_mode) or info.st_nlink == 1):
             with contextlib.suppress(FileNotFoundError):
-                os.lchown(path, uid, gid)
-    if os.lstat(root).st_uid != uid:
-        os.lchown(root, uid, gid)
+                os.chown(name, uid, gid, dir_fd=dir_fd, follow_symlinks=False)
+    fd = os.open(root, WALK_FLAGS)
+    try:
+        if os.fstat(fd).st_uid != uid:
+            os.fchown(fd, uid, gid)
+    finally:
+        os.close(fd)
     return total
 
 
 def disk_used(root: Path) -> int:
     """Bytes of disk a workspace holds (allocated blocks, so sparse files count what they use)."""
-    return sum(info.st_blocks * 512 for _, info, _ in _walk(str(root)))
+    return sum(info.st_blocks * 512 for _, _, info in _entries(root))
 
 
-def _walk(top: str) -> Iterator[tuple[str, os.stat_result, bool]]:
-    """Every entry under `top`, never following a link; entries removed meanwhile are skipped."""
+def _entries(top: Path) -> Iterator[tuple[int, str, os.stat_result]]:
+    """Every entry under `top`: the descriptor of its directory, its name and its own status (lstat).
+
+    Each directory is opened from its parent's descriptor with O_NOFOLLOW, so a
+    folder swapped for a link after it was listed is skipped, never followed; the
+    descriptors of the directories being walked stay open meanwhile (WALK_DEPTH
+    levels at most: a deeper tree is the sandbox's own making, not counted further).
+    Entries removed meanwhile are skipped.
+    """
     try:
-        entries = list(os.scandir(top))
+        fd = os.open(top, WALK_FLAGS)
     except OSError:
         return
-    for entry in entries:
-        try:
-            info = entry.stat(follow_symlinks=False)
-            is_dir = entry.is_dir(follow_symlinks=False)
-        except OSError:
-            continue
-        yield entry.path, info, is_dir
-        if is_dir:
-            yield from _walk(entry.path)
+    stack = [(fd, iter(_names(fd)))]
+    try:
+        while stack:
+            fd, names = stack[-1]
+            name = next(names, None)
+            if name is None:
+                os.close(stack.pop()[0])
+                continue
+            try:
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                continue
+            yield fd, name, info
+            if stat.S_ISDIR(info.st_mode) and len(stack) < WALK_DEPTH:
+                try:
+                    child = os.open(name, WALK_FLAGS, dir_fd=fd)
+                except OSError:  # gone, or no longer a directory (ELOOP: a link swapped in)
+                    continue
+                stack.append((child, iter(_names(child))))
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+
+
+def _names(fd: int) -> list[str]:
+    try:
+        return os.listdir(fd)
+    except OSError:
+        return []

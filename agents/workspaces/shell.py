@@ -9,8 +9,10 @@ background outlives the call.
 
 With the sandbox (agents.workspaces.sandbox, the default) the command sees
 only the system's binaries, its workspace and what it is given to run; its
-processes, memory, CPU time and the workspace's size are limited, and a
-workspace grown past its disk limit stops the command. With
+processes, memory, CPU time and the workspace's size are limited: on a
+workspace with a filesystem of its own (`agents.workspaces.disks`) a write
+past the disk limit fails (ENOSPC); on a plain directory the size is looked at
+every 50 ms at most, and a workspace grown past its limit stops the command. With
 `AGENTSITE_SANDBOX=off` it is the host's shell, as the server's user.
 """
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from agents.workspaces import sandbox
+from agents.workspaces import disks, sandbox
 from agents.workspaces.filesystems import ShellArgs, WorkspaceError
 from agents.workspaces.localfs import LocalFS
 
@@ -64,8 +66,12 @@ class LocalShellFS(LocalFS):
         if self.mounts is None:
             return run_shell(["/bin/sh", "-c", args.command], directory, env, limit, self.output_limit, should_stop)
         quota = self.mounts.limits.disk
+        try:
+            own_disk = disks.ensure(Path(root))  # the kernel holds it to its size: nothing to watch
+        except (disks.DiskError, OSError) as exc:
+            raise WorkspaceError(f"cannot mount the workspace: {exc}") from None
         used = sandbox.hand_over(Path(root))
-        if used >= quota:
+        if used >= quota and not own_disk:
             raise WorkspaceError(f"the workspace holds {used} bytes, at or over its limit of {quota}: delete files "
                                  "before running commands")
 
@@ -73,9 +79,10 @@ class LocalShellFS(LocalFS):
             held = sandbox.disk_used(Path(root))
             return f"the workspace reached {held} bytes, over its limit of {quota}" if held > quota else None
 
-        mounts = replace(self.mounts, writable=(root,), file_limit=quota - used, user=sandbox.runs_as(root))
+        mounts = replace(self.mounts, writable=(root,), file_limit=quota if own_disk else quota - used,
+                         user=sandbox.runs_as(root))
         argv = sandbox.command(["/bin/sh", "-c", args.command], cwd=directory, mounts=mounts)
-        return run_shell(argv, "/", env, limit, self.output_limit, should_stop, watch=over_quota)
+        return run_shell(argv, "/", env, limit, self.output_limit, should_stop, watch=None if own_disk else over_quota)
 
 
 def run_shell(argv: list[str], cwd: str, env: dict[str, str], limit: float, output_limit: int,

@@ -2,16 +2,20 @@
 tools, deleting a session's workspace, and what the model is told and offered."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from agents.discovery import load_deployment
+from agents.workspaces import disks, sandbox
 from sessions.deletion import delete_session
 from sessions.engine import TurnRunner
 from sessions.events import read_events
 from sessions.models import Session, ToolCall, Turn
-from sessions.workspaces import open_workspace
+from sessions.workspaces import list_files, open_workspace
 from tests.sessions.test_lifecycle import post_json
 from tests.sessions.workspace_support import WEATHER, call, deploy, results, start, transactional, workspace_of
+from tests.support import unmount_under
 
 
 # -- virtual workspaces ------------------------------------------------------------------------
@@ -116,6 +120,31 @@ def test_deleting_a_session_deletes_its_workspace(alice, tmp_path, sync_turns):
     assert alice.delete(f"/desk/v1/session/{session_id}").status_code == 204
 
     assert not workspace_of(session_id).exists()
+
+
+@transactional
+def test_a_workspace_on_a_filesystem_of_its_own_is_unmounted_and_removed_with_its_session(alice, tmp_path, sync_turns,
+                                                                                         settings):
+    settings.AGENTSITE_WORKSPACE_DISKS = "auto"
+    settings.AGENTSITE_WORKSPACES_ROOT = tmp_path / "workspaces"
+    if reason := disks.available(tmp_path) or ("" if sandbox.status().active else "no sandbox"):
+        pytest.skip(f"no filesystem of its own for a workspace here: {reason}")
+    deploy(tmp_path, "desk", "from agents.sdk import Agent, local_runtime\n"
+                             "agent = Agent(runtime=local_runtime(disk_limit=8 * 1024 * 1024))\n")
+    try:
+        session_id = start(alice, "desk", call("write", path="a.txt", content="x") + "\n/next\n" +
+                           call("shell", command="for i in 1 2 3 4; do fallocate -l 3M p$i & done; wait; cat a.txt"))
+        root = workspace_of(session_id)
+        assert os.path.ismount(root) and disks.image_of(root).is_file()
+        shell = results(session_id)[-1]["output"]
+        assert shell["stdout"] == "x" and "No space left on device" in shell["stderr"], shell
+        assert not (root / "lost+found").exists() and {"AGENTS.md", "a.txt"} <= {f["path"] for f in list_files(session_id)}
+
+        assert alice.delete(f"/desk/v1/session/{session_id}").status_code == 204
+
+        assert not os.path.ismount(root) and not root.exists() and not disks.image_of(root).exists()
+    finally:
+        unmount_under(tmp_path)
 
 
 @transactional
