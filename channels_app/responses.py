@@ -119,6 +119,9 @@ class ChannelRef(Reply):
     routes: list[ChannelRoute] = []
     events: list[str] = []
     auth: list[AuthPolicyDescription] | None = None
+    # True: every caller the channel admits reaches every session of it (a shared identity, such
+    # as a signed webhook); False: a key or session id reaches only the caller's own sessions.
+    shared_sessions: bool = False
     # A provider channel's settings, by the kind's own names: the variables holding its secrets and
     # whether each is set ({env, set}), never a value; other settings as they are.
     config: dict[str, JSONValue] | None = None

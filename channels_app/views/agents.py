@@ -70,6 +70,7 @@ class AgentInfoView(APIView):
             subagents=manifest.get("subagents", []), channels=[ChannelRef(id="http", kind="http")] + [
                 ChannelRef(id=c["id"], kind=c["kind"], description=c.get("description", ""),
                            routes=c.get("routes", []), events=c.get("events", []), auth=c.get("auth"),
+                           shared_sessions=c.get("sharedSessions", False),
                            config=channel_config(deployment, c["id"]) if "config" in c else None)
                 for c in manifest.get("channels", [])
             ],
