@@ -68,6 +68,8 @@ def test_member_b_posting_to_member_as_thread_gets_a_session_of_their_own(people
     # The session API agrees with the channel: A's session is A's.
     assert people.max.client.get(f"/webhook/v1/session/{inbox}").status_code == 403
     assert people.mia.client.get(f"/webhook/v1/session/{inbox}").status_code == 200
+    channels = {c["id"]: c for c in people.max.client.get("/webhook/v1/info").json()["channels"]}
+    assert channels["inbox"]["sharedSessions"] is False
 
 
 @transactional
@@ -182,7 +184,7 @@ channel = Channel(routes=[POST("/hook", body=Empty, handler=lambda req: None)], 
 
 
 @transactional
-def test_a_shared_channels_key_reaches_one_session_whoever_acts(tmp_path, sync_turns):
+def test_a_shared_channels_key_reaches_one_session_whoever_acts(tmp_path, server_default, sync_turns):
     agent = deploy_agent_folder(write_agent(tmp_path / "bot", {"bot": SHARED})).agent
     public = Principal(authenticator="public_endpoint", principal_id="public", principal_type="anonymous")
     ctx = ChannelContext(agent=agent, channel_id="bot", principal=public)
@@ -193,6 +195,8 @@ def test_a_shared_channels_key_reaches_one_session_whoever_acts(tmp_path, sync_t
     assert second.session_id == first.session_id and second.created is False
     assert ctx.get_session(first.session_id) is not None
     assert Session.objects.get(pk=first.session_id).channel_key_hash == key_hash("C1:171.5")
+    info = Client(HTTP_HOST="127.0.0.1:8000", REMOTE_ADDR="127.0.0.1").get("/bot/v1/info").json()
+    assert next(c for c in info["channels"] if c["id"] == "bot")["sharedSessions"] is True
 
 
 def test_shared_sessions_needs_an_authored_chain():
@@ -201,3 +205,10 @@ def test_shared_sessions_needs_an_authored_chain():
     assert any("shared_sessions=True" in p and "auth=" in p for p in problems), problems
     assert channel_problems(Channel(events={"*": lambda *a: None}, shared_sessions="yes")) == [
         "shared_sessions= is True or False"]
+
+
+def test_the_provider_channels_share_their_sessions_and_pass_validation():
+    from agents.sdk import bitbucket_channel, github_channel, gitlab_channel, slack_channel
+
+    for built in (github_channel(), gitlab_channel(), bitbucket_channel(), slack_channel()):
+        assert built.shared_sessions is True and channel_problems(built) == [], built.kind
