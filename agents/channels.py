@@ -181,6 +181,11 @@ class Channel:
     `on_start(ctx)` / `on_stop()`: when the web process mounts the channel and when it stops.
     `kind`: what /info calls it; "custom" for an authored channel, a provider's name
     ("github", "slack", ...) for a channel a provider library builds.
+    `shared_sessions`: False (the default): a continuation key, and a session id, reach
+    only the sessions of the principal acting (another caller's same key opens its own
+    session); True: every caller the chain admits reaches every session of the channel,
+    for chains whose callers are one shared identity (a signed webhook, a bot, a fixed
+    token). True needs an authored `auth=`: the server's chain admits each person as themself.
     """
 
     routes: Sequence[Route] = ()
@@ -191,6 +196,7 @@ class Channel:
     on_stop: Callable[[], Any] | None = None
     description: str = ""
     kind: str = "custom"
+    shared_sessions: bool = False
     # A provider channel's settings: an object whose describe() /info shows (names of
     # the environment variables holding secrets and whether each is set, never a value).
     config: Any = None
@@ -232,6 +238,7 @@ class LoadedChannel:
             "routes": [route.describe(prefix) for route in self.channel.routes],
             "events": sorted(self.channel.events),
             "auth": None if self.channel.auth is None else [_describe_policy(p) for p in self.channel.auth],
+            "sharedSessions": self.channel.shared_sessions,
             "hasOnStart": self.channel.on_start is not None,
             "hasOnStop": self.channel.on_stop is not None,
             **({"config": self.channel.config.describe()} if self.channel.config is not None else {}),
@@ -346,6 +353,13 @@ def channel_problems(channel: Channel) -> list[str]:
             elif not callable(policy):
                 problems.append(f"auth= takes policies from agents.sdk (local_dev_strict(), bearer_auth(...), ...) "
                                 f"or functions of the request, not {policy!r}")
+    if not isinstance(channel.shared_sessions, bool):
+        problems.append("shared_sessions= is True or False")
+    elif channel.shared_sessions and channel.auth is None:
+        problems.append("shared_sessions=True lets every caller reach every session of the channel, but the "
+                        "server's default chain admits each person as themself: author the chain of the shared "
+                        "identity (auth=[public_endpoint()] with a signature check, bearer_auth(token), ...) "
+                        "or remove shared_sessions")
     if not isinstance(channel.events, Mapping):
         problems.append("events= maps an event type (or '*') to a handler(event, channel, ctx)")
     else:

@@ -141,6 +141,7 @@ channel = Channel(
     state={"replies": []},
     # No `auth=`: the server's own chain admits callers (loopback by default). For a real
     # service, check its signature or token (`auth=[bearer_auth(...)]`; see the channels docs).
+    # A thread is its caller's own: another caller naming it gets a thread of its own.
 )
 '''
 

@@ -6,7 +6,8 @@ auth chain (its own, or the server's default), validates the query and the
 body with the route's pydantic models (a 400 naming the field, before the
 handler runs), then calls the handler with a `RouteRequest`. The handler
 returns a dict, a list, a pydantic model, None (204) or a Django response;
-an exception in it is a 500 with a generic body, logged here.
+an exception in it is a 500 with a generic body, logged here (a session id
+that names none of the caller's sessions, `SessionNotFound`, is a 404).
 
 These routes are not in the OpenAPI document: they differ per agent and
 release, and `GET /<slug>/v1/info` lists each with its schemas.
@@ -38,7 +39,7 @@ from channels_app.bodies import validate_body
 from channels_app.errors import APIError, error_body, error_response
 from channels_app.responses import ApprovalDecided, SessionLinks
 from sessions.admission import AdmissionError
-from sessions.custom_channels import ChannelContext
+from sessions.custom_channels import ChannelContext, SessionNotFound
 from sessions.principal import Principal
 
 log = logging.getLogger(__name__)
@@ -184,6 +185,8 @@ class ChannelRouteView(APIView):
             result = route.handler(args)
         except AdmissionError as exc:
             return _refuse(exc.status, exc.code, exc.message, exc.details)
+        except SessionNotFound as exc:  # a session id the caller named: not one it can reach
+            return _refuse(404, "session_not_found", str(exc))
         except Exception:
             log.exception("channel %s/%s: the handler of %s %s failed", slug, channel.id, route.method, route.path)
             return _refuse(500, "internal_error", "the channel's handler failed")

@@ -344,7 +344,10 @@ def build_channel(provider: str, config: Any, declared: Declared) -> Channel:
                    auth=[public_endpoint()] if declared.auth is None else declared.auth,
                    events=events, state=dict(declared.state or {}), on_start=declared.on_start,
                    on_stop=declared.on_stop, description=declared.description or f"{label} webhooks",
-                   kind=provider, config=config)
+                   kind=provider, config=config,
+                   # Deliveries come from the code host (signed), on behalf of whoever acted: a pull
+                   # request's conversation is everyone's who comments on it.
+                   shared_sessions=True)
 
 
 def _both(first: Callable[..., Any], second: Callable[..., Any]) -> Callable[..., Any]:

@@ -19,9 +19,8 @@ from agents.workspaces.sandbox import Limits
 from channels_app.auth import agent_scope
 from channels_app.ownership import get_agent
 from channels_app.pagination import AgentPages, paginate
-from channels_app.responses import (
-    AgentHealth, AgentInfo, AgentList, AgentSummary, ChannelRef, DeploymentDetail, DeploymentRef, Health,
-)
+from channels_app.agent_info import AgentInfo, ChannelRef
+from channels_app.responses import AgentHealth, AgentList, AgentSummary, DeploymentDetail, DeploymentRef, Health
 from channels_app.schema import list_parameters, refusals
 from sessions.instants import iso_z
 from sessions.models import Schedule
@@ -70,6 +69,7 @@ class AgentInfoView(APIView):
             subagents=manifest.get("subagents", []), channels=[ChannelRef(id="http", kind="http")] + [
                 ChannelRef(id=c["id"], kind=c["kind"], description=c.get("description", ""),
                            routes=c.get("routes", []), events=c.get("events", []), auth=c.get("auth"),
+                           shared_sessions=c.get("sharedSessions", False),
                            config=channel_config(deployment, c["id"]) if "config" in c else None)
                 for c in manifest.get("channels", [])
             ],

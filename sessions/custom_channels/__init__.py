@@ -6,7 +6,8 @@ request's parts, built by channels_app.custom_channels), `on_start` one per
 web process, the events map and `wait_until` work one per task.
 
 Continuation keys are the channel's own (`pr:owner/repo#12`,
-`C123:1712345.678`): the same key reaches the same durable session. The key's
+`C123:1712345.678`): the same key from the same principal (from anyone, on a
+channel with `shared_sessions`) reaches the same durable session. The key's
 hash is on the session under a unique constraint (agent, channel, key), so
 of two deliveries racing with a new key one inserts the session and the
 other's insert fails and becomes a follow-up on it.
@@ -22,7 +23,7 @@ crash between commit and enqueue) is made good by the session's next one, or
 by `rescan_undelivered`, which the recovery sweep runs every
 AGENTSITE_CHANNEL_RESCAN_SECONDS.
 
-    state.py       handles, `ChannelState`, `ChannelError`, `key_hash`
+    state.py       handles, `ChannelState`, `ChannelError`, the key hashes
     context.py     `ChannelContext`
     delivery.py    `deliver_channel_events` and the recovery sweep's parts
     background.py  `run_in_background`, the task of `wait_until`
@@ -44,10 +45,18 @@ from sessions.custom_channels.delivery import (
     redeliver_lapsed,
     rescan_undelivered,
 )
-from sessions.custom_channels.state import ChannelError, ChannelHandle, ChannelState, SessionHandle, key_hash
+from sessions.custom_channels.state import (
+    ChannelError,
+    ChannelHandle,
+    ChannelState,
+    SessionHandle,
+    SessionNotFound,
+    key_hash,
+    owned_key_hash,
+)
 
 __all__ = [
     "BACKGROUND_MODULES", "BACKGROUND_TASK", "BUILT_IN_CHANNELS", "DELIVERY_BATCH", "DELIVERY_LEASE",
-    "ChannelContext", "ChannelError", "ChannelHandle", "ChannelState", "SessionHandle", "deliver_channel_events",
-    "key_hash", "prune_deliveries", "redeliver_lapsed", "rescan_undelivered", "run_in_background",
+    "ChannelContext", "ChannelError", "ChannelHandle", "ChannelState", "SessionHandle", "SessionNotFound",
+    "deliver_channel_events", "key_hash", "owned_key_hash", "prune_deliveries", "redeliver_lapsed", "rescan_undelivered", "run_in_background",
 ]

@@ -4,6 +4,12 @@
 is set when the context belongs to one session (events-map handlers, work a
 session's handler scheduled). A route's `req` is a subclass built by
 channels_app.custom_channels, which adds the request and the wire shapes.
+
+Whose sessions a lookup reaches: unless the channel declares `shared_sessions`,
+a continuation key is stored hashed with its owner (`owned_key_hash`), so the
+same key from another principal opens that principal's own session, and a
+session id reaches only the acting principal's sessions (`SessionNotFound`
+otherwise). A shared channel's keys and ids reach every session of the channel.
 """
 from __future__ import annotations
 
@@ -21,7 +27,15 @@ from agents.models import Agent
 from agents.definitions import SessionInfo
 from sessions import approvals, direct
 from sessions.admission import AdmissionError, start_session, stop_session, submit_message
-from sessions.custom_channels.state import ChannelError, ChannelState, SessionHandle, check_json, key_hash
+from sessions.custom_channels.state import (
+    ChannelError,
+    ChannelState,
+    SessionHandle,
+    SessionNotFound,
+    check_json,
+    key_hash,
+    owned_key_hash,
+)
 from sessions.events import append_events
 from sessions.host import Host
 from sessions.models import ChannelDelivery, EventType, Session, ToolCall, Turn
@@ -63,8 +77,8 @@ class ChannelContext:
     def state(self) -> ChannelState | None:
         return ChannelState(self.session_row.id) if self.session_row is not None else None
 
-    def state_of(self, session_id: str) -> ChannelState:
-        return ChannelState(self._session(session_id).id)
+    def state_of(self, session_id: str, *, auth: Principal | None = None) -> ChannelState:
+        return ChannelState(self._session(session_id, auth).id)
 
     def send(self, message: str, *, continuation_token: str | None = None, admission: str = "preempt",
              workspace_files: list[dict[str, Any]] | None = None, auth: Principal | None = None,
@@ -76,6 +90,8 @@ class ChannelContext:
         `admission`: "preempt" interrupts a busy session, "coalesce" queues behind it.
         `state` is the starting channel state of a new session (else the channel's
         declared `state`); `purpose="eval"` marks the session as regression traffic.
+        Unless the channel's sessions are shared, the key is the acting principal's
+        (`auth`, else the request's): another principal's same key is another session.
         """
         principal = principal_of(auth) or self.principal
         if principal is None:
@@ -85,9 +101,9 @@ class ChannelContext:
         if purpose not in (None, "eval"):
             raise ChannelError("purpose must be None or 'eval'")
         files = checked_files(workspace_files)
-        digest = key_hash(continuation_token) if continuation_token else ""
+        digest = self._digest(continuation_token, principal) if continuation_token else ""
         if digest:
-            found = self._keyed(digest)
+            found = self._keyed(continuation_token, principal)
             if found is not None:
                 return self._follow_up(found, message, continuation_token, admission, files)
         starting = dict(self._declaration().channel.state) if state is None else state
@@ -100,7 +116,7 @@ class ChannelContext:
                                      channel_key_hash=digest, channel_state=starting)
         except IntegrityError:
             # Another delivery created the key's session first: this message is a follow-up on it.
-            found = self._keyed(digest) if digest else None
+            found = self._keyed(continuation_token, principal) if digest else None
             if found is None:
                 raise
             return self._follow_up(found, message, continuation_token, admission, files)
@@ -114,27 +130,28 @@ class ChannelContext:
         other._declaration()
         return other.send(message, **options)
 
-    def get_session(self, session_id: str) -> SessionHandle | None:
-        row = self._rows().filter(pk=session_id).first()
+    def get_session(self, session_id: str, *, auth: Principal | None = None) -> SessionHandle | None:
+        """One of this channel's sessions the acting principal may reach, or None."""
+        row = self._reachable(auth).filter(pk=session_id).first()
         if row is None:
             return None
         return SessionHandle(session_id=row.id, status=row.status, continuation_token=None)
 
-    def find_continuation(self, key: str) -> SessionHandle | None:
-        """The session of a continuation key, if it has one."""
-        row = self._keyed(key_hash(key))
+    def find_continuation(self, key: str, *, auth: Principal | None = None) -> SessionHandle | None:
+        """The session of a continuation key (the acting principal's, unless sessions are shared), if any."""
+        row = self._keyed(key, principal_of(auth) or self.principal)
         return None if row is None else SessionHandle(session_id=row.id, status=row.status, continuation_token=key)
 
-    def has_continuation_session(self, key: str) -> bool:
-        return self._keyed(key_hash(key)) is not None
+    def has_continuation_session(self, key: str, *, auth: Principal | None = None) -> bool:
+        return self._keyed(key, principal_of(auth) or self.principal) is not None
 
-    def is_continuation_busy(self, key: str) -> bool:
-        row = self._keyed(key_hash(key))
+    def is_continuation_busy(self, key: str, *, auth: Principal | None = None) -> bool:
+        row = self._keyed(key, principal_of(auth) or self.principal)
         return bool(row and row.active_turn_id)
 
-    def interrupt_continuation(self, key: str) -> bool:
+    def interrupt_continuation(self, key: str, *, auth: Principal | None = None) -> bool:
         """Stop the key's turn in flight and the follow-ups queued behind it."""
-        row = self._keyed(key_hash(key))
+        row = self._keyed(key, principal_of(auth) or self.principal)
         return bool(row and stop_session(row))
 
     def resolve_approval(self, session_id: str, call_id: str, decision: str, auth: Principal | None = None,
@@ -145,7 +162,7 @@ class ChannelContext:
         principal = principal_of(auth) or self.principal
         if principal is None:
             raise ChannelError("resolve_approval(...) needs auth=<principal>: who decided")
-        return approvals.resolve_approval(self._session(session_id), call_id, decision, principal, reason)
+        return approvals.resolve_approval(self._session(session_id, principal), call_id, decision, principal, reason)
 
     def emit_assistant_message(self, session_id: str, text: str) -> int:
         """Append an assistant message without a model turn (host work that produced the text).
@@ -235,13 +252,39 @@ class ChannelContext:
     def _rows(self):
         return Session.objects.filter(agent=self.agent, channel=self.channel_id)
 
-    def _keyed(self, digest: str) -> Session | None:
-        return self._rows().filter(channel_key_hash=digest).select_related("agent", "deployment").first()
+    def _shared(self) -> bool:
+        return bool(self._declaration().channel.shared_sessions)
 
-    def _session(self, session_id: str) -> Session:
-        row = self._rows().filter(pk=session_id).select_related("agent", "deployment").first()
+    def _reachable(self, auth: Principal | dict[str, Any] | None = None):
+        """The channel's sessions the acting principal may reach by id: all of them on a shared
+        channel, or with no principal to act for (`on_start`: the channel's own code); else its own."""
+        owner = principal_of(auth) or self.principal
+        rows = self._rows()
+        return rows if owner is None or self._shared() else rows.for_principal(owner)
+
+    def _digest(self, key: str, principal: Principal | None) -> str:
+        if self._shared():
+            return key_hash(key)
+        if principal is None:
+            raise ChannelError("the continuation keys of this channel are each principal's own (shared_sessions "
+                               "is off): pass auth=<principal> to say whose key it is")
+        return owned_key_hash(key, principal)
+
+    def _keyed(self, key: str, principal: Principal | None) -> Session | None:
+        """The session of `key`: on a shared channel the key's; else the principal's, under its
+        owned hash or, keyed before keys were per principal, under the plain one."""
+        rows = self._rows().select_related("agent", "deployment")
+        if self._shared():
+            return rows.filter(channel_key_hash=key_hash(key)).first()
+        digest = self._digest(key, principal)
+        found = list(rows.for_principal(principal).filter(channel_key_hash__in=[digest, key_hash(key)])[:2])
+        return next((r for r in found if r.channel_key_hash == digest), found[0] if found else None)
+
+    def _session(self, session_id: str, auth: Principal | dict[str, Any] | None = None) -> Session:
+        row = self._reachable(auth).filter(pk=session_id).select_related("agent", "deployment").first()
         if row is None:
-            raise ChannelError(f"session {session_id!r} is not a session of channel {self.channel_id!r}")
+            raise SessionNotFound(f"session {session_id!r} is not a session of channel {self.channel_id!r} "
+                                  "that this caller can reach")
         return row
 
     def _follow_up(self, row: Session, message: str, key: str | None, admission: str,

@@ -10,11 +10,25 @@ from sessions.models import Session
 
 
 def key_hash(key: str) -> str:
+    """A key as stored on a channel whose sessions are shared (and as every key was stored before
+    keys were per principal)."""
     return hashlib.sha256(key.encode()).hexdigest()
+
+
+def owned_key_hash(key: str, principal: Any) -> str:
+    """A key as stored on a channel whose sessions are per principal: the owner's identity is
+    hashed with it, so another principal's same key is another key, and another session."""
+    owner = ["principal-key", principal.authenticator, principal.principal_id, key]
+    return hashlib.sha256(json.dumps(owner).encode()).hexdigest()
 
 
 class ChannelError(Exception):
     """A channel handler asked for something that cannot be (an unknown session, a bad argument)."""
+
+
+class SessionNotFound(ChannelError):
+    """A session id that names none of the channel's sessions the acting principal may reach:
+    a route answers 404, the same whether it does not exist or is another principal's."""
 
 
 def check_json(what: str, value: Any) -> None:

@@ -94,8 +94,10 @@ def site(tmp_path_factory) -> Iterator[Site]:
     as_proxied = {"Host": f"localhost:{https_port}", "X-Forwarded-Proto": "https", "X-Forwarded-For": "127.0.0.1"}
     tmp = tmp_path_factory.mktemp("site")
     with contextlib.ExitStack() as stack:
-        server = stack.enter_context(run_server(tmp / "state", "--production", "--server", "uvicorn", "--no-schedules",
-                                                env=env, port=server_port, ready_headers=as_proxied))
+        # The example agents are deployed in production only when asked.
+        server = stack.enter_context(run_server(tmp / "state", "--production", "--examples", "--server", "uvicorn",
+                                                "--no-schedules", env=env, port=server_port,
+                                                ready_headers=as_proxied))
         ca = stack.enter_context(run_nginx(tmp / "nginx", https_port=https_port, http_port=http_port,
                                            upstream_port=server_port))
         token = personal_token(server.state_root, {**env, "AGENTSITE_ENV": "production"})

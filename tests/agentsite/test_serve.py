@@ -1,6 +1,7 @@
 """`manage.py serve` as a user runs it: a real process tree, real HTTP, real signals."""
 from __future__ import annotations
 
+import io
 import signal
 import subprocess
 import sys
@@ -11,6 +12,12 @@ import httpx
 import psutil
 import pytest
 
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from agents.models import Agent
+from agentsite.management.commands import serve
+from agentsite.management.commands.serve import agent_dirs
 from tests.sessions.test_live_stream import is_type, read_ndjson
 from tests.support import ROOT, Server, child_env, free_port, premigrate, run_server
 
@@ -92,6 +99,8 @@ def test_children_get_only_the_token_digest(server):
 
 def test_agents_dir_deploys_an_extra_agent(server):
     assert "agent greeter: v1 (scripted:echo)" in server.output()
+    # Outside production the examples come too (the Quickstart's `serve`), each said with its folder.
+    assert f"agent support: v1 (scripted:echo) from {ROOT / 'examples' / 'support'}" in server.output()
     with server.client(headers=AUTH) as client:
         agents = {a["slug"]: a for a in client.get("/v1/agents").json()["agents"]}
         assert {"greeter", "support"} <= set(agents)
@@ -173,3 +182,37 @@ def test_an_invalid_agents_folder_makes_serve_exit_non_zero_naming_the_file_and_
     missing = run_serve(tmp_path / "state", "--agents", str(tmp_path / "nowhere"))
     assert missing.returncode != 0
     assert str(tmp_path / "nowhere") in missing.stderr and "not a folder" in missing.stderr
+
+
+# -- which folders a start deploys (in process: no server needed) ------------------------------
+
+def deploy_as_serve(**opts) -> list[str]:
+    out = io.StringIO()
+    serve.Command(stdout=out).deploy({"agents": [], "examples": False, "no_examples": False, **opts})
+    return out.getvalue().splitlines()
+
+
+@pytest.mark.django_db
+def test_production_deploys_no_examples_unless_asked_and_says_what_it_serves(settings, tmp_path):
+    greeter = write_agent(tmp_path / "greeter")
+    settings.AGENTSITE_ENV = "production"
+
+    assert deploy_as_serve() == ["no agent folders deployed (the example agents are deployed in production only "
+                                 "with --examples); add yours with --agents DIR"]
+    assert not Agent.objects.exists()
+    assert deploy_as_serve(agents=[str(greeter)]) == [f"agent greeter: v1 (scripted:echo) from {greeter}"]
+    assert set(Agent.objects.values_list("slug", flat=True)) == {"greeter"}
+
+    asked = deploy_as_serve(examples=True)
+    assert f"agent support: v1 (scripted:echo) from {ROOT / 'examples' / 'support'}" in asked
+    assert f"agent greeter: v1 deployed earlier from {greeter}" in asked
+    assert deploy_as_serve(agents=[str(greeter)])[0] == f"agent greeter: v1 (scripted:echo) from {greeter} (unchanged)"
+
+    settings.AGENTSITE_ENV = "development"
+    assert agent_dirs({"agents": [], "no_examples": False}) == [ROOT / "examples"]
+    assert agent_dirs({"agents": [], "no_examples": True}) == []
+
+
+def test_examples_and_no_examples_together_are_refused():
+    with pytest.raises(CommandError, match="--examples or --no-examples"):
+        call_command("serve", "--examples", "--no-examples")

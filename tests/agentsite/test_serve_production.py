@@ -77,10 +77,17 @@ def test_two_web_processes_under_production_each_serve_a_session_and_stop_with_s
                "AGENTSITE_SECRETS_KEYS": FERNET_KEY,
                # Plain http: no redirect to https on a loopback test.
                "AGENTSITE_PUBLIC_URL": f"http://127.0.0.1:{port}"}
+        support = ROOT / "examples" / "support"
         server = stack.enter_context(run_server(tmp_path / "state", "--production", "--web-processes", "2",
-                                                "--bearer-token", TOKEN, env=env, port=port))
+                                                "--bearer-token", TOKEN, "--agents", str(support), env=env, port=port))
         assert "2 web (uvicorn)" in server.output()
         assert "(production)" in server.output()
+        # Production serves what the operator named, and says so: no example agent besides it.
+        assert f"agent support: v1 (scripted:echo) from {support}" in server.output()
+        assert [line for line in server.output().splitlines() if line.startswith("agent ")] == [
+            f"agent support: v1 (scripted:echo) from {support}"]
+        listed = httpx.get(f"{server.base_url}/v1/agents", headers=AUTH, timeout=10).json()["agents"]
+        assert [a["slug"] for a in listed] == ["support"]
         # collectstatic ran: the admin's files are in the state root, and served.
         assert (server.state_root / "static" / "admin" / "css" / "base.css").is_file()
         assert httpx.get(f"{server.base_url}/static/admin/css/base.css", timeout=10).status_code == 200

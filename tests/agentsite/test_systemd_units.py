@@ -106,16 +106,24 @@ def test_the_units_commands_migrate_deploy_and_serve_a_session(tmp_path):
     state = tmp_path / "state"
     file_values = env_file_values(AGENTSITE_SECRET_KEY=secrets.token_urlsafe(50),
                                   AGENTSITE_SECRETS_KEYS=Fernet.generate_key().decode(),
-                                  AGENTSITE_PUBLIC_URL=f"http://127.0.0.1:{port}", AGENTSITE_PORT=str(port),
-                                  AGENTSITE_AGENT_DIRS=str(ROOT / "examples" / "support"))
+                                  AGENTSITE_PUBLIC_URL=f"http://127.0.0.1:{port}", AGENTSITE_PORT=str(port))
     units = {name: service(f"agentsite-{name}.service") for name in ("prepare", "web", "worker")}
     envs = {name: {**environment(unit, file_values), "AGENTSITE_STATE_ROOT": str(state)} for name, unit in units.items()}
 
-    for line in units["prepare"]["ExecStart"]:
-        done = subprocess.run(command(line, envs["prepare"]), cwd=units["prepare"]["WorkingDirectory"][0],
-                              env={**child_env(), **envs["prepare"]}, capture_output=True, text=True, timeout=120)
+    def prepare(line: str, env: dict[str, str]) -> str:
+        done = subprocess.run(command(line, env), cwd=units["prepare"]["WorkingDirectory"][0],
+                              env={**child_env(), **env}, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, (line, done.stdout, done.stderr)
+        return done.stdout
+
+    # As installed, the environment file names no agent folder: the examples are not deployed.
+    said = [prepare(line, envs["prepare"]) for line in units["prepare"]["ExecStart"]]
+    assert "AGENTSITE_AGENT_DIRS" not in file_values and "nothing deployed" in said[-1]
     assert (state / "static" / "admin" / "css" / "base.css").is_file()
+    # The operator names a folder: that agent alone.
+    deploy_line = next(line for line in units["prepare"]["ExecStart"] if " deploy " in line)
+    named = {**envs["prepare"], "AGENTSITE_AGENT_DIRS": str(ROOT / "examples" / "support")}
+    assert prepare(deploy_line, named).startswith("support: v1 ")
 
     running = {name: subprocess.Popen(command(units[name]["ExecStart"][0], envs[name]),
                                       cwd=units[name]["WorkingDirectory"][0], env={**child_env(), **envs[name]},
@@ -135,6 +143,7 @@ def test_the_units_commands_migrate_deploy_and_serve_a_session(tmp_path):
             assert time.monotonic() < deadline, (tmp_path / "web.log").read_text()
             time.sleep(0.1)
         with httpx.Client(base_url=base, timeout=20) as client:
+            assert [a["slug"] for a in client.get("/v1/agents").json()["agents"]] == ["support"]
             created = client.post("/support/v1/session", json={"message": "hello from systemd"})
             assert created.status_code == 201, created.text
             events = read_ndjson(client, f"/support/v1/session/{created.json()['sessionId']}/stream",

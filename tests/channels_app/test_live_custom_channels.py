@@ -1,10 +1,13 @@
 """A custom channel on a real server (`manage.py serve`), embedded (SQLite) and
 scaled out (PostgreSQL + Redis): deliveries racing with the same new
 continuation key make one session, and the replies reach the channel's events
-map through the workers (the webhook example's inbox channel)."""
+map through the workers (the webhook example's inbox channel); two members
+naming the same thread each get their own."""
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
@@ -12,7 +15,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from tests.support import Server, backend_env, run_server
+from tests.support import ROOT, Server, backend_env, child_env, run_server
 
 RACERS = 8
 
@@ -49,6 +52,7 @@ def server(request, tmp_path_factory) -> Iterator[Server]:
         root = tmp_path_factory.mktemp(f"channels-{request.param.replace('+', '-')}")
         server = stack.enter_context(run_server(root, "--agents", str(agents), env=env))
         server.lifecycle_log = log
+        server.env = env
         yield server
 
 
@@ -90,6 +94,39 @@ def test_concurrent_deliveries_with_one_new_key_make_one_session_and_every_reply
             time.sleep(0.3)
     assert thread["sessionId"] in sessions
     assert sorted(thread["replies"]) == sorted(f"You said: message {i}" for i in range(RACERS))
+
+
+def members_tokens(server: Server, *names: str) -> list[str]:
+    """Members and a personal token each, made in the server's own database."""
+    script = ("from django.contrib.auth.models import User; from sessions.models import PersonalToken; "
+              f"print(*(PersonalToken.issue(User.objects.create_user(n), 'live')[1] for n in {names!r}))")
+    done = subprocess.run([sys.executable, str(ROOT / "manage.py"), "shell", "-c", script], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60,
+                          env=child_env(AGENTSITE_STATE_ROOT=str(server.state_root), **server.env))
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1].split()
+
+
+@pytest.mark.timeout(180)
+def test_two_members_naming_the_same_thread_each_get_their_own(server: Server):
+    ann, bo = ({"Authorization": f"Bearer {t}"} for t in members_tokens(server, "ann", "bo"))
+    with server.client() as client:
+        first = client.post("/webhook/v1/channels/inbox/messages", json={"text": "ann here", "thread": "same"},
+                            headers=ann)
+        second = client.post("/webhook/v1/channels/inbox/messages", json={"text": "bo here", "thread": "same"},
+                             headers=bo)
+        assert (first.status_code, second.status_code) == (200, 200), (first.text, second.text)
+        assert first.json()["created"] and second.json()["created"]
+        assert first.json()["sessionId"] != second.json()["sessionId"]
+
+        deadline = time.monotonic() + 90
+        while True:
+            threads = [client.get("/webhook/v1/channels/inbox/threads/same", headers=h).json() for h in (ann, bo)]
+            if all(t["replies"] for t in threads) or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert [t["replies"] for t in threads] == [["You said: ann here"], ["You said: bo here"]]
+        assert client.get(f"/webhook/v1/session/{first.json()['sessionId']}", headers=bo).status_code == 403
 
 
 def test_on_stop_runs_when_the_server_stops(tmp_path):

@@ -101,6 +101,8 @@ def slack_channel(*, signing_secret_env: str = "SLACK_SIGNING_SECRET", bot_token
                  description="Slack interactivity request URL: approval buttons (signed by Slack)"),
         ],
         auth=[public_endpoint()],
+        # Slack signs every request; a thread is one conversation whoever in it writes.
+        shared_sessions=True,
         events=events,
         config=config,
     )

@@ -44,8 +44,14 @@ class Command(BaseCommand):
                             help="the only domains the agent's outbound calls may reach (repeatable; "
                                  "api.example.com or *.example.com)")
         parser.add_argument("--json", action="store_true", help="print the release as JSON (a list for several)")
+        parser.add_argument("--allow-empty", action="store_true",
+                            help="with no folders and no --repo, deploy nothing rather than refuse (the systemd "
+                                 "prepare unit, when AGENTSITE_AGENT_DIRS names none)")
 
-    def handle(self, *args, dirs, repo, ref, path, domains, json: bool, **options):
+    def handle(self, *args, dirs, repo, ref, path, domains, json: bool, allow_empty: bool = False, **options):
+        if allow_empty and not dirs and not repo:
+            self.stdout.write(_json([]) if json else "no agent folders given: nothing deployed")
+            return
         if bool(dirs) == bool(repo):
             raise CommandError("pass agent folders or --repo URL (one of the two)")
         if not repo and (ref or path):

@@ -3,7 +3,9 @@ workers (qcluster) together; `--production` for a server a team uses.
 
 1. Bind the listening socket (a taken port fails here, before anything
    runs), apply migrations, collect the static files under --production and
-   deploy the example agents (and any --agents folders).
+   deploy the --agents folders, after the example agents outside production
+   (in production only with --examples); say what each start deployed, from
+   where, and which agents deployed earlier are served too.
 2. Plan N web server processes (`--web-processes`), each accepting on that
    one socket, and `manage.py qcluster` as child processes, each in its own
    process group, with the auth and mode switches passed in the environment.
@@ -32,7 +34,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from agentsite.supervise import exec_supervisor
-from agents.discovery import AgentFolderError, deploy_agent_folder, find_agent_folders
+from agents.discovery import AgentFolderError, deploy_release, find_agent_folders
+from agents.models import Agent
 from channels_app.proxies import trusted_networks
 from sessions.metrics import clear_dead_processes
 from sessions.models import hash_token
@@ -52,7 +55,11 @@ class Command(BaseCommand):
         parser.add_argument("--no-schedules", action="store_true", help="do not fire cron schedules (reminders still fire)")
         parser.add_argument("--agents", nargs="+", default=[], metavar="DIR",
                             help="agent folders (or folders of them) to deploy besides the examples")
-        parser.add_argument("--no-examples", action="store_true", help="do not deploy the example agents")
+        parser.add_argument("--examples", action="store_true",
+                            help="deploy the example agents in production too (outside production they are "
+                                 "deployed unless --no-examples)")
+        parser.add_argument("--no-examples", action="store_true",
+                            help="do not deploy the example agents (production deploys them only with --examples)")
         parser.add_argument("--state-root", help="where the database, deployments and workspaces live")
         parser.add_argument("--bearer-token", action="append", default=[], metavar="TOKEN",
                             help="require this bearer token (repeatable); replaces the loopback-only default")
@@ -74,6 +81,8 @@ class Command(BaseCommand):
             raise CommandError("--dev is for a server on one's own machine: not with --production")
         if opts["bearer_token"] and opts["allow_anonymous"]:
             raise CommandError("choose --bearer-token or --allow-anonymous, not both")
+        if opts["examples"] and opts["no_examples"]:
+            raise CommandError("choose --examples or --no-examples, not both")
         web_processes = opts["web_processes"]
         if web_processes < 1:
             raise CommandError("--web-processes takes a number of processes, 1 or more")
@@ -154,15 +163,45 @@ class Command(BaseCommand):
         exec_supervisor(commands, env, str(settings.BASE_DIR), banner, inherited)
 
     def deploy(self, opts) -> None:
-        dirs = [Path(d) for d in opts["agents"]]
-        if not opts["no_examples"]:
-            dirs.insert(0, Path(settings.BASE_DIR) / "examples")
+        """Deploy this start's folders and say, for each agent served, which release from where."""
+        dirs = agent_dirs(opts)
+        deployed: set[str] = set()
         try:
             for root in find_agent_folders(dirs):
-                d = deploy_agent_folder(root)
-                self.stdout.write(f"agent {d.agent.slug}: v{d.version} ({d.manifest.get('model')}) from {root}")
+                done = deploy_release(root)
+                d = done.deployment
+                deployed.add(d.agent.slug)
+                self.stdout.write(f"agent {d.agent.slug}: v{d.version} ({d.manifest.get('model')}) from {root}"
+                                  + (" (unchanged)" if done.reused else ""))
         except AgentFolderError as exc:
             raise CommandError(f"{exc.root}: invalid agent folder\n" + "\n".join(f"  {p}" for p in exc.problems)) from None
+        if not deployed:
+            examples = ("" if examples_dir() in dirs else
+                        " (the example agents are deployed in production only with --examples)"
+                        if settings.AGENTSITE_ENV == "production" else " (--no-examples)")
+            self.stdout.write(f"no agent folders deployed{examples}; add yours with --agents DIR")
+        earlier = Agent.objects.exclude(active_deployment=None).exclude(slug__in=deployed).select_related(
+            "active_deployment").order_by("slug")
+        for agent in earlier:
+            self.stdout.write(f"agent {agent.slug}: v{agent.active_deployment.version} deployed earlier "
+                              f"from {agent.active_deployment.origin() or '(no source recorded)'}")
+
+
+def examples_dir() -> Path:
+    return Path(settings.BASE_DIR) / "examples"
+
+
+def agent_dirs(opts) -> list[Path]:
+    """The folders a start deploys: --agents, after the example agents unless they are off.
+
+    A team's server serves what its operator deployed: in production (`--production`
+    or AGENTSITE_ENV=production) the examples come only with --examples.
+    """
+    dirs = [Path(d) for d in opts["agents"]]
+    production = settings.AGENTSITE_ENV == "production"
+    if opts.get("examples") or not (opts["no_examples"] or production):
+        dirs.insert(0, examples_dir())
+    return dirs
 
 
 def _absolute_paths(env: dict[str, str]) -> dict[str, str]:

@@ -3,6 +3,12 @@
     POST /webhook/v1/channels/inbox/messages        {"text": "...", "thread": "t-1", "callbackUrl": "..."}
     GET  /webhook/v1/channels/inbox/threads/t-1     the thread's session and the replies so far
 
+A thread belongs to the principal that opened it: the same thread name from another
+caller (another person's token) is that caller's own thread, with its own session,
+and reading it shows only that caller's replies. That is the channel's default
+(`shared_sessions=False`, written out below); a channel whose callers are one shared
+identity (a service signing each request, one fixed token) may share its threads.
+
 Replies go back through the events map: each `message.completed` is stored in
 the session's channel state and, when the thread gave a callback URL, posted to it
 through `ctx.host.http`: the URL is the caller's choice, so a loopback, private or
@@ -80,4 +86,6 @@ channel = Channel(
     ],
     events={"message.completed": deliver_reply},
     state={"replies": []},
+    # Callers are admitted by the server's chain, each as themself: their threads stay apart.
+    shared_sessions=False,
 )

@@ -1,0 +1,63 @@
+"""The body of `GET /<slug>/v1/info`: the agent as its active release describes it, with its
+channels (their routes, schemas, auth policies by kind, and whose sessions a key reaches)."""
+from __future__ import annotations
+
+from channels_app.described import (
+    AuthPolicyDescription, JSONObject, JSONValue, McpServerDescription, RuntimeDescription, ScheduleDescription,
+    SkillDescription, SubagentDescription, ToolDescription,
+)
+from channels_app.responses import DeploymentDetail, Reply
+
+
+class ChannelRoute(Reply):
+    method: str
+    # As declared, below the channel (`/items/:id`), and the full path on this server.
+    path: str
+    url: str
+    description: str = ""
+    # JSON Schemas of the route's pydantic models: free-form.
+    body_schema: JSONObject | None = None
+    query_schema: JSONObject | None = None
+    # The handler reads the bytes itself (a provider's signed body or form): no schema.
+    raw_body: bool = False
+
+
+class ChannelRef(Reply):
+    """A channel the agent is reached through: `http` (built in) or a custom one
+    with its routes and their schemas. Auth policies are named by kind, never with a token."""
+
+    id: str
+    kind: str
+    description: str = ""
+    routes: list[ChannelRoute] = []
+    events: list[str] = []
+    auth: list[AuthPolicyDescription] | None = None
+    # True: every caller the channel admits reaches every session of it (a shared identity, such
+    # as a signed webhook); False: a key or session id reaches only the caller's own sessions.
+    shared_sessions: bool = False
+    # A provider channel's settings, by the kind's own names: the variables holding its secrets and
+    # whether each is set ({env, set}), never a value; other settings as they are.
+    config: dict[str, JSONValue] | None = None
+
+
+class AgentInfo(Reply):
+    slug: str
+    name: str
+    description: str
+    model: str  # the default: what a session that names no model is bound to
+    models: list[str] = []  # what POST /session may name as `model`, as resolved at deploy; the first is `model`
+    fallback: list[str] = []  # what a failed model call may fall over to, in order (none: the turn fails)
+    peers: list[str] = []  # the agents (slugs) it may message
+    # The model's parameters, passed to its provider as they are: free-form.
+    params: JSONObject
+    max_steps: int | None
+    tools: list[ToolDescription]
+    skills: list[SkillDescription]
+    subagents: list[SubagentDescription]
+    channels: list[ChannelRef]
+    schedules: list[ScheduleDescription]
+    deployment: DeploymentDetail | None
+    runtime: RuntimeDescription | None = None
+    # Every tool the model is offered: name, family (server | workspace | builtin | mcp), input schema.
+    offered_tools: list[ToolDescription] = []
+    mcp: list[McpServerDescription] = []
