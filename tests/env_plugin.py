@@ -26,6 +26,8 @@ else:
 # than a person does; the tests of the limits set their own (tests/channels_app/test_rate_limits.py).
 for key in ("AGENTSITE_RATE_SESSIONS", "AGENTSITE_RATE_MESSAGES", "AGENTSITE_MAX_RUNNING_TURNS"):
     os.environ.setdefault(key, "off")
+# The lockout on failed logins and tokens stays on at its defaults: no test fails that often,
+# and tests/conftest.py empties its counters after each test.
 
 # Never reach a real model provider from the suite.
 for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):

@@ -13,10 +13,12 @@ import time
 import pytest
 import time_machine
 from asgiref.sync import async_to_sync
+from channels.testing import HttpCommunicator
 from django.contrib.auth.models import User
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from agentsite.asgi import application
 from agentsite.limits import Rate
 from sessions.models import PersonalToken, hash_token
 from tests.channels_app.test_websocket import socket, ws_path
@@ -186,6 +188,35 @@ def test_the_servers_bearer_tokens_are_locked_out_too(limits, settings, support_
     assert_locked_out_json(bearer("the-team-token-123").get("/v1/agents"), "5/5min",
                            "AGENTSITE_AUTH_FAILURES_PER_ADDRESS")
     assert bearer("the-team-token-123", NEIGHBOUR).get("/v1/agents").status_code == 200
+
+
+def test_the_metrics_token_on_other_routes_is_refused_without_counting_as_a_guess(limits, settings, support_agent):
+    settings.AGENTSITE_AUTH = "bearer"
+    settings.AGENTSITE_BEARER_TOKEN_HASHES = [hash_token("the-team-token-123")]
+    settings.AGENTSITE_METRICS_TOKEN_HASH = hash_token("the-scraper-token-456")
+    for _ in range(8):
+        assert bearer("the-scraper-token-456").get("/v1/agents").status_code == 401
+    assert bearer("the-scraper-token-456").get("/metrics").status_code == 200
+    assert bearer("the-team-token-123").get("/v1/agents").status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_behind_a_trusted_proxy_the_client_it_names_is_counted_not_the_proxy(limits, settings):
+    settings.AGENTSITE_TRUSTED_PROXIES = ["10.9.9.9"]
+    settings.AGENTSITE_AUTH = "bearer"
+    settings.AGENTSITE_BEARER_TOKEN_HASHES = [hash_token("the-team-token-123")]
+
+    async def through_proxy(client: str, secret: str) -> int:
+        communicator = HttpCommunicator(application, "GET", "/v1/agents", headers=[
+            (b"host", HOST.encode()), (b"authorization", f"Bearer {secret}".encode()),
+            (b"x-forwarded-for", f"{NEIGHBOUR}, {client}".encode())])  # the left hop is the client's own say
+        communicator.scope["client"] = ("10.9.9.9", 40000)
+        return (await communicator.get_response(timeout=15))["status"]
+
+    for n in range(5):
+        assert async_to_sync(through_proxy)(ATTACKER, f"guess-{n}") == 401
+    assert async_to_sync(through_proxy)(ATTACKER, "the-team-token-123") == 429
+    assert async_to_sync(through_proxy)("192.0.2.44", "the-team-token-123") == 200
 
 
 @pytest.mark.django_db(transaction=True)
