@@ -146,7 +146,8 @@ def bearer_auth(
         for candidate, name in known.items():  # no early exit: time does not tell which failed
             if hmac.compare_digest(candidate, digest):
                 match = name
-        return lockout.counted(info, presented, Principal(authenticator="bearer", principal_id=match) if match else None)
+        found = Principal(authenticator="bearer", principal_id=match) if match else None
+        return lockout.counted(info, presented, found)
 
     return policy
 

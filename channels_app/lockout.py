@@ -14,6 +14,7 @@ import functools
 import hashlib
 import hmac
 import ipaddress
+import logging
 import math
 import time
 from typing import Any, Callable
@@ -24,12 +25,19 @@ from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.deprecation import MiddlewareMixin
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from channels_app.errors import APIError, error_response
 from channels_app.ratelimits import increment
 from sessions import metrics
 from sessions.models import hash_token
 from sessions.models.token import TOKEN_PREFIX
+
+log = logging.getLogger(__name__)
+# Redis restarting: a lockout is not worth refusing every token for those seconds (the rate limits,
+# which guard spending, answer 503 instead).
+UNREACHABLE = (RedisConnectionError, RedisTimeoutError)
 
 # The limits, by name, with the setting each is read from; the account one names a person or a token.
 ACCOUNT, ADDRESS = "account", "address"
@@ -81,7 +89,11 @@ def check(address: str, account: str, surface: str) -> None:
     counters = _counters(address, account, now)
     if not counters:
         return
-    counts = caches["limits"].get_many([key for _, _, key, _ in counters])
+    try:
+        counts = caches["limits"].get_many([key for _, _, key, _ in counters])
+    except UNREACHABLE as exc:
+        log.warning("lockout: the counters are unreachable, so this attempt is not checked: %s", exc)
+        return
     spent = [(limit, rate, window) for limit, rate, key, window in counters if counts.get(key, 0) >= rate.count]
     if spent:  # the later of the windows' ends, when both are spent
         limit, rate, window = max(spent, key=lambda s: (s[2] + 1) * s[1].seconds)
@@ -92,8 +104,11 @@ def check(address: str, account: str, surface: str) -> None:
 def failed(address: str, account: str, surface: str) -> None:
     """Count one refused password or token against each limit."""
     metrics.auth_failed(surface)
-    for _, rate, key, _ in _counters(address, account, time.time()):
-        increment(key, rate.seconds)
+    try:
+        for _, rate, key, _ in _counters(address, account, time.time()):
+            increment(key, rate.seconds)
+    except UNREACHABLE as exc:
+        log.warning("lockout: the counters are unreachable, so this failure is not counted: %s", exc)
 
 
 # --- bearer tokens: a hook at each policy that verifies one (channels_app.auth) ---------------

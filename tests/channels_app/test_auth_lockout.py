@@ -269,3 +269,11 @@ def test_failures_and_lockouts_are_counted_in_metrics_by_surface(limits, token):
     for surface in ("login", "bearer"):
         assert value(after, "agentsite_auth_locked_out_total", surface=surface, limit="account") - \
             value(before, "agentsite_auth_locked_out_total", surface=surface, limit="account") == 1
+
+
+def test_with_the_counters_unreachable_tokens_are_still_checked_and_served(limits, settings, token):
+    settings.CACHES = {**settings.CACHES, "limits": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                                                     "LOCATION": "redis://127.0.0.1:1/0"}}
+    for _ in range(4):
+        assert bearer("ast_000000000000_" + "u" * 40).get("/v1/agents").status_code == 401
+    assert bearer(token[1]).get("/v1/agents").status_code == 200
