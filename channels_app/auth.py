@@ -189,10 +189,9 @@ def personal_token() -> Policy:
         presented = presented.strip()
         if scheme.lower() != "bearer" or not presented.startswith(TOKEN_PREFIX):
             return None
-        lockout.check_bearer(info, presented)  # 429 while this client's wrong tokens are over a limit
         token = PersonalToken.find(presented)
         if token is None or token.status() != PersonalToken.Status.ACTIVE or not token.user.is_active:
-            lockout.bearer_failed(info, presented)
+            lockout.token_refused(info, presented)  # a 429 once this client's wrong tokens are over a limit
             raise Refused("unknown, revoked or expired personal token")
         token.touch()
         return user_principal(token.user, token=token.id, agents=token.agents)

@@ -4,8 +4,9 @@ A wrong password at a login page (ours and the admin's) and a bearer token a pol
 count against two limits, fixed windows in the `limits` cache as the per-principal rates are
 (channels_app.ratelimits, so every web process shares them): failures from one address for one
 account, and failures from one address whatever the account. While either is spent, every
-attempt it covers gets 429 with Retry-After before any password or token is checked, the
+attempt it covers gets 429 with Retry-After before any password or chosen bearer is checked, the
 right one too (else a guesser would learn a hit from the answer); refused attempts add nothing.
+A personal token, which nobody guesses, is looked up first and only a wrong one gets the 429.
 The address is the one channels_app.proxies derived; an IPv6 address counts as its /64.
 """
 from __future__ import annotations
@@ -127,7 +128,18 @@ def bearer_account(presented: str) -> str:
 
 
 def check_bearer(info: Any, presented: str) -> None:
+    """Before a bearer that people choose (and so may guess) is compared: 429 while its client is over a limit."""
     check(info.peer, bearer_account(presented), bearer_surface(info.headers))
+
+
+def token_refused(info: Any, presented: str) -> None:
+    """After a personal token was refused: 429 while its client is over a limit, else the failure counted.
+
+    Checked after the lookup, not before: a token's secret is 256 random bits that nobody
+    guesses, so the right token is served whatever its address did, at no cost per request.
+    """
+    check_bearer(info, presented)
+    bearer_failed(info, presented)
 
 
 def bearer_failed(info: Any, presented: str) -> None:
