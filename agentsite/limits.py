@@ -1,7 +1,8 @@
 """The limits a team sets on each principal, read from the environment when the settings load.
 
 `AGENTSITE_RATE_SESSIONS` and `AGENTSITE_RATE_MESSAGES` are rates such as
-`30/min` (a count per `sec`, `min` or `hour`; `off` or empty: no limit);
+`30/min` (a count per `sec`, `min` or `hour`, or per several of them as `10/5min`;
+`off` or empty: no limit), and so are the limits on failed logins and bearer tokens;
 `AGENTSITE_MAX_RUNNING_TURNS` is a count (`0` or `off`: no cap). Between agents,
 `AGENTSITE_AGENT_HOP_LIMIT` and `AGENTSITE_AGENT_TURN_BUDGET` are counts of at least 1 and
 `AGENTSITE_AGENT_MESSAGE_RATE` a rate per conversation. A value that
@@ -11,6 +12,7 @@ mode's missing settings do (`manage.py` and `agentsite.asgi` print it alone).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from django.core.exceptions import ImproperlyConfigured
@@ -27,9 +29,15 @@ DEFAULT_MAX_RUNNING_TURNS = "4"
 DEFAULT_AGENT_HOP_LIMIT = "4"
 DEFAULT_AGENT_TURN_BUDGET = "20"
 DEFAULT_AGENT_MESSAGE_RATE = "30/min"
+# Failed logins and refused bearer tokens (channels_app.lockout): per client address and
+# account (a person mistyping stays far below it), and per address whatever the account.
+DEFAULT_AUTH_FAILURES_PER_ACCOUNT = "10/5min"
+DEFAULT_AUTH_FAILURES_PER_ADDRESS = "50/5min"
 
 UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
 OFF = ("", "off", "none", "0")
+# What follows the slash of a rate: a unit, or a whole number of them (`min`, `5min`, `15 min`).
+_WINDOW = re.compile(r"(?P<times>[0-9]*)\s*(?P<unit>[a-z]+)")
 
 
 class LimitSettingInvalid(ImproperlyConfigured):
@@ -53,12 +61,15 @@ def parse_rate(name: str, value: str | None, default: str) -> Rate | None:
     raw = (default if value is None else value).strip().lower()
     if raw in OFF:
         return None
-    count, _, unit = raw.partition("/")
-    if not count.strip().isdigit() or int(count) < 1 or unit.strip() not in UNITS:
+    count, _, per = raw.partition("/")
+    window = _WINDOW.fullmatch(per.strip())
+    if (not count.strip().isdigit() or int(count) < 1 or window is None or window["unit"] not in UNITS
+            or int(window["times"] or 1) < 1):
         raise LimitSettingInvalid(
-            f"{name}={value!r} is not a rate: write a count per sec, min or hour such as {default!r}, "
-            "or 'off' for no limit")
-    return Rate(int(count), UNITS[unit.strip()], f"{int(count)}/{unit.strip()}")
+            f"{name}={value!r} is not a rate: write a count per sec, min or hour (or per several, "
+            f"as 10/5min) such as {default!r}, or 'off' for no limit")
+    times, unit = int(window["times"] or 1), window["unit"]
+    return Rate(int(count), times * UNITS[unit], f"{int(count)}/{times if times > 1 else ''}{unit}")
 
 
 def parse_cap(name: str, value: str | None, default: str) -> int:

@@ -16,8 +16,9 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from agentsite.limits import (
-    DEFAULT_AGENT_HOP_LIMIT, DEFAULT_AGENT_MESSAGE_RATE, DEFAULT_AGENT_TURN_BUDGET, DEFAULT_MAX_RUNNING_TURNS,
-    DEFAULT_RATE_MESSAGES, DEFAULT_RATE_SESSIONS, parse_cap, parse_count, parse_per_minute, parse_rate,
+    DEFAULT_AGENT_HOP_LIMIT, DEFAULT_AGENT_MESSAGE_RATE, DEFAULT_AGENT_TURN_BUDGET, DEFAULT_AUTH_FAILURES_PER_ACCOUNT,
+    DEFAULT_AUTH_FAILURES_PER_ADDRESS, DEFAULT_MAX_RUNNING_TURNS, DEFAULT_RATE_MESSAGES, DEFAULT_RATE_SESSIONS,
+    parse_cap, parse_count, parse_per_minute, parse_rate,
 )
 from agentsite.production import FALLBACK_SECRET_KEY, environment, production_settings
 
@@ -112,6 +113,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # A page or stream outside DRF that met a locked-out bearer answers its 429 (channels_app.lockout).
+    "channels_app.lockout.AnswerLockouts",
 ]
 
 ROOT_URLCONF = "agentsite.urls"
@@ -387,6 +390,14 @@ AGENTSITE_RATE_MESSAGES = parse_rate("AGENTSITE_RATE_MESSAGES", os.environ.get("
                                      DEFAULT_RATE_MESSAGES)
 AGENTSITE_MAX_RUNNING_TURNS = parse_cap("AGENTSITE_MAX_RUNNING_TURNS", os.environ.get("AGENTSITE_MAX_RUNNING_TURNS"),
                                         DEFAULT_MAX_RUNNING_TURNS)
+# Failed logins and refused bearer tokens (channels_app.lockout), as rates: per client address and
+# account, and per address whatever the account; over either, attempts get 429 until its window ends.
+AGENTSITE_AUTH_FAILURES_PER_ACCOUNT = parse_rate("AGENTSITE_AUTH_FAILURES_PER_ACCOUNT",
+                                                 os.environ.get("AGENTSITE_AUTH_FAILURES_PER_ACCOUNT"),
+                                                 DEFAULT_AUTH_FAILURES_PER_ACCOUNT)
+AGENTSITE_AUTH_FAILURES_PER_ADDRESS = parse_rate("AGENTSITE_AUTH_FAILURES_PER_ADDRESS",
+                                                 os.environ.get("AGENTSITE_AUTH_FAILURES_PER_ADDRESS"),
+                                                 DEFAULT_AUTH_FAILURES_PER_ADDRESS)
 # Agents messaging each other (sessions.messaging): how many messages may pass between agents in a
 # row before one is refused, how many turns they may start in all from one person's (or trigger's)
 # message, and how many messages one conversation (a pair of sessions) may carry per window.

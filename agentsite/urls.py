@@ -3,6 +3,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from channels_app.lockout import throttled_login
 from channels_app.views.agents import HealthView
 from sessions.dashboard.views import dashboard
 
@@ -13,6 +14,8 @@ admin.site.index_title = "Agents, sessions and the team"
 urlpatterns = [
     path("", RedirectView.as_view(url="/playground/", permanent=False)),
     path("admin/dashboard/", dashboard, name="admin-dashboard"),  # before the admin's catch-all
+    # The admin's own login, with wrong passwords counted as at /accounts/login/.
+    path("admin/login/", throttled_login(admin.site.login, "admin_login")),
     path("admin/", admin.site.urls),
     path("accounts/", include("channels_app.accounts")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

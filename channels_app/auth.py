@@ -16,6 +16,7 @@ from django.conf import settings
 from rest_framework import authentication, permissions
 
 from agents.channels import AuthPolicy
+from channels_app import lockout
 from sessions.models import PersonalToken, hash_token
 from sessions.models.token import TOKEN_PREFIX
 from sessions.principal import Principal, is_operator
@@ -137,14 +138,16 @@ def bearer_auth(
         presented = presented.strip()
         if scheme.lower() != "bearer" or not presented:
             return None
+        lockout.check_bearer(info, presented)  # 429 while this client's wrong bearers are over a limit
         if verifier is not None:
-            return verifier(presented)
+            return lockout.counted(info, presented, verifier(presented))
         digest = hash_token(presented)
         match = None
         for candidate, name in known.items():  # no early exit: time does not tell which failed
             if hmac.compare_digest(candidate, digest):
                 match = name
-        return Principal(authenticator="bearer", principal_id=match) if match else None
+        found = Principal(authenticator="bearer", principal_id=match) if match else None
+        return lockout.counted(info, presented, found)
 
     return policy
 
@@ -188,6 +191,7 @@ def personal_token() -> Policy:
             return None
         token = PersonalToken.find(presented)
         if token is None or token.status() != PersonalToken.Status.ACTIVE or not token.user.is_active:
+            lockout.token_refused(info, presented)  # a 429 once this client's wrong tokens are over a limit
             raise Refused("unknown, revoked or expired personal token")
         token.touch()
         return user_principal(token.user, token=token.id, agents=token.agents)

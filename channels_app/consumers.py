@@ -6,7 +6,8 @@ chain and ownership are the HTTP routes'. A refused socket is accepted and
 closed at once with a code the page can read: 4401 (no policy admitted
 it), 4403 (foreign Origin or another principal's session, unless the caller is
 an operator, who may follow and stop it but not post to it), 4404 (unknown
-session), 4400 (bad startIndex, or a session id holding NUL). A client may
+session), 4400 (bad startIndex, or a session id holding NUL), 4429 (too many wrong
+tokens from the client: an error frame with `retryAfter` comes first). A client may
 send `{"type": "message", "message": "...", "admission": "coalesce"}` (and, as over
 HTTP, optionally the session's own `"model"`: another is a `handoff_required` error) to
 post a follow-up through the socket; a bad frame gets an error frame, and
@@ -25,6 +26,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from channels_app.auth import RequestInfo, authenticate, check_scope
 from channels_app.bodies import SocketMessage, validate_body
 from channels_app.errors import APIError
+from channels_app.lockout import TooManyFailures
 from channels_app.middleware import bad_path_id
 from channels_app.origin import foreign_websocket_origin
 from channels_app.ownership import get_owned_session
@@ -51,7 +53,11 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
         if foreign_websocket_origin(self.scope) is not None:
             return await self.close(code=4403)
         info = RequestInfo.from_scope(self.scope)
-        self.principal = await _authenticate(info)  # a personal token is a row to read
+        try:
+            self.principal = await _authenticate(info)  # a personal token is a row to read
+        except TooManyFailures as exc:  # says when to come back, then closes as 4429
+            await self.send_error(exc.error_code, exc.message, exc.details)
+            return await self.close(code=4429)
         if self.principal is None:
             return await self.close(code=4401)
         kwargs = self.scope["url_route"]["kwargs"]
@@ -117,5 +123,6 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
         except APIError as exc:
             await self.send_error(exc.error_code, exc.message)
 
-    async def send_error(self, code: str, message: str) -> None:
-        await self.send(text_data=json.dumps({"type": "error", "error": {"code": code, "message": message}}))
+    async def send_error(self, code: str, message: str, details: dict | None = None) -> None:
+        error = {"code": code, "message": message, **({"details": details} if details else {})}
+        await self.send(text_data=json.dumps({"type": "error", "error": error}))

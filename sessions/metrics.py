@@ -79,6 +79,11 @@ TIMER_LATENESS = Histogram(
     ["kind"], buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600))
 HTTP_REQUESTS = Counter("agentsite_http_requests", "HTTP requests answered, by the URL pattern they matched "
                         "(`unmatched` for none) and status code.", ["route", "status"])
+AUTH_FAILURES = Counter("agentsite_auth_failures", "Failed logins and refused bearer tokens, by surface (`login`, "
+                        "`admin_login`, `bearer` over HTTP, `websocket`).", ["surface"])
+AUTH_LOCKED_OUT = Counter("agentsite_auth_locked_out", "Logins and bearer tokens refused with 429 after too many "
+                          "failures, by surface and by the limit that was spent (`account`, `address`).",
+                          ["surface", "limit"])
 
 TOKEN_KINDS = (("inputTokens", "input"), ("outputTokens", "output"), ("cacheReadTokens", "cache_read"),
                ("cacheWriteTokens", "cache_write"))
@@ -187,6 +192,18 @@ def stream_closed(transport: str) -> None:
 def request_answered(route: str | None, status: int) -> None:
     """An HTTP request was answered: by its URL pattern, never its path, so the labels stay few."""
     HTTP_REQUESTS.labels(route if route is not None else UNMATCHED, str(status)).inc()
+
+
+@never_fails
+def auth_failed(surface: str) -> None:
+    """A password or a bearer token was refused (`channels_app.lockout.failed`)."""
+    AUTH_FAILURES.labels(surface).inc()
+
+
+@never_fails
+def auth_locked_out(surface: str, limit: str) -> None:
+    """An attempt was refused unchecked, its client over a failure limit (`channels_app.lockout.check`)."""
+    AUTH_LOCKED_OUT.labels(surface, limit).inc()
 
 
 # --- read at scrape time -----------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from django.core.cache import caches
 from django.test import Client, TransactionTestCase
 
 from channels_app.auth import Principal, allow_all, bearer_auth
@@ -28,6 +29,17 @@ def _uses_test_database(item: pytest.Item) -> bool:
     if cls is not None and issubclass(cls, TransactionTestCase):
         return True
     return item.get_closest_marker("django_db") is not None or bool(DB_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+@pytest.fixture(autouse=True)
+def _no_lockout_carried_over(request, django_db_blocker):
+    """Wrong passwords and tokens count toward a lockout (channels_app.lockout) in the limits cache,
+    a table a transactional test's flush leaves alone: emptied after each test with the database,
+    so the limits stay on for the suite and one test's failures never lock out the next's."""
+    yield
+    if _uses_test_database(request.node):
+        with django_db_blocker.unblock():
+            caches["limits"].clear()
 
 
 @pytest.hookimpl(trylast=True)

@@ -29,6 +29,8 @@ for key in ("AGENTSITE_RATE_SESSIONS", "AGENTSITE_RATE_MESSAGES", "AGENTSITE_MAX
 # Workspaces are plain folders for the suite: a filesystem image of its own per workspace (as root) stays
 # mounted after a test that leaves its state root behind; the sandbox tests turn them on and unmount them.
 os.environ.setdefault("AGENTSITE_WORKSPACE_DISKS", "off")
+# The lockout on failed logins and tokens stays on at its defaults: no test fails that often,
+# and tests/conftest.py empties its counters after each test.
 
 # Never reach a real model provider from the suite.
 for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):

@@ -5,7 +5,7 @@ nginx ends TLS on a certificate the test makes and forwards to the server on
 loopback, which lists 127.0.0.1 in AGENTSITE_TRUSTED_PROXIES: its
 X-Forwarded-Proto is what keeps the production server from redirecting to
 https forever, and what the client sends in forwarding headers never makes it
-the local principal. One server and one nginx serve every test of the module.
+the local principal, nor evades a lockout. One server and one nginx serve every test of the module.
 """
 from __future__ import annotations
 
@@ -169,6 +169,20 @@ def test_a_person_logs_in_through_nginx_and_follows_a_session_with_the_login_coo
     with pytest.raises(ConnectionClosed) as refused:
         site.websocket_frames(path, {"Origin": site.public})
     assert refused.value.rcvd.code == 4401
+
+
+def test_wrong_tokens_through_nginx_lock_the_client_out_whatever_it_forges(site):
+    guess = "ast_0123456789ab_" + "g" * 43  # a token id no row has: one account, as the server counts
+    with site.client() as client:
+        for n in range(10):  # the default: 10 per address and account in 5 minutes
+            forged = {"X-Forwarded-For": f"198.51.100.{n}", "Forwarded": f"for=198.51.100.{n}",
+                      "Authorization": f"Bearer {guess}"}
+            assert client.get("/v1/agents", headers=forged).status_code == 401
+        locked = client.get("/v1/agents", headers={"X-Forwarded-For": "192.0.2.1", "Authorization": f"Bearer {guess}"})
+        assert locked.status_code == 429, locked.text
+        assert locked.json()["error"]["code"] == "too_many_failures" and 1 <= int(locked.headers["Retry-After"]) <= 300
+        # Another account from the same client is not locked out by these.
+        assert client.get("/v1/agents", headers={"Authorization": f"Bearer {site.token}"}).status_code == 200
 
 
 def test_under_uvicorn_a_forwarded_proto_from_an_untrusted_loopback_peer_is_ignored(tmp_path):

@@ -39,8 +39,10 @@ def test_rates_parse_per_second_minute_and_hour_and_off():
     assert parse_rate("X", "100/hour", "60/min") == Rate(100, 3600, "100/hour")
     assert parse_rate("X", None, "60/min") == Rate(60, 60, "60/min")
     assert parse_rate("X", "off", "60/min") is None and parse_rate("X", "", "60/min") is None
+    assert parse_rate("X", "10/5min", "60/min") == Rate(10, 300, "10/5min")
+    assert parse_rate("X", "3 / 2 hour", "60/min") == Rate(3, 7200, "3/2hour")
     assert parse_cap("X", None, "4") == 4 and parse_cap("X", "off", "4") == 0 and parse_cap("X", "0", "4") == 0
-    for bad in ("30", "30/fortnight", "-1/min", "x/min", "1.5/min"):
+    for bad in ("30", "30/fortnight", "-1/min", "x/min", "1.5/min", "10/0min", "10/5", "10/-5min"):
         with pytest.raises(LimitSettingInvalid, match="X="):
             parse_rate("X", bad, "60/min")
     with pytest.raises(LimitSettingInvalid):
@@ -64,7 +66,8 @@ def test_the_loop_guards_between_agents_parse_a_count_and_a_rate_per_minute():
                                         ("AGENTSITE_MAX_RUNNING_TURNS", "lots"),
                                         ("AGENTSITE_AGENT_HOP_LIMIT", "0"),
                                         ("AGENTSITE_AGENT_TURN_BUDGET", "off"),
-                                        ("AGENTSITE_AGENT_MESSAGE_RATE", "30/fortnight")])
+                                        ("AGENTSITE_AGENT_MESSAGE_RATE", "30/fortnight"),
+                                        ("AGENTSITE_AUTH_FAILURES_PER_ACCOUNT", "10/0min")])
 def test_a_bad_limit_setting_stops_the_server_starting_with_a_message(name, value):
     done = subprocess.run([sys.executable, str(ROOT / "manage.py"), "check"], cwd=ROOT, capture_output=True,
                           text=True, env=child_env(**{name: value}), timeout=60)
