@@ -31,6 +31,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from agentsite.production import ALLOW_ALL_REFUSED
 from agentsite.supervise import exec_supervisor
 from agents.discovery import AgentFolderError, deploy_agent_folder, find_agent_folders
 from channels_app.proxies import trusted_networks
@@ -72,6 +73,8 @@ class Command(BaseCommand):
         _restart_with_settings(opts)
         if opts["production"] and opts["dev"]:
             raise CommandError("--dev is for a server on one's own machine: not with --production")
+        if opts["allow_anonymous"] and settings.AGENTSITE_ENV == "production":
+            raise CommandError(f"--allow-anonymous {ALLOW_ALL_REFUSED}")
         if opts["bearer_token"] and opts["allow_anonymous"]:
             raise CommandError("choose --bearer-token or --allow-anonymous, not both")
         web_processes = opts["web_processes"]
