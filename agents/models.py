@@ -178,6 +178,9 @@ def secret_name_problem(name: object) -> str | None:
 def secret_value_problem(value: object) -> str | None:
     if not isinstance(value, str) or not value:
         return "a secret's value is a non-empty string (to remove a secret, unset it)"
+    if not value.strip():
+        # Whoever reads a credential takes a blank one for unset (agents.secrets.lookup): it would set nothing.
+        return "a secret's value is blank (only whitespace): give the value itself, or unset the secret"
     if len(value.encode()) > SECRET_MAX_BYTES:
         return f"a secret's value is at most {SECRET_MAX_BYTES // 1024} KB"
     if "\x00" in value:

@@ -90,6 +90,7 @@ def test_an_operator_unsets_a_secret(olga, agent):
     ({"name": "1BAD", "value": "v"}, "is not a secret name"),
     ({"name": "NO_VALUE", "value": ""}, "A new secret needs a value."),
     ({"name": "NUL", "value": "a\x00b"}, "Null characters are not allowed"),
+    ({"name": "BLANK", "value": "   "}, "a secret&#x27;s value is blank (only whitespace)"),
 ])
 def test_a_bad_name_or_value_is_refused_on_the_form(olga, agent, data, error):
     answer = olga.post(f"{CHANGELIST}add/", {"agent": agent.pk, **data})
