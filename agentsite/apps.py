@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.contrib.admin import apps as admin_apps
 
 
 class AgentsiteConfig(AppConfig):
@@ -9,3 +10,10 @@ class AgentsiteConfig(AppConfig):
         from agentsite import forksafe
 
         forksafe.install()
+
+
+class OperatorsAdminConfig(admin_apps.AdminConfig):
+    """Django's admin with its site admitting operators, not only staff (agentsite.admin_site)."""
+
+    default = False  # named in INSTALLED_APPS; agentsite's own app stays AgentsiteConfig
+    default_site = "agentsite.admin_site.OperatorsAdminSite"

@@ -75,7 +75,7 @@ if AGENTSITE_ENV == "production":
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "agentsite.apps.OperatorsAdminConfig",  # django.contrib.admin, open to the operators group
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
