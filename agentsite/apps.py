@@ -8,6 +8,7 @@ class AgentsiteConfig(AppConfig):
 
     def ready(self) -> None:
         from agentsite import forksafe
+        from channels_app import checks  # noqa: F401  registers the system checks of its settings
 
         forksafe.install()
 
