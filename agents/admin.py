@@ -30,7 +30,7 @@ OPERATORS_GROUP = "operators"
 
 def _in_operators(request: HttpRequest) -> bool:
     user = request.user
-    return bool(user.is_active and user.is_staff and user.groups.filter(name=OPERATORS_GROUP).exists())
+    return bool(user.is_active and user.groups.filter(name=OPERATORS_GROUP).exists())
 
 
 def _diff_url(d: Deployment, other: Deployment) -> str:

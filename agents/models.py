@@ -7,7 +7,7 @@ from pathlib import Path
 from cryptography.fernet import InvalidToken
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import models, transaction
+from django.db import connections, models, transaction
 from django.utils import timezone
 
 from agents.secrets.keys import cipher, encrypting_key
@@ -33,6 +33,17 @@ class AgentQuerySet(models.QuerySet):
         """(id, active deployment id, updated_at) of agent `slug`, None if there is none: a deploy,
         a rollback or an edit changes it, so a copy loaded earlier can be checked with one narrow read."""
         return self.filter(slug=slug).values_list("id", "active_deployment_id", "updated_at").first()
+
+    def if_migrated(self) -> AgentQuerySet:
+        """These agents, or none while their table does not exist: `check --deploy` builds the API
+        document, which names the agents, on a database that may not be migrated yet."""
+        if self.model._meta.db_table not in connections[self.db].introspection.table_names():
+            return self.none()
+        return self
+
+    def deployed(self) -> AgentQuerySet:
+        """The agents with an active release, loaded with it (none before the tables exist)."""
+        return self.if_migrated().exclude(active_deployment=None).select_related("active_deployment")
 
 
 class Agent(models.Model):
@@ -167,6 +178,9 @@ def secret_name_problem(name: object) -> str | None:
 def secret_value_problem(value: object) -> str | None:
     if not isinstance(value, str) or not value:
         return "a secret's value is a non-empty string (to remove a secret, unset it)"
+    if not value.strip():
+        # Whoever reads a credential takes a blank one for unset (agents.secrets.lookup): it would set nothing.
+        return "a secret's value is blank (only whitespace): give the value itself, or unset the secret"
     if len(value.encode()) > SECRET_MAX_BYTES:
         return f"a secret's value is at most {SECRET_MAX_BYTES // 1024} KB"
     if "\x00" in value:

@@ -33,14 +33,30 @@ if tracing.tracing():
     http_app = OpenTelemetryMiddleware(django_asgi_app, exclude_spans=["receive", "send"],
                                        meter_provider=NoOpMeterProvider())
 
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+
+from django.db import connections  # noqa: E402
+
 from sessions.models import Host  # noqa: E402
 from sessions.processes import ensure_host_lease  # noqa: E402
 from sessions.workspacevolume import refuse_unshared_volume  # noqa: E402
 
-# With several hosts, sessions' files must be on one volume they all mount: refuse to serve otherwise.
-# Then hold this host's lease, so other hosts can tell when it is gone (sessions.processes).
-if refuse_unshared_volume():
-    ensure_host_lease(Host.Kind.WEB)
+
+def _at_start() -> None:
+    """With several hosts, sessions' files must be on one volume they all mount: refuse to serve otherwise.
+    Then hold this host's lease, so other hosts can tell when it is gone (sessions.processes)."""
+    try:
+        if refuse_unshared_volume():
+            ensure_host_lease(Host.Kind.WEB)
+    finally:
+        connections.close_all()  # this thread's own, which nothing else would close
+
+
+# uvicorn imports this module on its running event loop, where Django refuses database calls ("cannot
+# call this from an async context"); daphne before its loop starts. A thread of its own serves both, and
+# the refusal it raises (SystemExit) is raised again here.
+with ThreadPoolExecutor(1, thread_name_prefix="start-checks") as _pool:
+    _pool.submit(_at_start).result()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

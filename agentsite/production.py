@@ -12,9 +12,13 @@ from __future__ import annotations
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
+from django.core.checks.security.base import (
+    SECRET_KEY_INSECURE_PREFIX, SECRET_KEY_MIN_LENGTH, SECRET_KEY_MIN_UNIQUE_CHARACTERS,
+)
 from django.core.exceptions import ImproperlyConfigured
 
 from agents.secrets.keys import SecretsKeyError, parse_keys
+from channels_app.proxies import parse_networks
 
 ENVIRONMENTS = ("development", "production")
 # What SECRET_KEY is when AGENTSITE_SECRET_KEY is unset. Long enough that Django's
@@ -31,6 +35,9 @@ SECRETS_HINT = ("set it to one or more Fernet keys, comma-separated (the first e
                 "print(Fernet.generate_key().decode())')\"")
 URL_HINT = ("set it to the address people and programs reach this server at, e.g.\n"
             "      export AGENTSITE_PUBLIC_URL=https://agents.example.com")
+ALLOW_ALL_REFUSED = ("(serve --allow-anonymous) admits every caller, from anywhere, as the anonymous principal: in "
+                     "production people log in or send a token; unset AGENTSITE_AUTH (or set it to bearer) and give "
+                     "people accounts and tokens (docs/running-for-a-team.md)")
 
 
 class ProductionSettingsMissing(ImproperlyConfigured):
@@ -56,12 +63,26 @@ def _host_pattern(hostname: str) -> str:
     return f"[{hostname}]" if ":" in hostname else hostname
 
 
+def weak_secret_key(key: str) -> str | None:
+    """What makes `key` guessable by Django's own rule (`check --deploy`'s security.W009), or None."""
+    if key.startswith(SECRET_KEY_INSECURE_PREFIX):
+        return f"starts with {SECRET_KEY_INSECURE_PREFIX!r}, the prefix of keys Django makes for development"
+    if len(key) < SECRET_KEY_MIN_LENGTH:
+        return f"is {len(key)} characters long, fewer than {SECRET_KEY_MIN_LENGTH}"
+    if len(set(key)) < SECRET_KEY_MIN_UNIQUE_CHARACTERS:
+        return f"has {len(set(key))} different characters, fewer than {SECRET_KEY_MIN_UNIQUE_CHARACTERS}"
+    return None
+
+
 def production_settings(environ: Mapping[str, str]) -> dict[str, Any]:
     """The settings production mode overrides, or `ProductionSettingsMissing` naming every problem.
 
-    1. Check the required settings: a secret key that is not the fallback, a
-       public URL with a scheme and a host, Fernet keys for agents' secrets,
-       no `*` among the allowed hosts.
+    1. Check the required settings: a secret key that is not the fallback and
+       passes Django's own deploy check (`weak_secret_key`), a public URL with a
+       scheme and a host, Fernet keys for agents' secrets, no `*` among the
+       allowed hosts, no `allow_all` auth (every remote caller admitted as
+       anonymous), trusted proxies that are addresses or networks of proxies
+       (`channels_app.proxies.parse_networks`), not the whole internet.
     2. Turn debug off and allow only the public URL's host and the listed ones.
     3. When the public URL is https: secure cookies, HSTS and the redirect to
        https (over plain http they would lock people out of their logins).
@@ -75,6 +96,8 @@ def production_settings(environ: Mapping[str, str]) -> dict[str, Any]:
         problems.append(f"AGENTSITE_SECRET_KEY is not set: {KEY_HINT}")
     elif secret_key == FALLBACK_SECRET_KEY:
         problems.append(f"AGENTSITE_SECRET_KEY is the built-in development key, which anyone can read: {KEY_HINT}")
+    elif weakness := weak_secret_key(secret_key):
+        problems.append(f"AGENTSITE_SECRET_KEY {weakness}, so sessions and signed links could be forged: {KEY_HINT}")
     public_url = environ.get("AGENTSITE_PUBLIC_URL", "").strip()
     public = urlsplit(public_url)
     if not public_url:
@@ -93,6 +116,13 @@ def production_settings(environ: Mapping[str, str]) -> dict[str, Any]:
     if "*" in extra_hosts:
         problems.append("AGENTSITE_ALLOWED_HOSTS lists '*': in production list the host names this server "
                         "answers to (the public URL's host is allowed already)")
+    if environ.get("AGENTSITE_AUTH", "").strip() == "allow_all":
+        problems.append(f"AGENTSITE_AUTH=allow_all {ALLOW_ALL_REFUSED}")
+    proxies = tuple(p.strip() for p in environ.get("AGENTSITE_TRUSTED_PROXIES", "").split(",") if p.strip())
+    try:
+        parse_networks(proxies)
+    except ImproperlyConfigured as exc:
+        problems.append(str(exc))
     if problems:
         raise ProductionSettingsMissing(
             "agentsite will not start with AGENTSITE_ENV=production:\n" + "\n".join(f"  - {p}" for p in problems))

@@ -76,7 +76,7 @@ if AGENTSITE_ENV == "production":
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "agentsite.apps.OperatorsAdminConfig",  # django.contrib.admin, open to the operators group
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -305,7 +305,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"json": {"()": "sessions.logcontext.JsonFormatter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler",
+    # A client's mistakes that Django logs as errors with a traceback: one line at WARNING (channels_app.request_log).
+    "filters": {"client_mistakes": {"()": "channels_app.request_log.ClientMistakes"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["client_mistakes"],
                              **({"formatter": "json"} if LOG_FORMAT == "json" else {})}},
     "root": {"handlers": ["console"], "level": os.environ.get("AGENTSITE_LOG_LEVEL", "WARNING")},
 }

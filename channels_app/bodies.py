@@ -197,8 +197,7 @@ def model_schema(schema: dict[str, Any]) -> None:
         "A 'provider:model' id from the agent's models (GET /<slug>/v1/info lists them; absent: its default; "
         "another: 400 model_not_allowed). Chosen when the session is created; a follow-up may name only the "
         "model its session is bound to (another is a 409 handoff_required)"))
-    per_agent = [set(a.active_deployment.models)
-                 for a in Agent.objects.select_related("active_deployment").exclude(active_deployment=None)]
+    per_agent = [set(a.active_deployment.models) for a in Agent.objects.deployed()]
     shared = set.intersection(*per_agent) if per_agent else set()
     if shared:
         option = next(o for o in schema["anyOf"] if o.get("type") == "string")
@@ -273,7 +272,7 @@ class ToolCallBody(Body):
 
 def known_agents(schema: dict[str, Any]) -> None:
     """`agents` names agents this server has, as the document is served (the scope refuses others)."""
-    slugs = sorted(Agent.objects.values_list("slug", flat=True))
+    slugs = sorted(Agent.objects.if_migrated().values_list("slug", flat=True))
     if slugs:
         scope = next(option for option in schema["properties"]["agents"]["anyOf"] if option.get("type") == "array")
         scope["items"]["enum"] = slugs

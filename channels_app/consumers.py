@@ -82,6 +82,11 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
             await self.close(code=1000)  # a task session ended, or the session was deleted
         except asyncio.CancelledError:
             raise
+        except OSError as exc:
+            # The client hung up while frames were still going out (uvicorn's ClientDisconnected is an
+            # OSError): its own doing, one line, and nothing left to close.
+            log.info("websocket follower of %s stopped: the client hung up (%s)", self.session.id,
+                     type(exc).__name__)
         except Exception:
             log.exception("websocket follower of %s failed", self.session.id)
             await self.close(code=1011)

@@ -29,18 +29,31 @@ from django.core.exceptions import ImproperlyConfigured
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 SCHEMES = {"http": ("http", "ws"), "https": ("https", "wss")}
+# The widest network of proxies taken, by family: a /8 is 16 million IPv4 addresses, a /16 of
+# IPv6 more than any operator's proxies; wider (0.0.0.0/0, ::/0, 2000::/3) is the internet, whose
+# every host could then say who the client was. A private network may be wider (fc00::/7).
+WIDEST_PREFIX = {4: 8, 6: 16}
 
 
 @functools.lru_cache(maxsize=8)
 def parse_networks(entries: tuple[str, ...]) -> tuple[Network, ...]:
+    """`AGENTSITE_TRUSTED_PROXIES`' entries as networks; ImproperlyConfigured names a bad one."""
     networks = []
     for entry in entries:
         try:
-            networks.append(ipaddress.ip_network(entry.strip().strip("[]"), strict=False))
+            network = ipaddress.ip_network(entry.strip().strip("[]"), strict=False)
         except ValueError:
             raise ImproperlyConfigured(
                 f"AGENTSITE_TRUSTED_PROXIES lists {entry!r}, which is not an IP address or network "
                 "(e.g. 127.0.0.1, 10.0.0.0/8, ::1)") from None
+        widest = WIDEST_PREFIX[network.version]
+        if network.prefixlen < widest and not network.is_private:
+            raise ImproperlyConfigured(
+                f"AGENTSITE_TRUSTED_PROXIES lists {entry!r}, which covers "
+                f"2^{network.max_prefixlen - network.prefixlen} public addresses: "
+                f"any of them could say who the client was. List your proxies' own addresses or networks "
+                f"(public networks /{widest} or narrower, e.g. 127.0.0.1, 10.0.0.0/8, 203.0.113.0/24)")
+        networks.append(network)
     return tuple(networks)
 
 

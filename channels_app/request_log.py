@@ -1,4 +1,5 @@
-"""The session a request is about, on the web process's log lines (sessions.logcontext).
+"""The session a request is about, on the web process's log lines (sessions.logcontext),
+and a client's mistakes logged as one line.
 
 Read off the path (`/<slug>/v1/session/<id>/…`) rather than the resolved
 route, which Django finds only later: a pattern costs a few microseconds,
@@ -8,6 +9,7 @@ log format.
 """
 from __future__ import annotations
 
+import logging
 import re
 
 from asgiref.sync import iscoroutinefunction
@@ -35,3 +37,16 @@ def name_the_session(get_response):
             with about(**ids_of(request)):
                 return get_response(request)
     return middleware
+
+
+class ClientMistakes(logging.Filter):
+    """Django's `django.security.*` lines (a Host header not allowed, a suspicious path or body) at WARNING,
+    without the traceback Django attaches: any caller can send one, and an error log full of them hides the
+    server's own errors. A filter of the handler, since Django logs them to a logger per kind."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("django.security."):
+            if record.levelno > logging.WARNING:
+                record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+            record.exc_info = record.exc_text = None
+        return True

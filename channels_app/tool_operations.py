@@ -30,7 +30,7 @@ def add_tool_operations(result: dict[str, Any]) -> dict[str, Any]:
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     declared: set[str] = set()
     calls: dict[str, dict[str, Any]] = {}
-    for agent in Agent.objects.exclude(active_deployment=None).select_related("active_deployment").order_by("slug"):
+    for agent in Agent.objects.deployed().order_by("slug"):
         for tool in agent.active_deployment.manifest.get("tools", []):
             declared.add(tool["name"])
             if tool.get("execution", "server") == "server":

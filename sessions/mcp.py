@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict
 from agents.definitions import Tool
 from agents.integrations.outbound import domain_admits
 from agents.mcp import SEPARATOR, McpServer, McpToolError, McpUnavailable, expand
+from agents.redaction import without_credentials
 from agents.mcpauth import NotAuthorized, bearer_token, rejected
 from agents.workspaces import sandbox
 from sessions.loopthread import LoopThread, submit
@@ -351,7 +352,8 @@ def refused_by_domains(server: McpServer, domains: tuple[str, ...]) -> str:
         return str(exc.args[0]) if exc.args else ""
     if domain_admits(domains, host):
         return ""
-    return f"MCP server {server.name!r} is refused: {host or server.url} is not one of the agent's allowed domains"
+    return (f"MCP server {server.name!r} is refused: {host or without_credentials(server.url)} is not one of the "
+            "agent's allowed domains")
 
 
 def _tool(server: McpServer, cwd: Path, remote: Any) -> McpTool:

@@ -9,7 +9,9 @@ Idle since: the later of a session's last event and its `updated_at`
 is never cut off by its age.
 
 A session with a queued or running turn is skipped, and looked at again the
-next time. Everything else of a session goes with it (`delete_session`): its
+next time. A session parked on an approval (a person's decision still owed)
+is spared, however old, unless the purge is told to include it
+(`purge --include-pending`); the configured retention always spares it. Everything else of a session goes with it (`delete_session`): its
 events, turns, tool calls, artifacts, session-scoped key-value entries,
 reminders and workspace directory. Candidates are read `BATCH` at a time and
 each is deleted in a transaction of its own, so a large purge never holds
@@ -51,18 +53,23 @@ class IdleSession:
 
 @dataclass
 class Purge:
-    """What one pass did (or, dry, would do): sessions deleted, and those skipped for a turn in flight."""
+    """What one pass did (or, dry, would do): sessions deleted, those skipped for a turn in flight,
+    and those spared for a decision pending."""
 
     deleted: list[IdleSession] = field(default_factory=list)
     skipped: list[IdleSession] = field(default_factory=list)
+    spared: list[IdleSession] = field(default_factory=list)
 
     def extend(self, other: Purge) -> None:
         self.deleted += other.deleted
         self.skipped += other.skipped
+        self.spared += other.spared
 
 
-def purge_idle(cutoff: datetime, *, agent_ids: Iterable[int] | None = None, dry_run: bool = False) -> Purge:
-    """Delete the sessions (of `agent_ids`, else of every agent) idle since before `cutoff`."""
+def purge_idle(cutoff: datetime, *, agent_ids: Iterable[int] | None = None, dry_run: bool = False,
+               include_pending: bool = False) -> Purge:
+    """Delete the sessions (of `agent_ids`, else of every agent) idle since before `cutoff`; those
+    parked on an approval only with `include_pending`."""
     done = Purge()
     after = ""
     while True:
@@ -74,6 +81,8 @@ def purge_idle(cutoff: datetime, *, agent_ids: Iterable[int] | None = None, dry_
             found = IdleSession(session.id, session.agent.slug, session.last_active)
             if session.in_flight:
                 done.skipped.append(found)
+            elif session.pending and not include_pending:
+                done.spared.append(found)
             elif dry_run:
                 done.deleted.append(found)
             elif delete_session(session, unless_in_flight=True):
@@ -113,7 +122,7 @@ def retention_tick() -> Purge | None:
         return None
     _next_run = time.monotonic() + INTERVAL_SECONDS
     done = apply_retention()
-    if done.deleted or done.skipped:
-        log.info("retention deleted %d idle session(s); %d skipped with a turn in flight",
-                 len(done.deleted), len(done.skipped))
+    if done.deleted or done.skipped or done.spared:
+        log.info("retention deleted %d idle session(s); %d skipped with a turn in flight, %d spared with a "
+                 "decision pending", len(done.deleted), len(done.skipped), len(done.spared))
     return done

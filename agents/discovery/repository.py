@@ -11,8 +11,10 @@
 A URL's credentials (`https://user:token@host/...`) reach git alone, and not
 on its command line, which any user of the machine can read: git gets the URL
 without them and an `Authorization` header in its environment (`_auth_env`).
-The URL the caller gets to store and show is `public_url(url)`, and git's own
-output passes through `scrub` before it is shown.
+The URL the caller gets to store and show is `without_credentials(url)`, and git's own
+output passes through `scrub` before it is shown (agents.redaction: whatever
+characters the credentials hold). A URL whose credentials cannot be told from
+its path (an unencoded `/`, `?` or `#` in a password) is refused, never guessed at.
 """
 from __future__ import annotations
 
@@ -25,11 +27,12 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
+
+from agents.redaction import scrub, userinfo_is_ambiguous, without_credentials
 
 SCHEMES = ("https", "file")
 FULL_COMMIT = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
-CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]*@")
 TIMEOUT_SECONDS = 300
 
 
@@ -37,28 +40,19 @@ class RepositoryError(Exception):
     """A repository that cannot be checked out; the message is one line, without credentials."""
 
 
-def public_url(url: str) -> str:
-    """`url` without the user and password it may carry."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
-
-
-def scrub(text: str, url: str) -> str:
-    """`text` with the URL's credentials removed, wherever they appear."""
-    text = CREDENTIALS.sub(r"\1", text.replace(url, public_url(url)))
-    # A password or token quoted on its own (short ones would mask ordinary words).
-    password = urlsplit(url).password or ""
-    return text.replace(password, "***") if len(password) >= 6 else text
-
-
 def check_repository_url(url: str) -> None:
-    scheme = urlsplit(url).scheme.lower()
+    try:
+        scheme = urlsplit(url).scheme.lower()
+    except ValueError as exc:  # "Invalid IPv6 URL"
+        raise RepositoryError(f"{without_credentials(url)}: not a URL ({exc})") from None
     if scheme not in SCHEMES:
         named = f"scheme {scheme!r}" if scheme else "no scheme"
-        raise RepositoryError(f"{public_url(url)}: {named}; an https:// or file:// URL is needed "
+        raise RepositoryError(f"{without_credentials(url)}: {named}; an https:// or file:// URL is needed "
                               "(ssh is not supported)")
+    if userinfo_is_ambiguous(url):
+        raise RepositoryError(f"{without_credentials(url)}: an '@' follows the host, so where the user and "
+                              "password end cannot be told: percent-encode '/', '?', '#' and '@' in them "
+                              "(%2F, %3F, %23, %40), and '@' in the path (%40)")
 
 
 def repository_name(url: str) -> str:
@@ -81,7 +75,7 @@ def _auth_env(url: str) -> dict[str, str]:
 def checkout(url: str, ref: str = "") -> Iterator[tuple[Path, str]]:
     """The checked-out folder and its commit id, for the time of the `with` block."""
     check_repository_url(url)
-    clean, auth = public_url(url), _auth_env(url)
+    clean, auth = without_credentials(url), _auth_env(url)
     scratch = Path(tempfile.mkdtemp(prefix="agentsite-repo-"))
     folder = scratch / repository_name(url)
     try:
@@ -95,7 +89,7 @@ def checkout(url: str, ref: str = "") -> Iterator[tuple[Path, str]]:
             _git(["clone", "-q", "--depth", "1", "--single-branch", *(["--branch", ref] if ref else []),
                   "--", clean, str(folder)], url, ref, cwd=scratch, auth=auth)
         commit = _git(["rev-parse", "HEAD"], url, ref, cwd=folder).strip()
-        refuse_links_out(folder, public_url(url))
+        refuse_links_out(folder, without_credentials(url))
         yield folder, commit
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -123,9 +117,9 @@ def _git(args: list[str], url: str, ref: str, *, cwd: Path, auth: dict[str, str]
     except FileNotFoundError:
         raise RepositoryError("git is not installed: install it to deploy from a repository") from None
     except subprocess.TimeoutExpired:
-        raise RepositoryError(f"{public_url(url)}: git did not finish within {TIMEOUT_SECONDS} s") from None
+        raise RepositoryError(f"{without_credentials(url)}: git did not finish within {TIMEOUT_SECONDS} s") from None
     if done.returncode != 0:
-        raise RepositoryError(_failure(scrub(done.stderr, url), public_url(url), ref))
+        raise RepositoryError(_failure(scrub(done.stderr, url), without_credentials(url), ref))
     return done.stdout
 
 

@@ -10,17 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
-from urllib.parse import urlsplit, urlunsplit
-
+from agents.redaction import without_credentials
 from agents.secrets.lookup import credentials
-
-
-def without_credentials(url: str) -> str:
-    """`url` with any user:password@ removed, for display."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
 @dataclass(frozen=True)

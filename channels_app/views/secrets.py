@@ -83,7 +83,7 @@ class SecretView(APIView):
         checked_name(name)
         body: SecretValue = validate_body(SecretValue, request.data)
         if problem := secret_value_problem(body.value):
-            raise APIError(400, "invalid_request", f"value: {problem}")
+            raise APIError(400, "invalid_secret_value", problem)
         created = Secret.put(agent, name, body.value, by=request.user.principal_id)
         return Response(SecretInfo.of(set_secret(agent, name)), status=201 if created else 200)
 

@@ -76,8 +76,9 @@ def _size(size: int) -> str:
 
 def _principal(request) -> Principal:
     user = request.user
-    # The admin admits staff only, and staff are operators.
-    return Principal(authenticator="django", principal_id=user.get_username(), principal_type="staff", operator=True)
+    # The admin admits operators only: staff and the operators group (agentsite.admin_site).
+    return Principal(authenticator="django", principal_id=user.get_username(),
+                     principal_type="staff" if user.is_staff else "user", operator=True)
 
 
 @admin.register(Session)

@@ -81,7 +81,8 @@ class SessionQuerySet(models.QuerySet):
             "principal_id", "authenticator", "mode").first()
 
     def idle_before(self, cutoff: datetime) -> "SessionQuerySet":
-        """Sessions whose last activity (`last_active`) is before `cutoff`, each with `in_flight`: a turn queued or running.
+        """Sessions whose last activity (`last_active`) is before `cutoff`, each with `in_flight`: a turn
+        queued or running, and `pending`: a turn (or direct tool call) parked on a decision someone owes it.
 
         The last activity is the later of the last event's time and `updated_at`
         (which a settling turn moves): events also record what happens outside
@@ -90,10 +91,13 @@ class SessionQuerySet(models.QuerySet):
         last_event = models.Subquery(Event.objects.filter(session=models.OuterRef("pk")).order_by("-index")
                                      .values("at")[:1], output_field=models.DateTimeField())
         in_flight = Turn.objects.filter(session=models.OuterRef("pk"), status__in=Turn.IN_FLIGHT)
+        parked = Turn.objects.filter(session=models.OuterRef("pk"), status=Turn.Status.AWAITING_APPROVAL)
+        pending = models.Q(status=Session.Status.AWAITING_APPROVAL) | models.Q(models.Exists(parked))
         # A session's activity never precedes its creation, so the indexed created_at narrows the scan first.
         return self.filter(created_at__lt=cutoff, updated_at__lt=cutoff).annotate(
             last_active=Greatest("updated_at", Coalesce(last_event, "updated_at")),
             in_flight=models.Exists(in_flight),
+            pending=models.ExpressionWrapper(pending, output_field=models.BooleanField()),
         ).filter(last_active__lt=cutoff)
 
 

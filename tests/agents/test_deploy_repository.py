@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from agents.discovery.repository import public_url, scrub
 from agents.models import Agent, Deployment
+from agents.redaction import scrub, without_credentials
+from tests.support import ROOT, child_env
 
 
 @dataclass
@@ -134,8 +135,8 @@ def test_credentials_reach_git_in_its_environment_never_on_its_command_line(repo
 
 def test_public_url_and_scrub_remove_user_and_password():
     url = "https://me:tok3n-value@git.example.com/a.git"
-    assert public_url(url) == "https://git.example.com/a.git"
-    assert public_url("file:///srv/a.git") == "file:///srv/a.git"
+    assert without_credentials(url) == "https://git.example.com/a.git"
+    assert without_credentials("file:///srv/a.git") == "file:///srv/a.git"
     said = "fatal: unable to access 'https://me:tok3n-value@git.example.com/a.git/': 403 for tok3n-value"
     assert scrub(said, url) == "fatal: unable to access 'https://git.example.com/a.git/': 403 for ***"
 
@@ -153,3 +154,51 @@ def test_a_link_out_of_the_repository_is_refused(tmp_path):
     with pytest.raises(CommandError, match=r"agent/instructions.md is a link to outside the repository"):
         deploy("--repo", (tmp_path / "linked.git").as_uri())
     assert not Deployment.objects.exists()
+
+
+@pytest.mark.parametrize("url, password", [
+    ("https://user:S3cret/Passw0rd@git.example.com/r.git", "S3cret/Passw0rd"),
+    ("https://user:S3cret#Passw0rd@git.example.com:8443/r.git", "S3cret#Passw0rd"),
+    ("https://user:S3cret?Passw0rd@[2001:db8::1]/r.git", "S3cret?Passw0rd"),
+    ("https://user:p@S3cret/Passw0rd@git.example.com/r.git?ref=a@b", "p@S3cret/Passw0rd"),
+])
+def test_credentials_holding_reserved_characters_are_removed_from_urls_and_text(url, password):
+    shown = without_credentials(url)
+    # What a program may echo: the URL quoted, the password alone, the URL again in a sentence.
+    said = f"fatal: unable to access '{url}/': Could not resolve host: user ({password}); also {url}"
+
+    assert "S3cret" not in shown and "Passw0rd" not in shown and "user" not in shown
+    assert "S3cret" not in scrub(said, url) and "Passw0rd" not in scrub(said, url)
+    assert "S3cret" not in scrub(f"see {url} and more") and "Passw0rd" not in scrub(f"see '{url}': failed")
+
+
+def deploy_command(tmp_path: Path, url: str) -> subprocess.CompletedProcess:
+    """`manage.py deploy --repo URL` as a person runs it, every logger at DEBUG on its stderr."""
+    return subprocess.run([os.sys.executable, str(ROOT / "manage.py"), "deploy", "--repo", url, "--path", "agents/helper"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env=child_env(AGENTSITE_STATE_ROOT=str(tmp_path / "state"), AGENTSITE_LOG_LEVEL="DEBUG"))
+
+
+@pytest.mark.parametrize("credentials", ["deployer:S3cret/Passw0rd", "deployer:S3cret#Passw0rd",
+                                         "deployer:S3cret?Passw0rd", "deployer:S3cret%2FPassw0rd"])
+def test_deploy_never_prints_a_password_whatever_it_holds(tmp_path, credentials):
+    # Port 9 of loopback refuses connections: git fails, and says so, after the URL is checked.
+    done = deploy_command(tmp_path, f"https://{credentials}@127.0.0.1:9/team/helper.git")
+
+    assert done.returncode != 0
+    said = done.stdout + done.stderr
+    assert "127.0.0.1:9/team/helper.git" in said, said
+    assert "S3cret" not in said and "Passw0rd" not in said and "deployer" not in said, said
+    assert "Traceback" not in said
+
+
+def test_deploy_from_a_local_repository_shows_its_url_without_credentials(tmp_path, repository):
+    path = repository.url.removeprefix("file://")
+    done = deploy_command(tmp_path, f"file://deployer:S3cret/Passw0rd@{path}")
+    assert done.returncode != 0 and "percent-encode" in done.stderr, done.stderr
+
+    done = deploy_command(tmp_path, f"file://deployer:S3cret-Passw0rd@{path}")
+
+    assert done.returncode == 0, done.stderr
+    assert f"from {repository.url}" in done.stdout
+    assert "S3cret" not in done.stdout + done.stderr and "deployer" not in done.stdout + done.stderr

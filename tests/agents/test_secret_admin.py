@@ -1,4 +1,4 @@
-"""Secrets in the admin: an operator (a staff member of the operators group) sets one through
+"""Secrets in the admin: an operator (a member of the operators group, staff or not) sets one through
 a password field that is never filled back, sees names, setters and times, and unsets it;
 no page shows a value or its ciphertext."""
 from __future__ import annotations
@@ -20,9 +20,9 @@ def agent(db) -> Agent:
     return Agent.objects.create(slug="helper", name="Helper")
 
 
-def login(username: str, *, operators: bool = False, permissions: tuple[str, ...] = ()) -> Client:
-    """A staff user, by password through the login page as a person would."""
-    user = User.objects.create_user(username, password="pw-not-used-elsewhere", is_staff=True)
+def login(username: str, *, operators: bool = False, permissions: tuple[str, ...] = (), staff: bool = True) -> Client:
+    """A staff user (unless told otherwise), by password as a person would."""
+    user = User.objects.create_user(username, password="pw-not-used-elsewhere", is_staff=staff)
     if operators:
         user.groups.add(Group.objects.get_or_create(name="operators")[0])
     user.user_permissions.add(*Permission.objects.filter(codename__in=permissions))
@@ -90,6 +90,7 @@ def test_an_operator_unsets_a_secret(olga, agent):
     ({"name": "1BAD", "value": "v"}, "is not a secret name"),
     ({"name": "NO_VALUE", "value": ""}, "A new secret needs a value."),
     ({"name": "NUL", "value": "a\x00b"}, "Null characters are not allowed"),
+    ({"name": "BLANK", "value": "   "}, "a secret&#x27;s value is blank (only whitespace)"),
 ])
 def test_a_bad_name_or_value_is_refused_on_the_form(olga, agent, data, error):
     answer = olga.post(f"{CHANGELIST}add/", {"agent": agent.pk, **data})
@@ -117,3 +118,43 @@ def test_a_user_who_is_not_staff_is_sent_to_the_login_page(db, agent):
 def _set(agent: Agent, value: str) -> Secret:
     Secret.put(agent, "API_TOKEN", value, by="cli:root")
     return Secret.objects.get(agent=agent, name="API_TOKEN")
+
+
+def admin_login(username: str) -> tuple[Client, object]:
+    """Log in through the admin's own login page, as a person does after the secrets docs send them there."""
+    client = Client()
+    answer = client.post("/admin/login/?next=/admin/", {"username": username, "password": "pw-not-used-elsewhere",
+                                                       "next": "/admin/"})
+    return client, answer
+
+
+def test_an_operators_group_member_who_is_not_staff_logs_in_to_the_admin_and_sets_a_secret(db, agent):
+    login("otto", operators=True, staff=False)
+    otto, answer = admin_login("otto")
+    assert answer.status_code == 302 and answer.headers["Location"] == "/admin/"
+
+    index = otto.get("/admin/")
+    assert index.status_code == 200
+    assert b"/admin/agents/secret/" in index.content and b"/admin/dashboard/" in index.content
+    assert b"/admin/auth/user/" not in index.content, "the group grants secrets, not the people"
+    assert otto.get("/admin/auth/user/").status_code == 403
+
+    done = otto.post(f"{CHANGELIST}add/", {"agent": agent.pk, "name": "API_TOKEN", "value": MARKER}, follow=True)
+
+    assert done.status_code == 200
+    assert Secret.objects.get().set_by == "otto"
+    with acting_for("helper"):
+        assert credential("API_TOKEN") == MARKER
+
+
+def test_a_member_outside_the_operators_group_is_kept_out_of_the_admin(db, agent):
+    login("mia", staff=False)
+    mia, answer = admin_login("mia")
+
+    assert answer.status_code == 200 and b"errornote" in answer.content
+    assert mia.get("/admin/").status_code == 302
+    mia.login(username="mia", password="pw-not-used-elsewhere")  # a session from the team's login page
+    for path in ("/admin/", f"{CHANGELIST}add/"):
+        assert mia.get(path).status_code == 302, path
+    assert mia.post(f"{CHANGELIST}add/", {"agent": agent.pk, "name": "X", "value": "v"}).status_code == 302
+    assert not Secret.objects.exists()

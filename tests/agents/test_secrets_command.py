@@ -88,6 +88,8 @@ def test_rotate_says_how_many_changed(env):
     (("set", "support", "EMPTY"), "", "no value for EMPTY on standard input"),
     (("set", "support", "EMPTY"), "\n", "no value for EMPTY on standard input"),
     (("set", "support", "NUL"), "a\x00b", "may not contain NUL"),
+    (("set", "support", "BLANK"), "   ", "a secret's value is blank (only whitespace)"),
+    (("set", "support", "BLANK"), " \t \n\n", "a secret's value is blank (only whitespace)"),
     (("list", "nobody"), "", "no agent 'nobody' on this server"),
     (("unset", "support", "no-such"), "", "is not a secret name"),
 ])

@@ -1,7 +1,6 @@
 """`AGENTSITE_ENV=production`: what it refuses to start without, and what it turns on."""
 from __future__ import annotations
 
-import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ from tests.support import ROOT, child_env, free_port, run_server
 
 FERNET_KEY = "7oHTbu0fbxZyP3GDBy6-yn-n_p_1XsYM0J7X5TClHzs="  # a fixed, valid Fernet key
 
-STRONG_KEY = secrets.token_urlsafe(50)
+STRONG_KEY = "Zq3-vX9_tL2mR7wK4nB8cH1pF6sJ0dG5yA-eU_iO3rT8lM2kN7qW4xV9zC1bE6hP"  # 64 characters, a fixed test id
 PRODUCTION = {"AGENTSITE_ENV": "production", "AGENTSITE_SECRET_KEY": STRONG_KEY, "AGENTSITE_SECRETS_KEYS": FERNET_KEY,
               "AGENTSITE_PUBLIC_URL": "https://agents.example.com"}
 
@@ -36,6 +35,14 @@ def test_check_deploy_finds_nothing_to_warn_about_in_production(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "System check identified no issues" in done.stdout
     assert "WARNING" not in done.stdout + done.stderr
+
+
+def test_check_deploy_works_on_a_fresh_database_not_yet_migrated(tmp_path):
+    done = manage(tmp_path, "check", "--deploy", "--fail-level", "WARNING", env=PRODUCTION)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no such table" not in done.stdout + done.stderr
+    assert "System check identified no issues" in done.stdout
 
 
 @pytest.mark.parametrize("command", [["check"], ["serve", "--no-examples"]])
@@ -74,6 +81,61 @@ def test_the_asgi_app_refuses_to_load_without_the_required_settings(tmp_path):
     assert done.returncode != 0
     assert "AGENTSITE_PUBLIC_URL is not set" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("command", [["check", "--deploy"], ["serve", "--no-examples"]])
+def test_production_refuses_a_short_secret_key_naming_the_variable_and_how_to_make_one(tmp_path, command):
+    done = manage(tmp_path, *command, env={**PRODUCTION, "AGENTSITE_SECRET_KEY": "abc"})
+
+    assert done.returncode != 0
+    assert "AGENTSITE_SECRET_KEY is 3 characters long, fewer than 50" in done.stderr
+    assert "secrets.token_urlsafe(50)" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("key, said", [
+    ("ab" * 40, "has 2 different characters, fewer than 5"),
+    ("django-insecure-" + STRONG_KEY, "starts with 'django-insecure-'"),
+    (STRONG_KEY[:49], "is 49 characters long, fewer than 50"),
+], ids=["low-variety", "django-insecure", "49-characters"])
+def test_production_refuses_a_secret_key_django_calls_weak(key, said):
+    with pytest.raises(ProductionSettingsMissing, match=f"AGENTSITE_SECRET_KEY {said}"):
+        production_settings({**PRODUCTION, "AGENTSITE_SECRET_KEY": key})
+
+
+def test_production_refuses_allow_all_auth_from_the_environment_and_from_serve(tmp_path):
+    by_env = manage(tmp_path, "check", env={**PRODUCTION, "AGENTSITE_AUTH": "allow_all"})
+    by_flag = manage(tmp_path, "serve", "--production", "--allow-anonymous", "--no-examples",
+                     env={k: v for k, v in PRODUCTION.items() if k != "AGENTSITE_ENV"})
+
+    for done in (by_env, by_flag):
+        assert done.returncode != 0
+        assert "admits every caller, from anywhere, as the anonymous principal" in done.stderr
+        assert "Traceback" not in done.stderr
+    assert "AGENTSITE_AUTH=allow_all" in by_env.stderr
+    assert "--allow-anonymous" in by_flag.stderr
+
+
+@pytest.mark.parametrize("proxies, said", [
+    ("not-an-ip", "'not-an-ip', which is not an IP address or network"),
+    ("127.0.0.1,0.0.0.0/0", "'0.0.0.0/0', which covers 2^32 public addresses"),
+    ("::/0", "'::/0', which covers 2^128 public addresses"),
+    ("64.0.0.0/2", "'64.0.0.0/2', which covers 2^30 public addresses"),
+])
+@pytest.mark.parametrize("environment", ["production", "development"])
+def test_check_deploy_refuses_trusted_proxies_that_are_not_proxies(tmp_path, proxies, said, environment):
+    done = manage(tmp_path, "check", "--deploy",
+                  env={**PRODUCTION, "AGENTSITE_ENV": environment, "AGENTSITE_TRUSTED_PROXIES": proxies})
+
+    assert done.returncode != 0
+    assert f"AGENTSITE_TRUSTED_PROXIES lists {said}" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("proxies", ["127.0.0.1", "10.0.0.0/8,172.16.0.0/12", "fc00::/7", "203.0.113.0/24",
+                                     "8.0.0.0/8", "2001:db8::/32"])
+def test_trusted_proxies_of_private_or_proxy_sized_networks_are_taken(proxies):
+    assert production_settings({**PRODUCTION, "AGENTSITE_TRUSTED_PROXIES": proxies})["DEBUG"] is False
 
 
 @pytest.mark.parametrize("value", ["prod", "Production!"])

@@ -150,6 +150,24 @@ def test_replay_names_the_event_after_the_file_or_its_sidecar_and_signs_the_exac
     assert "x-hub-signature-256" not in kept
 
 
+@pytest.mark.parametrize("url", ["https://me:S3cret/Passw0rd@127.0.0.1:9/webhook/v1/channels/github/events",
+                                 "https://me:S3cret-Passw0rd@127.0.0.1:9/webhook/v1/channels/github/events",
+                                 "https://me:S3cret-Passw0rd@127.0.0.1:S3cret-Passw0rd/webhook"])
+def test_replay_never_prints_the_password_of_its_url(tmp_path, url):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    (tmp_path / "push.json").write_bytes(b"{}")
+    out = StringIO()
+    with pytest.raises(CommandError) as failed:
+        call_command("github", "replay", str(tmp_path), "--url", url, stdout=out, stderr=StringIO())
+
+    said = out.getvalue() + str(failed.value)
+    assert "127.0.0.1:9/webhook/v1/channels/github/events" in said or "push.json  error" in said
+    assert "S3cret" not in said and "Passw0rd" not in said
+
+
 def test_a_misspelt_hook_fails_validation_naming_the_file_and_the_hooks(tmp_path):
     from agents.discovery import AgentFolderError, load_agent_folder
 

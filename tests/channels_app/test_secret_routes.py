@@ -93,7 +93,17 @@ def test_a_bad_value_is_a_400_and_stores_nothing(people, body, field):
     answer = people.sam.client.put(f"{BASE}/API_TOKEN", json.dumps(body), content_type="application/json")
 
     assert answer.status_code == 400, answer.content
-    assert answer.json()["error"]["code"] in ("invalid_request", "invalid_text")
+    assert answer.json()["error"]["code"] in ("invalid_request", "invalid_text", "invalid_secret_value")
+    assert not Secret.objects.exists()
+
+
+@pytest.mark.parametrize("value", [" ", "   ", "\t\n", "\u00a0\u2003"])
+def test_a_blank_value_is_a_400_invalid_secret_value_and_stores_nothing(people, value):
+    answer = people.sam.client.put(f"{BASE}/API_TOKEN", json.dumps({"value": value}), content_type="application/json")
+
+    assert answer.status_code == 400, answer.content
+    assert answer.json()["error"]["code"] == "invalid_secret_value"
+    assert "blank" in answer.json()["error"]["message"]
     assert not Secret.objects.exists()
 
 

@@ -15,11 +15,12 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from agents.discovery import AgentFolderError
+from agents.discovery import AgentFolderError, deploy_agent_folder
 from sessions import retention, ticker
 from sessions.host import Host
 from sessions.models import Artifact, Event, KVEntry, Reminder, Session, ToolCall, Turn
 from sessions.timers import create_reminder
+from tests.sessions.test_approvals import PAY_5, write_gated_agent
 from tests.sessions.workspace_support import call, deploy, start, transactional, workspace_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +78,7 @@ def test_a_purged_session_is_gone_from_every_table_and_its_workspace_from_disk(a
     output = purge("--older-than", "30")
 
     assert f"deleted {old} (desk, last active " in output
-    assert output.splitlines()[-1] == "deleted 1 session(s) idle for more than 30 day(s); skipped 0 with a turn in flight"
+    assert output.splitlines()[-1] == "deleted 1 session(s) idle for more than 30 day(s); skipped 0 with a turn in flight; spared 0 with a decision pending"
     assert not Session.objects.filter(pk=old).exists()
     assert {model.__name__: rows.count() for model, rows in owned.items()} == {
         "Event": 0, "Turn": 0, "Artifact": 0, "KVEntry": 0, "Reminder": 0, "ToolCall": 0}
@@ -112,7 +113,7 @@ def test_a_session_with_a_running_turn_is_skipped_and_goes_the_next_time(alice, 
     output = purge("--older-than", "30")
 
     assert f"skipped {session_id} (desk): a turn is queued or running" in output
-    assert output.splitlines()[-1].endswith("skipped 1 with a turn in flight")
+    assert output.splitlines()[-1].endswith("skipped 1 with a turn in flight; spared 0 with a decision pending")
     assert Session.objects.filter(pk=session_id, active_turn__isnull=False).exists()
     assert Turn.objects.get(session_id=session_id, status=Turn.Status.RUNNING).interrupt_requested is False
 
@@ -122,6 +123,53 @@ def test_a_session_with_a_running_turn_is_skipped_and_goes_the_next_time(alice, 
     age(session_id, 60)
     assert purge("--older-than", "30").splitlines()[-1].startswith("deleted 1 session(s)")
     assert not Session.objects.filter(pk=session_id).exists()
+
+
+def parked_session(client, tmp_path) -> str:
+    """A session of the `gated` agent whose turn is parked on a payment someone has to approve."""
+    deploy_agent_folder(write_gated_agent(tmp_path / "gated", tmp_path / "ledger.txt", tmp_path / "notes.txt"))
+    session_id = start(client, "gated", PAY_5)
+    assert Session.objects.get(pk=session_id).status == Session.Status.AWAITING_APPROVAL
+    assert ToolCall.objects.get(session_id=session_id).status == ToolCall.Status.AWAITING_APPROVAL
+    return session_id
+
+
+@transactional
+def test_a_session_parked_on_an_approval_is_spared_unless_pending_ones_are_included(alice, tmp_path, sync_turns):
+    deploy(tmp_path, "desk")
+    parked = parked_session(alice, tmp_path)
+    idle = start(alice, "desk", "hello")
+    for session_id in (parked, idle):
+        age(session_id, 60)
+
+    output = purge("--older-than", "30")
+
+    assert f"spared {parked} (gated): a call awaits approval (--include-pending deletes it)" in output
+    assert output.splitlines()[-1] == ("deleted 1 session(s) idle for more than 30 day(s); skipped 0 with a turn "
+                                       "in flight; spared 1 with a decision pending")
+    assert ToolCall.objects.get(session_id=parked).status == ToolCall.Status.AWAITING_APPROVAL
+    assert not Session.objects.filter(pk=idle).exists()
+    assert purge("--older-than", "30", "--dry-run").splitlines()[-1].endswith("spared 1 with a decision pending")
+
+    output = purge("--older-than", "30", "--include-pending")
+
+    assert f"deleted {parked} (gated, last active " in output
+    assert output.splitlines()[-1].startswith("deleted 1 session(s)")
+    assert not Session.objects.filter(pk=parked).exists()
+    assert not ToolCall.objects.filter(session_id=parked).exists()
+
+
+@transactional
+def test_the_configured_retention_spares_a_session_parked_on_an_approval(alice, tmp_path, sync_turns, settings,
+                                                                         ticker_job):
+    settings.AGENTSITE_RETENTION_DAYS = 30
+    parked = parked_session(alice, tmp_path)
+    age(parked, 400)
+
+    done = ticker_job()
+
+    assert [s.session_id for s in done.spared] == [parked] and not done.deleted
+    assert Session.objects.get(pk=parked).status == Session.Status.AWAITING_APPROVAL
 
 
 @transactional
@@ -137,7 +185,7 @@ def test_a_dry_run_lists_what_it_would_delete_and_deletes_nothing(alice, tmp_pat
 
     assert output.splitlines() == [
         output.splitlines()[0],
-        "would delete 1 session(s) idle for more than 30 day(s); skipped 0 with a turn in flight"]
+        "would delete 1 session(s) idle for more than 30 day(s); skipped 0 with a turn in flight; spared 0 with a decision pending"]
     assert output.startswith(f"would delete {old} (desk, last active ")
     assert Session.objects.filter(pk__in=[old, elsewhere]).count() == 2
     assert (workspace_of(old) / "a.txt").is_file()

@@ -140,14 +140,16 @@ def test_a_sessions_files_are_there_for_its_next_turn_on_another_host(tmp_path):
     assert {p.name for p in (shared / MARKS).iterdir()} == {"h1", "h2"}
 
 
-def test_a_host_whose_workspaces_directory_is_its_own_is_refused_at_start(tmp_path):
+@pytest.mark.parametrize("server", ["daphne", "uvicorn"])
+def test_a_host_whose_workspaces_directory_is_its_own_is_refused_at_start(tmp_path, server):
+    # uvicorn imports the application on its event loop, daphne before starting its own.
     agents = files_agent(tmp_path)
     with contextlib.ExitStack() as stack:
         env = backend_env(stack, "postgres+redis")
         stack.enter_context(run_server(tmp_path / "h1", "--agents", str(agents), "--no-examples",
                                        env=host_env(env, "h1", tmp_path / "h1-workspaces")))
         with pytest.raises(RuntimeError) as refused:
-            with run_server(tmp_path / "h2", "--agents", str(agents), "--no-examples",
+            with run_server(tmp_path / "h2", "--agents", str(agents), "--no-examples", "--server", server,
                             env=host_env(env, "h2", tmp_path / "h2-workspaces")):
                 pass
     assert f"AGENTSITE_WORKSPACES_ROOT ({tmp_path / 'h2-workspaces'}) is not shared with host(s) h1" \

@@ -36,6 +36,7 @@ from agents.integrations.outbound.guard import (
     check_url,
     parse_url,
 )
+from agents.redaction import without_credentials
 
 REDIRECT_STATUSES = {301, 302, 303, 307, 308}
 CREDENTIAL_HEADERS = ("authorization", "cookie", "private-token")
@@ -191,7 +192,7 @@ class OutboundClient:
             return self._exchange(first, flow, follow_redirects, Deadline(None, None))
         deadline = Deadline(time.monotonic() + seconds, seconds)
         return finish_within(deadline, lambda: self._exchange(first, flow, follow_redirects, deadline),
-                             f"{first.method} {url}")
+                             f"{first.method} {without_credentials(str(url))}")
 
     def get(self, url: str | httpx.URL, **kwargs: Any) -> httpx.Response:
         return self.request("GET", url, **kwargs)
@@ -224,7 +225,8 @@ class OutboundClient:
         try:
             return jsonlib.loads(response.content)
         except ValueError as exc:
-            raise OutboundError(f"{method} {url} answered {response.status_code} with a body that is not JSON") from exc
+            raise OutboundError(f"{method} {without_credentials(str(url))} answered {response.status_code} with a body "
+                                "that is not JSON") from exc
 
     def _merged(self, headers: Mapping[str, str] | None) -> httpx.Headers:
         merged = httpx.Headers(self.headers)
@@ -281,7 +283,7 @@ class OutboundClient:
     def _send(self, method: str, url: httpx.URL, headers: httpx.Headers, body: bytes,
               deadline: Deadline) -> httpx.Response:
         """Step 2: one hop, to the checked address, every wait cut to the time left on the call."""
-        what = f"{method} {url}"
+        what = f"{method} {without_credentials(str(url))}"
         deadline.left(what)
         target = self.check(url)
         pinned = url.copy_with(host=target.address)

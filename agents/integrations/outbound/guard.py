@@ -28,6 +28,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from agents.redaction import without_credentials
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], list[str]]
 
@@ -57,7 +59,7 @@ class OutboundRefused(OutboundError):
     """The guard refused a URL: its address is not one this server may reach."""
 
     def __init__(self, url: str, reason: str):
-        super().__init__(f"refused to reach {url}: {reason}")
+        super().__init__(f"refused to reach {without_credentials(str(url))}: {reason}")
         self.url = url
         self.reason = reason
 

@@ -8,7 +8,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.discovery import AgentFolderError, Deployed, Source, deploy_release, find_agent_folders
-from agents.discovery.repository import RepositoryError, check_repository_url, checkout, public_url
+from agents.discovery.repository import RepositoryError, check_repository_url, checkout
+from agents.redaction import without_credentials
 from agents.integrations.outbound import DomainError, check_allowed_domains
 from agents.management.database import migrate_if_needed
 
@@ -91,7 +92,7 @@ class Command(BaseCommand):
 
     def from_repository(self, url: str, ref: str, path: str, domains: list[str]) -> list[Deployed]:
         """Clone, find the agent folders at --path, deploy each; the checkout goes when done."""
-        shown = public_url(url)
+        shown = without_credentials(url)
         with checkout(url, ref) as (checked_out, commit):
             folder = checked_out.resolve()
             top = (folder / path).resolve() if path else folder

@@ -21,6 +21,7 @@ import httpx
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.integrations.signatures import hmac_sha256_hex
+from agents.redaction import scrub, userinfo_is_ambiguous, without_credentials
 
 SIDECAR = ".headers.json"
 
@@ -90,6 +91,9 @@ class Command(BaseCommand):
         replay.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        if userinfo_is_ambiguous(opts["url"]):
+            raise CommandError(f"--url {without_credentials(opts['url'])}: an '@' follows the host, so where the "
+                               "user and password end cannot be told: percent-encode '/', '?', '#' and '@' in them")
         secret = None
         if opts["secret_env"]:
             secret = os.environ.get(opts["secret_env"])
@@ -103,9 +107,9 @@ class Command(BaseCommand):
                 headers = delivery_headers(body_file, body, secret, opts["keep_delivery_id"])
                 try:
                     response = client.post(opts["url"], content=body, headers=headers)
-                except httpx.HTTPError as exc:
+                except (httpx.HTTPError, httpx.InvalidURL) as exc:
                     failed += 1
-                    self.stdout.write(f"{body_file.name}  error  {exc}")
+                    self.stdout.write(f"{body_file.name}  error  {scrub(str(exc), opts['url'])}")
                     continue
                 if response.status_code >= 300:
                     failed += 1

@@ -33,6 +33,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from agentsite.production import ALLOW_ALL_REFUSED
 from agentsite.supervise import exec_supervisor
 from agents.discovery import AgentFolderError, deploy_release, find_agent_folders
 from agents.models import Agent
@@ -79,6 +80,8 @@ class Command(BaseCommand):
         _restart_with_settings(opts)
         if opts["production"] and opts["dev"]:
             raise CommandError("--dev is for a server on one's own machine: not with --production")
+        if opts["allow_anonymous"] and settings.AGENTSITE_ENV == "production":
+            raise CommandError(f"--allow-anonymous {ALLOW_ALL_REFUSED}")
         if opts["bearer_token"] and opts["allow_anonymous"]:
             raise CommandError("choose --bearer-token or --allow-anonymous, not both")
         if opts["examples"] and opts["no_examples"]:

@@ -276,3 +276,10 @@ def test_https_to_the_pinned_address_verifies_the_certificate_against_the_hostna
         # The same server reached under another name fails verification.
         with pytest.raises(OutboundError, match="certificate|[Hh]ostname"):
             client.get(f"https://other.provider.test:{fake.port}/hello")
+
+
+def test_a_refusal_names_the_url_without_its_credentials():
+    error = refused("http://deployer:S3cret-Passw0rd@10.0.0.1/orders")
+
+    assert "refused to reach http://10.0.0.1/orders" in str(error)
+    assert "S3cret" not in str(error) and "deployer" not in str(error)
