@@ -17,6 +17,7 @@ from agents.secrets.store import acting_for
 from agents.workspaces import sandbox
 from agents.workspaces.sandbox import Limits
 from channels_app.auth import agent_scope
+from channels_app.doors import LISTING
 from channels_app.ownership import get_agent
 from channels_app.pagination import AgentPages, paginate
 from channels_app.responses import (
@@ -31,6 +32,8 @@ log = logging.getLogger(__name__)
 
 
 class AgentListView(APIView):
+    door = LISTING
+
     @extend_schema(summary="The agents on this server", parameters=list_parameters("Agents", 100),
                    responses={200: AgentList, **refusals(400, 401)})
     def get(self, request: Request) -> Response:
