@@ -128,10 +128,10 @@ def _not_run(subagent: str, task: str, call_id: str) -> str:
 
 
 class AgentHealthView(APIView):
-    authentication_classes: list = []
-    permission_classes: list = []
+    # The agent's door, as its other routes: whether an agent exists is not for callers who may
+    # not reach it (a load balancer asks /healthz, which names no agent).
 
-    @extend_schema(summary="Liveness of one agent", responses={200: AgentHealth, **refusals(400, 404)})
+    @extend_schema(summary="Liveness of one agent", responses={200: AgentHealth, **refusals(400, 401, 403, 404)})
     def get(self, request: Request, slug: str) -> Response:
         agent = get_agent(slug)
         return Response(AgentHealth(status="ok", agent=agent.slug, deployed=agent.active_deployment_id is not None))

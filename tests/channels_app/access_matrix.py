@@ -56,12 +56,12 @@ class Family:
 
 
 FAMILIES = (
-    Family("Liveness", ("GET /healthz", "GET /support/v1/health"), PUBLIC),
+    Family("Server liveness", ("GET /healthz",), PUBLIC),
     Family("Docs pages", ("GET /docs/", "GET /docs/http-api", "GET /docs/llms-full.txt"), PUBLIC),
     Family("Agent list", ("GET /v1/agents",), LISTING, names_support='"slug":"support"'),
     Family("API document", ("GET /api/schema/",), LISTING, names_support="/support/v1/tools/"),
     Family("API document viewer", ("GET /api/docs/",), as_page(LISTING)),
-    Family("An agent's routes", ("GET /support/v1/info", "GET /support/v1/sessions",
+    Family("An agent's routes", ("GET /support/v1/info", "GET /support/v1/health", "GET /support/v1/sessions",
                                  "GET /support/v1/abs/brief-replies"), AGENT),
     Family("A session's routes", (f"GET /support/v1/session/{SESSION}", f"GET /support/v1/session/{SESSION}/events",
                                   f"GET /support/v1/session/{SESSION}/approvals"), OWN_SESSION),
