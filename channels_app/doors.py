@@ -99,7 +99,10 @@ class HasPrincipal(permissions.BasePermission):
     """DRF's side of `check`: the view's `door` (AGENT unless it names one), the path's agent."""
 
     def has_permission(self, request, view) -> bool:
-        check(request.user, getattr(view, "door", AGENT), view.kwargs.get("slug"))
+        door = getattr(view, "door", AGENT)
+        if not hasattr(view, request.method.lower()):
+            door = AGENT  # a method the route lacks: 405 for anyone the chain admits, whatever the route's door
+        check(request.user, door, view.kwargs.get("slug"))
         return True
 
 

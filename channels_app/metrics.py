@@ -26,8 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from channels_app.auth import RequestInfo
 from channels_app.doors import Door, Scope, admit
-from channels_app.errors import APIError
-from channels_app.errors import error_response
+from channels_app.errors import APIError, error_response
 from sessions import metrics
 from sessions.models import hash_token
 
@@ -52,14 +51,10 @@ def refusal(info: RequestInfo) -> HttpResponse | None:
     try:
         admit(info, METRICS)
     except APIError as exc:
-        message = exc.message
         if exc.status_code == 401:
-            message = ("authentication required: log in as an operator, or send the metrics token as "
-                       "`Authorization: Bearer <AGENTSITE_METRICS_TOKEN>`")
-        response = error_response(exc.status_code, exc.error_code, message)
-        for name, value in exc.headers.items():
-            response[name] = value
-        return response
+            exc.message = ("authentication required: log in as an operator, or send the metrics token as "
+                           "`Authorization: Bearer <AGENTSITE_METRICS_TOKEN>`")
+        return exc.response()
     return None
 
 

@@ -59,10 +59,7 @@ def stream_view(request, slug: str, session_id: str):
     try:
         principal = admit(RequestInfo.from_django(request), slug=slug)
     except APIError as exc:
-        response = error_response(exc.status_code, exc.error_code, exc.message)
-        for name, value in exc.headers.items():
-            response[name] = value
-        return response
+        return exc.response()
     sse = "text/event-stream" in request.headers.get("Accept", "")
     try:
         start = parse_start_index(request.GET.get("startIndex"), request.headers.get("Last-Event-ID"), resume=sse)

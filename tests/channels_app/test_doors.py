@@ -203,3 +203,13 @@ def test_the_docs_pages_name_no_deployed_agent(tmp_path, support_agent):
         answer = anyone.get(path)
         assert answer.status_code == 200 and "zebra-ledger-7" not in answer.content.decode(), path
     assert anyone.get("/v1/agents").status_code == 401
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ["/v1/models", "/v1/agents/support/deployments", "/v1/agents/support/secrets"])
+def test_a_method_an_operators_route_lacks_is_405_for_a_member_and_401_for_no_one(support_agent, carol, path):
+    member = Client(HTTP_AUTHORIZATION=f"Bearer {PersonalToken.issue(carol, 'cli')[1]}", **REMOTE)
+
+    assert member.generic("TRACE", path).status_code == 405
+    assert member.get(path).status_code == 403
+    assert Client(**REMOTE).generic("TRACE", path).status_code == 401
