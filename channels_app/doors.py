@@ -47,7 +47,6 @@ class Door:
 AGENT = Door()
 LISTING = Door(scope=Scope.FILTERED, what="this list")
 OWN_ACCOUNT = Door(scope=Scope.REFUSED, what="personal tokens")
-OPERATORS = Door(operators=True, scope=Scope.REFUSED, what="this route")
 
 
 def host_allowed(host: str) -> bool:
