@@ -9,7 +9,7 @@ import shutil
 import pytest
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.test import Client
 
 from agents.channels import AuthPolicy
@@ -17,6 +17,7 @@ from agents.discovery import deploy_agent_folder
 from agentsite.asgi import application
 from channels_app.auth import LOCAL_PRINCIPAL, PUBLIC, RequestInfo, authenticate, bearer_auth, channel_chain
 from sessions.models import PersonalToken
+from sessions.principal import OPERATORS_GROUP
 from tests.conftest import ROOT
 
 LOOPBACK = {"HTTP_HOST": "127.0.0.1:8000", "REMOTE_ADDR": "127.0.0.1"}
@@ -213,3 +214,20 @@ def test_a_method_an_operators_route_lacks_is_405_for_a_member_and_401_for_no_on
     assert member.generic("TRACE", path).status_code == 405
     assert member.get(path).status_code == 403
     assert Client(**REMOTE).generic("TRACE", path).status_code == 401
+
+
+@pytest.mark.django_db
+def test_authorizing_an_agents_mcp_server_is_for_unscoped_operators(support_agent, carol):
+    olga = User.objects.create_user("olga", password="pw")
+    olga.groups.add(Group.objects.get_or_create(name=OPERATORS_GROUP)[0])
+    path = "/playground/support/mcp-oauth/callback?state=guess&code=guess"
+
+    def as_(secret: str | None):
+        return Client(**REMOTE, **({"HTTP_AUTHORIZATION": f"Bearer {secret}"} if secret else {})).get(path)
+
+    assert as_(None).status_code == 302
+    assert as_(PersonalToken.issue(carol, "cli")[1]).status_code == 403
+    scoped = as_(PersonalToken.issue(olga, "here", agents=["support"])[1])
+    assert scoped.status_code == 403 and "scope" in scoped.content.decode()
+    past_the_door = as_(PersonalToken.issue(olga, "cli")[1])
+    assert past_the_door.status_code == 400 and "Unknown authorization" in past_the_door.content.decode()
