@@ -61,6 +61,7 @@ with ThreadPoolExecutor(1, thread_name_prefix="start-checks") as _pool:
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from channels_app.origin import AllowedHostsValidator  # noqa: E402
 from channels_app.proxies import behind_trusted_proxies  # noqa: E402
 from channels_app.routing import websocket_urlpatterns  # noqa: E402
 
@@ -83,8 +84,9 @@ try:
     application = behind_trusted_proxies(ProtocolTypeRouter(
         {
             "http": http_app,
-            # The session cookie of an admin login is a principal on websockets too.
-            "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
+            # The host checked as Django checks it for HTTP; then the session cookie of an admin login
+            # is a principal on websockets too.
+            "websocket": AllowedHostsValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         }
     ))
 except ImproperlyConfigured as exc:  # a bad AGENTSITE_TRUSTED_PROXIES entry, named

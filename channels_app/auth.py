@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from django.conf import settings
-from rest_framework import authentication, permissions
+from rest_framework import authentication
 
 from agents.channels import AuthPolicy
 from channels_app import lockout
@@ -78,13 +78,27 @@ def host_is_loopback(host: str) -> bool:
     return name.lower() == "localhost" or is_loopback_address(name)
 
 
+def ambient(policy: Policy) -> Policy:
+    """Marks a policy that admits a request for where it comes from or the login it rides with,
+    not for a credential it checks: such a policy never admits a request carrying a bearer token
+    that no policy verified (see `authenticate`)."""
+    policy.ambient = True  # type: ignore[attr-defined]
+    return policy
+
+
+def presented_bearer(info: RequestInfo) -> str:
+    """The value of an `Authorization: Bearer` header, or "" when there is none."""
+    scheme, _, presented = info.headers.get("authorization", "").partition(" ")
+    return presented.strip() if scheme.lower() == "bearer" else ""
+
+
 def loopback_only() -> Policy:
     """A loopback peer; forwarding headers are ignored."""
 
     def policy(info: RequestInfo) -> Principal | None:
         return LOCAL_PRINCIPAL if is_loopback_address(info.peer) else None
 
-    return policy
+    return ambient(policy)
 
 
 def local_dev() -> Policy:
@@ -97,7 +111,7 @@ def local_dev() -> Policy:
             return None
         return LOCAL_PRINCIPAL
 
-    return policy
+    return ambient(policy)
 
 
 def local_dev_strict() -> Policy:
@@ -109,7 +123,7 @@ def local_dev_strict() -> Policy:
             return None
         return inner(info)
 
-    return policy
+    return ambient(policy)
 
 
 def bearer_auth(
@@ -173,7 +187,7 @@ def django_login() -> Policy:
             return None
         return user_principal(user)
 
-    return policy
+    return ambient(policy)
 
 
 def personal_token() -> Policy:
@@ -294,10 +308,19 @@ def _server_policies() -> list[Policy]:
 
 
 def authenticate(info: RequestInfo, chain: Sequence[Policy] | None = None) -> Principal | None:
+    """The principal the first admitting policy of `chain` (default: the server's) names, or None.
+
+    A request that presents a bearer token is admitted only by a policy that verifies it: an
+    ambient policy (the loopback, a login) does not admit it in its stead, so a wrong, stale or
+    foreign token is refused (401) rather than served as the local principal or the browser's user.
+    """
+    bearer = presented_bearer(info)
     try:
         for policy in policy_chain() if chain is None else chain:
             principal = policy(info)
             if principal is not None:
+                if bearer and getattr(policy, "ambient", False):
+                    return None
                 return principal
     except Refused:
         pass
@@ -317,10 +340,3 @@ class PolicyChainAuthentication(authentication.SessionAuthentication):
     def authenticate_header(self, request) -> str:
         # Makes DRF answer 401 (not 403) when no policy admits the caller.
         return 'Bearer realm="agentsite"'
-
-
-class HasPrincipal(permissions.BasePermission):
-    message = "this personal token is not scoped to this agent"
-
-    def has_permission(self, request, view) -> bool:
-        return isinstance(request.user, Principal) and check_scope(request.user, view.kwargs.get("slug"))

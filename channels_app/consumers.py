@@ -23,8 +23,9 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from channels_app.auth import RequestInfo, authenticate, check_scope
+from channels_app.auth import RequestInfo
 from channels_app.bodies import SocketMessage, validate_body
+from channels_app.doors import admit
 from channels_app.errors import APIError
 from channels_app.lockout import TooManyFailures
 from channels_app.middleware import bad_path_id
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 
 # A refused socket closes with 4000 + the HTTP status the same request would get.
 _owned_session = database_sync_to_async(get_owned_session)
-_authenticate = database_sync_to_async(authenticate)
+_admit = database_sync_to_async(admit)
 
 
 class SessionEventsConsumer(AsyncWebsocketConsumer):
@@ -52,17 +53,13 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
         # A page on another site must not follow or drive a session through the visitor's browser.
         if foreign_websocket_origin(self.scope) is not None:
             return await self.close(code=4403)
-        info = RequestInfo.from_scope(self.scope)
-        try:
-            self.principal = await _authenticate(info)  # a personal token is a row to read
-        except TooManyFailures as exc:  # says when to come back, then closes as 4429
-            await self.send_error(exc.error_code, exc.message, exc.details)
-            return await self.close(code=4429)
-        if self.principal is None:
-            return await self.close(code=4401)
         kwargs = self.scope["url_route"]["kwargs"]
-        if not check_scope(self.principal, kwargs.get("slug")):
-            return await self.close(code=4403)
+        try:  # a personal token is a row to read
+            self.principal = await _admit(RequestInfo.from_scope(self.scope), slug=kwargs.get("slug"))
+        except APIError as exc:
+            if isinstance(exc, TooManyFailures):  # says when to come back, then closes as 4429
+                await self.send_error(exc.error_code, exc.message, exc.details)
+            return await self.close(code=4000 + exc.status_code)
         if bad_path_id(kwargs):
             return await self.close(code=4400)
         query = parse_qs(self.scope.get("query_string", b"").decode("utf-8", "replace"))

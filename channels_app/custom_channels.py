@@ -34,7 +34,8 @@ from agents.channels import LoadedChannel, local_dev_strict
 from agents.discovery import LoadedAgent, load_deployment
 from agents.models import Agent
 from agents.secrets.store import acting_for
-from channels_app.auth import PolicyChainAuthentication, RequestInfo, authenticate, channel_chain, check_scope
+from channels_app.auth import PolicyChainAuthentication, RequestInfo, authenticate, channel_chain
+from channels_app.doors import admit
 from channels_app.bodies import validate_body
 from channels_app.errors import APIError, error_body, error_response
 from channels_app.responses import ApprovalDecided, SessionLinks
@@ -141,13 +142,14 @@ class ChannelRouteView(APIView):
             return response
         route, params = chosen
 
-        principal = authenticate(RequestInfo.from_django(request._request), channel_chain(channel.channel.auth))
-        if principal is None:
-            response = _refuse(401, "unauthorized", "authentication required: no auth policy admitted this request")
-            response["WWW-Authenticate"] = 'Bearer realm="agentsite"'
+        try:  # the channel's own chain, through the door every route has
+            principal = admit(RequestInfo.from_django(request._request), slug=slug,
+                              chain=channel_chain(channel.channel.auth))
+        except APIError as exc:
+            response = _refuse(exc.status_code, exc.error_code, exc.message)
+            for name, value in exc.headers.items():
+                response[name] = value
             return response
-        if not check_scope(principal, slug):
-            return _refuse(403, "forbidden", "this personal token is not scoped to this agent")
         if principal.authenticator == "django" and "token" not in principal.attributes:
             try:  # a browser's cookie rides along cross-site: a login needs the CSRF token
                 PolicyChainAuthentication().enforce_csrf(request)

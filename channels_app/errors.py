@@ -28,6 +28,13 @@ class APIError(exceptions.APIException):
         self.details = details
         self.headers = headers or {}
 
+    def response(self) -> JsonResponse:
+        """The error as a plain Django response, for views outside DRF (streams, /metrics)."""
+        response = error_response(self.status_code, self.error_code, self.message, self.details)
+        for name, value in self.headers.items():
+            response[name] = value
+        return response
+
 
 def _flatten(detail: Any) -> str:
     if isinstance(detail, dict):

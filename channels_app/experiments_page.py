@@ -1,17 +1,16 @@
 """The playground's A/B page: one experiment's results, a chart per metric (each variant's mean
 with its 95% interval, and its running mean over time), drawn as SVG on the server.
 
-Who may see it is who may read `GET /<slug>/v1/abs/<name>`: anyone the auth chain admits
-to the agent (its members) and operators.
+Who may see it is who may read `GET /<slug>/v1/abs/<name>`: anyone the agent's door admits
+(its members, operators, a token scoped to it).
 """
 from __future__ import annotations
 
-from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from agents.models import Agent
-from channels_app.auth import RequestInfo, authenticate
+from channels_app.doors import AGENT, admit_page
 from channels_app.experiments import stopped_at
 from sessions.experiments.charts import interval_chart, time_chart
 from sessions.experiments.enrollment import experiments_of
@@ -19,8 +18,9 @@ from sessions.experiments.results import over_time, results
 
 
 def ab_page(request: HttpRequest, slug: str, name: str) -> HttpResponse:
-    if authenticate(RequestInfo.from_django(request)) is None:
-        return redirect_to_login(request.get_full_path())
+    admitted = admit_page(request, AGENT, slug)
+    if isinstance(admitted, HttpResponse):
+        return admitted
     agent = Agent.objects.select_related("active_deployment").filter(slug=slug).first()
     test = experiments_of(agent.active_deployment).get(name) if agent and agent.active_deployment else None
     if test is None:

@@ -22,16 +22,17 @@ from mcp.shared.auth import OAuthClientInformationFull
 from agents.mcpauth.flows import FlowError, begin, check_issuer, exchange_code, reusable_registration
 from agents.mcpauth.stored import NotDeclared, declared_server, save_authorization, server_url
 from agents.models import Agent, OAuthFlow
-from channels_app.playground import _agent, _principal, _refuse, _sign_in
+from channels_app.doors import Door, Scope, admit_page
+from channels_app.playground import _agent, _refuse
+
+# The tokens act for the agent, whoever talks to it: as its secrets, operators only, no scoped token.
+AUTHORIZING = Door(operators=True, scope=Scope.REFUSED, what="authorizing an agent's MCP server")
 
 
 def _operator_agent(request: HttpRequest, slug: str) -> tuple[Agent | None, str, HttpResponse | None]:
-    principal = _principal(request)
-    if principal is None:
-        return None, "", _sign_in(request)
-    if not principal.operator:
-        return None, "", _refuse(request, 403, "Operators only", "Authorizing an agent's MCP server stores "
-                                 "tokens the agent uses for everyone: operators only (staff and the operators group).")
+    principal = admit_page(request, AUTHORIZING, slug)
+    if isinstance(principal, HttpResponse):
+        return None, "", principal
     agent = _agent(slug)
     if agent is None or agent.active_deployment is None:
         return None, "", _refuse(request, 404, "No such agent", f"There is no agent {slug!r} on this server.")

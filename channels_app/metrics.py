@@ -24,8 +24,9 @@ from django.utils.decorators import sync_and_async_middleware
 from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from channels_app.auth import LOCAL_PRINCIPAL, RequestInfo, agent_scope, authenticate
-from channels_app.errors import error_response
+from channels_app.auth import RequestInfo
+from channels_app.doors import Door, Scope, admit
+from channels_app.errors import APIError, error_response
 from sessions import metrics
 from sessions.models import hash_token
 
@@ -39,23 +40,22 @@ def holds_metrics_token(info: RequestInfo) -> bool:
     return hmac.compare_digest(hash_token(presented), expected)
 
 
+# Every agent's figures: operators only, and no token scoped to some agents.
+METRICS = Door(operators=True, scope=Scope.REFUSED, what="the server's metrics")
+
+
 def refusal(info: RequestInfo) -> HttpResponse | None:
     """None if the caller may read the metrics, else the 401 or 403 that says why not."""
     if holds_metrics_token(info):
         return None
-    principal = authenticate(info)
-    if principal is None or principal.principal_type == "anonymous":
-        response = error_response(401, "unauthorized", "authentication required: log in as an operator, or send "
-                                  "the metrics token as `Authorization: Bearer <AGENTSITE_METRICS_TOKEN>`")
-        response["WWW-Authenticate"] = 'Bearer realm="agentsite"'
-        return response
-    if agent_scope(principal) is not None:  # the metrics are every agent's: a token kept to some cannot see them
-        return error_response(403, "forbidden", "this personal token is scoped to some agents; the server's metrics "
-                                                "cover every agent")
-    if principal.operator or principal == LOCAL_PRINCIPAL:
-        return None
-    return error_response(403, "operators_only", "the server's metrics are for operators (staff and members of "
-                                                 "the operators group) and the metrics token only")
+    try:
+        admit(info, METRICS)
+    except APIError as exc:
+        if exc.status_code == 401:
+            exc.message = ("authentication required: log in as an operator, or send the metrics token as "
+                           "`Authorization: Bearer <AGENTSITE_METRICS_TOKEN>`")
+        return exc.response()
+    return None
 
 
 def scrape() -> bytes:

@@ -21,15 +21,20 @@ refused here by its Origin.
 """
 from __future__ import annotations
 
+import logging
 from typing import Mapping
 from urllib.parse import urlsplit
 
 from asgiref.sync import iscoroutinefunction
+from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils.decorators import sync_and_async_middleware
 
+from channels_app.doors import host_allowed
 from channels_app.errors import error_response
+
+log = logging.getLogger("django.security.DisallowedHost")
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -84,6 +89,28 @@ def foreign_websocket_origin(scope: Mapping) -> str | None:
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
     scheme = WEBSOCKET_SCHEMES.get(scope.get("scheme", "ws"), "http")
     return foreign_source(scheme, headers.get("host", ""), headers)
+
+
+class AllowedHostsValidator:
+    """The websocket side of Django's ALLOWED_HOSTS: a handshake naming a `Host` the server would
+    answer 400 over HTTP is denied (the client sees 403) before any consumer or auth policy runs,
+    so a socket is never the loopback principal where the same HTTP request is refused.
+
+    Channels' `AllowedHostsOriginValidator` checks `Origin` against the list; the consumer checks
+    `Origin` against the host already (`foreign_websocket_origin`): this checks the host itself.
+    It sits inside `behind_trusted_proxies`, so behind a trusted proxy it checks the forwarded host.
+    """
+
+    def __init__(self, application) -> None:
+        self.application = application
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "websocket":
+            host = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k.lower() == b"host"), "")
+            if not host_allowed(host):
+                log.warning("websocket refused: the host %r is not in ALLOWED_HOSTS", host[:200])
+                return await WebsocketDenier()(scope, receive, send)
+        return await self.application(scope, receive, send)
 
 
 def _headers(request: HttpRequest) -> dict[str, str]:

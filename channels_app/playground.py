@@ -1,8 +1,9 @@
 """The web playground: server-rendered pages; the conversation itself streams
 into the page over the session websocket (see static/playground/playground.js).
 
-Pages run the same auth chain and ownership checks as the HTTP API; a caller
-that no policy admits is sent to the login page and back.
+Pages pass the same doors (channels_app.doors) and ownership checks as the HTTP
+API, an agent's pages its token scope too; a caller that no policy admits is
+sent to the login page and back.
 """
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import path
 
 from agents.mcpauth.stored import with_status
 from agents.models import Agent
-from channels_app.auth import Principal, RequestInfo, authenticate
+from channels_app.auth import agent_scope
+from channels_app.doors import AGENT, LISTING, admit_page
 from channels_app.errors import APIError
 from channels_app.experiments_page import ab_page
 from channels_app.ownership import get_owned_session
@@ -39,30 +40,24 @@ def _refuse(request: HttpRequest, status: int, title: str, detail: str) -> HttpR
     return render(request, "playground/error.html", {"title": title, "detail": detail, "status": status}, status=status)
 
 
-def _sign_in(request: HttpRequest) -> HttpResponse:
-    """No policy admitted the caller: a person logs in (channels_app/accounts.py) and comes back."""
-    return redirect_to_login(request.get_full_path())
-
-
-def _principal(request: HttpRequest) -> Principal | None:
-    return authenticate(RequestInfo.from_django(request))
-
-
 def _agent(slug: str) -> Agent | None:
     return Agent.objects.select_related("active_deployment").filter(slug=slug).first()
 
 
 def agents_page(request: HttpRequest) -> HttpResponse:
-    if _principal(request) is None:
-        return _sign_in(request)
+    principal = admit_page(request, LISTING)
+    if isinstance(principal, HttpResponse):
+        return principal
     agents = Agent.objects.select_related("active_deployment").exclude(active_deployment=None)
+    if (scope := agent_scope(principal)) is not None:  # a scoped token sees its agents only, as GET /v1/agents
+        agents = agents.filter(slug__in=scope)
     return render(request, "playground/agents.html", {"agents": agents})
 
 
 def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
-    principal = _principal(request)
-    if principal is None:
-        return _sign_in(request)
+    principal = admit_page(request, AGENT, slug)
+    if isinstance(principal, HttpResponse):
+        return principal
     agent = _agent(slug)
     if agent is None or agent.active_deployment is None:
         return _refuse(request, 404, "No such agent", f"There is no agent {slug!r} on this server.")
@@ -147,9 +142,9 @@ def _owned_session(request: HttpRequest, slug: str, session_id: str) -> tuple[Se
     """The session and whether the caller follows it as an operator, if the caller owns it or is
     an operator (who may follow any session: read it, decide its parked calls, stop it, cancel its
     reminders, never post in it); else the page that refuses."""
-    principal = _principal(request)
-    if principal is None:
-        return None, False, _sign_in(request)
+    principal = admit_page(request, AGENT, slug)
+    if isinstance(principal, HttpResponse):
+        return None, False, principal
     try:
         session = get_owned_session(slug, session_id, principal, operators=True)
     except APIError as exc:

@@ -14,7 +14,8 @@ from channels.db import database_sync_to_async
 from django.http import StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from channels_app.auth import RequestInfo, authenticate, check_scope
+from channels_app.auth import RequestInfo
+from channels_app.doors import admit
 from channels_app.errors import APIError, error_response
 from channels_app.ownership import check_reader
 from channels_app.parsers import parse_start_index
@@ -55,13 +56,10 @@ def stream_view(request, slug: str, session_id: str):
         response = error_response(405, "method_not_allowed", f"{request.method} is not allowed here; use GET")
         response["Allow"] = "GET"
         return response
-    principal = authenticate(RequestInfo.from_django(request))
-    if principal is None:
-        response = error_response(401, "unauthorized", "authentication required: no auth policy admitted this request")
-        response["WWW-Authenticate"] = 'Bearer realm="agentsite"'
-        return response
-    if not check_scope(principal, slug):
-        return error_response(403, "forbidden", "this personal token is not scoped to this agent")
+    try:
+        principal = admit(RequestInfo.from_django(request), slug=slug)
+    except APIError as exc:
+        return exc.response()
     sse = "text/event-stream" in request.headers.get("Accept", "")
     try:
         start = parse_start_index(request.GET.get("startIndex"), request.headers.get("Last-Event-ID"), resume=sse)

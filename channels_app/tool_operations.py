@@ -23,14 +23,19 @@ from channels_app.bodies import NO_NUL
 TEMPLATED = "/{slug}/v1/tools/{tool_name}/call"
 
 
-def add_tool_operations(result: dict[str, Any]) -> dict[str, Any]:
+def add_tool_operations(result: dict[str, Any], scope: list[str] | None = None) -> dict[str, Any]:
+    """Each active release's server tools as operations; with `scope` (a personal token's agents),
+    those agents' only: the document never names an agent the caller may not reach."""
     generic = result.get("paths", {}).get(TEMPLATED, {}).get("post")
     if generic is None:
         return result
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     declared: set[str] = set()
     calls: dict[str, dict[str, Any]] = {}
-    for agent in Agent.objects.deployed().order_by("slug"):
+    agents = Agent.objects.deployed().order_by("slug")
+    if scope is not None:
+        agents = agents.filter(slug__in=scope)
+    for agent in agents:
         for tool in agent.active_deployment.manifest.get("tools", []):
             declared.add(tool["name"])
             if tool.get("execution", "server") == "server":

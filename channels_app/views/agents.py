@@ -17,6 +17,7 @@ from agents.secrets.store import acting_for
 from agents.workspaces import sandbox
 from agents.workspaces.sandbox import Limits
 from channels_app.auth import agent_scope
+from channels_app.doors import LISTING
 from channels_app.ownership import get_agent
 from channels_app.pagination import AgentPages, paginate
 from channels_app.agent_info import AgentInfo, ChannelRef
@@ -30,6 +31,8 @@ log = logging.getLogger(__name__)
 
 
 class AgentListView(APIView):
+    door = LISTING
+
     @extend_schema(summary="The agents on this server", parameters=list_parameters("Agents", 100),
                    responses={200: AgentList, **refusals(400, 401)})
     def get(self, request: Request) -> Response:
@@ -125,10 +128,10 @@ def _not_run(subagent: str, task: str, call_id: str) -> str:
 
 
 class AgentHealthView(APIView):
-    authentication_classes: list = []
-    permission_classes: list = []
+    # The agent's door, as its other routes: whether an agent exists is not for callers who may
+    # not reach it (a load balancer asks /healthz, which names no agent).
 
-    @extend_schema(summary="Liveness of one agent", responses={200: AgentHealth, **refusals(400, 404)})
+    @extend_schema(summary="Liveness of one agent", responses={200: AgentHealth, **refusals(400, 401, 403, 404)})
     def get(self, request: Request, slug: str) -> Response:
         agent = get_agent(slug)
         return Response(AgentHealth(status="ok", agent=agent.slug, deployed=agent.active_deployment_id is not None))

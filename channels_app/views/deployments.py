@@ -2,7 +2,8 @@
 
 Server-level like `GET /v1/agents`. Operators (staff and the operators group, logged
 in or with a personal token) and the loopback caller of the embedded default may use
-them, as `GET /metrics`; a member gets 403, a caller no policy admits 401. Activating
+them, as `GET /metrics`; a member or a token scoped to some agents gets 403, a caller
+no policy admits 401 (the door is `RELEASES`, see channels_app.doors). Activating
 the release already active is a 409 `already_active`: the caller asked for a change
 that did not happen (a retry after a lost answer reads it as done).
 """
@@ -15,7 +16,7 @@ from rest_framework.views import APIView
 
 from agents.discovery.activation import ReleaseError, activate_release, find_agent, find_release
 from agents.models import Agent, Deployment
-from channels_app.auth import LOCAL_PRINCIPAL
+from channels_app.doors import Door, Scope
 from channels_app.errors import APIError
 from channels_app.pagination import ReleasePages, paginate
 from channels_app.parsers import parse_count
@@ -28,15 +29,9 @@ STATUS = {"agent_not_found": 404, "deployment_not_found": 404, "already_active":
           "deployment_unloadable": 409, "no_previous_release": 409}
 
 
-def require_operator(principal, what: str = "an agent's releases") -> None:
-    """The loopback caller and operators pass; anyone admitted as anonymous is asked to log in (401)."""
-    if principal == LOCAL_PRINCIPAL or getattr(principal, "operator", False):
-        return
-    if principal.principal_type == "anonymous":
-        raise APIError(401, "unauthorized", "authentication required: log in as an operator, or send an "
-                                            "operator's personal token",
-                       headers={"WWW-Authenticate": 'Bearer realm="agentsite"'})
-    raise APIError(403, "operators_only", f"{what} are for operators (staff and members of the operators group)")
+# Operators only; a token scoped to some agents is refused, that agent's too: it was made to talk
+# to those agents, not to change which release serves them.
+RELEASES = Door(operators=True, scope=Scope.REFUSED, what="an agent's releases")
 
 
 def refused(exc: ReleaseError) -> APIError:
@@ -55,11 +50,12 @@ def agent_and_release(slug: str, version: str) -> tuple[Agent, Deployment]:
 
 
 class DeploymentListView(APIView):
+    door = RELEASES
+
     @extend_schema(operation_id="v1_agents_deployments_list", summary="An agent's releases, newest first (operators)",
                    parameters=list_parameters("Releases", 100),
                    responses={200: ReleaseList, **refusals(400, 401, 403, 404)})
     def get(self, request: Request, slug: str) -> Response:
-        require_operator(request.user)
         try:
             agent = find_agent(slug)
         except ReleaseError as exc:
@@ -69,22 +65,24 @@ class DeploymentListView(APIView):
 
 
 class DeploymentDetailView(APIView):
+    door = RELEASES
+
     @extend_schema(operation_id="v1_agents_deployment_retrieve",
                    summary="One release of an agent, with what it declares (operators)", parameters=[VERSION],
                    responses={200: ReleaseDetail, **refusals(400, 401, 403, 404)})
     def get(self, request: Request, slug: str, version: str) -> Response:
-        require_operator(request.user)
         agent, deployment = agent_and_release(slug, version)
         return Response(ReleaseDetail.of(deployment, agent.active_deployment_id))
 
 
 class DeploymentActivateView(APIView):
+    door = RELEASES
+
     @extend_schema(operation_id="v1_agents_deployment_activate",
                    summary="Make a release the one new sessions start on (operators); running sessions keep theirs",
                    parameters=[VERSION], request=None,
                    responses={200: ReleaseDetail, **refusals(400, 401, 403, 404, 409)})
     def post(self, request: Request, slug: str, version: str) -> Response:
-        require_operator(request.user)
         _, deployment = agent_and_release(slug, version)
         try:
             activated = activate_release(deployment)

@@ -2,6 +2,7 @@
 
 For operators and the loopback caller, as the release routes (a member 403, no policy 401):
 it names the server's providers and base URLs' health, which is the operators' business.
+It counts every agent's sessions, so a token scoped to some agents is refused (403 `scoped_token`).
 """
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from channels_app.doors import Door, Scope
 from channels_app.responses import Reply
 from channels_app.schema import refusals
-from channels_app.views.deployments import require_operator
 from sessions.directory import DirectoryEntry, model_directory
 
 
@@ -54,10 +55,12 @@ class ModelDirectory(Reply):
 
 
 class ModelDirectoryView(APIView):
+    # Every agent's sessions are counted: a token scoped to some agents is refused it.
+    door = Door(operators=True, scope=Scope.REFUSED, what="the models and their health")
+
     @extend_schema(operation_id="v1_models_list",
                    summary="The models of the active releases and the server's default: configured, reachable "
                            "(a cached health probe), sessions bound (operators)",
                    responses={200: ModelDirectory, **refusals(401, 403)})
     def get(self, request: Request) -> Response:
-        require_operator(request.user, "the models and their health")
         return Response(ModelDirectory(models=[ModelEntry.of(e) for e in model_directory()]))

@@ -17,23 +17,22 @@ from rest_framework.views import APIView
 from agents.discovery.activation import ReleaseError, find_agent
 from agents.models import SECRET_NAME, Agent, Secret, secret_name_problem, secret_value_problem
 from channels_app.agent_secrets import SecretInfo, SecretList
-from channels_app.auth import agent_scope
 from channels_app.bodies import SecretValue, validate_body
+from channels_app.doors import Door, Scope
 from channels_app.errors import APIError
 from channels_app.pagination import SecretPages, paginate
 from channels_app.schema import BODY, list_parameters, refusals
-from channels_app.views.deployments import require_operator
 
 NAME = OpenApiParameter("name", {"type": "string", "pattern": SECRET_NAME.pattern}, OpenApiParameter.PATH,
                         description="The secret's name, as an environment variable's (letters, digits and '_', "
                                     "not starting with a digit, at most 128 characters)")
 
 
+SECRETS = Door(operators=True, scope=Scope.REFUSED, what="an agent's secrets")
+
+
 def operator_agent(request: Request, slug: str) -> Agent:
-    """The agent whose secrets an operator manages (401, 403 or 404 otherwise)."""
-    require_operator(request.user, "an agent's secrets")
-    if agent_scope(request.user) is not None:
-        raise APIError(403, "scoped_token", "a token scoped to some agents cannot manage secrets")
+    """The agent whose secrets an operator manages (its `SECRETS` door let the caller in; 404 otherwise)."""
     try:
         return find_agent(slug)
     except ReleaseError as exc:
@@ -54,6 +53,8 @@ def set_secret(agent: Agent, name: str) -> Secret:
 
 
 class SecretListView(APIView):
+    door = SECRETS
+
     @extend_schema(operation_id="v1_agents_secrets_list",
                    summary="An agent's secrets by name, never their values (operators)",
                    parameters=list_parameters("Secrets", 100),
@@ -64,6 +65,8 @@ class SecretListView(APIView):
 
 
 class SecretView(APIView):
+    door = SECRETS
+
     @extend_schema(operation_id="v1_agents_secret_retrieve",
                    summary="Who set one of an agent's secrets and when, never its value (operators)",
                    parameters=[NAME], responses={200: SecretInfo, **refusals(400, 401, 403, 404)})

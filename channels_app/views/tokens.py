@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from channels_app.bodies import CreateToken, validate_body
+from channels_app.doors import OWN_ACCOUNT
 from channels_app.errors import APIError
 from channels_app.pagination import TokenPages, paginate
 from channels_app.responses import Token, TokenCreated, TokenList
@@ -26,8 +27,6 @@ def token_owner(principal: Principal):
     if principal.authenticator != "django":
         raise APIError(403, "user_required", "personal tokens belong to user accounts: log in, or send a "
                                              "personal token, to manage them")
-    if principal.attributes.get("agents") is not None:
-        raise APIError(403, "scoped_token", "a token scoped to some agents cannot manage tokens")
     User = get_user_model()
     user = User.objects.filter(**{User.USERNAME_FIELD: principal.principal_id}, is_active=True).first()
     if user is None:
@@ -36,6 +35,8 @@ def token_owner(principal: Principal):
 
 
 class TokenListView(APIView):
+    door = OWN_ACCOUNT  # a token scoped to some agents manages none
+
     @extend_schema(summary="The caller's personal tokens (never their secrets)",
                    parameters=list_parameters("Tokens", 100), responses={200: TokenList, **refusals(400, 401, 403)})
     def get(self, request: Request) -> Response:
@@ -55,6 +56,8 @@ class TokenListView(APIView):
 
 
 class TokenView(APIView):
+    door = OWN_ACCOUNT
+
     @extend_schema(summary="Revoke one of the caller's personal tokens",
                    responses={204: OpenApiResponse(description="Revoked (or already revoked)"),
                               **refusals(400, 401, 403, 404)})

@@ -202,9 +202,13 @@ def test_members_are_refused_the_owner_of_the_sessions_too_and_an_anonymous_call
         refused = member.get(URL)
         assert refused.status_code == 403 and b"data-figure" not in refused.content
 
-    response = Client(HTTP_HOST="127.0.0.1:8000").get(URL, {"window": "1h"})
+    response = Client(HTTP_HOST="agents.example.com", REMOTE_ADDR="10.0.0.5").get(URL, {"window": "1h"})
     assert response.status_code == 302
     assert response["Location"] == "/accounts/login/?next=/admin/dashboard/%3Fwindow%3D1h"
+
+
+def test_the_loopback_caller_of_the_embedded_default_sees_it_as_it_reads_the_metrics():
+    assert Client(HTTP_HOST="127.0.0.1:8000", REMOTE_ADDR="127.0.0.1").get(URL).status_code == 200
 
 
 def test_the_admin_index_links_the_dashboard(ops):

@@ -43,13 +43,16 @@ def test_info_describes_the_agent_and_its_tools_with_json_schemas(local, support
 
 
 @pytest.mark.django_db
-def test_health_routes_answer_without_credentials(support_agent):
+def test_the_server_answers_liveness_without_credentials_and_an_agents_only_to_its_callers(support_agent, local):
     from django.test import Client
 
     outsider = Client(HTTP_HOST="example.com", REMOTE_ADDR="203.0.113.9")
 
     assert outsider.get("/healthz").json() == {"status": "ok"}
-    agent = outsider.get("/support/v1/health")
+    # Which agents exist is for callers the chain admits, as GET /v1/agents: no probing by slug.
+    assert outsider.get("/support/v1/health").status_code == 401
+    assert outsider.get("/nobody/v1/health").status_code == 401
+    agent = local.get("/support/v1/health")
     assert agent.status_code == 200
     assert agent.json() == {"status": "ok", "agent": "support", "deployed": True}
 

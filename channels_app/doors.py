@@ -1,0 +1,143 @@
+"""Who may come in: the one admission rule of every route, page and socket.
+
+Each surface names its `Door` (what it asks of a caller) and calls `admit`,
+or `check` where DRF has run the auth chain already. In order: the Host must
+be one the server serves (400, as Django answers HTTP); the chain names the
+principal (none: 401); an operators' door wants an operator or the loopback
+caller (anonymous: 401, anyone else: 403 `operators_only`); then a personal
+token's agent scope: 403 `scoped_token` for an agent outside it, and on a door
+that covers every agent or manages the server. Each surface renders the
+`APIError` its own way: JSON, a page or a login redirect, a close code.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse
+from django.http.request import split_domain_port, validate_host
+from django.shortcuts import render
+from rest_framework import permissions
+
+from channels_app.auth import LOCAL_PRINCIPAL, Policy, Principal, RequestInfo, agent_scope, authenticate
+from channels_app.errors import APIError
+
+UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Bearer realm="agentsite"'}
+
+
+class Scope(enum.Enum):
+    """What a door does with a personal token scoped to some agents."""
+
+    AGENT = "agent"  # an agent's route: the agent in the path must be in the scope
+    FILTERED = "filtered"  # admitted; the answer names the scope's agents only
+    REFUSED = "refused"  # refused: the answer covers every agent, or manages the server
+
+
+@dataclass(frozen=True)
+class Door:
+    operators: bool = False
+    scope: Scope = Scope.AGENT
+    # What the door guards, for the refusal's message ("the server's metrics").
+    what: str = "this route"
+
+
+AGENT = Door()
+LISTING = Door(scope=Scope.FILTERED, what="this list")
+OWN_ACCOUNT = Door(scope=Scope.REFUSED, what="personal tokens")
+
+
+def host_allowed(host: str) -> bool:
+    """Whether Django would serve an HTTP request naming `host` (its ALLOWED_HOSTS, read now)."""
+    allowed = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    domain, _ = split_domain_port(host)
+    if not domain:  # no Host header (HTTP/1.0, a test's socket): only where any host is served
+        return "*" in allowed
+    return validate_host(domain, allowed)
+
+
+def is_operator(principal: Principal) -> bool:
+    """Operators, and the loopback caller of the embedded default (whoever sits at the server)."""
+    return principal.operator or principal == LOCAL_PRINCIPAL
+
+
+def check(principal: Any, door: Door = AGENT, slug: str | None = None) -> Principal:
+    """`principal` (the chain's answer, None if no policy admitted the caller) if `door` lets it in."""
+    if not isinstance(principal, Principal):
+        raise APIError(401, "unauthorized", "authentication required: no auth policy admitted this request",
+                       headers=UNAUTHORIZED_HEADERS)
+    if door.operators and not is_operator(principal):
+        if principal.principal_type == "anonymous":
+            raise APIError(401, "unauthorized", "authentication required: log in as an operator, or send an "
+                                                "operator's personal token", headers=UNAUTHORIZED_HEADERS)
+        raise APIError(403, "operators_only", f"only operators (staff and members of the operators group) may "
+                                              f"reach {door.what}")
+    scope = agent_scope(principal)
+    if scope is None:
+        return principal
+    if slug is not None and slug not in scope:
+        raise APIError(403, "scoped_token", f"this personal token is not scoped to agent {slug!r}")
+    if door.scope is Scope.REFUSED:
+        raise APIError(403, "scoped_token", f"a personal token scoped to some agents cannot reach {door.what}")
+    return principal
+
+
+def admit(info: RequestInfo, door: Door = AGENT, slug: str | None = None,
+          chain: Sequence[Policy] | None = None) -> Principal:
+    """The principal `door` admits for the request `info` describes, else the APIError saying why not."""
+    if not host_allowed(info.host):
+        raise APIError(400, "disallowed_host", f"this server does not serve the host {info.host!r}")
+    return check(authenticate(info, chain), door, slug)
+
+
+class HasPrincipal(permissions.BasePermission):
+    """DRF's side of `check`: the view's `door` (AGENT unless it names one), the path's agent."""
+
+    def has_permission(self, request, view) -> bool:
+        door = getattr(view, "door", AGENT)
+        if not hasattr(view, request.method.lower()):
+            door = AGENT  # a method the route lacks: 405 for anyone the chain admits, whatever the route's door
+        check(request.user, door, view.kwargs.get("slug"))
+        return True
+
+
+# A page's title for each refusal: the page says what the JSON's code says.
+PAGE_TITLES = {"operators_only": "Operators only", "scoped_token": "Outside this token's scope",
+               "disallowed_host": "Unknown host"}
+
+
+def refusal_page(request: HttpRequest, exc: APIError) -> HttpResponse:
+    """A refusal as a person sees it: no policy admitted them, they log in and come back; else a page."""
+    if exc.status_code == 401:
+        return redirect_to_login(request.get_full_path())
+    title = PAGE_TITLES.get(exc.error_code, "Not allowed")
+    return render(request, "playground/error.html", {"title": title, "detail": exc.message,
+                                                     "status": exc.status_code}, status=exc.status_code)
+
+
+def admit_page(request: HttpRequest, door: Door = AGENT, slug: str | None = None) -> Principal | HttpResponse:
+    """`admit` for a page: the principal, or the response that refuses it."""
+    try:
+        return admit(RequestInfo.from_django(request), door, slug)
+    except APIError as exc:
+        return refusal_page(request, exc)
+
+
+def admitted_page(view: Callable[..., HttpResponse], door: Door) -> Callable[..., HttpResponse]:
+    """`view` behind `door`, for pages whose app sits below this one (the dashboard) or that are
+    not ours (the API document's viewer); the admitted principal is `request.principal`."""
+
+    def page(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        admitted = admit_page(request, door, kwargs.get("slug"))
+        if isinstance(admitted, HttpResponse):
+            return admitted
+        request.principal = admitted
+        return view(request, *args, **kwargs)
+
+    page.__name__ = getattr(view, "__name__", "page")
+    page.__doc__ = view.__doc__
+    return page
