@@ -371,7 +371,8 @@ def delete_workspace(session_id: str) -> None:
         root = workspace_dir(session_id)
     except WorkspaceUnavailable:
         return
-    disks.remove(root)
+    if not disks.remove(root):  # logged: its files are left, not deleted through a mount still there
+        return
     shutil.rmtree(root, ignore_errors=True)
 
 

@@ -52,7 +52,14 @@ def mode() -> str:
         else "auto"
 
 
-_broken = ""  # why making or mounting an image failed in this process: it is not tried again
+# Why this host cannot loop-mount at all (the first mount of the process refused: no privilege, no loop device):
+# set once, and new workspaces then stay plain directories. A failure of one workspace's own (a seed larger than
+# its limit, a full disk, a slow mount) fails that workspace only.
+_broken = ""
+_mounted = False  # a mount has worked in this process: later failures are the workspace's own
+HOST_REFUSALS = ("permission denied", "operation not permitted", "failed to setup loop device",
+                 "could not find any free loop device", "no such device", "only root can")
+UNMOUNT_TRIES = 8  # a mount stacked on another leaves the one below: unmount until none is left
 
 
 def available(workspaces: Path) -> str:
@@ -69,6 +76,8 @@ def _available(workspaces: str) -> str:
     missing = [tool for tool in ("mkfs.ext4", "mount", "umount") if shutil.which(tool) is None]
     if missing:
         return f"{', '.join(missing)} not found (install e2fsprogs and mount)"
+    if not os.path.exists("/dev/loop-control") and not os.path.exists("/dev/loop0"):
+        return "no loop device (load the loop module)"
     kind = filesystem_type(workspaces)
     if kind not in LOCAL_TYPES:
         return f"{workspaces} is on {kind or 'an unknown filesystem'}, not a local disk"
@@ -111,9 +120,10 @@ def create(root: Path, content: Path, size: int) -> None:
     """The workspace's image, `size` bytes, holding a copy of the folder `content`, then mounted at `root`.
 
     Made beside its final name and linked into place, so it appears whole; if
-    another process made one first, that one stays.
+    another process made one first, that one stays. DiskError says why it could
+    not be made (logged too); only a host that cannot loop-mount at all turns
+    images off for the rest of the process.
     """
-    global _broken
     image = image_of(root)
     image.parent.mkdir(mode=0o700, exist_ok=True)
     staging = image.with_name(f".{image.name}.{secrets.token_hex(4)}")
@@ -128,9 +138,12 @@ def create(root: Path, content: Path, size: int) -> None:
             linked = True
         mount(root)
     except (DiskError, OSError) as exc:
-        _broken = str(exc)
-        log.warning("workspaces get no filesystem of their own on this host (%s): their disk limit is watched, "
-                    "not enforced by the kernel", exc)
+        if _broken:
+            log.warning("workspaces get no filesystem of their own on this host (%s): their disk limit is watched, "
+                        "not enforced by the kernel", _broken)
+        else:
+            log.warning("the workspace %s gets no filesystem of its own (%s): its disk limit is watched, not "
+                        "enforced by the kernel", root.name, exc)
         if linked and not os.path.ismount(root):
             image.unlink(missing_ok=True)
         raise DiskError(str(exc)) from None
@@ -140,26 +153,50 @@ def create(root: Path, content: Path, size: int) -> None:
 
 def mount(root: Path) -> None:
     """Mount the workspace's image at `root` unless it is mounted already (one process at a time)."""
+    global _broken, _mounted
     image = image_of(root)
     with open(image, "rb") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         if os.path.ismount(root):
             return
         root.mkdir(exist_ok=True)
-        _run("mount", "-t", "ext4", "-o", MOUNT_OPTIONS, str(image), str(root))
+        try:
+            _run("mount", "-t", "ext4", "-o", MOUNT_OPTIONS, str(image), str(root))
+        except DiskError as exc:
+            if not _mounted and any(words in str(exc).lower() for words in HOST_REFUSALS):
+                _broken = str(exc)
+            raise
+        _mounted = True
         with contextlib.suppress(OSError):
             os.rmdir(root / "lost+found")  # mkfs leaves it: not the agent's file (fsck makes it again if needed)
 
 
-def remove(root: Path) -> None:
-    """Unmount a workspace's image (lazily: a command still running keeps it until it ends) and delete it."""
-    if os.path.ismount(root):
+def remove(root: Path) -> bool:
+    """Unmount a workspace's image and delete it; False (logged) when `root` is still a mount point after.
+
+    Each mount at `root` is unmounted, lazily when a command still running
+    keeps it busy (the kernel lets it go when the command ends), until none is
+    left: a mount stacked on the workspace's (or made twice) would otherwise
+    leave the workspace's filesystem there, and deleting files at `root` would
+    delete them inside it.
+    """
+    for _ in range(UNMOUNT_TRIES):
+        if not os.path.ismount(root):
+            break
         try:
-            _run("umount", "--lazy", str(root))
-        except DiskError as exc:
-            log.warning("could not unmount the workspace %s: %s", root, exc)
-            return
+            _run("umount", str(root))
+        except DiskError:
+            try:
+                _run("umount", "--lazy", str(root))
+            except DiskError as exc:
+                log.error("could not unmount the workspace %s (%s): its image and mount stay", root, exc)
+                return False
+    if os.path.ismount(root):
+        log.error("the workspace %s is still mounted after %d unmounts: its image and mount stay", root,
+                  UNMOUNT_TRIES)
+        return False
     image_of(root).unlink(missing_ok=True)
+    return True
 
 
 def _run(*argv: str) -> None:

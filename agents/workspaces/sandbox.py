@@ -62,9 +62,15 @@ NETWORK_ETC_FILES = ("resolv.conf", "hosts", "host.conf", "gai.conf", "protocols
 MiB = 1024 * 1024
 SCRATCH_BYTES = 64 * MiB  # each of /tmp and /dev/shm inside (memory-backed, bounded on their own)
 WALK_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-WALK_DEPTH = 256
+# Levels of folders below a workspace's root that the server walks (each holds a descriptor while the walk is
+# inside it; `shell` runs up to 8 calls at once): a deeper tree is refused, never walked past.
+WALK_DEPTH = 64
 CLONE_NEWUSER = 0x10000000
 SECCOMP_FD = 9  # the descriptor bubblewrap reads the seccomp filter from, as root
+
+
+class TooDeep(Exception):
+    """A workspace holds folders nested deeper than WALK_DEPTH: it is not walked, so it is not run in."""
 
 
 @dataclass(frozen=True)
@@ -276,7 +282,8 @@ def hand_over(root: Path) -> int:
     (`_entries`) never follows a link, and each entry changes owner by name in a
     directory held open (fchownat with AT_SYMLINK_NOFOLLOW), so a link swapped in
     changes owner itself, never what it points to. A file with more than one
-    link is left alone: its other name may be outside the workspace.
+    link is left alone: its other name may be outside the workspace. A tree
+    deeper than WALK_DEPTH raises TooDeep (some of it has changed owner by then).
     """
     uid, gid = runs_as(root)
     total = 0
@@ -295,7 +302,8 @@ def hand_over(root: Path) -> int:
 
 
 def disk_used(root: Path) -> int:
-    """Bytes of disk a workspace holds (allocated blocks, so sparse files count what they use)."""
+    """Bytes of disk a workspace holds (allocated blocks, so sparse files count what they use).
+    TooDeep when a folder is nested deeper than WALK_DEPTH."""
     return sum(info.st_blocks * 512 for _, _, info in _entries(root))
 
 
@@ -304,9 +312,12 @@ def _entries(top: Path) -> Iterator[tuple[int, str, os.stat_result]]:
 
     Each directory is opened from its parent's descriptor with O_NOFOLLOW, so a
     folder swapped for a link after it was listed is skipped, never followed; the
-    descriptors of the directories being walked stay open meanwhile (WALK_DEPTH
-    levels at most: a deeper tree is the sandbox's own making, not counted further).
-    Entries removed meanwhile are skipped.
+    descriptors of the directories being walked stay open meanwhile, so a name
+    swapped above cannot redirect the walk. That is WALK_DEPTH descriptors at most:
+    a folder below that level raises TooDeep (neither skipped, which would hide
+    its files from the size count, nor walked, which would hold a descriptor per
+    level of a tree the sandbox can nest as deep as it likes). Entries removed
+    meanwhile are skipped.
     """
     try:
         fd = os.open(top, WALK_FLAGS)
@@ -325,7 +336,10 @@ def _entries(top: Path) -> Iterator[tuple[int, str, os.stat_result]]:
             except OSError:
                 continue
             yield fd, name, info
-            if stat.S_ISDIR(info.st_mode) and len(stack) < WALK_DEPTH:
+            if stat.S_ISDIR(info.st_mode):
+                if len(stack) > WALK_DEPTH:
+                    raise TooDeep(f"the workspace has folders nested more than {WALK_DEPTH} levels deep "
+                                  f"(under {name!r}): flatten or delete them before running commands")
                 try:
                     child = os.open(name, WALK_FLAGS, dir_fd=fd)
                 except OSError:  # gone, or no longer a directory (ELOOP: a link swapped in)

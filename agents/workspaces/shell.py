@@ -70,13 +70,19 @@ class LocalShellFS(LocalFS):
             own_disk = disks.ensure(Path(root))  # the kernel holds it to its size: nothing to watch
         except (disks.DiskError, OSError) as exc:
             raise WorkspaceError(f"cannot mount the workspace: {exc}") from None
-        used = sandbox.hand_over(Path(root))
+        try:
+            used = sandbox.hand_over(Path(root))
+        except sandbox.TooDeep as exc:
+            raise WorkspaceError(str(exc)) from None
         if used >= quota and not own_disk:
             raise WorkspaceError(f"the workspace holds {used} bytes, at or over its limit of {quota}: delete files "
                                  "before running commands")
 
         def over_quota() -> str | None:
-            held = sandbox.disk_used(Path(root))
+            try:
+                held = sandbox.disk_used(Path(root))
+            except sandbox.TooDeep as exc:
+                return str(exc)  # its size can no longer be counted: stopped as if over
             return f"the workspace reached {held} bytes, over its limit of {quota}" if held > quota else None
 
         mounts = replace(self.mounts, writable=(root,), file_limit=quota if own_disk else quota - used,

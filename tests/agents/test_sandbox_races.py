@@ -9,7 +9,9 @@ of its own).
 """
 from __future__ import annotations
 
+import logging
 import os
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -17,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from agents.workspaces import disks, sandbox
-from agents.workspaces.filesystems import ShellArgs
+from agents.workspaces.filesystems import ShellArgs, WorkspaceError
 from agents.workspaces.runtimes import LocalRuntime
 from agents.workspaces.shell import LocalShellFS
 from tests.support import unmount_under
@@ -111,6 +113,46 @@ def test_handing_the_workspace_over_never_follows_a_folder_swapped_for_a_link(tm
     assert ownership(host) == before
 
 
+def nest(root: Path, levels: int) -> Path:
+    """A folder `levels` deep under `root` (made by descriptor: no path grows long)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(levels):
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    return root.joinpath(*["d"] * levels)
+
+
+def test_a_tree_deeper_than_the_walk_is_refused_not_hidden_from_the_size_count(tmp_path):
+    # Deeper than the walk ever went: a file down there was never counted toward the limit.
+    bottom = nest(tmp_path, max(sandbox.WALK_DEPTH, 256) + 2)
+    with open(bottom / "hidden", "wb") as handle:
+        handle.write(os.urandom(2 * MiB))
+    with pytest.raises(WorkspaceError, match=f"nested more than {sandbox.WALK_DEPTH} levels deep"):
+        shell_fs(tmp_path, disk=1 * MiB).shell(ShellArgs(command="echo ran"))
+
+
+def test_the_walk_holds_a_bounded_number_of_descriptors(tmp_path):
+    nest(tmp_path, 300)
+    before = len(os.listdir("/proc/self/fd"))
+    most = 0
+    with pytest.raises(sandbox.TooDeep):
+        for _ in sandbox._entries(tmp_path):
+            most = max(most, len(os.listdir("/proc/self/fd")) - before)
+    assert most <= sandbox.WALK_DEPTH + 2, most  # + the listing's own
+    assert len(os.listdir("/proc/self/fd")) == before  # all closed again
+
+
+def test_a_command_that_nests_folders_too_deep_is_stopped(tmp_path):
+    result = shell_fs(tmp_path).shell(ShellArgs(
+        command=f"mkdir -p $(seq -s / {sandbox.WALK_DEPTH + 5}); echo made; sleep 20", timeout_seconds=60))
+    assert result["exitCode"] == -9 and "nested more than" in result.get("limitExceeded", ""), result
+
+
 def test_a_command_has_a_private_writable_tmp_and_dev_shm(tmp_path):
     fs = shell_fs(tmp_path)
     result = fs.shell(ShellArgs(command="f=$(mktemp) && echo hi > $f && cat $f && mktemp -d && "
@@ -162,3 +204,31 @@ def test_a_workspace_on_its_own_filesystem_is_mounted_again_after_an_unmount(own
     result = fs.shell(ShellArgs(command="cat note; fallocate -l 20M big"))
     assert result["stdout"] == "kept\n" and os.path.ismount(own_disk), result
     assert held(own_disk) <= 16 * MiB
+
+
+def test_one_workspace_that_cannot_have_its_own_disk_leaves_the_next_one_its_own(own_disk, caplog, monkeypatch):
+    monkeypatch.setattr(disks, "_broken", "")  # whatever this test does, the next ones start clean
+    too_big = own_disk.parent.parent / "too-big"
+    too_big.mkdir()
+    (too_big / "data").write_bytes(os.urandom(20 * MiB))
+    with caplog.at_level(logging.WARNING, logger=disks.__name__), pytest.raises(disks.DiskError):
+        disks.create(own_disk.parent / "s2", too_big, 16 * MiB)
+    assert "the workspace s2 gets no filesystem of its own" in caplog.text, caplog.text
+    assert not disks.image_of(own_disk.parent / "s2").exists()
+
+    assert disks.available(own_disk.parent) == ""  # the host still can: the next workspace gets its own
+    disks.create(own_disk.parent / "s3", own_disk.parent.parent / "content", 16 * MiB)
+    assert os.path.ismount(own_disk.parent / "s3")
+
+
+def test_removing_a_workspace_unmounts_every_mount_stacked_on_it(own_disk):
+    (own_disk / "kept").write_text("on the image\n")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "stacked", str(own_disk)], check=True)
+    busy = open(own_disk / "open", "w")  # a command still running: a plain unmount is refused
+    try:
+        assert disks.remove(own_disk) is True
+    finally:
+        busy.close()
+    assert not os.path.ismount(own_disk) and not disks.image_of(own_disk).exists()
+    with open("/proc/self/mountinfo", encoding="utf-8") as info:
+        assert str(own_disk) not in info.read()

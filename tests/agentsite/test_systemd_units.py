@@ -99,6 +99,9 @@ def test_the_long_running_units_are_hardened_but_leave_the_sandbox_its_namespace
     assert unit["ProtectSystem"] == ["strict"] and unit["Restart"] == ["on-failure"]
     assert unit["EnvironmentFile"] == ["/etc/agentsite/agentsite.env"]
     assert not BREAK_THE_SANDBOX & set(unit)
+    # systemd's default soft limit (1024) is too few for parallel shell calls walking deep workspaces, streams,
+    # and the database's and Redis's connections together.
+    assert unit.get("LimitNOFILE") == ["65536"]
 
 
 def test_the_units_commands_migrate_deploy_and_serve_a_session(tmp_path):

@@ -3,6 +3,7 @@ tools, deleting a session's workspace, and what the model is told and offered.""
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 
@@ -140,9 +141,15 @@ def test_a_workspace_on_a_filesystem_of_its_own_is_unmounted_and_removed_with_it
         assert shell["stdout"] == "x" and "No space left on device" in shell["stderr"], shell
         assert not (root / "lost+found").exists() and {"AGENTS.md", "a.txt"} <= {f["path"] for f in list_files(session_id)}
 
-        assert alice.delete(f"/desk/v1/session/{session_id}").status_code == 204
+        # A mount stacked on the workspace, held busy (as by a command still running): each one goes, and
+        # nothing is deleted through the workspace's own filesystem left below.
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "stacked", str(root)], check=True)
+        with open(root / "busy", "w"):
+            assert alice.delete(f"/desk/v1/session/{session_id}").status_code == 204
 
         assert not os.path.ismount(root) and not root.exists() and not disks.image_of(root).exists()
+        with open("/proc/self/mountinfo", encoding="utf-8") as info:
+            assert str(root) not in info.read()
     finally:
         unmount_under(tmp_path)
 
