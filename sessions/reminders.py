@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.utils import timezone
 
@@ -76,7 +77,14 @@ class ReminderContext:
     def followup(self, message: str) -> str:
         """Wake the session with a message (queued behind a running turn); returns the turn id."""
         return submit_message(self.session, message, admission=Turn.Admission.COALESCE, trigger=Turn.Trigger.REMINDER,
-                              source_ref=self.reminder.id).turn.id
+                              source_ref=self.reminder.id, origin=carried(self.reminder)).turn.id
+
+
+def carried(reminder: Reminder) -> dict[str, Any]:
+    """The origin of a turn the reminder wakes: the root and hops of the agents' turn that set it,
+    if one did (sessions.messaging.limits.root_of continues from them), else nothing."""
+    origin = (reminder.created_by or {}).get("origin")
+    return dict(origin) if isinstance(origin, dict) else {}
 
 
 def reminder_message(reminder: Reminder) -> str:
@@ -124,7 +132,7 @@ def run_reminder(reminder: Reminder) -> None:
         return
     try:
         submit_message(session, reminder_message(reminder), admission=Turn.Admission.COALESCE, trigger=Turn.Trigger.REMINDER,
-                       source_ref=reminder.id)
+                       source_ref=reminder.id, origin=carried(reminder))
     except AdmissionError as exc:
         cancel_reminder(reminder, exc.code)
 

@@ -51,7 +51,7 @@ class Host:
 
     @property
     def reminders(self) -> Reminders:
-        return Reminders(self.session, self.agent)
+        return Reminders(self.session, self.agent, self.turn_id)
 
     @property
     def kv(self) -> KV:

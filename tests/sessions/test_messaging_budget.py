@@ -13,14 +13,17 @@ import logging
 
 import pytest
 
+from agents.discovery import deploy_agent_folder
 from agents.models import Agent
 from sessions.admission import start_session, submit_message
 from sessions.events import read_events
 from sessions.messaging.delivery import send
 from sessions.messaging.limits import MessageRefused
-from sessions.models import AgentMessage, Session, Turn
+from sessions.models import AgentMessage, Reminder, Session, Turn
 from sessions.principal import Principal
+from sessions.reminders import fire_reminder_now
 from tests.sessions.test_messaging import call, deploy_pair, open_session, results
+from tests.sessions.test_schedules import write_agent
 
 transactional = pytest.mark.django_db(transaction=True)
 REFUSED = "MessageRefused: turn budget: "
@@ -94,3 +97,89 @@ def test_a_send_from_no_turn_is_refused_rather_than_counted_on_a_shared_budget(t
     with pytest.raises(MessageRefused, match="^send_message needs a session's turn to send from$"):
         send(sender.session, "ping", "", "pong", "hello")
     assert not AgentMessage.objects.exists()
+
+
+def deploy_pair_with_reminders(tmp_path) -> None:
+    """ping and pong, each the other's only peer, both with `remind_me`."""
+    for slug, peer in (("ping", "pong"), ("pong", "ping")):
+        deploy_agent_folder(write_agent(tmp_path / slug, {}, extra=f", peers=[{peer!r}], reminders_tool=True"),
+                            slug=slug)
+
+
+def sends(count: int, to: str) -> str:
+    """A script that sends `count` messages to `to`, one a step, each on a thread of its own."""
+    return "\n/next\n".join(call("send_message", to=to, text=f"hello {n}", thread=f"r{n}") for n in range(count))
+
+
+def fire(reminder: Reminder) -> Turn:
+    """Fire the reminder's next due time by hand (as the dev route does); the turn it woke, run inline."""
+    reminder.refresh_from_db()
+    assert fire_reminder_now(reminder)
+    return Turn.objects.filter(trigger=Turn.Trigger.REMINDER).order_by("created_at").last()
+
+
+def outcomes(turn: Turn) -> list[str]:
+    """What each send_message of the turn came to: "delivered" or the start of its error."""
+    calls = [e["data"] for e in read_events(turn.session_id)
+             if e["type"] == "action.result" and e["turnId"] == turn.id and e["data"]["toolName"] == "send_message"]
+    return ["delivered" if (r.get("output") or {}).get("delivered") else r.get("error", "")[:len(REFUSED)]
+            for r in calls]
+
+
+@transactional
+def test_a_reminder_an_agents_turn_sets_spends_the_budget_of_the_message_that_started_it(
+        alice, sync_turns, settings, tmp_path):
+    """pong, woken by ping's message, sets a daily reminder that sends four messages back: each firing
+    goes on spending the person's budget (one message spent, two left), at the hops it left off."""
+    settings.AGENTSITE_AGENT_TURN_BUDGET = 3
+    deploy_pair_with_reminders(tmp_path)
+    remind = call("remind_me", every="1d", prompt=sends(4, "ping"))
+    started, _ = open_session(alice, "ping", call("send_message", to="pong", text=remind))
+    person_turn = Turn.objects.get(session_id=started, trigger=Turn.Trigger.USER)
+    agents_turn = Turn.objects.get(trigger=Turn.Trigger.AGENT)
+    reminder = Reminder.objects.get()
+    assert reminder.session_id == agents_turn.session_id
+    assert reminder.created_by == {"tool": "remind_me",
+                                   "origin": {"turnId": agents_turn.id, "root": person_turn.id, "hops": 1}}
+
+    woken = fire(reminder)
+    assert woken.origin == {"turnId": agents_turn.id, "root": person_turn.id, "hops": 1}
+    assert outcomes(woken) == ["delivered", "delivered", REFUSED, REFUSED]
+    from_reminder = AgentMessage.objects.filter(kind=AgentMessage.Kind.MESSAGE, sender_id=woken.session_id)
+    assert [(m.root, m.hops) for m in from_reminder] == [(person_turn.id, 2)] * 2
+
+    # The next day's firing finds the budget spent: no fresh one for the agent.
+    assert outcomes(fire(reminder)) == [REFUSED] * 4
+    assert AgentMessage.objects.filter(kind=AgentMessage.Kind.MESSAGE).count() == 3
+
+
+@transactional
+def test_a_reminder_set_by_a_woken_turn_carries_the_same_root(alice, sync_turns, settings, tmp_path):
+    """Two steps do not launder it: the turn an agent's reminder woke sets another reminder."""
+    settings.AGENTSITE_AGENT_TURN_BUDGET = 2
+    deploy_pair_with_reminders(tmp_path)
+    second = call("remind_me", delay="5m", prompt=sends(3, "ping"))
+    started, _ = open_session(alice, "ping", call("send_message", to="pong", text=call(
+        "remind_me", delay="5m", prompt=second)))
+    person_turn = Turn.objects.get(session_id=started, trigger=Turn.Trigger.USER)
+    fire(Reminder.objects.get())
+    later = Reminder.objects.get(status=Reminder.Status.ARMED)
+    assert later.created_by["origin"]["root"] == person_turn.id
+    assert outcomes(fire(later)) == ["delivered", REFUSED, REFUSED]
+
+
+@transactional
+def test_a_persons_own_reminder_starts_a_fresh_budget_each_time_it_fires(alice, sync_turns, settings, tmp_path):
+    settings.AGENTSITE_AGENT_TURN_BUDGET = 3
+    deploy_pair_with_reminders(tmp_path)
+    started, _ = open_session(alice, "ping", "\n/next\n".join([
+        call("send_message", to="pong", text="hi"), call("remind_me", every="1d", prompt=sends(4, "pong"))]))
+    reminder = Reminder.objects.get()
+    assert reminder.created_by == {"tool": "remind_me"}
+
+    for _ in range(2):
+        woken = fire(reminder)
+        assert woken.origin == {}
+        assert outcomes(woken) == ["delivered", "delivered", "delivered", REFUSED]
+        sent = AgentMessage.objects.filter(kind=AgentMessage.Kind.MESSAGE, root=woken.id)
+        assert sent.count() == 3 and {m.hops for m in sent} == {1}
