@@ -16,6 +16,7 @@ import pytest
 from agents.discovery import deploy_agent_folder
 from agents.models import Agent
 from sessions.admission import start_session, submit_message
+from sessions.custom_channels.context import ChannelContext
 from sessions.events import read_events
 from sessions.messaging.delivery import send
 from sessions.messaging.limits import MessageRefused
@@ -183,3 +184,37 @@ def test_a_persons_own_reminder_starts_a_fresh_budget_each_time_it_fires(alice, 
         assert outcomes(woken) == ["delivered", "delivered", "delivered", REFUSED]
         sent = AgentMessage.objects.filter(kind=AgentMessage.Kind.MESSAGE, root=woken.id)
         assert sent.count() == 3 and {m.hops for m in sent} == {1}
+
+
+RELAY_CHANNEL = '''\
+from agents.sdk import Channel
+
+SCRIPT = {script!r}
+
+
+def relay(event, channel, ctx):
+    if event["data"].get("source") == "agent":  # another agent's message arrived: start a turn of our own
+        ctx.send(SCRIPT)
+
+
+channel = Channel(events={{"message.received": relay}})
+'''
+
+
+@transactional
+def test_a_channel_relaying_an_agents_turn_does_not_hand_it_a_fresh_budget(sync_turns, settings, tmp_path):
+    """ping's channel answers every message from another agent by starting a turn of its own (trigger
+    `channel`): that turn goes on counting on the budget of the message that started the exchange."""
+    settings.AGENTSITE_AGENT_TURN_BUDGET = 4
+    deploy_agent_folder(write_agent(tmp_path / "ping", {"agent/channels/relay.py": RELAY_CHANNEL.format(
+        script=sends(4, "pong"))}, extra=", peers=['pong']"), slug="ping")
+    deploy_agent_folder(write_agent(tmp_path / "pong", {}, extra=", peers=['ping']"), slug="pong")
+    ping = Agent.objects.get(slug="ping")
+    asked = ChannelContext(agent=ping, channel_id="relay", principal=Principal("bearer", "alice")).send(
+        call("send_message", to="pong", text=call("send_message", to="ping", text="go")))
+    first = Turn.objects.get(pk=asked.turn_id)
+    answered = Turn.objects.get(session__agent=ping, trigger=Turn.Trigger.AGENT)
+    relayed = Turn.objects.exclude(pk=first.pk).get(trigger=Turn.Trigger.CHANNEL)
+    assert relayed.origin == {"turnId": answered.id, "root": first.id, "hops": 2}
+    assert outcomes(relayed) == ["delivered", "delivered", REFUSED, REFUSED]
+    assert set(AgentMessage.objects.filter(kind=AgentMessage.Kind.MESSAGE).values_list("root", flat=True)) == {first.id}
