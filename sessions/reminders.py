@@ -72,7 +72,7 @@ class ReminderContext:
 
     @property
     def host(self) -> Host:
-        return Host(session=self.session, agent=self.session.agent)
+        return Host(session=self.session, agent=self.session.agent, origin=carried(self.reminder) or None)
 
     def followup(self, message: str) -> str:
         """Wake the session with a message (queued behind a running turn); returns the turn id."""

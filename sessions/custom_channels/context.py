@@ -221,7 +221,7 @@ class ChannelContext:
 
     @property
     def host(self) -> Host:
-        return Host(session=self.session_row, agent=self.agent)
+        return Host(session=self.session_row, agent=self.agent, origin=self.origin)
 
     def wait_until(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Work that outlives the response: `function(ctx, *args, **kwargs)` as a django-q2 task.

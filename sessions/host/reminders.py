@@ -73,11 +73,13 @@ def create_reminder(
     created_by: dict | None = None,
     now: datetime | None = None,
     turn_id: str = "",
+    origin: dict | None = None,
 ) -> Reminder:
     """Arm a reminder on a chat session: exactly one of delay/every/cron, and a prompt or a handler.
 
     `turn_id`: the turn setting it (a tool's); when that turn descends from agents' messages, the
-    reminder carries its root and hops (`created_by["origin"]`) into every turn it wakes."""
+    reminder carries its root and hops (`created_by["origin"]`) into every turn it wakes. `origin`:
+    what code acting for such a turn outside it passes on (a reminder's handler, a channel's)."""
     now = now or timezone.now()
     given = [(k, v) for k, v in (("delay", delay), ("every", every), ("cron", cron)) if v]
     if len(given) != 1:
@@ -100,7 +102,7 @@ def create_reminder(
         raise TimerError("reminders wake a conversation: task sessions end after one turn and cannot take them",
                          "task_session", 409)
     made_by = {k: v for k, v in (created_by or {}).items() if k != "origin"}  # only the turn says its descent
-    if carried := descent(turn_id):
+    if carried := descent(turn_id) or (dict(origin) if origin else None):
         made_by["origin"] = carried
     reminder = Reminder.objects.create(
         session=session, agent_id=session.agent_id, title=title or (prompt or "").strip()[:80], kind=kind, spec=spec,
@@ -137,6 +139,7 @@ class Reminders:
     session: Session | None
     agent: Any = None
     turn_id: str = ""  # the turn whose tool sets reminders here, if any
+    origin: dict | None = None  # else the agents' root and hops the code setting them acts under
 
     def _agent_id(self) -> int | None:
         return getattr(self.agent, "pk", None) or (self.session.agent_id if self.session else None)
@@ -155,7 +158,7 @@ class Reminders:
         return self.session
 
     def create(self, *, session_id: str | None = None, **options: Any) -> Reminder:
-        return create_reminder(self._session(session_id), **options, turn_id=self.turn_id)
+        return create_reminder(self._session(session_id), **options, turn_id=self.turn_id, origin=self.origin)
 
     def list(self, *, session_id: str | None = None) -> list[Reminder]:
         return list(Reminder.objects.filter(session=self._session(session_id), status=Reminder.Status.ARMED))

@@ -186,6 +186,47 @@ def test_a_persons_own_reminder_starts_a_fresh_budget_each_time_it_fires(alice, 
         assert sent.count() == 3 and {m.hops for m in sent} == {1}
 
 
+LATER_TOOL = """
+from pydantic import BaseModel
+from agents.sdk import tool
+
+SCRIPT = {script!r}
+
+
+class Input(BaseModel):
+    pass
+
+
+def later(ctx):  # a handler that sets a prompt reminder of its own, then stops
+    ctx.host.reminders.create(delay="5m", prompt=SCRIPT)
+    return "stop"
+
+
+@tool(description="Set a run-form reminder.", effect="write")
+def later_on(input: Input, ctx) -> dict:
+    return {{"reminderId": ctx.host.reminders.create(delay="5m", run=later).id}}
+"""
+
+
+@transactional
+def test_a_reminder_a_handler_sets_for_an_agents_turn_carries_its_root(alice, sync_turns, settings, tmp_path):
+    """A tool of pong's, run in a turn ping's message started, sets a run-form reminder; its handler
+    sets a prompt reminder: that one, too, counts on the person's budget when it fires."""
+    settings.AGENTSITE_AGENT_TURN_BUDGET = 3
+    deploy_agent_folder(write_agent(tmp_path / "ping", {}, extra=", peers=['pong']"), slug="ping")
+    deploy_agent_folder(write_agent(tmp_path / "pong", {"agent/tools/later_on.py": LATER_TOOL.format(
+        script=sends(3, "ping"))}, extra=", peers=['ping']"), slug="pong")
+    started, _ = open_session(alice, "ping", call("send_message", to="pong", text=call("later_on")))
+    person_turn = Turn.objects.get(session_id=started, trigger=Turn.Trigger.USER)
+    run_form = Reminder.objects.get()
+    assert run_form.is_run_form and run_form.created_by["origin"]["root"] == person_turn.id
+    run_form.refresh_from_db()
+    assert fire_reminder_now(run_form)
+    prompt_form = Reminder.objects.get(status=Reminder.Status.ARMED)
+    assert prompt_form.created_by == {"origin": run_form.created_by["origin"]}
+    assert outcomes(fire(prompt_form)) == ["delivered", "delivered", REFUSED]
+
+
 RELAY_CHANNEL = '''\
 from agents.sdk import Channel
 
