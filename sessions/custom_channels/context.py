@@ -217,7 +217,7 @@ class ChannelContext:
                   ) -> dict[str, Any]:
         """A deterministic tool call (no model turn): `{callId, toolName, output, ...}` as the tool route answers."""
         session = self._session(session_id) if session_id else None
-        return direct.call_tool(self.agent, name, input or {}, session=session)
+        return direct.call_tool(self.agent, name, input or {}, session=session, origin=self.origin)
 
     @property
     def host(self) -> Host:

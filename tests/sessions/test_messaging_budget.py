@@ -259,3 +259,61 @@ def test_a_channel_relaying_an_agents_turn_does_not_hand_it_a_fresh_budget(sync_
     assert relayed.origin == {"turnId": answered.id, "root": first.id, "hops": 2}
     assert outcomes(relayed) == ["delivered", "delivered", REFUSED, REFUSED]
     assert set(AgentMessage.objects.filter(kind=AgentMessage.Kind.MESSAGE).values_list("root", flat=True)) == {first.id}
+
+
+REMIND_TOOL = """
+from pydantic import BaseModel
+from agents.sdk import tool
+
+SCRIPT = {script!r}
+
+
+class Input(BaseModel):
+    session_id: str
+
+
+@tool(description="Set a reminder on a session.", effect="write")
+def remind_session(input: Input, ctx) -> dict:
+    return {{"reminderId": ctx.host.reminders.create(session_id=input.session_id, delay="5m", prompt=SCRIPT).id}}
+"""
+
+CALLING_CHANNEL = '''\
+from agents.sdk import Channel
+
+
+def remind(event, channel, ctx):
+    if event["data"].get("source") == "agent":
+        ctx.call_tool("remind_session", {"session_id": ctx.session.id})
+
+
+channel = Channel(events={"message.received": remind})
+'''
+
+
+@transactional
+def test_a_tool_a_channel_calls_for_an_agents_turn_passes_its_root_on(sync_turns, settings, tmp_path):
+    """ping's channel answers another agent's message with a direct tool call that sets a reminder
+    (without a session, and then bound to one): the reminder counts on the exchange's budget."""
+    settings.AGENTSITE_AGENT_TURN_BUDGET = 4
+    deploy_agent_folder(write_agent(tmp_path / "ping", {
+        "agent/channels/relay.py": CALLING_CHANNEL,
+        "agent/tools/remind_session.py": REMIND_TOOL.format(script=sends(4, "pong"))}, extra=", peers=['pong']"),
+        slug="ping")
+    deploy_agent_folder(write_agent(tmp_path / "pong", {}, extra=", peers=['ping']"), slug="pong")
+    channel = ChannelContext(agent=Agent.objects.get(slug="ping"), channel_id="relay",
+                             principal=Principal("bearer", "alice"))
+    asked = channel.send(call("send_message", to="pong", text=call("send_message", to="ping", text="go")))
+    first = Turn.objects.get(pk=asked.turn_id)
+    answered = Turn.objects.get(session_id=asked.session_id, trigger=Turn.Trigger.AGENT)
+    reminder = Reminder.objects.get()
+    assert reminder.created_by == {"origin": {"turnId": answered.id, "root": first.id, "hops": 2}}
+    assert outcomes(fire(reminder)) == ["delivered", "delivered", REFUSED, REFUSED]
+
+    # Bound to the (now idle) session, the call is a turn of its own (trigger `tool`) carrying the root.
+    channel.origin = {"turnId": answered.id, "root": first.id, "hops": 2}
+    channel.call_tool("remind_session", {"session_id": asked.session_id}, session_id=asked.session_id)
+    tool_turn = Turn.objects.get(trigger=Turn.Trigger.TOOL)
+    assert tool_turn.origin == channel.origin
+    bound = Reminder.objects.get(status=Reminder.Status.ARMED)
+    assert bound.created_by == {"origin": {"turnId": tool_turn.id, "root": first.id, "hops": 2}}
+    assert outcomes(fire(bound)) == [REFUSED] * 4
