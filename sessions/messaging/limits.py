@@ -67,7 +67,7 @@ def descent(turn_id: str) -> dict[str, Any] | None:
     root = root_of(turn_id, trigger, origin)
     if root == turn_id:
         return None
-    return {"turnId": turn_id, "root": root, "hops": next_hops(origin) - 1}
+    return {"turnId": turn_id, "root": root, "hops": int((origin or {}).get("hops") or 0)}
 
 
 def budget_lock(root: str) -> str:
