@@ -83,9 +83,9 @@ class Parked:
 
 
 def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | None = None,
-              approved_by: Principal | None = None) -> dict[str, Any]:
+              approved_by: Principal | None = None, origin: dict[str, Any] | None = None) -> dict[str, Any]:
     """`run_call`'s outcome as the SDK's `ctx.call_tool` and `manage.py call` give it: the tool route's body."""
-    outcome = run_call(agent, name, raw_input, session=session, approved_by=approved_by)
+    outcome = run_call(agent, name, raw_input, session=session, approved_by=approved_by, origin=origin)
     if isinstance(outcome, Parked):
         return {"callId": outcome.call_id, "toolName": outcome.tool_name, "input": outcome.input,
                 "status": ToolCall.Status.AWAITING_APPROVAL, "sessionId": outcome.session_id,
@@ -100,18 +100,20 @@ def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | Non
 
 
 def run_call(agent: Agent, name: str, raw_input: Any, *, session: Session | None = None,
-             approved_by: Principal | None = None) -> Finished | Parked:
+             approved_by: Principal | None = None, origin: dict[str, Any] | None = None) -> Finished | Parked:
     """Run one tool call, or park it for approval when bound to a session.
 
     `approved_by` is a principal approving the call in advance (the operator
     of `manage.py call --approve`). The tool reads the agent's credentials.
+    `origin`: the agents' root and hops of the turn the caller acts for (a channel's handler of an
+    agents' turn), passed on to what the tool starts (sessions.messaging.limits).
     """
     with acting_for(agent.slug):
-        return _run_call(agent, name, raw_input, session, approved_by)
+        return _run_call(agent, name, raw_input, session, approved_by, origin or {})
 
 
 def _run_call(agent: Agent, name: str, raw_input: Any, session: Session | None,
-              approved_by: Principal | None) -> Finished | Parked:
+              approved_by: Principal | None, origin: dict[str, Any]) -> Finished | Parked:
     deployment = session.deployment if session else agent.active_deployment
     if deployment is None:
         raise AdmissionError("agent_not_deployed", f"agent {agent.slug!r} has no active deployment", 409)
@@ -140,12 +142,13 @@ def _run_call(agent: Agent, name: str, raw_input: Any, session: Session | None,
                 "@tool(..., direct_call=True) to allow direct calls"), 403)
         started = time.monotonic()
         try:
-            output = json_safe(tool(validated, tool_context(None, call_id, agent)))
+            output = json_safe(tool(validated, tool_context(None, call_id, agent, origin=origin)))
         except Exception as exc:
             raise AdmissionError("tool_error", f"{type(exc).__name__}: {exc}", 422) from None
         return Finished(call_id=call_id, tool_name=name, output=output, stubbed=False,
                         duration_ms=round((time.monotonic() - started) * 1000, 1))
-    return _call_in_session(session, tool, name, validated, call_id, loaded.hooks, gated, approved_by, family)
+    return _call_in_session(session, tool, name, validated, call_id, loaded.hooks, gated, approved_by, family,
+                            origin)
 
 
 def find_tool(loaded: LoadedAgent, name: str, session: Session | None) -> tuple[Tool | None, str]:
@@ -171,7 +174,8 @@ def find_tool(loaded: LoadedAgent, name: str, session: Session | None) -> tuple[
 
 
 def _call_in_session(session: Session, tool: Tool, name: str, validated, call_id: str, hooks, gated: bool,
-                     approved_by: Principal | None, family: str = "server") -> Finished | Parked:
+                     approved_by: Principal | None, family: str = "server",
+                     origin: dict[str, Any] | None = None) -> Finished | Parked:
     options = session.run_options
     if options.as_of is not None and tool.time_args:
         if refusal := check_time_args(tool.time_args, validated, options.as_of):
@@ -194,7 +198,7 @@ def _call_in_session(session: Session, tool: Tool, name: str, validated, call_id
     with transaction.atomic():
         # Parked in the same transaction that takes the lock: a decision can never
         # find the call awaiting approval while its turn is not parked yet.
-        turn = Turn(session=session, trigger=Turn.Trigger.TOOL, message=f"{name} call",
+        turn = Turn(session=session, trigger=Turn.Trigger.TOOL, message=f"{name} call", origin=origin or {},
                     status=Turn.Status.AWAITING_APPROVAL if parks else Turn.Status.RUNNING,
                     claimed_by="" if parks else process_id(), started_at=timezone.now(), **tracing.link())
         if not lifecycle.lock_for_call(session, turn, parks=parks):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.utils import timezone
 
@@ -71,12 +72,19 @@ class ReminderContext:
 
     @property
     def host(self) -> Host:
-        return Host(session=self.session, agent=self.session.agent)
+        return Host(session=self.session, agent=self.session.agent, origin=carried(self.reminder) or None)
 
     def followup(self, message: str) -> str:
         """Wake the session with a message (queued behind a running turn); returns the turn id."""
         return submit_message(self.session, message, admission=Turn.Admission.COALESCE, trigger=Turn.Trigger.REMINDER,
-                              source_ref=self.reminder.id).turn.id
+                              source_ref=self.reminder.id, origin=carried(self.reminder)).turn.id
+
+
+def carried(reminder: Reminder) -> dict[str, Any]:
+    """The origin of a turn the reminder wakes: the root and hops of the agents' turn that set it,
+    if one did (sessions.messaging.limits.root_of continues from them), else nothing."""
+    origin = (reminder.created_by or {}).get("origin")
+    return dict(origin) if isinstance(origin, dict) else {}
 
 
 def reminder_message(reminder: Reminder) -> str:
@@ -124,7 +132,7 @@ def run_reminder(reminder: Reminder) -> None:
         return
     try:
         submit_message(session, reminder_message(reminder), admission=Turn.Admission.COALESCE, trigger=Turn.Trigger.REMINDER,
-                       source_ref=reminder.id)
+                       source_ref=reminder.id, origin=carried(reminder))
     except AdmissionError as exc:
         cancel_reminder(reminder, exc.code)
 

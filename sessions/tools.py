@@ -93,14 +93,15 @@ def stub_output(tool: Tool) -> Any:
 
 
 def tool_context(session: Session | None, call_id: str, agent: Any = None, turn_id: str = "",
-                 should_stop: Callable[[], bool] | None = None) -> ToolContext:
+                 should_stop: Callable[[], bool] | None = None, origin: dict[str, Any] | None = None) -> ToolContext:
     """The `ctx` a tool function gets: the session, its frozen instant, `ctx.host`, whether to stop.
 
     The host knows the turn and call, which its artifacts are attributed to.
     """
     stop = should_stop or (lambda: False)
     if session is None:
-        return ToolContext(session=None, call_id=call_id, host=Host(session=None, agent=agent, call_id=call_id),
+        return ToolContext(session=None, call_id=call_id,
+                           host=Host(session=None, agent=agent, call_id=call_id, origin=origin or None),
                            should_stop=stop)
     options = session.run_options
     info = SessionInfo(id=session.id, agent=session.agent.slug, mode=session.mode,

@@ -30,7 +30,7 @@ def run_in_background(job: dict[str, Any]) -> None:
                                  "attributes": job["principal"].get("attributes") or {}}) \
             if job.get("principal") else None
         ctx = ChannelContext(agent=deployment.agent, channel_id=job["channel"], principal=principal,
-                             base_url=job.get("baseUrl", ""), session_row=session)
+                             base_url=job.get("baseUrl", ""), session_row=session, origin=job.get("origin"))
         with acting_for(deployment.agent.slug):
             target(ctx, *job["args"], **job["kwargs"])
     except Exception:

@@ -10,6 +10,12 @@ a continuation key is stored hashed with its owner (`owned_key_hash`), so the
 same key from another principal opens that principal's own session, and a
 session id reaches only the acting principal's sessions (`SessionNotFound`
 otherwise). A shared channel's keys and ids reach every session of the channel.
+
+`origin`: set while an events-map handler handles an event of a turn that
+descends from agents' messages (and in the `wait_until` work it schedules):
+the turns it starts with `send` carry that turn's root and hops, so a channel
+relaying agents' turns does not hand them a fresh turn budget
+(sessions.messaging.limits).
 """
 from __future__ import annotations
 
@@ -62,6 +68,7 @@ class ChannelContext:
     principal: Principal | None = None
     base_url: str = ""
     session_row: Session | None = field(default=None, repr=False)
+    origin: dict[str, Any] | None = field(default=None, repr=False)
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("agentsite.channels"), repr=False)
 
     # -- sessions ------------------------------------------------------------------
@@ -113,7 +120,7 @@ class ChannelContext:
             admitted = start_session(self.agent, principal, message, title=title, options=options,
                                      channel=self.channel_id, trigger=Turn.Trigger.CHANNEL,
                                      source_ref=self.channel_id, workspace_files=files,
-                                     channel_key_hash=digest, channel_state=starting)
+                                     channel_key_hash=digest, channel_state=starting, origin=self.origin)
         except IntegrityError:
             # Another delivery created the key's session first: this message is a follow-up on it.
             found = self._keyed(continuation_token, principal) if digest else None
@@ -126,7 +133,7 @@ class ChannelContext:
     def receive(self, channel_id: str, message: str, **options: Any) -> SessionHandle:
         """Hand work to another channel of this agent: `send` as that channel."""
         other = ChannelContext(agent=self.agent, channel_id=channel_id, principal=self.principal,
-                               base_url=self.base_url)
+                               base_url=self.base_url, origin=self.origin)
         other._declaration()
         return other.send(message, **options)
 
@@ -210,11 +217,11 @@ class ChannelContext:
                   ) -> dict[str, Any]:
         """A deterministic tool call (no model turn): `{callId, toolName, output, ...}` as the tool route answers."""
         session = self._session(session_id) if session_id else None
-        return direct.call_tool(self.agent, name, input or {}, session=session)
+        return direct.call_tool(self.agent, name, input or {}, session=session, origin=self.origin)
 
     @property
     def host(self) -> Host:
-        return Host(session=self.session_row, agent=self.agent)
+        return Host(session=self.session_row, agent=self.agent, origin=self.origin)
 
     def wait_until(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Work that outlives the response: `function(ctx, *args, **kwargs)` as a django-q2 task.
@@ -231,7 +238,7 @@ class ChannelContext:
         job = {"agent": self.agent.pk, "deployment": deployment, "channel": self.channel_id, "module": module,
                "qualname": qualname, "args": list(args), "kwargs": kwargs, "baseUrl": self.base_url,
                "principal": self.principal.as_dict() if self.principal else None,
-               "session": self.session_row.id if self.session_row else None}
+               "session": self.session_row.id if self.session_row else None, "origin": self.origin}
         transaction.on_commit(lambda: enqueue(BACKGROUND_TASK, job, task_name=f"channel-work:{job['channel']}"))
 
     @property
@@ -290,7 +297,7 @@ class ChannelContext:
     def _follow_up(self, row: Session, message: str, key: str | None, admission: str,
                    files: list[dict[str, Any]]) -> SessionHandle:
         admitted = submit_message(row, message, admission=admission, trigger=Turn.Trigger.CHANNEL,
-                                  source_ref=self.channel_id, workspace_files=files)
+                                  source_ref=self.channel_id, workspace_files=files, origin=self.origin)
         return SessionHandle(session_id=row.id, status=admitted.session.status, continuation_token=key,
                              created=False, turn_id=admitted.turn.id)
 

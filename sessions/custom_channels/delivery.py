@@ -26,6 +26,7 @@ from sessions.channel_delivery import enqueue_delivery
 from sessions.custom_channels.context import ChannelContext
 from sessions.custom_channels.state import ChannelHandle
 from sessions.events import read_events
+from sessions.messaging.limits import descent
 from sessions.models import ChannelDelivery, Event, Session
 from sessions.principal import Principal
 
@@ -83,12 +84,19 @@ def _deliver_claimed(row: Session, channel: LoadedChannel) -> int:
     handle = ChannelHandle(id=row.channel, session_id=row.id)
     cursor = Session.objects.filter(pk=row.pk).values_list("channel_cursor", flat=True).first() or 0
     delivered = 0
+    descents: dict[str, dict | None] = {}
     while True:
         events = read_events(row.id, cursor, limit=DELIVERY_BATCH)
         if not events:
             return delivered
         for envelope in events:
             handlers = channel.handlers_for(envelope["type"])
+            if handlers:
+                # What a handler sends on an event of an agents' turn goes on counting on its budget.
+                turn_id = envelope.get("turnId") or ""
+                if turn_id not in descents:
+                    descents[turn_id] = descent(turn_id)
+                ctx.origin = descents[turn_id]
             for handler in handlers:
                 try:
                     handler(envelope, handle, ctx)

@@ -44,6 +44,9 @@ class Host:
     agent: Any = None
     turn_id: str = ""
     call_id: str = ""
+    # Outside a turn, the agents' root and hops the code acts under (a reminder's handler, a channel's
+    # handler of an agents' turn): reminders it sets carry them (sessions.messaging.limits).
+    origin: dict | None = None
 
     @property
     def agent_id(self) -> int | None:
@@ -51,7 +54,7 @@ class Host:
 
     @property
     def reminders(self) -> Reminders:
-        return Reminders(self.session, self.agent)
+        return Reminders(self.session, self.agent, self.turn_id, self.origin)
 
     @property
     def kv(self) -> KV:

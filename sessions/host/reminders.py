@@ -5,6 +5,11 @@ A reminder wakes its chat session with a prompt, or calls a Python handler
 (`_handlers`). Firing them is sessions.reminders, which builds the handler's
 context on top of `ctx.host`; this module never fires, so `sessions.host`
 imports it and the firing imports `sessions.host`, never the other way.
+
+A reminder set in a turn that descends from agents' messages keeps that
+turn's root and hops in `created_by["origin"]`, and the turns it wakes carry
+them (sessions.messaging.limits): the agents' turn budget and hop count go
+on from where the turn that set it was, however often it fires.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from django.utils import timezone
 
 from agents.schedules import cron_problem, next_after
 from sessions.events import act_on
+from sessions.messaging.limits import descent
 from sessions.models import Reminder, Session
 from sessions.principal import Principal
 from sessions.processes import process_id as owner_id
@@ -66,8 +72,14 @@ def create_reminder(
     run: Callable[[Any], Any] | None = None,
     created_by: dict | None = None,
     now: datetime | None = None,
+    turn_id: str = "",
+    origin: dict | None = None,
 ) -> Reminder:
-    """Arm a reminder on a chat session: exactly one of delay/every/cron, and a prompt or a handler."""
+    """Arm a reminder on a chat session: exactly one of delay/every/cron, and a prompt or a handler.
+
+    `turn_id`: the turn setting it (a tool's); when that turn descends from agents' messages, the
+    reminder carries its root and hops (`created_by["origin"]`) into every turn it wakes. `origin`:
+    what code acting for such a turn outside it passes on (a reminder's handler, a channel's)."""
     now = now or timezone.now()
     given = [(k, v) for k, v in (("delay", delay), ("every", every), ("cron", cron)) if v]
     if len(given) != 1:
@@ -89,10 +101,13 @@ def create_reminder(
     if current == Session.Mode.TASK:
         raise TimerError("reminders wake a conversation: task sessions end after one turn and cannot take them",
                          "task_session", 409)
+    made_by = {k: v for k, v in (created_by or {}).items() if k != "origin"}  # only the turn says its descent
+    if carried := descent(turn_id) or (dict(origin) if origin else None):
+        made_by["origin"] = carried
     reminder = Reminder.objects.create(
         session=session, agent_id=session.agent_id, title=title or (prompt or "").strip()[:80], kind=kind, spec=spec,
         prompt=prompt or "", until=until or "", handler_owner=owner_id() if run else "", next_fire_at=first,
-        created_by=created_by or {},
+        created_by=made_by,
     )
     if run is not None:
         _handlers[reminder.id] = run
@@ -123,6 +138,8 @@ class Reminders:
 
     session: Session | None
     agent: Any = None
+    turn_id: str = ""  # the turn whose tool sets reminders here, if any
+    origin: dict | None = None  # else the agents' root and hops the code setting them acts under
 
     def _agent_id(self) -> int | None:
         return getattr(self.agent, "pk", None) or (self.session.agent_id if self.session else None)
@@ -141,7 +158,7 @@ class Reminders:
         return self.session
 
     def create(self, *, session_id: str | None = None, **options: Any) -> Reminder:
-        return create_reminder(self._session(session_id), **options)
+        return create_reminder(self._session(session_id), **options, turn_id=self.turn_id, origin=self.origin)
 
     def list(self, *, session_id: str | None = None) -> list[Reminder]:
         return list(Reminder.objects.filter(session=self._session(session_id), status=Reminder.Status.ARMED))

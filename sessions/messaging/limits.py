@@ -9,7 +9,11 @@ all from one turn a person or a trigger started (its root), across every
 session and thread they fan into; each message starts one turn, and carries
 its root, so the count is of the root's AgentMessage rows, made one after
 another under a lock on the root (the depth bound alone lets a tree of
-threads grow to the hop limit's power).
+threads grow to the hop limit's power). A reminder set from a turn that
+descends from agents' messages carries that turn's root and hops too
+(`descent`), and so does every turn it wakes: agents cannot mint a fresh
+budget by waking themselves later. A person's own turn, and a reminder it
+set, start fresh ones.
 `AGENTSITE_AGENT_MESSAGE_RATE`: how many messages (and replies) one
 conversation, a pair of sessions in both directions, may carry per window,
 counted from the AgentMessage rows; the same count bounds the messages one
@@ -42,12 +46,28 @@ def next_hops(origin: dict[str, Any] | None) -> int:
 
 def root_of(turn_id: str, trigger: str | None, origin: dict[str, Any] | None) -> str:
     """The turn a person or a trigger started that turn `turn_id` descends from: itself, unless
-    another agent's message started it (then the root that message carried)."""
-    if trigger != Turn.Trigger.AGENT:
-        return turn_id
+    another agent's message started it, or a reminder set in such a turn woke it (then the root
+    that message or reminder carried)."""
     origin = origin or {}
+    if trigger != Turn.Trigger.AGENT:
+        return str(origin.get("root") or turn_id)
     # A message from before roots were carried: its sending turn is the nearest root known.
     return str(origin.get("root") or origin.get("turnId") or turn_id)
+
+
+def descent(turn_id: str) -> dict[str, Any] | None:
+    """What a reminder set in turn `turn_id` carries into the turns it wakes: the turn, its root
+    and its hops, when the turn descends from agents' messages; None when a person or a trigger
+    started it (their reminders start budgets of their own, as their messages do)."""
+    if not turn_id:
+        return None
+    trigger, origin = Turn.objects.filter(pk=turn_id).values_list("trigger", "origin").first() or (None, None)
+    if trigger is None:
+        return None
+    root = root_of(turn_id, trigger, origin)
+    if root == turn_id:
+        return None
+    return {"turnId": turn_id, "root": root, "hops": int((origin or {}).get("hops") or 0)}
 
 
 def budget_lock(root: str) -> str:
