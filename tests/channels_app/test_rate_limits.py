@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
+import time_machine
 
 from agentsite.limits import LimitSettingInvalid, Rate, parse_cap, parse_count, parse_per_minute, parse_rate
 from tests.support import ROOT, child_env
@@ -22,6 +24,10 @@ def post(client, path: str, body: dict):
 def limited(settings, support_agent):
     settings.AGENTSITE_RATE_SESSIONS = Rate(2, 60, "2/min")
     settings.AGENTSITE_RATE_MESSAGES = Rate(2, 60, "2/min")
+    # The windows are fixed minutes: start at one's beginning, so a slow machine cannot carry
+    # a test's requests across a boundary (where the count starts again) before it ends.
+    with time_machine.travel((int(time.time()) // 60 + 1) * 60 + 0.01, tick=True):
+        yield
 
 
 def assert_rate_limited(response, limit: str, setting: str) -> None:
