@@ -192,6 +192,13 @@ def test_the_api_document_of_a_scoped_token_names_only_its_agents(support_agent,
     tool_names = str(document["paths"]["/{slug}/v1/tools/{tool_name}/call"])
     assert not any(f"'{name}'" in tool_names for name in support_tools - {"ls"})
 
+    # Anywhere in the document, in either form served: no enum, example or text names `support`.
+    scoped = Client(HTTP_AUTHORIZATION=f"Bearer {secret}", **REMOTE)
+    for form in ("json", "yaml"):
+        text = scoped.get(f"/api/schema/?format={form}").content.decode()
+        assert "notes" in text, form
+        assert "support" not in text, form
+
 
 @pytest.mark.django_db
 def test_the_docs_pages_name_no_deployed_agent(tmp_path, support_agent):
