@@ -17,17 +17,11 @@ from rest_framework import authentication
 
 from agents.channels import AuthPolicy
 from channels_app import lockout
+from channels_app.proxies import FORWARDING_HEADERS
 from sessions.models import PersonalToken, hash_token
 from sessions.models.token import TOKEN_PREFIX
 from sessions.principal import Principal, is_operator
 
-# Headers a proxy or a CDN adds to name the client it forwards: from a loopback peer any of
-# them means a proxy on this host, so the caller is not local whatever the peer address says.
-FORWARDING_HEADERS = (
-    "x-forwarded-for", "forwarded", "x-forwarded-host",
-    "x-real-ip", "x-client-ip", "true-client-ip", "cf-connecting-ip", "x-originating-ip",
-    "x-cluster-client-ip", "client-ip", "fastly-client-ip",
-)
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,12 @@ LISTING = Door(scope=Scope.FILTERED, what="this list")
 OWN_ACCOUNT = Door(scope=Scope.REFUSED, what="personal tokens")
 
 
+def server_door(what: str) -> Door:
+    """The door of a route that manages the server or covers every agent: operators only, and
+    no token scoped to some agents; `what` names it in the refusal ("the server's metrics")."""
+    return Door(operators=True, scope=Scope.REFUSED, what=what)
+
+
 def host_allowed(host: str) -> bool:
     """Whether Django would serve an HTTP request naming `host` (its ALLOWED_HOSTS, read now)."""
     allowed = settings.ALLOWED_HOSTS

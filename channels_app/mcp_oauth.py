@@ -22,11 +22,11 @@ from mcp.shared.auth import OAuthClientInformationFull
 from agents.mcpauth.flows import FlowError, begin, check_issuer, exchange_code, reusable_registration
 from agents.mcpauth.stored import NotDeclared, declared_server, save_authorization, server_url
 from agents.models import Agent, OAuthFlow
-from channels_app.doors import Door, Scope, admit_page
+from channels_app.doors import admit_page, server_door
 from channels_app.playground import _agent, _refuse
 
 # The tokens act for the agent, whoever talks to it: as its secrets, operators only, no scoped token.
-AUTHORIZING = Door(operators=True, scope=Scope.REFUSED, what="authorizing an agent's MCP server")
+AUTHORIZING = server_door("authorizing an agent's MCP server")
 
 
 def _operator_agent(request: HttpRequest, slug: str) -> tuple[Agent | None, str, HttpResponse | None]:
