@@ -305,16 +305,17 @@ def authenticate(info: RequestInfo, chain: Sequence[Policy] | None = None) -> Pr
     """The principal the first admitting policy of `chain` (default: the server's) names, or None.
 
     A request that presents a bearer token is admitted only by a policy that verifies it: an
-    ambient policy (the loopback, a login) does not admit it in its stead, so a wrong, stale or
-    foreign token is refused (401) rather than served as the local principal or the browser's user.
+    ambient policy (the loopback, a login) is passed over, and the policies after it still
+    may verify the token; if none does, a wrong, stale or foreign token is refused (401)
+    rather than served as the local principal or the browser's user.
     """
     bearer = presented_bearer(info)
     try:
         for policy in policy_chain() if chain is None else chain:
+            if bearer and getattr(policy, "ambient", False):
+                continue
             principal = policy(info)
             if principal is not None:
-                if bearer and getattr(policy, "ambient", False):
-                    return None
                 return principal
     except Refused:
         pass

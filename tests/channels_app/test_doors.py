@@ -15,7 +15,8 @@ from django.test import Client
 from agents.channels import AuthPolicy
 from agents.discovery import deploy_agent_folder
 from agentsite.asgi import application
-from channels_app.auth import LOCAL_PRINCIPAL, PUBLIC, RequestInfo, authenticate, bearer_auth, channel_chain
+from channels_app.auth import (
+    LOCAL_PRINCIPAL, PUBLIC, RequestInfo, authenticate, bearer_auth, channel_chain, local_dev_strict)
 from sessions.models import PersonalToken
 from sessions.principal import OPERATORS_GROUP
 from tests.conftest import ROOT
@@ -82,6 +83,19 @@ def test_a_bearer_no_policy_verifies_closes_the_loopback_websocket_with_4401(def
     assert async_to_sync(socket_close)(path, host, "127.0.0.1") == (True, None)
     forged = host + [(b"authorization", b"Bearer not-a-token-of-this-server")]
     assert async_to_sync(socket_close)(path, forged, "127.0.0.1") == (True, 4401)
+
+
+@pytest.mark.django_db
+def test_a_bearer_the_next_policy_verifies_passes_an_ambient_policy_before_it(settings, support_agent):
+    settings.AGENTSITE_AUTH_POLICIES = [local_dev_strict(), bearer_auth({"service-token-5521": "deploy-bot"})]
+    service = Client(HTTP_AUTHORIZATION="Bearer service-token-5521", **LOOPBACK)
+
+    created = service.post("/support/v1/session", {"message": "hi"}, content_type="application/json")
+    assert created.status_code == 201, created.content
+    assert authenticate(RequestInfo(peer="127.0.0.1", host="127.0.0.1:8000",
+                                    headers={"authorization": "Bearer service-token-5521"})).principal_id == "deploy-bot"
+    assert Client(HTTP_AUTHORIZATION="Bearer service-token-5520", **LOOPBACK).get("/v1/agents").status_code == 401
+    assert Client(**LOOPBACK).get("/v1/agents").status_code == 200  # no bearer: the loopback caller, as before
 
 
 @pytest.mark.django_db
