@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -188,8 +189,10 @@ def throttled_login(view: Callable[..., HttpResponse], surface: str) -> Callable
 
 
 def _username(data: Any) -> str:
+    """The username as Django looks it up (NFKC, as `AbstractBaseUser.normalize_username` and the
+    login form's field make it), so `ｃａｒｏｌ` and `carol` are one account here as there."""
     value = data.get(get_user_model().USERNAME_FIELD, "")
-    return value.strip() if isinstance(value, str) else ""
+    return AbstractBaseUser.normalize_username(value.strip()) if isinstance(value, str) else ""
 
 
 def count_failed_login(sender: Any, credentials: dict[str, Any], request: HttpRequest | None = None,

@@ -81,6 +81,16 @@ def test_wrong_passwords_lock_the_address_out_of_that_account_even_for_the_right
     assert log_in(browser(NEIGHBOUR), PASSWORD).status_code == 302
 
 
+@pytest.mark.parametrize("path", ["/accounts/login/", "/admin/login/"])
+def test_the_account_limit_holds_for_a_username_spelled_another_unicode_way(limits, carol, path):
+    attacker = browser()
+    for _ in range(3):  # full-width letters: Django logs in (and counts) as "carol" after NFKC
+        assert log_in(attacker, "guess", username="\uff43\uff41\uff52\uff4f\uff4c", path=path).status_code == 200
+    for spelling in ("carol", "\uff43arol", "CAROL"):
+        assert_locked_out_page(log_in(attacker, PASSWORD, username=spelling, path=path))
+    assert "_auth_user_id" not in attacker.session
+
+
 def test_the_right_password_works_once_the_window_is_over(limits, carol):
     attacker = browser()
     with time_machine.travel(time.time(), tick=True) as clock:
