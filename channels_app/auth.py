@@ -142,9 +142,8 @@ def bearer_auth(
             known[digest] = name or f"token:{digest[:12]}"
 
     def policy(info: RequestInfo) -> Principal | None:
-        scheme, _, presented = info.headers.get("authorization", "").partition(" ")
-        presented = presented.strip()
-        if scheme.lower() != "bearer" or not presented:
+        presented = presented_bearer(info)
+        if not presented:
             return None
         lockout.check_bearer(info, presented)  # 429 while this client's wrong bearers are over a limit
         if verifier is not None:
@@ -193,9 +192,8 @@ def personal_token() -> Policy:
     """
 
     def policy(info: RequestInfo) -> Principal | None:
-        scheme, _, presented = info.headers.get("authorization", "").partition(" ")
-        presented = presented.strip()
-        if scheme.lower() != "bearer" or not presented.startswith(TOKEN_PREFIX):
+        presented = presented_bearer(info)
+        if not presented.startswith(TOKEN_PREFIX):
             return None
         token = PersonalToken.find(presented)
         if token is None or token.status() != PersonalToken.Status.ACTIVE or not token.user.is_active:
@@ -210,12 +208,6 @@ def personal_token() -> Policy:
 def agent_scope(principal: Any) -> list[str] | None:
     """The slugs of the agents a personal token is scoped to; None: every agent."""
     return principal.attributes.get("agents") if isinstance(principal, Principal) else None
-
-
-def check_scope(principal: Any, slug: str | None) -> bool:
-    """Whether `principal` may reach agent `slug`: a personal token may be scoped to some agents."""
-    agents = agent_scope(principal)
-    return slug is None or agents is None or slug in agents
 
 
 def allow_all() -> Policy:

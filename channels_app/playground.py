@@ -19,7 +19,7 @@ from django.urls import path
 from agents.mcpauth.stored import with_status
 from agents.models import Agent
 from channels_app.auth import agent_scope
-from channels_app.doors import AGENT, LISTING, admit_page, error_page
+from channels_app.doors import AGENT, LISTING, admit_page, error_page, is_operator
 from channels_app.errors import APIError
 from channels_app.experiments_page import ab_page
 from channels_app.ownership import get_owned_session
@@ -60,7 +60,7 @@ def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
     if session_id := request.GET.get("sessionId"):
         return session_page(request, slug, session_id)
     every = request.GET.get("all") == "1"
-    if every and not principal.operator:
+    if every and not is_operator(principal):
         return error_page(request, 403, "Operators only", "Every principal's sessions are listed for operators only "
                                                       "(staff and members of the operators group).")
     # An operator's view, as `GET /<slug>/v1/sessions?all=1`: every session of the agent, whoever
@@ -74,7 +74,7 @@ def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "playground/agent.html", {
         "agent": agent, "manifest": manifest, "sessions": sessions, "tools": _tool_rows(manifest),
         "models": agent.active_deployment.models,
-        "channels": _channel_rows(manifest), "every": every, "operator": principal.operator, "principal": principal,
+        "channels": _channel_rows(manifest), "every": every, "operator": is_operator(principal), "principal": principal,
         "oauth_servers": [m for m in with_status(agent, manifest.get("mcp", [])) if m.get("oauth")],
     })
 

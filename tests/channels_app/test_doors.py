@@ -99,6 +99,21 @@ def test_a_bearer_the_next_policy_verifies_passes_an_ambient_policy_before_it(se
 
 
 @pytest.mark.django_db
+def test_the_loopback_caller_who_passes_the_operators_doors_lists_every_principals_sessions(default_chain,
+                                                                                           support_agent, carol):
+    theirs = session_of(Client(HTTP_AUTHORIZATION=f"Bearer {PersonalToken.issue(carol, 'cli')[1]}", **REMOTE))
+    local = Client(**LOOPBACK)
+    assert local.get("/metrics").status_code == 200  # an operators' door
+
+    listed = local.get("/support/v1/sessions?all=1")
+    assert listed.status_code == 200, listed.content
+    assert theirs in listed.content.decode()
+    page = local.get("/playground/support?all=1")
+    assert page.status_code == 200 and theirs in page.content.decode()
+    assert local.get(f"/support/v1/session/{theirs}").status_code == 200
+
+
+@pytest.mark.django_db
 def test_a_bearer_no_policy_verifies_is_not_served_as_the_browsers_login(default_chain, support_agent, carol):
     browser = Client(HTTP_AUTHORIZATION="Bearer stolen-elsewhere", **REMOTE)
     browser.force_login(carol)
