@@ -230,6 +230,27 @@ def test_the_api_document_of_a_scoped_token_names_only_its_agents(support_agent,
 
 
 @pytest.mark.django_db
+def test_the_model_enum_of_a_scoped_tokens_document_is_its_agents_models(tmp_path, support_agent, carol):
+    folder = tmp_path / "ledger"
+    shutil.copytree(ROOT / "examples" / "notes", folder)
+    script = folder / "agent" / "agent.py"
+    script.write_text(script.read_text().replace(
+        "agent = Agent(\n", "agent = Agent(\n    models=['scripted:echo', 'openai:gpt-4.1-mini'],\n"))
+    deploy_agent_folder(folder)
+    _, secret = PersonalToken.issue(carol, "bot", agents=["ledger"])
+
+    def model_enums(client: Client) -> set[tuple[str, ...]]:
+        schemas = client.get("/api/schema/?format=json").json()["components"]["schemas"]
+        return {tuple(option.get("enum", ())) for name in ("CreateSession", "FollowUp")
+                for option in schemas[name]["properties"]["model"]["anyOf"] if option.get("type") == "string"}
+
+    unscoped = Client(HTTP_AUTHORIZATION=f"Bearer {PersonalToken.issue(carol, 'cli')[1]}", **REMOTE)
+    assert model_enums(unscoped) == {("scripted:echo",)}  # what every agent may run on
+    assert model_enums(Client(HTTP_AUTHORIZATION=f"Bearer {secret}", **REMOTE)) == {
+        ("openai:gpt-4.1-mini", "scripted:echo")}
+
+
+@pytest.mark.django_db
 def test_the_docs_pages_name_no_deployed_agent(tmp_path, support_agent):
     folder = tmp_path / "zebra-ledger-7"
     shutil.copytree(ROOT / "examples" / "notes", folder)
