@@ -156,7 +156,13 @@ def bearer_auth(
         found = Principal(authenticator="bearer", principal_id=match) if match else None
         return lockout.counted(info, presented, found)
 
+    policy.counts_bearers = True  # type: ignore[attr-defined]
     return policy
+
+
+def counts_bearers(chain: Sequence[Policy]) -> bool:
+    """Whether a policy of `chain` counts the bearers it refuses (`bearer_auth`'s do)."""
+    return any(getattr(policy, "counts_bearers", False) for policy in chain)
 
 
 class Refused(Exception):

@@ -26,7 +26,7 @@ from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from channels_app import lockout
-from channels_app.auth import RequestInfo, presented_bearer
+from channels_app.auth import RequestInfo, counts_bearers, policy_chain, presented_bearer
 from channels_app.doors import admit, server_door
 from channels_app.errors import APIError, error_response
 from sessions import metrics
@@ -58,7 +58,9 @@ def refusal(info: RequestInfo) -> HttpResponse | None:
     except APIError as exc:
         if exc.status_code == 401:
             presented = presented_bearer(info)
-            if presented and not presented.startswith(TOKEN_PREFIX):  # a personal token's miss counted already
+            # A miss counts once: a personal token's was counted by its policy, and so was any
+            # bearer when the chain has a policy that counts them (`serve --bearer-token`).
+            if presented and not presented.startswith(TOKEN_PREFIX) and not counts_bearers(policy_chain()):
                 lockout.failed(info.peer, lockout.bearer_account(presented), "metrics")
             exc.message = ("authentication required: log in as an operator, or send the metrics token as "
                            "`Authorization: Bearer <AGENTSITE_METRICS_TOKEN>`")

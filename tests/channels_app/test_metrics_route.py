@@ -143,3 +143,13 @@ def test_guessing_the_metrics_token_locks_the_guesser_out_even_for_the_right_one
     elsewhere = scraper.get("/metrics")
     assert elsewhere.status_code == 200
     assert samples(elsewhere.content)[failures] - before == 5
+
+
+def test_in_bearer_mode_a_wrong_metrics_token_counts_once(db, settings, metrics_token):
+    from agentsite.limits import Rate
+
+    settings.AGENTSITE_AUTH_POLICIES = [bearer_auth({"server-token-123": "ci"})]
+    settings.AGENTSITE_AUTH_FAILURES_PER_ACCOUNT = Rate(3, 300, "3/5min")
+    settings.AGENTSITE_AUTH_FAILURES_PER_ADDRESS = Rate(50, 300, "50/5min")
+    guesser = Client(HTTP_HOST=HOST, REMOTE_ADDR="203.0.113.98", HTTP_AUTHORIZATION="Bearer guess-0")
+    assert [guesser.get("/metrics").status_code for _ in range(4)] == [401, 401, 401, 429]
