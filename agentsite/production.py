@@ -44,6 +44,12 @@ class ProductionSettingsMissing(ImproperlyConfigured):
     """Production mode lacks a setting it cannot run without."""
 
 
+# A scraper's secret, which a guesser may try at /metrics: long enough that the lockout's
+# few guesses an hour never find it (`secrets.token_urlsafe(32)` makes 43 characters).
+METRICS_TOKEN_MIN_LENGTH = 32
+METRICS_TOKEN_HINT = ("make one with  python3 -c 'import secrets; print(secrets.token_urlsafe(32))'")
+
+
 def environment(environ: Mapping[str, str]) -> str:
     """`AGENTSITE_ENV`, checked: a misspelt "production" must not fall back to development."""
     value = environ.get("AGENTSITE_ENV", "").strip().lower() or "development"
@@ -82,7 +88,8 @@ def production_settings(environ: Mapping[str, str]) -> dict[str, Any]:
        scheme and a host, Fernet keys for agents' secrets, no `*` among the
        allowed hosts, no `allow_all` auth (every remote caller admitted as
        anonymous), trusted proxies that are addresses or networks of proxies
-       (`channels_app.proxies.parse_networks`), not the whole internet.
+       (`channels_app.proxies.parse_networks`), not the whole internet, and a metrics
+       token, if set, of at least METRICS_TOKEN_MIN_LENGTH characters.
     2. Turn debug off and allow only the public URL's host and the listed ones.
     3. When the public URL is https: secure cookies, HSTS and the redirect to
        https (over plain http they would lock people out of their logins).
@@ -118,6 +125,10 @@ def production_settings(environ: Mapping[str, str]) -> dict[str, Any]:
                         "answers to (the public URL's host is allowed already)")
     if environ.get("AGENTSITE_AUTH", "").strip() == "allow_all":
         problems.append(f"AGENTSITE_AUTH=allow_all {ALLOW_ALL_REFUSED}")
+    metrics_token = environ.get("AGENTSITE_METRICS_TOKEN", "").strip()
+    if metrics_token and len(metrics_token) < METRICS_TOKEN_MIN_LENGTH:
+        problems.append(f"AGENTSITE_METRICS_TOKEN is {len(metrics_token)} characters long, fewer than "
+                        f"{METRICS_TOKEN_MIN_LENGTH}, so it could be guessed: {METRICS_TOKEN_HINT}")
     proxies = tuple(p.strip() for p in environ.get("AGENTSITE_TRUSTED_PROXIES", "").split(",") if p.strip())
     try:
         parse_networks(proxies)

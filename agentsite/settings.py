@@ -113,8 +113,6 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    # A page or stream outside DRF that met a locked-out bearer answers its 429 (channels_app.lockout).
-    "channels_app.lockout.AnswerLockouts",
 ]
 
 ROOT_URLCONF = "agentsite.urls"

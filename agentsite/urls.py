@@ -3,7 +3,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from channels_app.apidocs import SchemaView, docs_page
-from channels_app.doors import Door, Scope, admitted_page
+from channels_app.doors import admitted_page, server_door
 from channels_app.lockout import throttled_login
 from channels_app.views.agents import HealthView
 from sessions.dashboard.views import dashboard
@@ -12,7 +12,7 @@ admin.site.site_header = "agentsite administration"
 admin.site.site_title = "agentsite admin"
 admin.site.index_title = "Agents, sessions and the team"
 
-DASHBOARD = Door(operators=True, scope=Scope.REFUSED, what="the dashboard")
+DASHBOARD = server_door("the dashboard")
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/playground/", permanent=False)),

@@ -17,17 +17,11 @@ from rest_framework import authentication
 
 from agents.channels import AuthPolicy
 from channels_app import lockout
+from channels_app.proxies import FORWARDING_HEADERS
 from sessions.models import PersonalToken, hash_token
 from sessions.models.token import TOKEN_PREFIX
 from sessions.principal import Principal, is_operator
 
-# Headers a proxy or a CDN adds to name the client it forwards: from a loopback peer any of
-# them means a proxy on this host, so the caller is not local whatever the peer address says.
-FORWARDING_HEADERS = (
-    "x-forwarded-for", "forwarded", "x-forwarded-host",
-    "x-real-ip", "x-client-ip", "true-client-ip", "cf-connecting-ip", "x-originating-ip",
-    "x-cluster-client-ip", "client-ip", "fastly-client-ip",
-)
 
 
 @dataclass(frozen=True)
@@ -148,9 +142,8 @@ def bearer_auth(
             known[digest] = name or f"token:{digest[:12]}"
 
     def policy(info: RequestInfo) -> Principal | None:
-        scheme, _, presented = info.headers.get("authorization", "").partition(" ")
-        presented = presented.strip()
-        if scheme.lower() != "bearer" or not presented:
+        presented = presented_bearer(info)
+        if not presented:
             return None
         lockout.check_bearer(info, presented)  # 429 while this client's wrong bearers are over a limit
         if verifier is not None:
@@ -163,7 +156,13 @@ def bearer_auth(
         found = Principal(authenticator="bearer", principal_id=match) if match else None
         return lockout.counted(info, presented, found)
 
+    policy.counts_bearers = True  # type: ignore[attr-defined]
     return policy
+
+
+def counts_bearers(chain: Sequence[Policy]) -> bool:
+    """Whether a policy of `chain` counts the bearers it refuses (`bearer_auth`'s do)."""
+    return any(getattr(policy, "counts_bearers", False) for policy in chain)
 
 
 class Refused(Exception):
@@ -199,9 +198,8 @@ def personal_token() -> Policy:
     """
 
     def policy(info: RequestInfo) -> Principal | None:
-        scheme, _, presented = info.headers.get("authorization", "").partition(" ")
-        presented = presented.strip()
-        if scheme.lower() != "bearer" or not presented.startswith(TOKEN_PREFIX):
+        presented = presented_bearer(info)
+        if not presented.startswith(TOKEN_PREFIX):
             return None
         token = PersonalToken.find(presented)
         if token is None or token.status() != PersonalToken.Status.ACTIVE or not token.user.is_active:
@@ -216,12 +214,6 @@ def personal_token() -> Policy:
 def agent_scope(principal: Any) -> list[str] | None:
     """The slugs of the agents a personal token is scoped to; None: every agent."""
     return principal.attributes.get("agents") if isinstance(principal, Principal) else None
-
-
-def check_scope(principal: Any, slug: str | None) -> bool:
-    """Whether `principal` may reach agent `slug`: a personal token may be scoped to some agents."""
-    agents = agent_scope(principal)
-    return slug is None or agents is None or slug in agents
 
 
 def allow_all() -> Policy:
@@ -311,16 +303,17 @@ def authenticate(info: RequestInfo, chain: Sequence[Policy] | None = None) -> Pr
     """The principal the first admitting policy of `chain` (default: the server's) names, or None.
 
     A request that presents a bearer token is admitted only by a policy that verifies it: an
-    ambient policy (the loopback, a login) does not admit it in its stead, so a wrong, stale or
-    foreign token is refused (401) rather than served as the local principal or the browser's user.
+    ambient policy (the loopback, a login) is passed over, and the policies after it still
+    may verify the token; if none does, a wrong, stale or foreign token is refused (401)
+    rather than served as the local principal or the browser's user.
     """
     bearer = presented_bearer(info)
     try:
         for policy in policy_chain() if chain is None else chain:
+            if bearer and getattr(policy, "ambient", False):
+                continue
             principal = policy(info)
             if principal is not None:
-                if bearer and getattr(policy, "ambient", False):
-                    return None
                 return principal
     except Refused:
         pass

@@ -197,11 +197,21 @@ def model_schema(schema: dict[str, Any]) -> None:
         "A 'provider:model' id from the agent's models (GET /<slug>/v1/info lists them; absent: its default; "
         "another: 400 model_not_allowed). Chosen when the session is created; a follow-up may name only the "
         "model its session is bound to (another is a 409 handoff_required)"))
-    per_agent = [set(a.active_deployment.models) for a in Agent.objects.deployed()]
-    shared = set.intersection(*per_agent) if per_agent else set()
+    shared = shared_models()
     if shared:
-        option = next(o for o in schema["anyOf"] if o.get("type") == "string")
-        option["enum"] = sorted(shared)
+        option_of(schema, "string")["enum"] = shared
+
+
+def option_of(schema: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The `kind` option of an optional field's `anyOf` (the other is null)."""
+    return next(option for option in schema["anyOf"] if option.get("type") == kind)
+
+
+def shared_models(scope: list[str] | None = None) -> list[str]:
+    """The models every deployed agent (of `scope`, if given) may run on."""
+    per_agent = [set(a.active_deployment.models) for a in Agent.objects.deployed()
+                 if scope is None or a.slug in scope]
+    return sorted(set.intersection(*per_agent)) if per_agent else []
 
 
 # A follow-up (a continuationToken) runs on the runtime its session was created with.
@@ -274,8 +284,24 @@ def known_agents(schema: dict[str, Any]) -> None:
     """`agents` names agents this server has, as the document is served (the scope refuses others)."""
     slugs = sorted(Agent.objects.if_migrated().values_list("slug", flat=True))
     if slugs:
-        scope = next(option for option in schema["properties"]["agents"]["anyOf"] if option.get("type") == "array")
-        scope["items"]["enum"] = slugs
+        option_of(schema["properties"]["agents"], "array")["items"]["enum"] = slugs
+
+
+def keep_to_scope(schemas: dict[str, Any], scope: list[str] | None) -> None:
+    """The document's enums that name agents (`agents`) or what they run on (`model`), cut to a
+    scoped token's agents: the document is built for every caller, then cut for this one."""
+    if scope is None:
+        return
+    for schema in schemas.values():
+        fields = schema.get("properties", {}) if isinstance(schema, dict) else {}
+        if "enum" in str(fields.get("agents", {})):
+            items = option_of(fields["agents"], "array")["items"]
+            items["enum"] = [slug for slug in items["enum"] if slug in scope]
+        if "enum" in str(fields.get("model", {})):
+            option = option_of(fields["model"], "string")
+            option.pop("enum")
+            if shared := shared_models(scope):
+                option["enum"] = shared
 
 
 class CreateToken(Body):

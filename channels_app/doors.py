@@ -12,6 +12,7 @@ that covers every agent or manages the server. Each surface renders the
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -24,6 +25,7 @@ from rest_framework import permissions
 
 from channels_app.auth import LOCAL_PRINCIPAL, Policy, Principal, RequestInfo, agent_scope, authenticate
 from channels_app.errors import APIError
+from channels_app.lockout import TooManyFailures
 
 UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Bearer realm="agentsite"'}
 
@@ -47,6 +49,12 @@ class Door:
 AGENT = Door()
 LISTING = Door(scope=Scope.FILTERED, what="this list")
 OWN_ACCOUNT = Door(scope=Scope.REFUSED, what="personal tokens")
+
+
+def server_door(what: str) -> Door:
+    """The door of a route that manages the server or covers every agent: operators only, and
+    no token scoped to some agents; `what` names it in the refusal ("the server's metrics")."""
+    return Door(operators=True, scope=Scope.REFUSED, what=what)
 
 
 def host_allowed(host: str) -> bool:
@@ -110,13 +118,26 @@ PAGE_TITLES = {"operators_only": "Operators only", "scoped_token": "Outside this
                "disallowed_host": "Unknown host"}
 
 
+def error_page(request: HttpRequest, status: int, title: str, detail: str) -> HttpResponse:
+    """The page every refusal and error of the playground's pages shows."""
+    return render(request, "playground/error.html", {"title": title, "detail": detail, "status": status},
+                  status=status)
+
+
 def refusal_page(request: HttpRequest, exc: APIError) -> HttpResponse:
-    """A refusal as a person sees it: no policy admitted them, they log in and come back; else a page."""
+    """A refusal as a person sees it: no policy admitted them, they log in and come back; a
+    locked-out client, how long to wait (with Retry-After); else a page saying why."""
     if exc.status_code == 401:
         return redirect_to_login(request.get_full_path())
-    title = PAGE_TITLES.get(exc.error_code, "Not allowed")
-    return render(request, "playground/error.html", {"title": title, "detail": exc.message,
-                                                     "status": exc.status_code}, status=exc.status_code)
+    if exc.status_code == 429 and isinstance(exc, TooManyFailures):
+        response = render(request, "accounts/locked_out.html",
+                          {"retry_after": exc.retry_after, "minutes": math.ceil(exc.retry_after / 60),
+                           "login_url": request.get_full_path(), "tokens": True}, status=429)
+    else:
+        response = error_page(request, exc.status_code, PAGE_TITLES.get(exc.error_code, "Not allowed"), exc.message)
+    for name, value in exc.headers.items():
+        response[name] = value
+    return response
 
 
 def admit_page(request: HttpRequest, door: Door = AGENT, slug: str | None = None) -> Principal | HttpResponse:

@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from agents.models import Agent
-from channels_app.doors import AGENT, admit_page
+from channels_app.doors import AGENT, admit_page, error_page
 from channels_app.experiments import stopped_at
 from sessions.experiments.charts import interval_chart, time_chart
 from sessions.experiments.enrollment import experiments_of
@@ -24,9 +24,7 @@ def ab_page(request: HttpRequest, slug: str, name: str) -> HttpResponse:
     agent = Agent.objects.select_related("active_deployment").filter(slug=slug).first()
     test = experiments_of(agent.active_deployment).get(name) if agent and agent.active_deployment else None
     if test is None:
-        return render(request, "playground/error.html", {
-            "title": "No such experiment", "detail": f"Agent {slug!r} declares no experiment {name!r}.",
-            "status": 404}, status=404)
+        return error_page(request, 404, "No such experiment", f"Agent {slug!r} declares no experiment {name!r}.")
     metrics = test.metric_names()
     found = results(agent.slug, test.name, {v.id: v.label for v in test.variants.values()}, test.control, metrics)
     charts = []

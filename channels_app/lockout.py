@@ -8,6 +8,13 @@ attempt it covers gets 429 with Retry-After before any password or chosen bearer
 right one too (else a guesser would learn a hit from the answer); refused attempts add nothing.
 A personal token, which nobody guesses, is looked up first and only a wrong one gets the 429.
 The address is the one channels_app.proxies derived; an IPv6 address counts as its /64.
+
+A bearer's 429 is a `TooManyFailures` raised inside the auth chain, so it reaches whoever
+admitted the request (channels_app.doors) and is answered as that surface answers any refusal:
+DRF's handler and the streams as JSON, pages as the locked-out page (doors.refusal_page), the
+websocket as a frame and close code 4429, each with Retry-After. The login pages' own 429 is
+`throttled_login`'s. There is no limit on an account across addresses: anyone could lock a
+person out from anywhere; the address limit bounds what one client can try.
 """
 from __future__ import annotations
 
@@ -22,14 +29,14 @@ from typing import Any, Callable
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.utils.deprecation import MiddlewareMixin
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from channels_app.errors import APIError, error_response
+from channels_app.errors import APIError
 from channels_app.ratelimits import increment
 from sessions import metrics
 from sessions.models import hash_token
@@ -157,18 +164,6 @@ def counted(info: Any, presented: str, principal: Any) -> Any:
     return principal
 
 
-class AnswerLockouts(MiddlewareMixin):
-    """The 429 of a view outside DRF (a playground page, a stream, /metrics) whose bearer was locked
-    out; DRF's views answer it themselves, as every APIError (channels_app.errors)."""
-
-    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if not isinstance(exception, TooManyFailures):
-            return None
-        response = error_response(429, exception.error_code, exception.message, exception.details)
-        response["Retry-After"] = str(exception.retry_after)
-        return response
-
-
 # --- login pages --------------------------------------------------------------------------
 
 
@@ -194,8 +189,10 @@ def throttled_login(view: Callable[..., HttpResponse], surface: str) -> Callable
 
 
 def _username(data: Any) -> str:
+    """The username as Django looks it up (NFKC, as `AbstractBaseUser.normalize_username` and the
+    login form's field make it), so `ｃａｒｏｌ` and `carol` are one account here as there."""
     value = data.get(get_user_model().USERNAME_FIELD, "")
-    return value.strip() if isinstance(value, str) else ""
+    return AbstractBaseUser.normalize_username(value.strip()) if isinstance(value, str) else ""
 
 
 def count_failed_login(sender: Any, credentials: dict[str, Any], request: HttpRequest | None = None,

@@ -22,11 +22,11 @@ from mcp.shared.auth import OAuthClientInformationFull
 from agents.mcpauth.flows import FlowError, begin, check_issuer, exchange_code, reusable_registration
 from agents.mcpauth.stored import NotDeclared, declared_server, save_authorization, server_url
 from agents.models import Agent, OAuthFlow
-from channels_app.doors import Door, Scope, admit_page
-from channels_app.playground import _agent, _refuse
+from channels_app.doors import admit_page, error_page, server_door
+from channels_app.playground import _agent
 
 # The tokens act for the agent, whoever talks to it: as its secrets, operators only, no scoped token.
-AUTHORIZING = Door(operators=True, scope=Scope.REFUSED, what="authorizing an agent's MCP server")
+AUTHORIZING = server_door("authorizing an agent's MCP server")
 
 
 def _operator_agent(request: HttpRequest, slug: str) -> tuple[Agent | None, str, HttpResponse | None]:
@@ -35,7 +35,7 @@ def _operator_agent(request: HttpRequest, slug: str) -> tuple[Agent | None, str,
         return None, "", principal
     agent = _agent(slug)
     if agent is None or agent.active_deployment is None:
-        return None, "", _refuse(request, 404, "No such agent", f"There is no agent {slug!r} on this server.")
+        return None, "", error_page(request, 404, "No such agent", f"There is no agent {slug!r} on this server.")
     return agent, principal.principal_id, None
 
 
@@ -54,12 +54,12 @@ def authorize_view(request: HttpRequest, slug: str, name: str) -> HttpResponse:
         declared = declared_server(agent, name)["url"]
         url = server_url(agent, declared)
     except NotDeclared as exc:
-        return _refuse(request, 404, "No such OAuth server", str(exc))
+        return error_page(request, 404, "No such OAuth server", str(exc))
     redirect_uri = callback_uri(request, slug)
     try:
         started = begin(url, declared, redirect_uri, reusable_registration(agent, name, declared, redirect_uri))
     except FlowError as exc:
-        return _refuse(request, 502, "Authorization could not start", str(exc))
+        return error_page(request, 502, "Authorization could not start", str(exc))
     OAuthFlow.begin(agent, name, state=started.state, verifier=started.verifier,
                     registration=started.registration.model_dump_json(exclude_none=True), redirect_uri=redirect_uri,
                     token_endpoint=started.endpoint["tokenEndpoint"], endpoint=dict(started.endpoint), by=who)
@@ -73,12 +73,12 @@ def callback_view(request: HttpRequest, slug: str) -> HttpResponse:
         return refusal
     flow = OAuthFlow.claim(agent, request.GET.get("state", ""))
     if flow is None:
-        return _refuse(request, 400, "Unknown authorization", "This authorization was not started here, was "
+        return error_page(request, 400, "Unknown authorization", "This authorization was not started here, was "
                        "already used or is older than ten minutes: start it again from the agent's page.")
     code = request.GET.get("code", "")
     if not code:
         why = " ".join(filter(None, [request.GET.get("error", ""), request.GET.get("error_description", "")]))
-        return _refuse(request, 400, "Authorization refused", f"The authorization server sent no code: "
+        return error_page(request, 400, "Authorization refused", f"The authorization server sent no code: "
                        f"{why or 'no reason given'}.")
     registration = OAuthClientInformationFull.model_validate_json(flow.registration())
     try:
@@ -86,7 +86,7 @@ def callback_view(request: HttpRequest, slug: str) -> HttpResponse:
         tokens = exchange_code(code, verifier=flow.verifier(), redirect_uri=flow.redirect_uri,
                                registration=registration, endpoint=flow.endpoint)
     except FlowError as exc:
-        return _refuse(request, 502, "Authorization failed", str(exc))
+        return error_page(request, 502, "Authorization failed", str(exc))
     save_authorization(agent, flow.server, tokens=tokens, registration=registration, endpoint=flow.endpoint,
                        by=who or "playground")
     return HttpResponseRedirect(f"/playground/{slug}?{urlencode({'authorized': flow.server})}")

@@ -3,8 +3,9 @@
 Readable by operators (staff and the operators group, logged in or with a
 personal token), by the loopback caller of the embedded default, and by a
 scraper holding `AGENTSITE_METRICS_TOKEN` (`Authorization: Bearer …`), whose
-digest is compared in constant time. Anyone else: 401 when no one was named,
-403 for a principal who is not an operator.
+digest is compared in constant time after the client's lockout is checked (a miss counts as
+a failed bearer, surface `metrics`). Anyone else: 401 when no one was named, 403 for a
+principal who is not an operator, 429 while the client is locked out.
 
 Each scrape sums the files of every process of the server (`sessions.metrics.SummedFiles`,
 prometheus_client's `MultiProcessCollector`) and reads the two database gauges, in a
@@ -24,34 +25,43 @@ from django.utils.decorators import sync_and_async_middleware
 from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from channels_app.auth import RequestInfo
-from channels_app.doors import Door, Scope, admit
+from channels_app import lockout
+from channels_app.auth import RequestInfo, counts_bearers, policy_chain, presented_bearer
+from channels_app.doors import admit, server_door
 from channels_app.errors import APIError, error_response
 from sessions import metrics
 from sessions.models import hash_token
+from sessions.models.token import TOKEN_PREFIX
 
 
 def holds_metrics_token(info: RequestInfo) -> bool:
+    """Whether the bearer is the metrics token; a guess (a bearer no personal token's shape) is
+    checked against the lockout first, so a locked-out client is refused even the right one."""
     expected = settings.AGENTSITE_METRICS_TOKEN_HASH
-    scheme, _, presented = info.headers.get("authorization", "").partition(" ")
-    presented = presented.strip()
-    if not expected or scheme.lower() != "bearer" or not presented:
+    presented = presented_bearer(info)
+    if not expected or not presented or presented.startswith(TOKEN_PREFIX):
         return False
+    lockout.check(info.peer, lockout.bearer_account(presented), "metrics")
     return hmac.compare_digest(hash_token(presented), expected)
 
 
 # Every agent's figures: operators only, and no token scoped to some agents.
-METRICS = Door(operators=True, scope=Scope.REFUSED, what="the server's metrics")
+METRICS = server_door("the server's metrics")
 
 
 def refusal(info: RequestInfo) -> HttpResponse | None:
-    """None if the caller may read the metrics, else the 401 or 403 that says why not."""
-    if holds_metrics_token(info):
-        return None
+    """None if the caller may read the metrics, else the 401, 403 or 429 that says why not."""
     try:
+        if holds_metrics_token(info):
+            return None
         admit(info, METRICS)
     except APIError as exc:
         if exc.status_code == 401:
+            presented = presented_bearer(info)
+            # A miss counts once: a personal token's was counted by its policy, and so was any
+            # bearer when the chain has a policy that counts them (`serve --bearer-token`).
+            if presented and not presented.startswith(TOKEN_PREFIX) and not counts_bearers(policy_chain()):
+                lockout.failed(info.peer, lockout.bearer_account(presented), "metrics")
             exc.message = ("authentication required: log in as an operator, or send the metrics token as "
                            "`Authorization: Bearer <AGENTSITE_METRICS_TOKEN>`")
         return exc.response()

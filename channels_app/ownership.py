@@ -16,6 +16,7 @@ nothing.
 from __future__ import annotations
 
 from agents.models import Agent
+from channels_app.doors import is_operator
 from channels_app.errors import APIError
 from sessions.models import Reminder, Session
 
@@ -47,7 +48,7 @@ def get_agent(slug: str) -> Agent:
 
 
 def require_owner(session: Session, principal, *, operators: bool = False) -> Session:
-    if not session.is_owned_by(principal) and not (operators and principal.operator):
+    if not session.is_owned_by(principal) and not (operators and is_operator(principal)):
         raise APIError(403, "forbidden", "this session belongs to another principal")
     return session
 
@@ -70,7 +71,7 @@ def check_reader(slug: str, session_id: str, principal) -> str:
     if row is None:
         get_agent(slug)
         raise APIError(404, "session_not_found", f"no session {session_id!r} on agent {slug!r}")
-    if row[:2] != (principal.principal_id, principal.authenticator) and not principal.operator:
+    if row[:2] != (principal.principal_id, principal.authenticator) and not is_operator(principal):
         raise APIError(403, "forbidden", "this session belongs to another principal")
     return row[2]
 
@@ -94,6 +95,6 @@ def get_owned_reminder(slug: str, reminder_id: str, principal, *, operators: boo
     if reminder is None:
         get_agent(slug)
         raise APIError(404, "reminder_not_found", f"no reminder {reminder_id!r} on agent {slug!r}")
-    if reminder.session is None or not (reminder.session.is_owned_by(principal) or (operators and principal.operator)):
+    if reminder.session is None or not (reminder.session.is_owned_by(principal) or (operators and is_operator(principal))):
         raise APIError(403, "forbidden", "this reminder belongs to another principal's session")
     return reminder

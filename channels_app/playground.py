@@ -19,7 +19,7 @@ from django.urls import path
 from agents.mcpauth.stored import with_status
 from agents.models import Agent
 from channels_app.auth import agent_scope
-from channels_app.doors import AGENT, LISTING, admit_page
+from channels_app.doors import AGENT, LISTING, admit_page, error_page, is_operator
 from channels_app.errors import APIError
 from channels_app.experiments_page import ab_page
 from channels_app.ownership import get_owned_session
@@ -34,10 +34,6 @@ from sessions.workspaces import list_files, workspace_size
 def dev_mode(request: HttpRequest) -> dict[str, Any]:
     """Template context: dev mode shows buttons that fire timers by hand."""
     return {"dev_mode": settings.AGENTSITE_DEV}
-
-
-def _refuse(request: HttpRequest, status: int, title: str, detail: str) -> HttpResponse:
-    return render(request, "playground/error.html", {"title": title, "detail": detail, "status": status}, status=status)
 
 
 def _agent(slug: str) -> Agent | None:
@@ -60,12 +56,12 @@ def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
         return principal
     agent = _agent(slug)
     if agent is None or agent.active_deployment is None:
-        return _refuse(request, 404, "No such agent", f"There is no agent {slug!r} on this server.")
+        return error_page(request, 404, "No such agent", f"There is no agent {slug!r} on this server.")
     if session_id := request.GET.get("sessionId"):
         return session_page(request, slug, session_id)
     every = request.GET.get("all") == "1"
-    if every and not principal.operator:
-        return _refuse(request, 403, "Operators only", "Every principal's sessions are listed for operators only "
+    if every and not is_operator(principal):
+        return error_page(request, 403, "Operators only", "Every principal's sessions are listed for operators only "
                                                       "(staff and members of the operators group).")
     # An operator's view, as `GET /<slug>/v1/sessions?all=1`: every session of the agent, whoever
     # started it (a person, a schedule, a channel), with who that was.
@@ -78,7 +74,7 @@ def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "playground/agent.html", {
         "agent": agent, "manifest": manifest, "sessions": sessions, "tools": _tool_rows(manifest),
         "models": agent.active_deployment.models,
-        "channels": _channel_rows(manifest), "every": every, "operator": principal.operator, "principal": principal,
+        "channels": _channel_rows(manifest), "every": every, "operator": is_operator(principal), "principal": principal,
         "oauth_servers": [m for m in with_status(agent, manifest.get("mcp", [])) if m.get("oauth")],
     })
 
@@ -149,10 +145,10 @@ def _owned_session(request: HttpRequest, slug: str, session_id: str) -> tuple[Se
         session = get_owned_session(slug, session_id, principal, operators=True)
     except APIError as exc:
         if exc.status_code == 403:
-            return None, False, _refuse(request, 403, "Not your session", "This session belongs to another principal.")
+            return None, False, error_page(request, 403, "Not your session", "This session belongs to another principal.")
         if exc.error_code == "agent_not_found":
-            return None, False, _refuse(request, 404, "No such agent", f"There is no agent {slug!r} on this server.")
-        return None, False, _refuse(request, 404, "No such session", f"There is no session {session_id!r} on {slug!r}.")
+            return None, False, error_page(request, 404, "No such agent", f"There is no agent {slug!r} on this server.")
+        return None, False, error_page(request, 404, "No such session", f"There is no session {session_id!r} on {slug!r}.")
     return session, principal.oversees(session), None
 
 

@@ -21,18 +21,29 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+# Headers a proxy or a CDN adds to name the client it forwards: from a loopback peer any of
+# them means a proxy on this host, so the caller is not local whatever the peer address says.
+FORWARDING_HEADERS = (
+    "x-forwarded-for", "forwarded", "x-forwarded-host",
+    "x-real-ip", "x-client-ip", "true-client-ip", "cf-connecting-ip", "x-originating-ip",
+    "x-cluster-client-ip", "client-ip", "fastly-client-ip",
+)
+
+log = logging.getLogger(__name__)
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 SCHEMES = {"http": ("http", "ws"), "https": ("https", "wss")}
-# The widest network of proxies taken, by family: a /8 is 16 million IPv4 addresses, a /16 of
-# IPv6 more than any operator's proxies; wider (0.0.0.0/0, ::/0, 2000::/3) is the internet, whose
-# every host could then say who the client was. A private network may be wider (fc00::/7).
-WIDEST_PREFIX = {4: 8, 6: 16}
+# The widest public network of proxies taken, by family: a /16 is 65,536 IPv4 addresses and a
+# /32 of IPv6 an ISP's whole allocation, wider than the ranges hosted load balancers publish;
+# wider (8.0.0.0/8, 2002::/16 which is 6to4 and so all of IPv4, ::/0) is other people's hosts,
+# any of which could then say who the client was. A private network may be wider (10.0.0.0/8).
+WIDEST_PREFIX = {4: 16, 6: 32}
 
 
 @functools.lru_cache(maxsize=8)
@@ -52,7 +63,8 @@ def parse_networks(entries: tuple[str, ...]) -> tuple[Network, ...]:
                 f"AGENTSITE_TRUSTED_PROXIES lists {entry!r}, which covers "
                 f"2^{network.max_prefixlen - network.prefixlen} public addresses: "
                 f"any of them could say who the client was. List your proxies' own addresses or networks "
-                f"(public networks /{widest} or narrower, e.g. 127.0.0.1, 10.0.0.0/8, 203.0.113.0/24)")
+                f"(public networks /{WIDEST_PREFIX[4]} (IPv4) or /{WIDEST_PREFIX[6]} (IPv6) or narrower, "
+                f"e.g. 127.0.0.1, 10.0.0.0/8, 203.0.113.0/24)")
         networks.append(network)
     return tuple(networks)
 
@@ -151,6 +163,8 @@ def rewrite_scope(scope: Mapping[str, Any], networks: Sequence[Network] | None =
     networks = trusted_networks() if networks is None else networks
     peer = (scope.get("client") or ("", 0))[0] or ""
     if not networks or not is_trusted_proxy(peer, networks):  # the common case: nothing to decode
+        if not networks:
+            _unlisted_local_proxy(peer, scope.get("headers", ()))
         return scope
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
     hop = forwarded_hop(peer, headers, networks)
@@ -167,6 +181,26 @@ def rewrite_scope(scope: Mapping[str, Any], networks: Sequence[Network] | None =
         changed["headers"] = [(k, v) for k, v in scope["headers"] if k.lower() != b"host"]
         changed["headers"].append((b"host", hop.host.encode("latin-1")))
     return changed
+
+
+def _unlisted_local_proxy(peer: str, headers: Sequence[tuple[bytes, bytes]]) -> None:
+    """A loopback peer forwarding a client while no proxy is listed: say so, once per process."""
+    if not _loopback(peer) or not any(k.decode("latin-1").lower() in FORWARDING_HEADERS for k, _ in headers):
+        return
+    warn_of_unlisted_proxy()
+
+
+def _loopback(peer: str) -> bool:
+    address = _address(peer)
+    return address is not None and address.is_loopback
+
+
+@functools.cache
+def warn_of_unlisted_proxy() -> None:
+    log.warning("a proxy on this host forwards requests (forwarding headers from a loopback peer) but "
+                "AGENTSITE_TRUSTED_PROXIES is unset, so every client counts as the proxy's address for the "
+                "login lockout and the rate limits: set AGENTSITE_TRUSTED_PROXIES=127.0.0.1,::1 (the proxy's "
+                "address) so the client it names is counted instead")
 
 
 def behind_trusted_proxies(app: Callable) -> Callable:

@@ -29,7 +29,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 
 from channels_app.auth import agent_scope
-from channels_app.bodies import NO_NUL
+from channels_app.bodies import NO_NUL, keep_to_scope
 from channels_app.patterns import END
 from channels_app.tool_operations import add_tool_operations
 from channels_app.responses import ErrorBody, EventEnvelope
@@ -196,7 +196,7 @@ def document_security(result, generator, request, public):
     `load_json` takes it (any JSON without NUL, which pydantic cannot say),
     and the event envelope schema that the NDJSON routes describe in prose;
     then each deployed tool's own operation (`channels_app.tool_operations`: a token scoped to some
-    agents gets theirs only) and the links (`add_links`).
+    agents gets theirs only, and enums naming agents or their models cut to them) and the links (`add_links`).
     """
     requirement = security_requirement()
     for operations in result.get("paths", {}).values():
@@ -214,7 +214,9 @@ def document_security(result, generator, request, public):
     schemas.setdefault("EventEnvelope", EventEnvelope.model_json_schema(mode="serialization"))
     if not requirement:
         result["components"].pop("securitySchemes", None)
-    return add_links(add_tool_operations(result, agent_scope(getattr(request, "user", None))))
+    scope = agent_scope(getattr(request, "user", None))
+    keep_to_scope(schemas, scope)
+    return add_links(add_tool_operations(result, scope))
 
 
 # Any JSON without NUL in its text: what `load_json` takes (tool input).

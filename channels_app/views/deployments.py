@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from agents.discovery.activation import ReleaseError, activate_release, find_agent, find_release
 from agents.models import Agent, Deployment
-from channels_app.doors import Door, Scope
+from channels_app.doors import server_door
 from channels_app.errors import APIError
 from channels_app.pagination import ReleasePages, paginate
 from channels_app.parsers import parse_count
@@ -31,7 +31,7 @@ STATUS = {"agent_not_found": 404, "deployment_not_found": 404, "already_active":
 
 # Operators only; a token scoped to some agents is refused, that agent's too: it was made to talk
 # to those agents, not to change which release serves them.
-RELEASES = Door(operators=True, scope=Scope.REFUSED, what="an agent's releases")
+RELEASES = server_door("an agent's releases")
 
 
 def refused(exc: ReleaseError) -> APIError:

@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from channels_app.doors import Door, Scope
+from channels_app.doors import server_door
 from channels_app.responses import Reply
 from channels_app.schema import refusals
 from sessions.directory import DirectoryEntry, model_directory
@@ -56,7 +56,7 @@ class ModelDirectory(Reply):
 
 class ModelDirectoryView(APIView):
     # Every agent's sessions are counted: a token scoped to some agents is refused it.
-    door = Door(operators=True, scope=Scope.REFUSED, what="the models and their health")
+    door = server_door("the models and their health")
 
     @extend_schema(operation_id="v1_models_list",
                    summary="The models of the active releases and the server's default: configured, reachable "

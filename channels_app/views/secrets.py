@@ -18,7 +18,7 @@ from agents.discovery.activation import ReleaseError, find_agent
 from agents.models import SECRET_NAME, Agent, Secret, secret_name_problem, secret_value_problem
 from channels_app.agent_secrets import SecretInfo, SecretList
 from channels_app.bodies import SecretValue, validate_body
-from channels_app.doors import Door, Scope
+from channels_app.doors import server_door
 from channels_app.errors import APIError
 from channels_app.pagination import SecretPages, paginate
 from channels_app.schema import BODY, list_parameters, refusals
@@ -28,7 +28,7 @@ NAME = OpenApiParameter("name", {"type": "string", "pattern": SECRET_NAME.patter
                                     "not starting with a digit, at most 128 characters)")
 
 
-SECRETS = Door(operators=True, scope=Scope.REFUSED, what="an agent's secrets")
+SECRETS = server_door("an agent's secrets")
 
 
 def operator_agent(request: Request, slug: str) -> Agent:

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from channels_app.auth import LOCAL_PRINCIPAL
+from channels_app.doors import is_operator
 from channels_app.errors import APIError
 from channels_app.bodies import (
     CreateSession, FollowUp, RuntimeOverlay, WorkspaceFile, checked_files, validate_body,
@@ -74,7 +74,7 @@ class SessionCreateView(StartsTurns):
         if body.as_of:
             options["asOf"] = body.as_of
         if body.purpose is not None:
-            if not (request.user == LOCAL_PRINCIPAL or getattr(request.user, "operator", False)):
+            if not is_operator(request.user):
                 raise APIError(403, "purpose_refused", "only operators and the loopback principal may start "
                                                       "sessions with a purpose (eval runs)")
             options["purpose"] = body.purpose
@@ -170,7 +170,7 @@ class SessionListView(APIView):
     )
     def get(self, request: Request, slug: str) -> Response:
         every = parse_flag(request.query_params.get("all"), "all")
-        if every and not request.user.operator:
+        if every and not is_operator(request.user):
             raise APIError(403, "operators_only", "all=1 lists every principal's sessions: only operators "
                                                   "(staff and members of the operators group) may ask for it")
         agent = get_agent(slug)

@@ -1,18 +1,22 @@
 """The dashboard's page in the admin, for operators: staff (who are operators) and members of
 the `operators` group, as everywhere else on this server. The URL conf puts it behind the
-operators' door (`channels_app.doors`, a layer above): anyone else admitted gets 403, someone
-no policy admits is sent to the login page, which brings them back here."""
+operators' door (`channels_app.doors.admitted_page`, a layer above, which this layer cannot
+import): anyone else admitted gets 403, someone no policy admits is sent to the login page,
+which brings them back here. The door leaves the principal it admitted on the request; the view
+refuses (403) a request that carries none, so mounted anywhere without its door it shows nothing."""
 from __future__ import annotations
 
 from typing import Any
 from urllib.parse import quote
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from sessions.dashboard.charts import lines_chart, tokens_chart, turns_chart
 from sessions.dashboard.figures import DEFAULT_WINDOW, WINDOWS, dashboard_figures
+from sessions.principal import Principal
 from sessions.tracing.links import trace_url
 
 def playground_turn_url(agent: str, session_id: str, turn_id: str) -> str:
@@ -26,6 +30,8 @@ def _slowest_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def dashboard(request: HttpRequest) -> HttpResponse:
+    if not isinstance(getattr(request, "principal", None), Principal):
+        raise PermissionDenied("the dashboard is served behind the operators' door only")
     key = request.GET.get("window", DEFAULT_WINDOW)
     window = WINDOWS.get(key) or WINDOWS[DEFAULT_WINDOW]
     figures = dashboard_figures(window)

@@ -103,6 +103,12 @@ def test_production_refuses_a_secret_key_django_calls_weak(key, said):
         production_settings({**PRODUCTION, "AGENTSITE_SECRET_KEY": key})
 
 
+def test_production_refuses_a_metrics_token_short_enough_to_guess():
+    with pytest.raises(ProductionSettingsMissing, match="AGENTSITE_METRICS_TOKEN is 25 characters long, fewer than 32"):
+        production_settings({**PRODUCTION, "AGENTSITE_METRICS_TOKEN": "scraper-secret-0123456789"})
+    assert production_settings({**PRODUCTION, "AGENTSITE_METRICS_TOKEN": "m" + STRONG_KEY[:31]})["DEBUG"] is False
+
+
 def test_production_refuses_allow_all_auth_from_the_environment_and_from_serve(tmp_path):
     by_env = manage(tmp_path, "check", env={**PRODUCTION, "AGENTSITE_AUTH": "allow_all"})
     by_flag = manage(tmp_path, "serve", "--production", "--allow-anonymous", "--no-examples",
@@ -121,6 +127,9 @@ def test_production_refuses_allow_all_auth_from_the_environment_and_from_serve(t
     ("127.0.0.1,0.0.0.0/0", "'0.0.0.0/0', which covers 2^32 public addresses"),
     ("::/0", "'::/0', which covers 2^128 public addresses"),
     ("64.0.0.0/2", "'64.0.0.0/2', which covers 2^30 public addresses"),
+    ("8.0.0.0/8", "'8.0.0.0/8', which covers 2^24 public addresses"),
+    ("2002::/16", "'2002::/16', which covers 2^112 public addresses"),
+    ("2600::/24", "'2600::/24', which covers 2^104 public addresses"),
 ])
 @pytest.mark.parametrize("environment", ["production", "development"])
 def test_check_deploy_refuses_trusted_proxies_that_are_not_proxies(tmp_path, proxies, said, environment):
@@ -133,7 +142,7 @@ def test_check_deploy_refuses_trusted_proxies_that_are_not_proxies(tmp_path, pro
 
 
 @pytest.mark.parametrize("proxies", ["127.0.0.1", "10.0.0.0/8,172.16.0.0/12", "fc00::/7", "203.0.113.0/24",
-                                     "8.0.0.0/8", "2001:db8::/32"])
+                                     "130.176.0.0/16", "2600:9000::/32", "2001:db8::/32"])
 def test_trusted_proxies_of_private_or_proxy_sized_networks_are_taken(proxies):
     assert production_settings({**PRODUCTION, "AGENTSITE_TRUSTED_PROXIES": proxies})["DEBUG"] is False
 

@@ -81,6 +81,16 @@ def test_wrong_passwords_lock_the_address_out_of_that_account_even_for_the_right
     assert log_in(browser(NEIGHBOUR), PASSWORD).status_code == 302
 
 
+@pytest.mark.parametrize("path", ["/accounts/login/", "/admin/login/"])
+def test_the_account_limit_holds_for_a_username_spelled_another_unicode_way(limits, carol, path):
+    attacker = browser()
+    for _ in range(3):  # full-width letters: Django logs in (and counts) as "carol" after NFKC
+        assert log_in(attacker, "guess", username="\uff43\uff41\uff52\uff4f\uff4c", path=path).status_code == 200
+    for spelling in ("carol", "\uff43arol", "CAROL"):
+        assert_locked_out_page(log_in(attacker, PASSWORD, username=spelling, path=path))
+    assert "_auth_user_id" not in attacker.session
+
+
 def test_the_right_password_works_once_the_window_is_over(limits, carol):
     attacker = browser()
     with time_machine.travel(time.time(), tick=True) as clock:
@@ -166,6 +176,13 @@ def test_spraying_tokens_from_one_address_gets_429_everywhere_and_a_neighbour_ge
     # Outside DRF too: the stream, the playground's JSON and the metrics route answer the same 429.
     for path in ("/support/v1/session/ses_x/stream", "/metrics"):
         assert_locked_out_json(sprayed.get(path), "5/5min", "AGENTSITE_AUTH_FAILURES_PER_ADDRESS")
+    # The pages: the playground, the API document's viewer, the dashboard, the A/B page, MCP OAuth.
+    for path in ("/playground/", "/playground/support", "/api/docs/", "/admin/dashboard/",
+                 "/playground/support/abs/brief-replies", "/playground/support/mcp/docs/authorize"):
+        page = sprayed.post(path) if path.endswith("/authorize") else sprayed.get(path)
+        assert page.status_code == 429, path
+        assert 1 <= int(page["Retry-After"]) <= 300, path
+        assert b"Too many attempts" in page.content and b"the right one too" in page.content, path
     # A forwarding header from an untrusted peer names nobody: still the same address.
     spoofed = Client(HTTP_HOST=HOST, REMOTE_ADDR=ATTACKER, HTTP_X_FORWARDED_FOR=NEIGHBOUR,
                      HTTP_AUTHORIZATION=f"Bearer ast_{10:012x}_{'s' * 40}")

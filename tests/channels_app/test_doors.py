@@ -15,7 +15,8 @@ from django.test import Client
 from agents.channels import AuthPolicy
 from agents.discovery import deploy_agent_folder
 from agentsite.asgi import application
-from channels_app.auth import LOCAL_PRINCIPAL, PUBLIC, RequestInfo, authenticate, bearer_auth, channel_chain
+from channels_app.auth import (
+    LOCAL_PRINCIPAL, PUBLIC, RequestInfo, authenticate, bearer_auth, channel_chain, local_dev_strict)
 from sessions.models import PersonalToken
 from sessions.principal import OPERATORS_GROUP
 from tests.conftest import ROOT
@@ -82,6 +83,34 @@ def test_a_bearer_no_policy_verifies_closes_the_loopback_websocket_with_4401(def
     assert async_to_sync(socket_close)(path, host, "127.0.0.1") == (True, None)
     forged = host + [(b"authorization", b"Bearer not-a-token-of-this-server")]
     assert async_to_sync(socket_close)(path, forged, "127.0.0.1") == (True, 4401)
+
+
+@pytest.mark.django_db
+def test_a_bearer_the_next_policy_verifies_passes_an_ambient_policy_before_it(settings, support_agent):
+    settings.AGENTSITE_AUTH_POLICIES = [local_dev_strict(), bearer_auth({"service-token-5521": "deploy-bot"})]
+    service = Client(HTTP_AUTHORIZATION="Bearer service-token-5521", **LOOPBACK)
+
+    created = service.post("/support/v1/session", {"message": "hi"}, content_type="application/json")
+    assert created.status_code == 201, created.content
+    assert authenticate(RequestInfo(peer="127.0.0.1", host="127.0.0.1:8000",
+                                    headers={"authorization": "Bearer service-token-5521"})).principal_id == "deploy-bot"
+    assert Client(HTTP_AUTHORIZATION="Bearer service-token-5520", **LOOPBACK).get("/v1/agents").status_code == 401
+    assert Client(**LOOPBACK).get("/v1/agents").status_code == 200  # no bearer: the loopback caller, as before
+
+
+@pytest.mark.django_db
+def test_the_loopback_caller_who_passes_the_operators_doors_lists_every_principals_sessions(default_chain,
+                                                                                           support_agent, carol):
+    theirs = session_of(Client(HTTP_AUTHORIZATION=f"Bearer {PersonalToken.issue(carol, 'cli')[1]}", **REMOTE))
+    local = Client(**LOOPBACK)
+    assert local.get("/metrics").status_code == 200  # an operators' door
+
+    listed = local.get("/support/v1/sessions?all=1")
+    assert listed.status_code == 200, listed.content
+    assert theirs in listed.content.decode()
+    page = local.get("/playground/support?all=1")
+    assert page.status_code == 200 and theirs in page.content.decode()
+    assert local.get(f"/support/v1/session/{theirs}").status_code == 200
 
 
 @pytest.mark.django_db
@@ -191,6 +220,34 @@ def test_the_api_document_of_a_scoped_token_names_only_its_agents(support_agent,
     support_tools = {t["name"] for t in support_agent.active_deployment.manifest.get("tools", [])}
     tool_names = str(document["paths"]["/{slug}/v1/tools/{tool_name}/call"])
     assert not any(f"'{name}'" in tool_names for name in support_tools - {"ls"})
+
+    # Anywhere in the document, in either form served: no enum, example or text names `support`.
+    scoped = Client(HTTP_AUTHORIZATION=f"Bearer {secret}", **REMOTE)
+    for form in ("json", "yaml"):
+        text = scoped.get(f"/api/schema/?format={form}").content.decode()
+        assert "notes" in text, form
+        assert "support" not in text, form
+
+
+@pytest.mark.django_db
+def test_the_model_enum_of_a_scoped_tokens_document_is_its_agents_models(tmp_path, support_agent, carol):
+    folder = tmp_path / "ledger"
+    shutil.copytree(ROOT / "examples" / "notes", folder)
+    script = folder / "agent" / "agent.py"
+    script.write_text(script.read_text().replace(
+        "agent = Agent(\n", "agent = Agent(\n    models=['scripted:echo', 'openai:gpt-4.1-mini'],\n"))
+    deploy_agent_folder(folder)
+    _, secret = PersonalToken.issue(carol, "bot", agents=["ledger"])
+
+    def model_enums(client: Client) -> set[tuple[str, ...]]:
+        schemas = client.get("/api/schema/?format=json").json()["components"]["schemas"]
+        return {tuple(option.get("enum", ())) for name in ("CreateSession", "FollowUp")
+                for option in schemas[name]["properties"]["model"]["anyOf"] if option.get("type") == "string"}
+
+    unscoped = Client(HTTP_AUTHORIZATION=f"Bearer {PersonalToken.issue(carol, 'cli')[1]}", **REMOTE)
+    assert model_enums(unscoped) == {("scripted:echo",)}  # what every agent may run on
+    assert model_enums(Client(HTTP_AUTHORIZATION=f"Bearer {secret}", **REMOTE)) == {
+        ("openai:gpt-4.1-mini", "scripted:echo")}
 
 
 @pytest.mark.django_db

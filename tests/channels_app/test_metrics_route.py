@@ -122,3 +122,34 @@ def test_an_operators_token_scoped_to_some_agents_does_not_read_every_agents_met
     _, secret = PersonalToken.issue(people.olga.user, "scoped", agents=["support"])
     scoped = Client(HTTP_AUTHORIZATION=f"Bearer {secret}", HTTP_HOST=HOST, REMOTE_ADDR=PEER)
     assert scoped.get("/metrics").status_code == 403
+
+
+def test_guessing_the_metrics_token_locks_the_guesser_out_even_for_the_right_one(db, settings, metrics_token):
+    from agentsite.limits import Rate
+
+    settings.AGENTSITE_AUTH_FAILURES_PER_ACCOUNT = Rate(3, 300, "3/5min")
+    settings.AGENTSITE_AUTH_FAILURES_PER_ADDRESS = Rate(5, 300, "5/5min")
+    guesser = "203.0.113.99"
+    scraper = Client(HTTP_HOST=HOST, REMOTE_ADDR=PEER, HTTP_AUTHORIZATION=f"Bearer {METRICS_TOKEN}")
+    failures = ("agentsite_auth_failures_total", (("surface", "metrics"),))
+    before = samples(scraper.get("/metrics").content).get(failures, 0)
+    for guess in range(5):
+        answer = Client(HTTP_HOST=HOST, REMOTE_ADDR=guesser, HTTP_AUTHORIZATION=f"Bearer guess-{guess}").get("/metrics")
+        assert answer.status_code == 401, guess
+    right = Client(HTTP_HOST=HOST, REMOTE_ADDR=guesser, HTTP_AUTHORIZATION=f"Bearer {METRICS_TOKEN}").get("/metrics")
+    assert right.status_code == 429
+    assert int(right["Retry-After"]) >= 1
+    assert right.json()["error"]["code"] == "too_many_failures"
+    elsewhere = scraper.get("/metrics")
+    assert elsewhere.status_code == 200
+    assert samples(elsewhere.content)[failures] - before == 5
+
+
+def test_in_bearer_mode_a_wrong_metrics_token_counts_once(db, settings, metrics_token):
+    from agentsite.limits import Rate
+
+    settings.AGENTSITE_AUTH_POLICIES = [bearer_auth({"server-token-123": "ci"})]
+    settings.AGENTSITE_AUTH_FAILURES_PER_ACCOUNT = Rate(3, 300, "3/5min")
+    settings.AGENTSITE_AUTH_FAILURES_PER_ADDRESS = Rate(50, 300, "50/5min")
+    guesser = Client(HTTP_HOST=HOST, REMOTE_ADDR="203.0.113.98", HTTP_AUTHORIZATION="Bearer guess-0")
+    assert [guesser.get("/metrics").status_code for _ in range(4)] == [401, 401, 401, 429]

@@ -14,7 +14,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.handlers.asgi import ASGIRequest
 
 from channels_app.auth import RequestInfo, local_dev_strict
-from channels_app.proxies import behind_trusted_proxies, forwarded_hop, parse_networks, rewrite_scope
+from channels_app.proxies import (
+    warn_of_unlisted_proxy, behind_trusted_proxies, forwarded_hop, parse_networks, rewrite_scope)
 
 PROXY = "10.0.0.5"
 FORGED = [(b"x-forwarded-for", b"203.0.113.9"), (b"x-forwarded-proto", b"https"),
@@ -108,3 +109,19 @@ def test_the_asgi_middleware_hands_the_rewritten_scope_on(trusted):
 def test_a_bad_trusted_proxy_entry_is_refused_by_name():
     with pytest.raises(ImproperlyConfigured, match="'nginx.local'"):
         parse_networks(("127.0.0.1", "nginx.local"))
+
+
+def test_a_proxy_on_this_host_left_unlisted_is_said_once_per_process(settings, caplog):
+    settings.AGENTSITE_TRUSTED_PROXIES = []
+    warn_of_unlisted_proxy.cache_clear()
+    with caplog.at_level("WARNING", logger="channels_app.proxies"):
+        rewrite_scope(scope("127.0.0.1", headers=[]))  # loopback, nothing forwarded: nothing to say
+        rewrite_scope(scope("10.0.0.9"))  # a remote peer's headers: not a proxy of this host
+        assert caplog.records == []
+        for _ in range(3):
+            assert rewrite_scope(scope("127.0.0.1"))["client"] == ("127.0.0.1", 51234)
+        rewrite_scope(scope("::1", headers=[(b"x-real-ip", b"203.0.113.9")]))
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1
+    assert "AGENTSITE_TRUSTED_PROXIES is unset" in said[0] and "every client counts as the proxy's address" in said[0]
+    assert "\n" not in said[0]

@@ -10,9 +10,11 @@ from html.parser import HTMLParser
 import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
+from django.urls import path
 
 from sessions.dashboard.charts import nice_ceiling
 from sessions.dashboard.figures import WINDOWS, dashboard_figures, percentile
+from sessions.dashboard.views import dashboard
 from sessions.models import Turn
 from sessions.principal import OPERATORS_GROUP
 from tests.sessions.dashboard_support import RATE_LIMITED, TRACE, comparable, expected, make_turns, turn_id
@@ -205,6 +207,18 @@ def test_members_are_refused_the_owner_of_the_sessions_too_and_an_anonymous_call
     response = Client(HTTP_HOST="agents.example.com", REMOTE_ADDR="10.0.0.5").get(URL, {"window": "1h"})
     assert response.status_code == 302
     assert response["Location"] == "/accounts/login/?next=/admin/dashboard/%3Fwindow%3D1h"
+
+
+# The view mounted without its door, as a URL conf that forgot the wrapper would.
+urlpatterns = [path("bare/dashboard/", dashboard)]
+
+
+@pytest.mark.urls(__name__)
+def test_the_view_without_its_door_shows_nothing_even_to_an_operator():
+    make_turns()
+    for client in (login("mia"), login("olga", operator=True), login("root", superuser=True)):
+        refused = client.get("/bare/dashboard/")
+        assert refused.status_code == 403 and b"data-figure" not in refused.content
 
 
 def test_the_loopback_caller_of_the_embedded_default_sees_it_as_it_reads_the_metrics():
