@@ -30,7 +30,7 @@ from tests.channels_app.access_matrix import CALLERS, FAMILIES, SESSION, Family
 from tests.support import ROOT, Server, backend_env, child_env, free_port, run_server
 
 FERNET_KEY = "7oHTbu0fbxZyP3GDBy6-yn-n_p_1XsYM0J7X5TClHzs="
-METRICS_TOKEN = "scraper-secret-live-0123456789"
+METRICS_TOKEN = "scraper-secret-live-0123456789abcdef"
 
 # The cast in the server's own database: two agents, three people, their tokens (printed as JSON).
 CAST = """
