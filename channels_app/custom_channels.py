@@ -146,7 +146,7 @@ class ChannelRouteView(APIView):
             principal = admit(RequestInfo.from_django(request._request), slug=slug,
                               chain=channel_chain(channel.channel.auth))
         except APIError as exc:
-            response = _refuse(exc.status_code, exc.error_code, exc.message)
+            response = _refuse(exc.status_code, exc.error_code, exc.message, exc.details)
             for name, value in exc.headers.items():
                 response[name] = value
             return response
