@@ -70,7 +70,16 @@ class Site:
 
     def socket_answer(self, path: str, headers: dict[str, str], host: str = "localhost") -> int:
         """200 when the socket opens and replays, else the status its close code (4000 + it) or its
-        refused handshake carries. `host` is the Host it names; it always reaches nginx."""
+        refused handshake carries. `host` is the Host it names; it always reaches nginx.
+
+        A handshake left unanswered for 30 s is asked once more: one such stall was seen in a
+        full-suite run on SQLite and is not yet explained (the answer, when it comes, is checked)."""
+        try:
+            return self._socket_answer(path, headers, host)
+        except TimeoutError:
+            return self._socket_answer(path, headers, host)
+
+    def _socket_answer(self, path: str, headers: dict[str, str], host: str) -> int:
         context = ssl.create_default_context(cafile=str(self.ca))
         sock = socket.create_connection(("127.0.0.1", self.https_port), timeout=30)
         try:
@@ -114,6 +123,7 @@ def site(request, tmp_path_factory) -> Iterator[Site]:
         yield Site(server, public, https_port, ca, tokens, created.json()["sessionId"])
 
 
+@pytest.mark.timeout(300)
 def test_each_caller_gets_the_matrix_answer_from_a_production_server_behind_nginx(site):
     seen, wanted = {}, {}
     with site.client() as client:
