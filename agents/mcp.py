@@ -14,7 +14,7 @@ Its tools reach the model as `<server>__<tool>`, unless `"advertise": false`
 keeps the server for tools alone (`ctx.host.mcp`). `"oauth": true` on a URL
 server takes its bearer token from the OAuth authorization that
 `manage.py mcp oauth SLUG NAME` stores as the agent's secrets.
-Connections themselves live in sessions.mcp.
+Connections themselves live in sessions.mcp.tools.
 """
 from __future__ import annotations
 

@@ -38,13 +38,13 @@ from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 from django.db import connections  # noqa: E402
 
 from sessions.models import Host  # noqa: E402
-from sessions.processes import ensure_host_lease  # noqa: E402
-from sessions.workspacevolume import refuse_unshared_volume  # noqa: E402
+from sessions.plumbing.processes import ensure_host_lease  # noqa: E402
+from sessions.workspaces.volume import refuse_unshared_volume  # noqa: E402
 
 
 def _at_start() -> None:
     """With several hosts, sessions' files must be on one volume they all mount: refuse to serve otherwise.
-    Then hold this host's lease, so other hosts can tell when it is gone (sessions.processes)."""
+    Then hold this host's lease, so other hosts can tell when it is gone (sessions.plumbing.processes)."""
     try:
         if refuse_unshared_volume():
             ensure_host_lease(Host.Kind.WEB)

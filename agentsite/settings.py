@@ -53,7 +53,7 @@ def _env_retention_days(name: str) -> int | None:
 STATE_ROOT = Path(os.environ.get("AGENTSITE_STATE_ROOT", BASE_DIR / ".agentsite")).resolve()
 STATE_ROOT.mkdir(parents=True, exist_ok=True)
 
-# Prometheus metrics (sessions.metrics) are summed over every process of the server by
+# Prometheus metrics (sessions.metrics.families) are summed over every process of the server by
 # prometheus_client's multiprocess mode: each process writes its own files here. The library
 # picks how it stores values when it is first imported, so this is set before anything can
 # import it, in every process that loads these settings (web, qcluster and its forks), and
@@ -234,7 +234,7 @@ else:
     Q_CLUSTER["orm"] = "default"
     # Enqueueing rings the pusher's doorbell, so dispatch is immediate and the
     # poll is only the fallback when a ring is lost.
-    Q_CLUSTER["broker_class"] = "sessions.broker.DoorbellORM"
+    Q_CLUSTER["broker_class"] = "sessions.plumbing.broker.DoorbellORM"
     Q_CLUSTER["poll"] = float(os.environ.get("AGENTSITE_Q_POLL", "0.5"))
 
 LANGUAGE_CODE = "en-us"
@@ -295,14 +295,14 @@ SPECTACULAR_SETTINGS = {
 }
 
 # AGENTSITE_LOG_FORMAT: "text" (default), or "json" for a collector: one object a line, with the
-# ids of the session and turn it is about (sessions.logcontext).
+# ids of the session and turn it is about (sessions.plumbing.logcontext).
 LOG_FORMAT = os.environ.get("AGENTSITE_LOG_FORMAT", "").strip().lower() or "text"
 if LOG_FORMAT not in ("text", "json"):
     raise ImproperlyConfigured(f"AGENTSITE_LOG_FORMAT={LOG_FORMAT!r}: use 'text' (the default) or 'json'")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"json": {"()": "sessions.logcontext.JsonFormatter"}},
+    "formatters": {"json": {"()": "sessions.plumbing.logcontext.JsonFormatter"}},
     # A client's mistakes that Django logs as errors with a traceback: one line at WARNING (channels_app.request_log).
     "filters": {"client_mistakes": {"()": "channels_app.request_log.ClientMistakes"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["client_mistakes"],
@@ -365,7 +365,7 @@ AGENTSITE_RELEASE_MAX_BYTES = int(os.environ.get("AGENTSITE_RELEASE_MAX_BYTES", 
 # requests (agentsite/threads.py); each keeps its database connection between requests.
 AGENTSITE_WEB_THREADS = int(os.environ.get("AGENTSITE_WEB_THREADS", "8"))
 # Run each turn in the process that starts it instead of handing it to a qcluster worker:
-# `manage.py run` and processes with no cluster beside them turn it on (sessions/admission.py).
+# `manage.py run` and processes with no cluster beside them turn it on (sessions/turn/admission.py).
 AGENTSITE_INLINE_TURNS = False
 AGENTSITE_MAX_STEPS = int(os.environ.get("AGENTSITE_MAX_STEPS", "12"))
 # Local runtimes: one directory per session under this folder (deleted with the session).
@@ -378,7 +378,7 @@ AGENTSITE_CHANNEL_DELIVERY_DAYS = int(os.environ.get("AGENTSITE_CHANNEL_DELIVERY
 # How often the recovery sweep looks for channel deliveries that were never enqueued (a process
 # that died between a commit and its enqueue), and prunes old delivery ids: a scan, so seldom.
 AGENTSITE_CHANNEL_RESCAN_SECONDS = float(os.environ.get("AGENTSITE_CHANNEL_RESCAN_SECONDS", "300"))
-# Sessions idle for longer than this many days are deleted by the ticker (sessions/retention.py);
+# Sessions idle for longer than this many days are deleted by the ticker (sessions/retention/sweep.py);
 # None (unset) keeps them. An agent overrides it with Agent(retention_days=N).
 AGENTSITE_RETENTION_DAYS = _env_retention_days("AGENTSITE_RETENTION_DAYS")
 # Per-principal limits (agentsite/limits.py): sessions started and messages sent, as
@@ -408,7 +408,7 @@ AGENTSITE_AGENT_TURN_BUDGET = parse_count("AGENTSITE_AGENT_TURN_BUDGET", os.envi
 AGENTSITE_AGENT_MESSAGE_RATE = parse_per_minute("AGENTSITE_AGENT_MESSAGE_RATE",
                                                 os.environ.get("AGENTSITE_AGENT_MESSAGE_RATE"), DEFAULT_AGENT_MESSAGE_RATE)
 AGENTSITE_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTSITE_MAX_MESSAGE_CHARS", "100000"))
-# Followers of a session share one read of the event table per wake-up (sessions.feeds). In case
+# Followers of a session share one read of the event table per wake-up (sessions.eventlog.feeds). In case
 # a wake-up was lost, a process-wide safety net looks at every followed session's row every
 # AGENTSITE_STREAM_POLL_IDLE seconds; where the transport can drop wake-ups (the channel layer:
 # the embedded default's doorbells are datagrams that a socket buffer full for too long drops), each running

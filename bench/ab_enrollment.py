@@ -5,7 +5,7 @@ It deploys three copies of `examples/support` on a fresh SQLite database in a
 temp state root: `plain` (no experiment), `skipped` (an experiment whose
 `split_if` takes no session: the cost every session of an agent with
 experiments pays) and `enrolled` (an experiment that takes every session by
-hash), then times `sessions.admission.start_session` for each, interleaved in a shuffled order,
+hash), then times `sessions.turn.admission.start_session` for each, interleaved in a shuffled order,
 the turns left queued (no worker runs them), and counts its queries.
 
     .venv/bin/python bench/ab_enrollment.py
@@ -68,7 +68,7 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
 
     from agents.discovery import deploy_agent_folder
-    from sessions.admission import start_session
+    from sessions.turn.admission import start_session
     from sessions.principal import Principal
 
     agents = {name: deploy_agent_folder(folder, slug=name).agent for name, folder in agent_folders(state / "agents").items()}

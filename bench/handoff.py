@@ -83,7 +83,7 @@ def deploy(models: list[str]):
 
 def idle_session(agent, messages: list[dict]):
     """A session bound to the source, idle, holding `messages` (its first turn marked done)."""
-    from sessions.admission import start_session
+    from sessions.turn.admission import start_session
     from sessions.models import Session, Turn
     from sessions.principal import Principal
 

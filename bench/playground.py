@@ -4,7 +4,7 @@
 1. Make a fresh state root (a temp dir), migrate it and deploy
    examples/support, as `serve` does.
 2. Write one session of 2,000 events straight through
-   `sessions.events.append_events` (the one door events go through): 100
+   `sessions.eventlog.events.append_events` (the one door events go through): 100
    turns of 20 events each (user message, reasoning, a tool call and its
    result, seven text deltas, usage), with their Turn and ToolCall rows, owned
    by the loopback principal.
@@ -94,7 +94,7 @@ def build_session(events: int) -> str:
 
     from agents.models import Agent
     from channels_app.auth import LOCAL_PRINCIPAL
-    from sessions.events import append_events
+    from sessions.eventlog.events import append_events
     from sessions.models import Event, Session, ToolCall, Turn
 
     agent = Agent.objects.select_related("active_deployment").get(slug="support")

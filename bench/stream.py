@@ -6,7 +6,7 @@ a fresh state root; `pg` on a throwaway PostgreSQL database and a free Redis
 db number), opens one session, and measures:
 
   replay    a session holding --events events (10,000 by default, written
-            through sessions.events.append_events by bench/stream_writer.py):
+            through sessions.eventlog.events.append_events by bench/stream_writer.py):
             from sending GET .../stream?startIndex=0 to receiving the last
             event's line, --runs times.
   delivery  a stream kept open while stream_writer.py appends --paced events

@@ -5,7 +5,7 @@
                                               # "<index> <unix time just after its commit>"
 
 It runs with the server's settings (DATABASE_URL, REDIS_URL, the state root),
-so its appends go through sessions.events.append_events like a worker's: the
+so its appends go through sessions.eventlog.events.append_events like a worker's: the
 same commit, the same wake-up after it.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ def main() -> int:
     sys.path.insert(0, os.getcwd())  # the project (bench/stream.py runs this with cwd there)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
     django.setup()
-    from sessions.events import append_events
+    from sessions.eventlog.events import append_events
     from sessions.models import EventType
 
     mode, session_id, n = sys.argv[1], sys.argv[2], int(sys.argv[3])

@@ -52,7 +52,7 @@ def writer_main(argv: list[str]) -> int:
     import django
 
     django.setup()
-    from sessions.events import append_events
+    from sessions.eventlog.events import append_events
     from sessions.models import EventType, Session
 
     mode = argv[0]

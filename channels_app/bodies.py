@@ -19,7 +19,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from agents.models import SECRET_MAX_BYTES, Agent
 from channels_app.errors import APIError
 from channels_app.patterns import BASE64, CRON, SENT_PATH, duration_pattern
-from sessions.workspaces import valid_sent_path
+from sessions.workspaces.store import valid_sent_path
 
 
 # Text either database stores: no NUL (what `load_json` refuses, said in the OpenAPI document).

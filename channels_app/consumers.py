@@ -33,9 +33,9 @@ from channels_app.origin import foreign_websocket_origin
 from channels_app.ownership import get_owned_session
 from channels_app.parsers import JSONRefused, load_json, parse_start_index
 from channels_app.ratelimits import MESSAGES, check_rate
-from sessions.admission import AdmissionError, stop_session, submit_message
-from sessions.follow import follow_events
-from sessions.metrics import stream_closed, stream_opened
+from sessions.turn.admission import AdmissionError, stop_session, submit_message
+from sessions.eventlog.follow import follow_events
+from sessions.metrics.families import stream_closed, stream_opened
 
 log = logging.getLogger(__name__)
 

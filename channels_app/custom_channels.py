@@ -39,7 +39,7 @@ from channels_app.doors import admit
 from channels_app.bodies import validate_body
 from channels_app.errors import APIError, error_body, error_response
 from channels_app.responses import ApprovalDecided, SessionLinks
-from sessions.admission import AdmissionError
+from sessions.turn.admission import AdmissionError
 from sessions.custom_channels import ChannelContext, SessionNotFound
 from sessions.principal import Principal
 

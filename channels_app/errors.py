@@ -12,8 +12,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from rest_framework.response import Response
 
 from agents.errors import error_body, error_response
-from sessions.admission import AdmissionError
-from sessions.taskqueue import QueueUnavailable
+from sessions.turn.admission import AdmissionError
+from sessions.plumbing.taskqueue import QueueUnavailable
 
 log = logging.getLogger(__name__)
 

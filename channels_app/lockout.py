@@ -38,7 +38,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from channels_app.errors import APIError
 from channels_app.ratelimits import increment
-from sessions import metrics
+from sessions.metrics import families as metrics
 from sessions.models import hash_token
 from sessions.models.token import TOKEN_PREFIX
 

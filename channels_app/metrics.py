@@ -1,4 +1,4 @@
-"""`GET /metrics`: the server's Prometheus metrics (sessions.metrics), and the count of HTTP requests.
+"""`GET /metrics`: the server's Prometheus metrics (sessions.metrics.families), and the count of HTTP requests.
 
 Readable by operators (staff and the operators group, logged in or with a
 personal token), by the loopback caller of the embedded default, and by a
@@ -7,11 +7,11 @@ digest is compared in constant time after the client's lockout is checked (a mis
 a failed bearer, surface `metrics`). Anyone else: 401 when no one was named, 403 for a
 principal who is not an operator, 429 while the client is locked out.
 
-Each scrape sums the files of every process of the server (`sessions.metrics.SummedFiles`,
+Each scrape sums the files of every process of the server (`sessions.metrics.families.SummedFiles`,
 prometheus_client's `MultiProcessCollector`) and reads the two database gauges, in a
 registry made for the scrape, as multiprocess mode requires; first it drops the live
 gauges of processes that are gone and folds their counters into the archive
-(`sessions.metrics.fold_dead_processes`), so a scrape reads a bounded number of files.
+(`sessions.metrics.families.fold_dead_processes`), so a scrape reads a bounded number of files.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from channels_app import lockout
 from channels_app.auth import RequestInfo, counts_bearers, policy_chain, presented_bearer
 from channels_app.doors import admit, server_door
 from channels_app.errors import APIError, error_response
-from sessions import metrics
+from sessions.metrics import families as metrics
 from sessions.models import hash_token
 from sessions.models.token import TOKEN_PREFIX
 

@@ -13,7 +13,7 @@ from django.utils.decorators import sync_and_async_middleware
 from pydantic.alias_generators import to_camel
 
 from channels_app.errors import error_response
-from sessions.storable import BAD_CHARS, clean_text, text_problem
+from sessions.eventlog.storable import BAD_CHARS, clean_text, text_problem
 
 
 def bad_path_id(kwargs: dict[str, str]) -> tuple[str, str] | None:

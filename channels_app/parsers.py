@@ -4,7 +4,7 @@ Every JSON document from outside goes through `load_json`, which refuses
 what would crash or half-store later instead of failing deep inside a view
 or a turn: nesting past MAX_JSON_DEPTH (the decoder and every recursive walk
 after it would hit Python's recursion limit), non-finite or enormous
-numbers, and text neither database can store (see sessions.storable).
+numbers, and text neither database can store (see sessions.eventlog.storable).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
 from channels_app.errors import APIError
-from sessions.storable import find_problem
+from sessions.eventlog.storable import find_problem
 
 MAX_JSON_DEPTH = 64
 

@@ -1,7 +1,7 @@
 """Regular expressions that let the OpenAPI document say what the server takes.
 
 Each spells, for any regex engine, a check the server runs in code: a
-duration within range (`sessions.reminders.parse_duration`), a cron
+duration within range (`sessions.timers.reminders.parse_duration`), a cron
 expression that fires (`agents.schedules.cron_problem`, as a subset: croniter
 reads more), base64 that decodes (`base64.b64decode(..., validate=True)`)
 and a workspace path that stays inside (`agents.filesystems.split_path`).

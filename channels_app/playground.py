@@ -24,11 +24,11 @@ from channels_app.errors import APIError
 from channels_app.experiments_page import ab_page
 from channels_app.ownership import get_owned_session
 from channels_app.responses import artifact_path
-from sessions.evalcapture import case_file_text, case_id_for
+from sessions.evals.capture import case_file_text, case_id_for
 from sessions.models import Artifact, Event, EventType, Reminder, Session
 from sessions.tracing.links import trace_url
-from sessions.trajectory import fold_turn_outcome
-from sessions.workspaces import list_files, workspace_size
+from sessions.eventlog.trajectory import fold_turn_outcome
+from sessions.workspaces.store import list_files, workspace_size
 
 
 def dev_mode(request: HttpRequest) -> dict[str, Any]:
@@ -282,7 +282,7 @@ def trace_page(request: HttpRequest, slug: str, session_id: str) -> HttpResponse
 
 
 def eval_case_download(request: HttpRequest, slug: str, session_id: str) -> HttpResponse:
-    """The session as an eval case file (`sessions.evalcapture`), downloaded: for its owner and operators."""
+    """The session as an eval case file (`sessions.evals.capture`), downloaded: for its owner and operators."""
     session, _, refusal = _owned_session(request, slug, session_id)
     if refusal:
         return refusal

@@ -19,7 +19,7 @@ from django.core.cache.backends.db import DatabaseCache
 from django.db import router, transaction
 
 from channels_app.errors import APIError
-from sessions.pglocks import lock_for_transaction
+from sessions.plumbing.pglocks import lock_for_transaction
 
 SESSIONS = "sessions"
 MESSAGES = "messages"

@@ -1,4 +1,4 @@
-"""The session a request is about, on the web process's log lines (sessions.logcontext),
+"""The session a request is about, on the web process's log lines (sessions.plumbing.logcontext),
 and a client's mistakes logged as one line.
 
 Read off the path (`/<slug>/v1/session/<id>/…`) rather than the resolved
@@ -16,7 +16,7 @@ from asgiref.sync import iscoroutinefunction
 from django.http import HttpRequest
 from django.utils.decorators import sync_and_async_middleware
 
-from sessions.logcontext import about
+from sessions.plumbing.logcontext import about
 
 SESSION_IN_PATH = re.compile(r"/v1/session/(ses_[0-9a-f]{1,64})(?:/|$)")
 

@@ -16,7 +16,8 @@ from opentelemetry import trace
 from opentelemetry.semconv.attributes import http_attributes
 
 from channels_app.metrics import route_of
-from sessions import logcontext, tracing
+from sessions import tracing
+from sessions.plumbing import logcontext
 
 # Django's converters, `<slug:slug>`, as OpenTelemetry writes a route's parameters: `{slug}`.
 CONVERTER = re.compile(r"<(?:\w+:)?(\w+)>")

@@ -17,7 +17,7 @@ from rest_framework import renderers
 
 from agents.models import Deployment
 from channels_app.described import JSONObject, JSONValue, PrincipalDescription, SessionOptions, TurnTimings, Usage
-from sessions.direct import Finished, Parked
+from sessions.direct.calls import Finished, Parked
 from sessions.models import Artifact as ArtifactRow, PersonalToken, Reminder as ReminderRow, Session, ToolCall, Turn
 
 

@@ -2,7 +2,7 @@
 events as the answer of the request that started it (`turn_stream`).
 
 Only the translation: access is checked as everywhere (channels_app.ownership),
-and the replay-then-follow of the log is sessions.follow's.
+and the replay-then-follow of the log is sessions.eventlog.follow's.
 """
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from channels_app.doors import admit
 from channels_app.errors import APIError, error_response
 from channels_app.ownership import check_reader
 from channels_app.parsers import parse_start_index
-from sessions.events import TERMINAL_TYPES, Line
-from sessions.follow import follow_events
-from sessions.metrics import stream_closed, stream_opened
+from sessions.eventlog.events import TERMINAL_TYPES, Line
+from sessions.eventlog.follow import follow_events
+from sessions.metrics.families import stream_closed, stream_opened
 from sessions.models import Event, EventType, Session, Turn
 
 

@@ -13,11 +13,12 @@ class SessionsConfig(AppConfig):
         from django_q.signals import post_spawn
 
         from agents.signals import deployment_activated
-        from sessions import ticker, tracing
+        from sessions import tracing
+        from sessions.timers import ticker
         from sessions.receivers import sync_deployed_experiments, sync_deployed_schedules
-        from sessions.recovery import sweep_and_report
-        from sessions.retention import retention_tick
-        from sessions.timers import tick
+        from sessions.turn.recovery import sweep_and_report
+        from sessions.retention.sweep import retention_tick
+        from sessions.timers.schedules import tick
 
         # The ticker's jobs, in order: end lost turns first, then fire due timers, then (hourly) retention.
         ticker.add_job("recovery sweep", sweep_and_report)

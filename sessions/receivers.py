@@ -6,7 +6,7 @@ from typing import Any
 from agents.discovery import LoadedAgent
 from agents.models import Agent
 from sessions.models import Experiment
-from sessions.timers import sync_schedules
+from sessions.timers.schedules import sync_schedules
 
 
 def sync_deployed_schedules(sender: Any, *, agent: Agent, loaded: LoadedAgent, **kwargs: Any) -> None:

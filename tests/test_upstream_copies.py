@@ -26,11 +26,11 @@ def test_djangos_pool_property_is_the_one_agentsite_postgresql_copies():
 
 
 UPSTREAM_BROKER = {
-    # Replaced by sessions.broker.DoorbellORM (its statements in sessions.sql.queue).
+    # Replaced by sessions.plumbing.broker.DoorbellORM (its statements in sessions.sql.queue).
     "enqueue": "fed90e1fc44623221aa2fc010971aa1837b6574defcab15c8481e73a9196c6d0",
     "dequeue": "c4e346b7cb21e6fff155cf553e12bd72fcb56064c468dc956590269796d93b01",
     "delete": "867185f49ad65c96d80dd03bcce4b36a047a26dbe53609d42f310648eab85a35",
-    # Repeated by sessions.broker._connection (drop stale connections outside a transaction).
+    # Repeated by sessions.plumbing.broker._connection (drop stale connections outside a transaction).
     "get_connection": "c9080441f31faf9bdb2f1486af2d5fab3b04c1076a942e61135e005ae4ce394a",
     # Kept from upstream: they must still go through `delete`.
     "acknowledge": "07326e1f1e551db995c7e02ba9b8f4ac667d8017b9b39f69d0f0fce3750fd697",
@@ -41,5 +41,5 @@ UPSTREAM_BROKER = {
 def test_django_q2s_orm_broker_is_the_one_sessions_broker_forks():
     changed = [name for name, digest in UPSTREAM_BROKER.items() if _digest(getattr(ORM, name)) != digest]
     assert changed == [], (
-        f"django-q2's ORM broker changed {changed}: sessions/broker.py (DoorbellORM) and sessions/sql/queue.py "
+        f"django-q2's ORM broker changed {changed}: sessions/plumbing/broker.py (DoorbellORM) and sessions/sql/queue.py "
         "fork its enqueue, dequeue and delete; re-check the rows, the lock conditions and the claim against it")

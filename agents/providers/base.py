@@ -82,7 +82,7 @@ class ProviderError(Exception):
 
 
 # Codes of a call that failed for the provider's reasons, not the request's: another provider may
-# answer the same request (sessions.runner falls over to an agent's declared fallback on these).
+# answer the same request (sessions.turn.runner falls over to an agent's declared fallback on these).
 RETRYABLE_CODES = frozenset({"rate_limited", "overloaded", "server_error", "timeout", "connection_error"})
 # An error's `type` in the body (also how Anthropic reports a failure in the middle of a stream).
 BODY_CODES = {"rate_limit_error": "rate_limited", "overloaded_error": "overloaded", "api_error": "server_error",

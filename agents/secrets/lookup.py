@@ -10,7 +10,7 @@ changed meanwhile counts from the next turn or request: no restart.
 
 The scope is a context variable, so it follows the code into tool threads
 (they run in a copy of the caller's context) and into MCP calls
-(sessions.loopthread.submit carries it). This module needs no Django: agent
+(sessions.plumbing.loopthread.submit carries it). This module needs no Django: agent
 code imported by `agents.agent_tool` outside the server reaches it.
 """
 from __future__ import annotations

@@ -4,6 +4,6 @@
 `filesystems` (the duck-typed protocol, tool inputs, path checks), `memoryfs`,
 `unionfs`, `localfs` (a contained host directory), `shell` (the time-limited
 process-group runner of a local workspace), `host_files` (the agent's file
-store as a filesystem), `tools` (one `Tool` per verb). `sessions.workspaces`
+store as a filesystem), `tools` (one `Tool` per verb). `sessions.workspaces.store`
 builds and removes each session's workspace from these.
 """

@@ -25,7 +25,7 @@ from channels_app.responses import AgentHealth, AgentList, AgentSummary, Deploym
 from channels_app.schema import list_parameters, refusals
 from sessions.instants import iso_z
 from sessions.models import Schedule
-from sessions.toolset import toolset
+from sessions.turn.toolset import toolset
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from channels_app.doors import server_door
 from channels_app.responses import Reply
 from channels_app.schema import refusals
-from sessions.directory import DirectoryEntry, model_directory
+from sessions.handoff.directory import DirectoryEntry, model_directory
 
 
 class ModelEntry(Reply):

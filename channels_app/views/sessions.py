@@ -26,9 +26,9 @@ from channels_app.schema import (
     ALL_SESSIONS, BODY, EVENTS_PARAMETERS, NDJSON_EVENTS, RETRY_AFTER, SESSION, list_parameters, refusals,
 )
 from channels_app.stream import follow_up_start, streamed_form, turn_stream
-from sessions.admission import start_session, stop_session, submit_message
-from sessions.deletion import delete_session
-from sessions.events import read_lines
+from sessions.turn.admission import start_session, stop_session, submit_message
+from sessions.retention.deletion import delete_session
+from sessions.eventlog.events import read_lines
 from sessions.models import Session, Turn
 
 

@@ -14,7 +14,7 @@ from channels_app.pagination import ArmedReminderPages, ReminderPages, paginate
 from channels_app.responses import Reminder, ReminderList, ScheduleFired
 from channels_app.schema import BODY, SESSION, list_parameters, refusals
 from sessions.models import Reminder as ReminderRow, Schedule, Session
-from sessions.timers import TimerError, cancel_reminder, create_reminder, fire_reminder_now, fire_schedule_now
+from sessions.timers.schedules import TimerError, cancel_reminder, create_reminder, fire_reminder_now, fire_schedule_now
 
 
 class SessionRemindersView(APIView):

@@ -11,8 +11,8 @@ from channels_app.ownership import get_agent, get_owned_session
 from channels_app.pagination import ApprovalPages, paginate
 from channels_app.responses import Approval, ApprovalList, ParkedToolCall, ToolResult
 from channels_app.schema import BODY, SESSION, list_parameters, refusals
-from sessions.approvals import pending_approvals, resolve_approval
-from sessions.direct import Parked, run_call
+from sessions.turn.approvals import pending_approvals, resolve_approval
+from sessions.direct.calls import Parked, run_call
 
 
 class ApprovalListView(APIView):

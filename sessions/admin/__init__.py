@@ -17,16 +17,16 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import content_disposition_header
 
 from sessions.principal import Principal
-from sessions.admission import stop_session, stop_turn
-from sessions.deletion import delete_session
-from sessions.events import describe_act
-from sessions.approvals import resolve_approval
+from sessions.turn.admission import stop_session, stop_turn
+from sessions.retention.deletion import delete_session
+from sessions.eventlog.events import describe_act
+from sessions.turn.approvals import resolve_approval
 from sessions.instants import iso_z
 from sessions.models import (
     Artifact, Event, EventType, HostFile, KVEntry, PersonalToken, Reminder, Schedule, Session, ToolCall, Turn,
 )
-from sessions.timers import cancel_reminder
-from sessions.workspaces import workspace_size
+from sessions.timers.schedules import cancel_reminder
+from sessions.workspaces.store import workspace_size
 
 
 # A session's history is shown as plain tables of its latest rows, not as

@@ -13,7 +13,7 @@ of two deliveries racing with a new key one inserts the session and the
 other's insert fails and becomes a follow-up on it.
 
 Delivery of events to the events map (`deliver_channel_events`, a django-q2
-task enqueued after commit by sessions.channel_delivery): one delivery at a
+task enqueued after commit by sessions.eventlog.channel_delivery): one delivery at a
 time per session, under a lease on the session row; it calls the handlers in
 index order and moves `channel_cursor` past each event it handed over. If its
 worker dies, the lease lapses and the recovery sweep enqueues a new delivery,

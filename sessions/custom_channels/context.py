@@ -31,8 +31,9 @@ from agents.channels import LoadedChannel
 from agents.discovery import load_deployment
 from agents.models import Agent
 from agents.definitions import SessionInfo
-from sessions import approvals, direct
-from sessions.admission import AdmissionError, start_session, stop_session, submit_message
+from sessions.direct import calls as direct
+from sessions.turn import approvals
+from sessions.turn.admission import AdmissionError, start_session, stop_session, submit_message
 from sessions.custom_channels.state import (
     ChannelError,
     ChannelState,
@@ -42,11 +43,11 @@ from sessions.custom_channels.state import (
     key_hash,
     owned_key_hash,
 )
-from sessions.events import append_events
+from sessions.eventlog.events import append_events
 from sessions.host import Host
 from sessions.models import ChannelDelivery, EventType, Session, ToolCall, Turn
 from sessions.principal import Principal
-from sessions.taskqueue import enqueue
+from sessions.plumbing.taskqueue import enqueue
 
 # The django-q2 task of `wait_until` (a dotted path: queued tasks outlive a deploy).
 BACKGROUND_TASK = "sessions.custom_channels.run_in_background"

@@ -22,10 +22,10 @@ from django.utils import timezone
 from agents.channels import LoadedChannel
 from agents.discovery import load_deployment
 from agents.secrets.store import acting_for
-from sessions.channel_delivery import enqueue_delivery
+from sessions.eventlog.channel_delivery import enqueue_delivery
 from sessions.custom_channels.context import ChannelContext
 from sessions.custom_channels.state import ChannelHandle
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.messaging.limits import descent
 from sessions.models import ChannelDelivery, Event, Session
 from sessions.principal import Principal

@@ -34,14 +34,15 @@ from agents.discovery import load_deployment
 from agents.providers import get_provider, parse_model_id
 from agents.providers.base import ModelRequest, ProviderError, ToolSpec, params_for
 from agents.secrets.store import acting_for
-from sessions import lifecycle, tracing
-from sessions.admission import AdmissionError
-from sessions.events import operator_acted
+from sessions import tracing
+from sessions.turn import lifecycle
+from sessions.turn.admission import AdmissionError
+from sessions.eventlog.events import operator_acted
 from sessions.experiments.enrollment import overrides
 from sessions.handoff.review import review
 from sessions.handoff.transcript import materialize
 from sessions.models import EventType, Handoff, Session, Turn
-from sessions.processes import process_id
+from sessions.plumbing.processes import process_id
 
 if TYPE_CHECKING:
     from sessions.principal import Principal

@@ -16,7 +16,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from sessions.events import append_events
+from sessions.eventlog.events import append_events
 from sessions.host.checks import HostError, check_name, check_text, content_bytes, content_type_for, limit, sha256
 from sessions.models import Artifact, EventType, Session
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
-from sessions.storable import find_problem, text_problem
+from sessions.eventlog.storable import find_problem, text_problem
 
 # C0 controls and DEL: never part of a path or a name (NUL also breaks PostgreSQL).
 CONTROL = re.compile("[\x00-\x1f\x7f]")

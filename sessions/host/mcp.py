@@ -6,7 +6,7 @@
 Every server the agent declares is reachable this way; one declared
 `"advertise": false` (`mcp_stdio(..., advertise=False)`) is reachable only
 this way, since the model is never offered its tools. A call goes through
-the process's connection to the server (sessions.mcp), with the agent's
+the process's connection to the server (sessions.mcp.tools), with the agent's
 credentials (its secrets, then the environment, in any context: a reminder's
 or a schedule's too) and the release's allowed domains, like the model's calls.
 
@@ -39,7 +39,7 @@ from agents.discovery import LoadedAgent, load_deployment
 from agents.mcp import McpApprovalRequired, McpNotFound, McpServer, McpUnavailable
 from agents.secrets.store import acting_for
 from sessions.host.providers import bound_release
-from sessions.mcp import hub, refused_by_domains
+from sessions.mcp.tools import hub, refused_by_domains
 from sessions.models import Session, ToolCall
 
 DRY_RUN_NOTE = "Operation acknowledged (dry run: the MCP tool was not called)."

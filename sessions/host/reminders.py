@@ -2,7 +2,7 @@
 
 A reminder wakes its chat session with a prompt, or calls a Python handler
 (the run form) that lives only in the memory of the process that created it
-(`_handlers`). Firing them is sessions.reminders, which builds the handler's
+(`_handlers`). Firing them is sessions.timers.reminders, which builds the handler's
 context on top of `ctx.host`; this module never fires, so `sessions.host`
 imports it and the firing imports `sessions.host`, never the other way.
 
@@ -21,12 +21,12 @@ from typing import Any, Callable
 from django.utils import timezone
 
 from agents.schedules import cron_problem, next_after
-from sessions.events import act_on
+from sessions.eventlog.events import act_on
 from sessions.messaging.limits import descent
 from sessions.models import Reminder, Session
 from sessions.principal import Principal
-from sessions.processes import process_id as owner_id
-from sessions.ticker import ensure_ticker
+from sessions.plumbing.processes import process_id as owner_id
+from sessions.timers.ticker import ensure_ticker
 
 # ASCII only: \d would also take '١' (Arabic-Indic one), which int() reads as 1.
 DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$", re.ASCII)

@@ -20,12 +20,12 @@ from django.db import IntegrityError, transaction
 
 from agents.discovery import load_deployment
 from agents.models import Agent
-from sessions.admission import AdmissionError, start_session, submit_message
+from sessions.turn.admission import AdmissionError, start_session, submit_message
 from sessions.messaging.limits import (
     MessageRefused, budget_lock, check_budget, check_hops, check_rate, check_sent, next_hops, root_of,
 )
 from sessions.models import AgentMessage, Session, Turn
-from sessions.pglocks import lock_for_transaction
+from sessions.plumbing.pglocks import lock_for_transaction
 from sessions.principal import Principal
 
 CHANNEL = "agent"
@@ -81,7 +81,7 @@ def send(sender: Session, sender_agent: str, turn_id: str, target_slug: str, tex
         check_sent(sender.id)
         if recipient is not None:
             # Parallel calls between the same two sessions count one after another, so they cannot all pass
-            # the rate. Taken first in the transaction, before admission's locks (sessions.lifecycle's order).
+            # the rate. Taken first in the transaction, before admission's locks (sessions.turn.lifecycle's order).
             lock_for_transaction(conversation_lock(sender.id, recipient.id))
             check_rate(sender.id, recipient.id)
         else:

@@ -3,7 +3,7 @@
 Each model owns its state machine: every transition is a method doing a
 conditional update (`filter(<expected state>).update(<new state>)`) that
 returns whether it won, so racing processes never both make the same move.
-`sessions.lifecycle` composes them into the turn lifecycle.
+`sessions.turn.lifecycle` composes them into the turn lifecycle.
 """
 from sessions.models.channel import ChannelBinding
 from sessions.models.event import Event, EventType

@@ -21,7 +21,7 @@ class EventType(StrEnum):
     # (AGENTSITE_MAX_RUNNING_TURNS): {waitingFor: "running_turns_cap", runningTurnsCap: N}.
     TURN_QUEUED = "turn.queued"
     TURN_STARTED = "turn.started"
-    # {usage, durationMs, timings} and {error, code, usage, durationMs?, timings} (sessions.timings).
+    # {usage, durationMs, timings} and {error, code, usage, durationMs?, timings} (sessions.turn.timings).
     TURN_COMPLETED = "turn.completed"
     TURN_FAILED = "turn.failed"
     STEP_STARTED = "step.started"
@@ -37,7 +37,7 @@ class EventType(StrEnum):
     SUBAGENT_CALLED = "subagent.called"
     SUBAGENT_COMPLETED = "subagent.completed"
     # A model call failed for the provider's reasons and the same step went to the agent's next
-    # declared fallback: {from, to, reason (the error's code), error, step} (sessions.runner).
+    # declared fallback: {from, to, reason (the error's code), error, step} (sessions.turn.runner).
     MODEL_FALLBACK = "model.fallback"
     # An operator approved, denied, stopped (a session or one turn) or cancelled a reminder of someone
     # else's session: {operator, action, callId?, turnId?, reminderId?}.

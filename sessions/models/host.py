@@ -1,6 +1,6 @@
 """The hosts running web and worker processes, each holding a lease its processes renew.
 
-Processes name what they hold `host:pid` (sessions.processes). A process can
+Processes name what they hold `host:pid` (sessions.plumbing.processes). A process can
 tell whether a holder on its own host is alive, not one on another host: for
 that, every long-running process renews its host's lease, and a host whose
 every lease lapsed is lost, so the turns, calls and handlers its processes held

@@ -1,7 +1,7 @@
 """Session and Turn: a conversation and one run of its model loop.
 
 The transitions of both are methods doing conditional updates; only
-`sessions.lifecycle` calls the ones that move `Session.active_turn`.
+`sessions.turn.lifecycle` calls the ones that move `Session.active_turn`.
 """
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ class Session(ChannelBinding):
     model = models.CharField(max_length=200, blank=True)
     # {experiment name: variant id}: the A/B variants it was enrolled in when created (sessions.experiments).
     ab_variants = models.JSONField(default=dict, blank=True)
-    # The one turn allowed to run (the session's execution lock); moved only by sessions.lifecycle.
+    # The one turn allowed to run (the session's execution lock); moved only by sessions.turn.lifecycle.
     active_turn = models.ForeignKey("Turn", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -211,7 +211,7 @@ class Session(ChannelBinding):
             logging.getLogger(__name__).exception("cannot load the hooks of %s", self.deployment_id)
             return []
 
-    # -- the execution lock (called by sessions.lifecycle only) ----------------
+    # -- the execution lock (called by sessions.turn.lifecycle only) ----------------
     @staticmethod
     def take_lock(session_id: str, turn_id: str, status: str | None = None) -> bool:
         """No active turn → `turn_id`; True only for the one caller whose update won."""
@@ -322,7 +322,7 @@ class Turn(models.Model):
     origin = models.JSONField(default=dict, blank=True)
     # Files sent with the message ({path, content, encoding}), written into the workspace when the turn starts.
     workspace_files = models.JSONField(default=list, blank=True)
-    # Where the ended turn's time went (sessions.timings), written with its end; null until then.
+    # Where the ended turn's time went (sessions.turn.timings), written with its end; null until then.
     timings = models.JSONField(null=True, blank=True)
     # The trace the turn belongs to (hex, blank when tracing is off) and the W3C traceparent
     # of the request that admitted it: the worker's turn span continues that trace.

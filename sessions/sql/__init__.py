@@ -17,7 +17,7 @@ models' transitions; it imports no model, since the models import it),
 `events` (the event log's counter, inserts and reads), `feeds` (the shared
 feeds' read of many followed sessions at once), `turns` (a worker's
 reads of its turn and session), `queue` (the ORM broker's task queue).
-`pg_notify` stays in sessions.pgnotify: it writes no row, so it has no twin.
+`pg_notify` stays in sessions.eventlog.pgnotify: it writes no row, so it has no twin.
 """
 from __future__ import annotations
 

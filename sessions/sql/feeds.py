@@ -1,4 +1,4 @@
-"""The shared feeds' read: the new events of many sessions in one statement (sessions.feeds).
+"""The shared feeds' read: the new events of many sessions in one statement (sessions.eventlog.feeds).
 
 One web process follows many sessions; when several of them are woken
 together, one query reads all of them instead of one query each.

@@ -1,4 +1,4 @@
-"""The task queue's statements (django-q2's `OrmQ` table), for sessions.broker.DoorbellORM.
+"""The task queue's statements (django-q2's `OrmQ` table), for sessions.plumbing.broker.DoorbellORM.
 
 The same rows and conditions as django-q2's stock ORM broker; written out
 because its query building, and `QuerySet.delete()`'s collector above all,

@@ -8,10 +8,10 @@ import pytest
 from agents.discovery import AgentFolderError, deploy_release, load_agent_folder
 from agents.integrations.outbound import DomainError, OutboundClient, OutboundRefused, check_allowed_domains
 from agents.integrations.outbound import guard
-from sessions.admission import AdmissionError
-from sessions.direct import call_tool
+from sessions.turn.admission import AdmissionError
+from sessions.direct.calls import call_tool
 from sessions.host import Host
-from sessions.mcp import hub, mcp_tools
+from sessions.mcp.tools import hub, mcp_tools
 from tests.agents.integrations.fakeapi import Answer, FakeAPI
 
 

@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 
 from agents.discovery import deploy_agent_folder
 from agents.scaffold import TEMPLATES
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import KVEntry
 
 transactional = pytest.mark.django_db(transaction=True)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from agents.discovery import AgentFolderError, deploy_agent_folder, load_agent_folder
-from sessions.engine import TurnRunner
-from sessions.events import read_events
+from sessions.turn.engine import TurnRunner
+from sessions.eventlog.events import read_events
 from sessions.models import Turn
 
 transactional = pytest.mark.django_db(transaction=True)

@@ -20,7 +20,7 @@ django.setup()
 from django.core.management import call_command
 from django.db import connection, transaction
 from agents.discovery import deploy_agent_folder
-from sessions.events import append_event
+from sessions.eventlog.events import append_event
 from sessions.models import Event, Session
 
 call_command("migrate", verbosity=0)

@@ -19,7 +19,7 @@ import httpx
 import psutil
 import pytest
 
-from sessions.doorbell import bell_dir_for
+from sessions.eventlog.doorbell import bell_dir_for
 from tests.agentsite.test_serve import alive
 from tests.sessions.test_live_stream import is_type, postgres_database, read_ndjson, redis_database
 from tests.support import ROOT, Server, child_env, run_server

@@ -27,7 +27,7 @@ SWEEP = "---\ncron: \"0 3 * * *\"\ntitle: Nightly sweep\n---\nSweep the order qu
 SETUP = f"""
 from django.contrib.auth.models import Group, User
 from sessions.models import PersonalToken, Schedule
-from sessions.timers import fire_schedule_now
+from sessions.timers.schedules import fire_schedule_now
 operators = Group.objects.get_or_create(name="operators")[0]
 for name in ("olga", "mia", "max"):
     User.objects.create_user(name, password={PASSWORD!r})

@@ -10,8 +10,8 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 
 from agents.models import Agent
-from sessions.admission import start_session
-from sessions.events import read_events
+from sessions.turn.admission import start_session
+from sessions.eventlog.events import read_events
 from sessions.models import PersonalToken
 from sessions.principal import OPERATORS_GROUP, Principal
 

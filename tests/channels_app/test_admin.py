@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 from django.test import Client
 
-from sessions.engine import run_turn
+from sessions.turn.engine import run_turn
 from sessions.models import Event, Session, ToolCall, Turn
 
 transactional = pytest.mark.django_db(transaction=True)
@@ -139,7 +139,7 @@ def test_links_reach_objects_whose_ids_hold_what_the_admin_unquotes(operator, lo
 def test_a_long_sessions_change_page_shows_its_latest_history_and_links_to_all(operator, busy_session):
     """Thousands of events must not make the page slow: it shows the latest and links to the rest."""
     from sessions.admin import LATEST_EVENTS
-    from sessions.events import append_events
+    from sessions.eventlog.events import append_events
 
     append_events(busy_session, [("test.filler", {"n": n}) for n in range(LATEST_EVENTS + 20)])
     total = Event.objects.filter(session_id=busy_session).count()

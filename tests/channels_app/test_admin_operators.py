@@ -9,9 +9,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from sessions.events import describe_act
+from sessions.eventlog.events import describe_act
 from sessions.models import Reminder, Session, Turn
-from sessions.timers import create_reminder
+from sessions.timers.schedules import create_reminder
 from tests.channels_app.roles_support import acted
 from tests.channels_app.test_admin import action, messages_of, start
 

@@ -9,9 +9,9 @@ from django.test import Client
 
 from agents.channels import Channel, channel_problems
 from agents.discovery import deploy_agent_folder
-from sessions.admission import start_session
+from sessions.turn.admission import start_session
 from sessions.custom_channels import ChannelContext, ChannelError, SessionNotFound, key_hash
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import PersonalToken, Session
 from sessions.principal import Principal
 from tests.channels_app.roles_support import HOST, PEER, anonymous, people  # noqa: F401 (fixture)

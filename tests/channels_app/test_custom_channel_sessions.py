@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from channels_app import custom_channels
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import Session
 from tests.channels_app.test_custom_channels import (  # noqa: F401 (fixtures)
     LOCAL,
@@ -47,7 +47,7 @@ def test_the_same_continuation_key_reaches_the_same_session(server_default, lab,
 
 @transactional
 def test_send_writes_workspace_files_into_the_sessions_workspace(server_default, lab, sync_turns):
-    from sessions.workspaces import list_files
+    from sessions.workspaces.store import list_files
 
     sid = post(Client(**LOCAL), "/lab/v1/channels/lab/start", {"text": "with a file"}).json()["sessionId"]
 
@@ -102,7 +102,7 @@ def test_a_delivery_whose_worker_died_is_taken_up_by_the_recovery_sweep(server_d
 
     from django.utils import timezone
 
-    from sessions.recovery import sweep
+    from sessions.turn.recovery import sweep
 
     started = post(Client(**LOCAL), "/lab/v1/channels/lab/start", {"text": "again", "key": "k4"}).json()
     sid = started["sessionId"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from agents.discovery import deploy_agent_folder
-from sessions.admission import start_session
+from sessions.turn.admission import start_session
 from sessions.models import Experiment
 from sessions.principal import Principal
 from tests.channels_app.roles_support import anonymous, person

@@ -17,7 +17,7 @@ from django.core.management import call_command
 from asgiref.sync import async_to_sync
 
 from agents.discovery import deploy_agent_folder
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import Session, Turn
 from tests.channels_app.roles_support import (  # noqa: F401 (people is a fixture)
     CHANNEL, HOST, PEER, SCHEDULE, People, anonymous, people, start_for,

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from agents.schedules import cron_problem
 from channels_app.patterns import BASE64, CRON, SENT_PATH, duration_pattern, up_to
-from sessions.reminders import TimerError, parse_duration
-from sessions.workspaces import valid_sent_path
+from sessions.timers.reminders import TimerError, parse_duration
+from sessions.workspaces.store import valid_sent_path
 
 SOME = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 

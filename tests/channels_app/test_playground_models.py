@@ -9,7 +9,7 @@ import pytest
 
 from agents.discovery import deploy_agent_folder
 from agents.models import Agent
-from sessions.admission import start_session
+from sessions.turn.admission import start_session
 from sessions.principal import Principal
 from tests.channels_app.roles_support import anonymous, people, start_as  # noqa: F401
 from tests.sessions.test_schedules import write_agent

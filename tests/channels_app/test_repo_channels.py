@@ -166,7 +166,7 @@ def test_a_hook_answer_that_is_neither_a_turn_nor_a_task_is_a_500(repos, calls):
 
 
 def test_workspace_files_may_be_a_function_of_the_event(repos):
-    from sessions.workspaces import workspace_dir
+    from sessions.workspaces.store import workspace_dir
 
     answer = github(Client(**REMOTE), "pull_request", pull_request()).json()
     assert json.loads((workspace_dir(answer["sessionId"]) / "pr.json").read_text()) == {"number": 12}

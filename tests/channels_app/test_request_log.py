@@ -5,7 +5,7 @@ import io
 import json
 import logging
 
-from sessions.logcontext import JsonFormatter
+from sessions.plumbing.logcontext import JsonFormatter
 from tests.channels_app.roles_support import people, start_as  # noqa: F401 (a fixture)
 
 
@@ -14,7 +14,7 @@ def test_a_line_logged_while_serving_a_request_about_a_session_names_it(people):
     out = io.StringIO()
     handler = logging.StreamHandler(out)
     handler.setFormatter(JsonFormatter())  # formats as it is logged, inside the request
-    logger = logging.getLogger("sessions.deletion")
+    logger = logging.getLogger("sessions.retention.deletion")
     logger.addHandler(handler)
     try:
         assert people.olga.client.delete(f"/support/v1/session/{session_id}").status_code == 204

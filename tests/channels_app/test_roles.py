@@ -118,19 +118,19 @@ def test_an_operator_deletes_any_session_and_the_server_log_names_them(people, k
     assert people.max.client.delete(path).status_code == 403
     assert anonymous().delete(path).status_code == 401
 
-    with caplog.at_level(logging.WARNING, logger="sessions.deletion"):
+    with caplog.at_level(logging.WARNING, logger="sessions.retention.deletion"):
         assert people.sam.client.delete(path).status_code == 204
     assert not Session.objects.filter(pk=session_id).exists()
-    [record] = [r for r in caplog.records if r.name == "sessions.deletion"]
+    [record] = [r for r in caplog.records if r.name == "sessions.retention.deletion"]
     assert session_id in record.getMessage() and "operator sam" in record.getMessage()
 
 
 def test_deleting_ones_own_session_is_not_logged_as_an_operator_act(people, caplog):
     olgas, mias = start_as(people.olga.client), start_as(people.mia.client)
-    with caplog.at_level(logging.WARNING, logger="sessions.deletion"):
+    with caplog.at_level(logging.WARNING, logger="sessions.retention.deletion"):
         assert people.olga.client.delete(f"/support/v1/session/{olgas}").status_code == 204
         assert people.mia.client.delete(f"/support/v1/session/{mias}").status_code == 204
-    assert [r for r in caplog.records if r.name == "sessions.deletion"] == []
+    assert [r for r in caplog.records if r.name == "sessions.retention.deletion"] == []
 
 
 def test_operators_may_not_post_into_someone_elses_conversation(people):

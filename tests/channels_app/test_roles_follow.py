@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import async_to_sync
 
-from sessions.approvals import pending_approvals
+from sessions.turn.approvals import pending_approvals
 from sessions.models import Session
 from tests.channels_app.roles_support import (
     HOST, PEER, SCHEDULE, People, acted, anonymous, people, start_as, start_for,  # noqa: F401

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sessions.models import Reminder, Session
-from sessions.timers import create_reminder
+from sessions.timers.schedules import create_reminder
 from tests.channels_app.roles_support import (
     SCHEDULE, People, acted, anonymous, people, start_as, start_for,  # noqa: F401
 )

@@ -27,8 +27,8 @@ from django.db import connection
 
 from agentsite.asgi import application
 from channels_app.auth import LOCAL_PRINCIPAL
-from sessions.admission import start_session
-from sessions.events import read_events
+from sessions.turn.admission import start_session
+from sessions.eventlog.events import read_events
 from sessions.models import Event, Turn
 from tests.conftest import ALICE, ALICE_TOKEN, BOB_TOKEN
 from tests.support import ROOT, child_env
@@ -46,7 +46,7 @@ WRITER = """
 import os, sys, time
 import django
 django.setup()
-from sessions.events import append_event
+from sessions.eventlog.events import append_event
 
 session_id, gates, phases = sys.argv[1], sys.argv[2], [int(n) for n in sys.argv[3].split(",")]
 seq = 0

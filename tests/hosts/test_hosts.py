@@ -181,7 +181,7 @@ def test_every_host_runs_the_release_from_its_own_state_root(topo):
 
 def test_every_host_left_its_mark_on_the_shared_workspaces_volume(topo):
     # Web processes at start, workers as they spawn: none waits for a local turn to do it, so no
-    # host's turn is refused for another host's missing mark (sessions.workspacevolume).
+    # host's turn is refused for another host's missing mark (sessions.workspaces.volume).
     marks = topo.folder / "shared-workspaces" / ".agentsite-hosts"
     wait_for(lambda: {p.name for p in marks.iterdir()} >= {"web-a", "web-b", "worker-a", "worker-b"},
              "every host's mark")

@@ -5,7 +5,7 @@ then runs the group's scenarios on one event loop, as a web process runs
 its streams: followers are `follow_events` iterators, writers append from
 threads through `append_events` (so each append is its own commit and sends
 its wake-up as a worker's does). It prints one JSON object: per scenario what
-each follower received and what the feeds cost (sessions.feeds.counts).
+each follower received and what the feeds cost (sessions.eventlog.feeds.counts).
 Every wait is bounded: a follower that never gets its events fails the
 scenario instead of hanging.
 """
@@ -20,12 +20,12 @@ from typing import Any
 from django.core.management import call_command
 from django.db import connection, transaction
 
-import sessions.feeds
+import sessions.eventlog.feeds
 from agents.discovery import deploy_agent_folder
-from sessions.deletion import delete_session
-from sessions.events import append_events
-from sessions.feeds import counts
-from sessions.follow import follow_events
+from sessions.retention.deletion import delete_session
+from sessions.eventlog.events import append_events
+from sessions.eventlog.feeds import counts
+from sessions.eventlog.follow import follow_events
 from sessions.models import Event, EventType, Session
 from sessions.sql.events import allocate, insert_events
 
@@ -46,7 +46,7 @@ def append_one(session_id: str, text: str) -> int:
 
 
 def append_unannounced(session_id: str, text: str) -> int:
-    """An append whose wake-up is lost: the event's rows, without the announce (sessions.events)."""
+    """An append whose wake-up is lost: the event's rows, without the announce (sessions.eventlog.events)."""
     with transaction.atomic():
         first = allocate(session_id, 1)
         insert_events([Event(session_id=session_id, index=first, type=EventType.MESSAGE_APPENDED,
@@ -107,7 +107,7 @@ async def many_followers() -> dict[str, Any]:
 
 async def slow_follower() -> dict[str, Any]:
     """A follower held while more events arrive than the feed keeps, beside one that keeps up."""
-    sessions.feeds.BUFFER = 5
+    sessions.eventlog.feeds.BUFFER = 5
     try:
         session_id = await asyncio.to_thread(new_session, 2)
         fast, slow = Follower(session_id, 0), Follower(session_id, 0)
@@ -123,7 +123,7 @@ async def slow_follower() -> dict[str, Any]:
         await slow.reached(last)
         return {"last": last, "counts": asdict(counts), "followers": [await fast.close(), await slow.close()]}
     finally:
-        sessions.feeds.BUFFER = 1000
+        sessions.eventlog.feeds.BUFFER = 1000
 
 
 async def deleted_while_followed() -> dict[str, Any]:

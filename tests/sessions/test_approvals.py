@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agents.discovery import deploy_agent_folder
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import Session, ToolCall, Turn
 from tests.support import read_stream_until, run_server
 

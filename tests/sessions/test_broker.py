@@ -1,4 +1,4 @@
-"""The ORM task queue (sessions.broker.DoorbellORM) on SQLite and on PostgreSQL without Redis.
+"""The ORM task queue (sessions.plumbing.broker.DoorbellORM) on SQLite and on PostgreSQL without Redis.
 
 Its statements are written out, so these check what django-q2's stock ORM
 broker guarantees: a task is handed to one dequeuer until its lock expires,
@@ -21,7 +21,7 @@ import django
 django.setup()
 from django.core.management import call_command
 from django_q.models import OrmQ
-from sessions.broker import DoorbellORM
+from sessions.plumbing.broker import DoorbellORM
 import datetime, json
 
 call_command("migrate", verbosity=0)

@@ -1,6 +1,6 @@
 """Event indexes stay contiguous with several writer processes on one session.
 
-Four OS processes call `sessions.events.append_events` on the same session at
+Four OS processes call `sessions.eventlog.events.append_events` on the same session at
 once (singles and batches), released together by a start gate, on a SQLite
 file database in WAL mode and on PostgreSQL. The log must come out as exactly
 0..N-1 with each writer's events in its own order and its batches unbroken;
@@ -48,7 +48,7 @@ import os, time
 import django
 django.setup()
 from django.db import connection
-from sessions.events import append_event, append_events
+from sessions.eventlog.events import append_event, append_events
 
 session_id, writer, calls, batch, gate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 connection.ensure_connection()

@@ -21,9 +21,9 @@ from django.test import Client
 
 from agents.discovery import deploy_agent_folder
 from agents.schedules import next_after
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import Reminder, Schedule, Session
-from sessions.timers import _handlers, create_reminder, fire_reminder_now, fire_schedule_now, tick
+from sessions.timers.schedules import _handlers, create_reminder, fire_reminder_now, fire_schedule_now, tick
 from tests.conftest import ALICE_TOKEN
 from tests.sessions.test_schedules import handler_schedule, markdown_schedule, write_agent
 

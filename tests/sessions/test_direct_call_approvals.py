@@ -18,9 +18,9 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from agents.discovery import deploy_agent_folder
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import Event, Session, ToolCall, Turn
-from sessions.recovery import sweep
+from sessions.turn.recovery import sweep
 
 transactional = pytest.mark.django_db(transaction=True)
 

@@ -9,7 +9,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import Event, Session, ToolCall, Turn
 
 transactional = pytest.mark.django_db(transaction=True)

@@ -1,4 +1,4 @@
-"""Doorbells (sessions.doorbell): a ring reaches a listener of its kind, wherever the
+"""Doorbells (sessions.eventlog.doorbell): a ring reaches a listener of its kind, wherever the
 state root is, and never through a folder another user could have planted."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions import doorbell
+from sessions.eventlog import doorbell
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agents.discovery import deploy_agent_folder
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import Session, ToolCall
 
 transactional = pytest.mark.django_db(transaction=True)

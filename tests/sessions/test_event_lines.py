@@ -1,5 +1,5 @@
 """Readers get each event serialized from the stored text of its payload
-(sessions.events.read_lines); what they parse must be exactly the envelope."""
+(sessions.eventlog.events.read_lines); what they parse must be exactly the envelope."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from sessions.events import append_events, read_events, read_lines
+from sessions.eventlog.events import append_events, read_events, read_lines
 from sessions.models import Event, EventType, Session
 
 TRICKY = [

@@ -9,9 +9,9 @@ import pytest
 
 from agents.discovery import deploy_agent_folder
 from agents.providers.scripted import ScriptedProvider
-from sessions.admission import start_session
-from sessions.deletion import delete_session
-from sessions.events import read_events
+from sessions.turn.admission import start_session
+from sessions.retention.deletion import delete_session
+from sessions.eventlog.events import read_events
 from sessions.models import Experiment, ExperimentSample, Session
 from tests.conftest import ALICE
 from tests.sessions.experiment_support import handed, write_ab_agent

@@ -1,4 +1,4 @@
-"""Shared feeds (sessions.feeds): many followers of a session in one process, on real databases.
+"""Shared feeds (sessions.eventlog.feeds): many followers of a session in one process, on real databases.
 
 A child process per database (a SQLite file as the server uses, with its
 doorbells; a throwaway PostgreSQL database, with its NOTIFY listener) runs the

@@ -11,13 +11,13 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from sessions import lifecycle
-from sessions.admission import AdmissionError
-from sessions.events import read_events
+from sessions.turn import lifecycle
+from sessions.turn.admission import AdmissionError
+from sessions.eventlog.events import read_events
 from sessions.handoff import materialize, perform, review
 from sessions.models import Handoff, Session, Turn
-from sessions.processes import host_id
-from sessions.recovery import sweep
+from sessions.plumbing.processes import host_id
+from sessions.turn.recovery import sweep
 from tests.providers.loopback import Reply, an_text, an_tool_uses, oa_text
 from tests.sessions.handoff_support import ANTHROPIC, OPENAI, both_servers, deploy_on_models  # noqa: F401
 

@@ -12,9 +12,9 @@ import pytest
 from django.utils import timezone
 
 from agents.discovery import AgentFolderError, deploy_agent_folder, load_agent_folder
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import Session, Turn
-from sessions.recovery import sweep
+from sessions.turn.recovery import sweep
 
 transactional = pytest.mark.django_db(transaction=True)
 
@@ -138,7 +138,7 @@ def test_a_star_hook_sees_every_event_of_the_session_in_order(alice, watched, sy
 @transactional
 def test_a_hook_that_raises_is_logged_and_breaks_nothing(alice, watched, sync_turns, caplog):
     recorded_file, _ = watched
-    with caplog.at_level(logging.ERROR, logger="sessions.events"):
+    with caplog.at_level(logging.ERROR, logger="sessions.eventlog.events"):
         session_id = start(alice, "hello")
 
     types = [e["type"] for e in read_events(session_id)]

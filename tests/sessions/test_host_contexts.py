@@ -11,11 +11,11 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from agents.discovery import deploy_agent_folder
-from sessions.direct import call_tool
-from sessions.events import read_events
+from sessions.direct.calls import call_tool
+from sessions.eventlog.events import read_events
 from sessions.host import Host
 from sessions.models import Artifact, Session
-from sessions.timers import create_reminder, fire_due
+from sessions.timers.schedules import create_reminder, fire_due
 from tests.agents.integrations.fakeapi import Answer, FakeAPI
 from tests.sessions.test_schedules import due_at, handler_schedule, write_agent
 

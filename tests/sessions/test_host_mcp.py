@@ -15,7 +15,7 @@ from agents.discovery import deploy_agent_folder
 from agents.mcp import McpNotFound, McpUnavailable
 from agents.models import Agent, Secret
 from sessions.host.mcp import DRY_RUN_NOTE, Mcp
-from sessions.mcp import hub
+from sessions.mcp.tools import hub
 from sessions.models import ToolCall
 from tests.sessions.test_mcp import call_line, results, start, stdio_entry, transactional, write_agent
 

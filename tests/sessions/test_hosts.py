@@ -21,11 +21,11 @@ import psutil
 import pytest
 from django.utils import timezone
 
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import Host, Reminder, Turn
-from sessions.processes import process_gone, process_id
-from sessions.recovery import LOST_ERROR, sweep
-from sessions.timers import create_reminder, disarm_lost_handlers
+from sessions.plumbing.processes import process_gone, process_id
+from sessions.turn.recovery import LOST_ERROR, sweep
+from sessions.timers.schedules import create_reminder, disarm_lost_handlers
 from tests.sessions.test_recovery import SLOW_TOOL, idle_session, running_turn, types_after, wait_for
 from tests.sessions.test_reminders import T0, chat_session
 from tests.support import ROOT, backend_env, child_env, run_server
@@ -155,7 +155,7 @@ def kill_tree(pid: int) -> None:
 SWEEP_AS_H2 = """
 import json, time
 from sessions.models import Host, Turn
-from sessions.recovery import sweep
+from sessions.turn.recovery import sweep
 turn_id = {turn_id!r}
 deadline = time.monotonic() + 90
 while Turn.objects.get(pk=turn_id).status == "running" and time.monotonic() < deadline:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from sessions.logcontext import JsonFormatter, about
+from sessions.plumbing.logcontext import JsonFormatter, about
 from tests.support import ROOT, child_env, read_stream_until, run_server
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from agents.discovery import deploy_agent_folder, load_deployment
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import Session, ToolCall, Turn
-from sessions.trajectory import build_trajectory
+from sessions.eventlog.trajectory import build_trajectory
 
 transactional = pytest.mark.django_db(transaction=True)
 

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from agents.discovery import AgentFolderError, deploy_agent_folder, load_agent_folder
-from sessions.mcp import hub
+from sessions.mcp.tools import hub
 from sessions.models import Event, ToolCall
 
 transactional = pytest.mark.django_db(transaction=True)
@@ -208,7 +208,7 @@ def test_a_server_that_cannot_start_leaves_its_tools_unoffered_and_the_turn_runs
 def test_a_missing_environment_variable_is_named(local, sync_turns, tmp_path, monkeypatch, notes_file):
     monkeypatch.delenv("NOTES_FILE")
     from agents.discovery import load_agent_folder as load
-    from sessions.mcp import McpUnavailable
+    from sessions.mcp.tools import McpUnavailable
 
     loaded = load(write_agent(tmp_path / "notes", {"notes": stdio_entry()}))
     with pytest.raises(McpUnavailable, match="NOTES_FILE is not set: set it as a secret of the agent"):

@@ -26,7 +26,7 @@ from agents.discovery import deploy_agent_folder, load_agent_folder
 from agents.mcpauth.stored import read, secret_prefix
 from agents.mcpauth.tokens import refresh
 from agents.models import Agent, OAuthFlow, Secret
-from sessions.mcp import hub
+from sessions.mcp.tools import hub
 from tests.sessions.test_mcp import call_line, results, start, write_agent
 
 transactional = pytest.mark.django_db(transaction=True)

@@ -19,7 +19,7 @@ from django.conf import settings
 
 from agents.discovery import deploy_agent_folder
 from agents.workspaces import sandbox
-from sessions.mcp import hub
+from sessions.mcp.tools import hub
 from tests.sessions.test_mcp import SERVER, transactional, write_agent
 
 SECRET = "sk-mcp-sandbox-secret-0451"

@@ -15,15 +15,15 @@ import pytest
 from agents.discovery import AgentFolderError, deploy_agent_folder, load_deployment
 from agents.models import Agent
 from agentsite.limits import Rate
-from sessions.admission import start_session, submit_message
-from sessions.engine import run_turn
-from sessions.events import read_events
+from sessions.turn.admission import start_session, submit_message
+from sessions.turn.engine import run_turn
+from sessions.eventlog.events import read_events
 from sessions.messaging.delivery import send
 from sessions.messaging.limits import MessageRefused
 from sessions.messaging.tools import SendMessageInput, messaging_tools
 from sessions.models import AgentMessage, Session, Turn
 from sessions.principal import Principal
-from sessions.tools import tool_context
+from sessions.turn.tools import tool_context
 from tests.sessions.test_schedules import write_agent
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

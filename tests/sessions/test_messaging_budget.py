@@ -15,14 +15,14 @@ import pytest
 
 from agents.discovery import deploy_agent_folder
 from agents.models import Agent
-from sessions.admission import start_session, submit_message
+from sessions.turn.admission import start_session, submit_message
 from sessions.custom_channels.context import ChannelContext
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.messaging.delivery import send
 from sessions.messaging.limits import MessageRefused
 from sessions.models import AgentMessage, Reminder, Session, Turn
 from sessions.principal import Principal
-from sessions.reminders import fire_reminder_now
+from sessions.timers.reminders import fire_reminder_now
 from tests.sessions.test_messaging import call, deploy_pair, open_session, results
 from tests.sessions.test_schedules import write_agent
 

@@ -1,4 +1,4 @@
-"""sessions.metrics in one process: the gauges read from the database, timer lateness,
+"""sessions.metrics.families in one process: the gauges read from the database, timer lateness,
 no query for a worker's turn, and the files of processes that are gone."""
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agents.discovery import release
-from sessions import metrics
-from sessions.admission import start_session, submit_message
+from sessions.metrics import families as metrics
+from sessions.turn.admission import start_session, submit_message
 from sessions.models import Session, ToolCall, Turn
 from sessions.principal import Principal
-from sessions.timers import create_reminder, fire_due
+from sessions.timers.schedules import create_reminder, fire_due
 
 T0 = datetime(2025, 3, 3, 9, 0, tzinfo=timezone.utc)
 CAROL = Principal(authenticator="bearer", principal_id="carol")
@@ -163,7 +163,7 @@ def test_every_process_writes_under_its_own_state_root_even_if_the_library_was_i
     script = (
         "import prometheus_client, django, os\n"
         "django.setup()\n"
-        "from sessions import metrics\n"
+        "from sessions.metrics import families as metrics\n"
         "from prometheus_client import values\n"
         "metrics.request_answered('metrics', 200)\n"
         "print(os.environ['PROMETHEUS_MULTIPROC_DIR'], values.ValueClass._multiprocess, os.getpid())\n"

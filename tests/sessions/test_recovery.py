@@ -22,9 +22,9 @@ import psutil
 import pytest
 from django.utils import timezone
 
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import Session, ToolCall, Turn
-from sessions.recovery import LOST_ERROR, fail_lost_turn, sweep
+from sessions.turn.recovery import LOST_ERROR, fail_lost_turn, sweep
 from tests.support import Server, read_stream_until, run_server
 
 transactional = pytest.mark.django_db(transaction=True)

@@ -11,9 +11,9 @@ import pytest
 
 from agents.discovery import deploy_agent_folder
 from agents.discovery.activation import activate_release, find_agent, find_release
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import Session
-from sessions.timers import create_reminder, fire_due
+from sessions.timers.schedules import create_reminder, fire_due
 
 T0 = datetime(2025, 3, 3, 9, 0, tzinfo=timezone.utc)
 transactional = pytest.mark.django_db(transaction=True)

@@ -12,10 +12,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from agents.discovery import deploy_agent_folder
-from sessions.admission import dispatch_next
-from sessions.events import read_events
+from sessions.turn.admission import dispatch_next
+from sessions.eventlog.events import read_events
 from sessions.models import Reminder, Session, Turn
-from sessions.timers import (
+from sessions.timers.schedules import (
     TimerError,
     create_reminder,
     fire_due,

@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 
 from agents.discovery import deploy_agent_folder
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import Reminder
-from sessions.timers import _handlers, create_reminder, disarm_lost_handlers, fire_due, owner_id
+from sessions.timers.schedules import _handlers, create_reminder, disarm_lost_handlers, fire_due, owner_id
 from tests.conftest import EXAMPLE
 from tests.sessions.test_reminders import T0, WATCH_TOOL, chat_session, post_json, received, transactional
 from tests.sessions.test_schedules import write_agent

@@ -16,10 +16,11 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from agents.discovery import AgentFolderError, deploy_agent_folder
-from sessions import retention, ticker
+from sessions.retention import sweep as retention
+from sessions.timers import ticker
 from sessions.host import Host
 from sessions.models import Artifact, Event, KVEntry, Reminder, Session, ToolCall, Turn
-from sessions.timers import create_reminder
+from sessions.timers.schedules import create_reminder
 from tests.sessions.test_approvals import PAY_5, write_gated_agent
 from tests.sessions.workspace_support import call, deploy, start, transactional, workspace_of
 

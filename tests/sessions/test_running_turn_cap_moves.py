@@ -14,12 +14,12 @@ import json
 
 import pytest
 
-from sessions import lifecycle
-from sessions.admission import interrupt
-from sessions.engine import run_turn
-from sessions.events import read_events
+from sessions.turn import lifecycle
+from sessions.turn.admission import interrupt
+from sessions.turn.engine import run_turn
+from sessions.eventlog.events import read_events
 from sessions.models import Session, Turn
-from sessions.recovery import sweep
+from sessions.turn.recovery import sweep
 from tests.sessions.test_approvals import PAY_5, decide, gated, lines, post_json  # noqa: F401 (gated: a fixture)
 
 transactional = pytest.mark.django_db(transaction=True)
@@ -27,7 +27,7 @@ HELD = {"waitingFor": "running_turns_cap", "runningTurnsCap": 1}
 
 
 class Worker:
-    """The turns enqueued so far, run on demand through `sessions.engine.run_turn`."""
+    """The turns enqueued so far, run on demand through `sessions.turn.engine.run_turn`."""
 
     def __init__(self) -> None:
         self.handed: list[str] = []

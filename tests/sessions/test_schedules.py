@@ -13,9 +13,9 @@ import pytest
 
 from agents.discovery import AgentFolderError, deploy_agent_folder, load_agent_folder
 from agents.schedules import next_after
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import Reminder, Schedule, Session
-from sessions.timers import fire_due
+from sessions.timers.schedules import fire_due
 
 UTC = timezone.utc
 T0 = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)  # a Monday, 09:00 UTC

@@ -61,7 +61,7 @@ def test_every_written_out_statement_has_a_twin_and_a_case():
 
 def test_statements_are_written_out_only_in_sessions_sql():
     """Every function of sessions.sql that runs SQL is registered with a twin; no other module runs SQL
-    (sessions.pgnotify and sessions.pglocks aside: `pg_notify`, `LISTEN` and advisory locks write no row
+    (sessions.eventlog.pgnotify and sessions.plumbing.pglocks aside: `pg_notify`, `LISTEN` and advisory locks write no row
     and have no ORM form)."""
     for module in pkgutil.iter_modules(sessions.sql.__path__):
         loaded = importlib.import_module(f"sessions.sql.{module.name}")

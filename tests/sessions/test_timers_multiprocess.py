@@ -44,7 +44,7 @@ django.setup()
 from datetime import datetime, timedelta
 from agents.discovery import deploy_agent_folder
 from sessions.models import Schedule, Session
-from sessions.timers import create_reminder
+from sessions.timers.schedules import create_reminder
 
 t0 = datetime.fromisoformat(sys.argv[2])
 agent = deploy_agent_folder(sys.argv[1]).agent
@@ -62,7 +62,7 @@ import django
 django.setup()
 from django.conf import settings
 from django.db import connection
-from sessions.timers import fire_due
+from sessions.timers.schedules import fire_due
 
 settings.AGENTSITE_INLINE_TURNS = True  # no qcluster here: the firing process runs the turns it starts
 

@@ -20,7 +20,7 @@ from opentelemetry.trace import SpanKind
 
 from agents.discovery import deploy_agent_folder
 from agentsite.threads import PooledThreadsASGIHandler
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import Turn
 from sessions.tracing import setup
 from tests.sessions.test_hooks import GATED_TOOL

@@ -17,10 +17,10 @@ import pytest
 from django.utils import timezone
 
 from agents.discovery import deploy_agent_folder
-from sessions.engine import run_turn
-from sessions.events import read_events
+from sessions.turn.engine import run_turn
+from sessions.eventlog.events import read_events
 from sessions.models import Session, Turn
-from sessions.recovery import sweep
+from sessions.turn.recovery import sweep
 from tests.sessions.test_hooks import GATED_TOOL
 
 transactional = pytest.mark.django_db(transaction=True)

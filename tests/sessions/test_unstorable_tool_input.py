@@ -12,9 +12,9 @@ import json
 import pytest
 
 from agents.discovery import deploy_agent_folder
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import Session, ToolCall
-from sessions.storable import clean, find_problem
+from sessions.eventlog.storable import clean, find_problem
 from tests.sessions.test_schedules import write_agent
 
 transactional = pytest.mark.django_db(transaction=True)

@@ -9,11 +9,11 @@ import pytest
 
 from agents.discovery import load_deployment
 from agents.workspaces import disks, sandbox
-from sessions.deletion import delete_session
-from sessions.engine import TurnRunner
-from sessions.events import read_events
+from sessions.retention.deletion import delete_session
+from sessions.turn.engine import TurnRunner
+from sessions.eventlog.events import read_events
 from sessions.models import Session, ToolCall, Turn
-from sessions.workspaces import list_files, open_workspace
+from sessions.workspaces.store import list_files, open_workspace
 from tests.sessions.test_lifecycle import post_json
 from tests.sessions.workspace_support import WEATHER, call, deploy, results, start, transactional, workspace_of
 from tests.support import unmount_under

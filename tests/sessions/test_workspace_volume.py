@@ -18,9 +18,9 @@ import psycopg
 import pytest
 from django.utils import timezone
 
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import Host
-from sessions.workspacevolume import MARKS, VolumeNotShared, check
+from sessions.workspaces.volume import MARKS, VolumeNotShared, check
 from tests.sessions.test_hosts import kill_tree
 from tests.support import backend_env, run_server
 

@@ -15,11 +15,11 @@ from pathlib import Path
 from django.conf import settings
 from django.test import override_settings
 
-from sessions.admission import start_session, stop_session
-from sessions.engine import run_turn
-from sessions.events import read_events
+from sessions.turn.admission import start_session, stop_session
+from sessions.turn.engine import run_turn
+from sessions.eventlog.events import read_events
 from sessions.models import Session, ToolCall, Turn
-from sessions.workspaces import list_files, workspace_size
+from sessions.workspaces.store import list_files, workspace_size
 from tests.sessions.test_lifecycle import post_json
 from tests.sessions.workspace_support import (
     ME, WEATHER, call, deploy, leftovers, results, start, transactional, workspace_of,

@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings
 
 from agents.discovery import deploy_agent_folder
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.principal import Principal
 from tests.sessions.test_lifecycle import post_json
 

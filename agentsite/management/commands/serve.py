@@ -38,7 +38,7 @@ from agentsite.supervise import exec_supervisor
 from agents.discovery import AgentFolderError, deploy_release, find_agent_folders
 from agents.models import Agent
 from channels_app.proxies import trusted_networks
-from sessions.metrics import clear_dead_processes
+from sessions.metrics.families import clear_dead_processes
 from sessions.models import hash_token
 
 WEB_SERVERS = ("daphne", "uvicorn")

@@ -8,8 +8,8 @@ from django.core.management.base import BaseCommand, CommandError
 from agents.management.database import migrate_if_needed
 from agents.models import Agent
 from sessions.principal import Principal
-from sessions.admission import AdmissionError
-from sessions.direct import call_tool
+from sessions.turn.admission import AdmissionError
+from sessions.direct.calls import call_tool
 from sessions.models import Session, ToolCall
 
 

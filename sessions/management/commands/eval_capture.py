@@ -5,7 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.management.database import migrate_if_needed
-from sessions.evalcapture import case_file_text
+from sessions.evals.capture import case_file_text
 from sessions.models import Session
 
 

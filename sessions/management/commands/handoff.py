@@ -5,7 +5,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.management.database import migrate_if_needed
-from sessions.admission import AdmissionError
+from sessions.turn.admission import AdmissionError
 from sessions.handoff import perform, review
 from sessions.management.commands.call import operator
 from sessions.models import Session

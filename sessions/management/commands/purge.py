@@ -8,7 +8,7 @@ from django.utils import timezone
 from agents.discovery.folder import MAX_RETENTION_DAYS
 from agents.management.database import migrate_if_needed
 from agents.models import Agent
-from sessions.retention import purge_idle
+from sessions.retention.sweep import purge_idle
 
 
 def days(value: str) -> int:

@@ -8,9 +8,9 @@ from django.test.utils import override_settings
 from agents.management.database import migrate_if_needed
 from agents.models import Agent
 from sessions.principal import Principal
-from sessions.admission import AdmissionError, start_session
-from sessions.events import read_events
-from sessions.trajectory import build_trajectory
+from sessions.turn.admission import AdmissionError, start_session
+from sessions.eventlog.events import read_events
+from sessions.eventlog.trajectory import build_trajectory
 
 CLI = Principal(authenticator="cli", principal_id="cli", principal_type="user")
 

@@ -6,9 +6,9 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.management.database import migrate_if_needed
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import Session
-from sessions.trajectory import build_trajectory
+from sessions.eventlog.trajectory import build_trajectory
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agents.models import Agent
-from sessions.admission import start_session
+from sessions.turn.admission import start_session
 from sessions.models import Session
 from tests.channels_app.roles_support import anonymous, people  # noqa: F401 (fixture)
 from tests.conftest import ALICE

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from agents.discovery import deploy_agent_folder
-from sessions.engine import run_turn
+from sessions.turn.engine import run_turn
 from sessions.models import Event, Session, Turn
 from tests.channels_app.views.http import (
     created, event_types, events_of, post_json, transactional, write_agent,

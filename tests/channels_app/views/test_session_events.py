@@ -9,7 +9,7 @@ import time
 
 from django.db import connection
 
-from sessions.events import append_event
+from sessions.eventlog.events import append_event
 from sessions.models import Event
 from tests.channels_app.views.http import created, parse_ndjson, stream, transactional
 

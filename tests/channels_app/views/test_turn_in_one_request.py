@@ -15,7 +15,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import AsyncClient
 
-from sessions.events import read_events
+from sessions.eventlog.events import read_events
 from sessions.models import Session, Turn
 from tests.channels_app.roles_support import People, anonymous, people, start_as  # noqa: F401
 from tests.channels_app.views.http import created, parse_ndjson, post_json, transactional

@@ -1,0 +1,374 @@
+"""MCP connections of a process, and the tools they give the model.
+
+Each process (a worker, or the web process for direct tool calls) keeps one
+connection per declared server, opened on first use and reused by every
+turn: for a stdio server that is one subprocess, started in the agent's
+folder. The official SDK's client is asynchronous, so the connections live
+on one event loop thread per process; turns, which are synchronous, reach
+it with run_coroutine_threadsafe and bounded waits.
+
+A server's tools become `agents.sdk.Tool`s named `<server>__<tool>`, so they
+pass through the same ToolCall rows, approvals and dry-run rules as server
+tools. Nothing here can hang a turn: starting a server and every call are
+bounded by the declaration's timeouts, and a server that fails, times out
+or dies mid-call ends the call with an error the model sees. A connection
+that broke is opened again on the next use; a server that failed to start
+is tried again at most every RETRY_SECONDS.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict
+
+from agents.definitions import Tool
+from agents.integrations.outbound import domain_admits
+from agents.mcp import SEPARATOR, McpServer, McpToolError, McpUnavailable, expand
+from agents.redaction import without_credentials
+from agents.mcpauth import NotAuthorized, bearer_token, rejected
+from agents.workspaces import sandbox
+from sessions.plumbing.loopthread import LoopThread, submit
+
+log = logging.getLogger(__name__)
+
+RETRY_SECONDS = 2.0
+MAX_NAME = 64  # providers refuse longer tool names
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A declaration with its `${VAR}`s (and OAuth token) filled in: what one connection was opened with."""
+    env: dict[str, str]
+    args: tuple[str, ...]
+    url: str
+    headers: dict[str, str]
+
+    def fingerprint(self) -> str:
+        """A digest that changes when any value does: a connection opened with other credentials is replaced."""
+        blob = json.dumps([self.env, self.args, self.url, self.headers], sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def resolve(server: McpServer) -> Resolved:
+    """The values `server` is opened with, read now from the agent's credentials (this thread's scope).
+
+    Raises McpUnavailable naming what is missing; a value never appears in the message.
+    """
+    try:
+        resolved = Resolved(env={k: expand(v) for k, v in server.env.items()},
+                            args=tuple(expand(a) for a in server.args), url=expand(server.url),
+                            headers={k: expand(v) for k, v in server.headers.items()})
+        if server.oauth:
+            resolved.headers["Authorization"] = f"Bearer {bearer_token(server)}"
+    except KeyError as exc:  # expand(): "X is not set: ..."
+        raise McpUnavailable(f"MCP server {server.name!r} cannot be reached: {exc.args[0]}") from None
+    except NotAuthorized as exc:
+        raise McpUnavailable(str(exc)) from None
+    return resolved
+
+
+class McpArguments(BaseModel):
+    """Any JSON object: the server validates its own tools' input and says what is wrong."""
+    model_config = ConfigDict(extra="allow")
+
+
+@dataclass(frozen=True)
+class McpTool(Tool):
+    """A tool of an MCP server; its input schema is the server's."""
+    schema: dict[str, Any] = field(default_factory=dict)
+    server: str = ""
+    remote_name: str = ""
+    family: str = "mcp"
+
+    def input_schema(self) -> dict[str, Any]:
+        return self.schema
+
+
+_loop = LoopThread("mcp")  # its own: a slow server never delays wake-ups
+
+
+class Connection:
+    """One open client session to one server, owned by a task on the MCP loop.
+
+    The SDK's client must be entered and left in the same task, so that task
+    holds it open until `close()` or until the server goes away.
+    """
+
+    def __init__(self, server: McpServer, cwd: Path, resolved: Resolved):
+        self.server = server
+        self.cwd = cwd
+        self.resolved = resolved
+        self.fingerprint = resolved.fingerprint()
+        self.client: Any = None
+        self.tools: list[Any] = []
+        self.opened = False  # it started and listed its tools once
+        self.error: str = ""
+        self.refused = False  # the server answered 401: the token sent was not (or no longer) good
+        self.ready = asyncio.Event()
+        self.stop = asyncio.Event()
+        self.task: Any = None  # the future of run() on the MCP loop
+
+    def _target(self) -> Any:
+        from mcp.client.stdio import StdioServerParameters
+        from mcp.client.streamable_http import streamable_http_client
+
+        s, values = self.server, self.resolved
+        if s.command:
+            env = dict(values.env)
+            command = sys.executable if s.command in ("python", "python3") else s.command
+            argv = [command, *values.args]
+            if not s.sandbox:
+                return StdioServerParameters(command=command, args=argv[1:], env=env, cwd=str(self.cwd))
+            state = sandbox.status()
+            if not state.active and state.mode == "on":
+                raise RuntimeError(f"{state.reason}: the server is not started (declare \"sandbox\": false to "
+                                   "run it unsandboxed, as the server's user)")
+            if state.active:
+                mounts = sandbox.Mounts(readable=(*sandbox.python_paths(), str(self.cwd)), network=s.network,
+                                        user=sandbox.runs_as(self.cwd))
+                argv = sandbox.command(argv, cwd=str(self.cwd), mounts=mounts)
+                env = {**sandbox.base_environment(), "HOME": "/tmp", "TMPDIR": "/tmp", **env}
+            return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(self.cwd))
+        import httpx2
+
+        http = httpx2.AsyncClient(headers=values.headers, event_hooks={"response": [self._note_refusal]},
+                                  timeout=httpx2.Timeout(s.timeout, connect=s.connect_timeout))
+        return streamable_http_client(values.url, http_client=http)
+
+    async def _note_refusal(self, response: Any) -> None:
+        if response.status_code == 401:
+            self.refused = True
+
+    async def run(self) -> None:
+        from mcp import Client
+
+        try:
+            async with Client(self._target(), read_timeout_seconds=self.server.timeout) as client:
+                self.tools = list((await client.list_tools()).tools)
+                self.client = client
+                self.opened = True
+                self.ready.set()
+                await self.stop.wait()
+        except BaseException as exc:  # noqa: BLE001 (any failure ends this connection; the next use opens another)
+            self.error = _describe(exc)
+            if not isinstance(exc, (Exception, asyncio.CancelledError)):
+                raise
+        finally:
+            self.client = None
+            self.ready.set()
+
+    @property
+    def alive(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+
+def _describe(exc: BaseException) -> str:
+    """The innermost useful message of an exception (the SDK wraps failures in exception groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return str(exc) or type(exc).__name__
+
+
+class Hub:
+    """The process's connections, by (agent folder, server name)."""
+
+    def __init__(self) -> None:
+        self.connections: dict[tuple[str, str], Connection] = {}
+        self.last_attempt: dict[tuple[str, str], float] = {}
+        self.known_tools: dict[tuple[str, str], list[Any]] = {}
+        self.lock = threading.Lock()
+        self.pid = os.getpid()
+
+    def _run(self, coro, timeout: float) -> Any:
+        future = submit(_loop.get(), coro)  # the MCP SDK's spans nest under the tool call's
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            future.cancel()
+            raise
+
+    def connect(self, server: McpServer, cwd: Path, *, retried: bool = False) -> Connection:
+        """An open connection to `server`, opening it if needed; raises McpUnavailable.
+
+        The credentials are read on every use: a connection opened with values
+        that changed since (a secret set, a token refreshed) is closed and opened anew.
+        An OAuth server that refuses a token we believed good (revoked) gets one
+        refresh and one more try; then its tokens are forgotten (agents.mcpauth.rejected).
+        """
+        key = (str(cwd), server.name)
+        resolved = resolve(server)
+        with self.lock:
+            conn = self.connections.get(key)
+            if conn is not None and conn.fingerprint != resolved.fingerprint():
+                self.close(key)
+                conn = None
+            if conn is None or (not conn.alive and conn.ready.is_set()):
+                since = time.monotonic() - self.last_attempt.get(key, -RETRY_SECONDS)
+                if conn is not None and not conn.opened and since < RETRY_SECONDS:  # it failed to start just now
+                    raise McpUnavailable(f"MCP server {server.name!r} is unavailable: {conn.error or 'it stopped'}")
+                self.last_attempt[key] = time.monotonic()
+                conn = Connection(server, cwd, resolved)
+                self.connections[key] = conn
+                conn.task = asyncio.run_coroutine_threadsafe(conn.run(), _loop.get())
+        try:
+            self._run(asyncio.wait_for(conn.ready.wait(), server.connect_timeout), server.connect_timeout + 1)
+        except (asyncio.TimeoutError, FutureTimeout):
+            self.close(key)
+            raise McpUnavailable(f"MCP server {server.name!r} did not start within {server.connect_timeout:g} s") from None
+        if conn.client is None:
+            if server.oauth and conn.refused and not retried:
+                self._refused(server, conn)
+                return self.connect(server, cwd, retried=True)
+            raise McpUnavailable(f"MCP server {server.name!r} could not be started: {conn.error or 'it stopped'}")
+        self.known_tools[key] = conn.tools
+        return conn
+
+    def _refused(self, server: McpServer, conn: Connection) -> None:
+        try:
+            rejected(server, conn.resolved.headers["Authorization"].removeprefix("Bearer "))
+        except NotAuthorized as exc:
+            raise McpUnavailable(str(exc)) from None
+
+    def close(self, key: tuple[str, str]) -> None:
+        conn = self.connections.get(key)
+        if conn is not None:
+            _loop.get().call_soon_threadsafe(conn.stop.set)
+
+    def close_all(self) -> None:
+        for key in list(self.connections):
+            self.close(key)
+
+    def tools(self, server: McpServer, cwd: Path) -> list[Any]:
+        """The server's tools, as last listed (connecting if this process never has)."""
+        key = (str(cwd), server.name)
+        if server.oauth:
+            resolve(server)  # listed before or not, a server no longer authorized offers nothing
+        if key in self.known_tools:
+            return self.known_tools[key]
+        return self.connect(server, cwd).tools
+
+    def call(self, server: McpServer, cwd: Path, tool: str, arguments: dict[str, Any], *,
+             retried: bool = False) -> Any:
+        """Run one tool; its result as JSON-able data. Raises McpUnavailable or McpToolError."""
+        conn = self.connect(server, cwd)
+        try:
+            result = self._run(asyncio.wait_for(conn.client.call_tool(tool, arguments), server.timeout),
+                               server.timeout + 1)
+        except (asyncio.TimeoutError, FutureTimeout):
+            self.close((str(cwd), server.name))  # a server that stopped answering is not trusted with the next call
+            raise McpUnavailable(f"MCP server {server.name!r} did not answer {tool!r} within {server.timeout:g} s") from None
+        except Exception as exc:  # the connection broke: the server exited, the HTTP endpoint went away
+            self.close((str(cwd), server.name))  # the next use opens a new one
+            if server.oauth and conn.refused and not retried:  # refused, so not run: safe to try once more
+                self._refused(server, conn)
+                return self.call(server, cwd, tool, arguments, retried=True)
+            raise McpUnavailable(f"MCP server {server.name!r} failed during {tool!r}: {_describe(exc)}") from None
+        return _result(result)
+
+
+def _result(result: Any) -> Any:
+    texts = [block.text for block in result.content if getattr(block, "type", "") == "text"]
+    if result.is_error:
+        raise McpToolError("\n".join(texts) or "the tool reported an error")
+    if result.structured_content is not None:
+        return result.structured_content
+    others = [{"type": block.type, **({"mimeType": block.mime_type} if getattr(block, "mime_type", None) else {})}
+              for block in result.content if getattr(block, "type", "") != "text"]
+    if not others and len(texts) == 1:
+        return texts[0]
+    return {"content": [{"type": "text", "text": t} for t in texts] + others}
+
+
+_hub: Hub | None = None
+_hub_lock = threading.Lock()
+
+
+def hub() -> Hub:
+    global _hub
+    with _hub_lock:
+        if _hub is None or _hub.pid != os.getpid():  # a forked process opens its own connections
+            _hub = Hub()
+        return _hub
+
+
+def mcp_tools(servers: list[McpServer], cwd: Path, domains: tuple[str, ...] = ()) -> dict[str, Tool]:
+    """The tools of the agent's MCP servers, by the name the model sees.
+
+    A server this process cannot reach now and never listed contributes
+    nothing (logged); one listed before keeps its tools, and their calls say
+    why they fail. With allowed `domains` (the release's), a server over
+    HTTP on another host is never connected to and contributes nothing. A
+    server declared `advertise=False` contributes nothing either: only the
+    agent's own tools reach it (sessions.host.mcp).
+    """
+    tools: dict[str, Tool] = {}
+    for server in servers:
+        if not server.advertise:
+            continue
+        refused = refused_by_domains(server, domains)
+        if refused:
+            log.warning("%s; its tools are not offered", refused)
+            continue
+        try:
+            listed = hub().tools(server, cwd)
+        except McpUnavailable as exc:
+            log.warning("%s; its tools are not offered", exc)
+            continue
+        for remote in listed:
+            name = f"{server.name}{SEPARATOR}{remote.name}"
+            if len(name) > MAX_NAME:
+                log.warning("MCP tool %s is not offered: its name is longer than %d characters", name, MAX_NAME)
+                continue
+            tools[name] = _tool(server, cwd, remote)
+    return tools
+
+
+def find_mcp_tool(servers: list[McpServer], cwd: Path, name: str, domains: tuple[str, ...] = ()) -> Tool | None:
+    """The MCP tool `<server>__<tool>`, for a direct call: only that server is reached."""
+    server_name, separator, _ = name.partition(SEPARATOR)
+    server = next((s for s in servers if s.name == server_name), None) if separator else None
+    return mcp_tools([server], cwd, domains).get(name) if server else None
+
+
+def refused_by_domains(server: McpServer, domains: tuple[str, ...]) -> str:
+    """Why an HTTP server is out of the release's allowed domains, or "" when it is not."""
+    if not domains or server.command:
+        return ""
+    try:
+        host = urlsplit(expand(server.url)).hostname or ""
+    except KeyError as exc:  # an unset variable in the URL: connecting would say so
+        return str(exc.args[0]) if exc.args else ""
+    if domain_admits(domains, host):
+        return ""
+    return (f"MCP server {server.name!r} is refused: {host or without_credentials(server.url)} is not one of the "
+            "agent's allowed domains")
+
+
+def _tool(server: McpServer, cwd: Path, remote: Any) -> McpTool:
+    def run(validated: McpArguments, ctx) -> Any:
+        return hub().call(server, cwd, remote.name, validated.model_dump())
+
+    annotations = getattr(remote, "annotations", None)
+    read_only = bool(annotations and annotations.read_only_hint)
+    return McpTool(
+        description=remote.description or remote.title or remote.name,
+        input_model=McpArguments,
+        function=run,
+        effect="read" if read_only else "write",
+        needs_approval=server.tool_needs_approval(remote.name),
+        schema=dict(remote.input_schema or {"type": "object"}),
+        server=server.name,
+        remote_name=remote.name,
+    )
