@@ -195,9 +195,12 @@ def an_text(text: str, input_tokens: int = 10, output_tokens: int = 5, thinking:
     return events + an_end(output_tokens, "end_turn")
 
 
-def an_tool_uses(calls: list[tuple[str, str, dict]], input_tokens: int = 20, output_tokens: int = 8) -> list[dict[str, Any]]:
+def an_tool_uses(calls: list[tuple[str, str, dict]], input_tokens: int = 20, output_tokens: int = 8,
+                 thinking: str = "") -> list[dict[str, Any]]:
     events = [an_start(input_tokens)]
-    for index, (call_id, name, arguments) in enumerate(calls):
+    if thinking:
+        events += an_text("", thinking=thinking)[1:5]  # its thinking block, at index 0
+    for index, (call_id, name, arguments) in enumerate(calls, start=1 if thinking else 0):
         raw = json.dumps(arguments)
         events.append({"type": "content_block_start", "index": index,
                        "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}}})

@@ -7,7 +7,7 @@ import pytest
 
 from sessions.models import Event, Session
 from tests.providers.conftest import event_types, start
-from tests.providers.loopback import Reply, an_start, an_text, oa_text
+from tests.providers.loopback import Reply, an_start, an_text, an_tool_uses, oa_text
 
 NO_RETRIES = {"max_retries": 0}
 RATE_LIMITED = Reply(429, body={"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}})
@@ -235,3 +235,23 @@ def test_each_model_is_sent_only_the_thinking_it_signed(local, agent_on_model, a
     # The session's model: its own thinking back as it signed it, the fallback's left out.
     assert thinking_sent(bodies[3]) == [("mine", "signed-by:claude-test")]
     assert bodies[3]["messages"][3]["content"] == [{"type": "text", "text": "second"}]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_fallback_gets_its_own_thinking_back_for_the_rest_of_the_turn(local, agent_on_model, anthropic_server,
+                                                                        sync_turns):
+    agent_on_model("anthropic:claude-test", NO_RETRIES, fallback=["anthropic:claude-spare"])
+    anthropic_server.signs_thinking = True
+    anthropic_server.replies.extend([
+        RATE_LIMITED,
+        Reply(events=an_tool_uses([("toolu_1", "look_up", {"q": "x"})], thinking="I should look it up")),
+        Reply(events=an_text("done")),
+    ])
+
+    session_id = start(local, "remote", "hi")
+
+    assert events_of(session_id, "message.completed")[-1]["text"] == "done"
+    bodies = [r["body"] for r in anthropic_server.requests]
+    assert [b["model"] for b in bodies] == ["claude-test", "claude-spare", "claude-spare"]
+    # The step after its tool call hands the fallback its thinking back, as a tool-use turn must.
+    assert thinking_sent(bodies[2]) == [("I should look it up", "signed-by:claude-spare")]
