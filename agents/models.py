@@ -202,6 +202,8 @@ class Secret(models.Model):
     set_at = models.DateTimeField()
     expires_at = models.DateTimeField(null=True, blank=True, help_text="When the credential stops working "
                                       "(an OAuth access token); empty: it does not say.")
+    refreshing_until = models.DateTimeField(null=True, blank=True, help_text="A process is refreshing it (an "
+                                            "OAuth access token) until then; empty: nobody is.")
 
     class Meta:
         ordering = ["agent", "name"]
@@ -223,6 +225,32 @@ class Secret(models.Model):
     def remove(cls, agent: Agent, name: str) -> bool:
         """Unset `name`; whether it was set."""
         return cls.objects.filter(agent=agent, name=name).delete()[0] > 0
+
+    @classmethod
+    def claim_refresh(cls, agent: Agent, name: str, seconds: float):
+        """Lease the refresh of `name` for `seconds` unless another lease is running; the lease, or None.
+
+        The refresher then calls its token endpoint outside any transaction
+        and ends the lease with `finish_refresh` or `release_refresh`; a
+        refresher that died leaves a lease that simply runs out.
+        """
+        now = timezone.now()
+        until = now + timedelta(seconds=seconds)
+        won = cls.objects.filter(agent=agent, name=name).filter(
+            models.Q(refreshing_until__isnull=True) | models.Q(refreshing_until__lte=now)).update(refreshing_until=until)
+        return until if won else None
+
+    @classmethod
+    def finish_refresh(cls, agent: Agent, name: str, lease, value: str, *, by: str = "", expires_at=None) -> bool:
+        """Set `name` to its refreshed `value` and end the refresh, if `lease` still holds it; whether it did."""
+        token = cipher().encrypt(value.encode()).decode()
+        return cls.objects.filter(agent=agent, name=name, refreshing_until=lease).update(
+            ciphertext=token, set_by=by[:200], set_at=timezone.now(), expires_at=expires_at, refreshing_until=None) > 0
+
+    @classmethod
+    def release_refresh(cls, agent: Agent, name: str, lease) -> bool:
+        """End a refresh that brought nothing, if `lease` still holds it."""
+        return cls.objects.filter(agent=agent, name=name, refreshing_until=lease).update(refreshing_until=None) > 0
 
     def reveal(self) -> str:
         """The value: for the code that uses the credential, never for a view."""

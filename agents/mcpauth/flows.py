@@ -231,7 +231,7 @@ def exchange_code(code: str, *, verifier: str, redirect_uri: str, registration: 
 def refresh_grant(refresh_token: str, registration: OAuthClientInformationFull, endpoint: Endpoint) -> OAuthToken:
     data = {"grant_type": "refresh_token", "refresh_token": refresh_token,
             **({"resource": endpoint["resource"]} if endpoint.get("resource") else {})}
-    # Short: on SQLite the refresher holds the database's write lock while it waits (agents.mcpauth.tokens).
+    # Short: other callers needing the token wait for this one's answer (agents.mcpauth.tokens).
     tokens = token_request(endpoint["tokenEndpoint"], registration, data, timeout=REFRESH_TIMEOUT)
     if tokens.refresh_token is None:  # RFC 6749 §6: not rotated, the old one stays good
         tokens.refresh_token = refresh_token

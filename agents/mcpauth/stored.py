@@ -23,6 +23,7 @@ from datetime import datetime, timedelta, timezone as tz
 from typing import Any, TypedDict
 
 from cryptography.fernet import InvalidToken
+from django.db import transaction
 from django.utils import timezone
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
@@ -79,12 +80,10 @@ class Stored:
         return self.expires_at is not None and self.expires_at <= timezone.now() + timedelta(seconds=seconds)
 
 
-def read(agent: Agent, server_name: str, *, for_update: bool = False) -> Stored:
-    """The stored parts, decrypted; `for_update` (inside a transaction) locks the rows until it ends."""
+def read(agent: Agent, server_name: str) -> Stored:
+    """The stored parts, decrypted."""
     prefix = secret_prefix(server_name) + "_"
     rows = Secret.objects.filter(agent=agent, name__in=[prefix + p for p in PARTS])
-    if for_update:
-        rows = rows.select_for_update()
     by_part = {row.name.removeprefix(prefix): row for row in rows}
 
     def value(part: str) -> str | None:
@@ -111,6 +110,23 @@ def save_tokens(agent: Agent, server_name: str, tokens: OAuthToken, *, by: str =
     Secret.put(agent, f"{prefix}_ACCESS_TOKEN", tokens.access_token, by=by, expires_at=expires_at)
     if tokens.refresh_token:
         Secret.put(agent, f"{prefix}_REFRESH_TOKEN", tokens.refresh_token, by=by)
+
+
+def access_name(server_name: str) -> str:
+    """The ACCESS_TOKEN row's name: the row whose lease (Secret.claim_refresh) says who refreshes."""
+    return f"{secret_prefix(server_name)}_ACCESS_TOKEN"
+
+
+def save_refreshed(agent: Agent, server_name: str, tokens: OAuthToken, lease) -> bool:
+    """A refresh's tokens, stored only if `lease` still holds the refresh (one short transaction); whether they were."""
+    expires_at = timezone.now() + timedelta(seconds=int(tokens.expires_in)) if tokens.expires_in is not None else None
+    with transaction.atomic():
+        if not Secret.finish_refresh(agent, access_name(server_name), lease, tokens.access_token, by=BY,
+                                     expires_at=expires_at):
+            return False
+        if tokens.refresh_token:
+            Secret.put(agent, f"{secret_prefix(server_name)}_REFRESH_TOKEN", tokens.refresh_token, by=BY)
+    return True
 
 
 def save_registration(agent: Agent, server_name: str, registration: OAuthClientInformationFull, *,

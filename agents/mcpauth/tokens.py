@@ -7,18 +7,21 @@ interactive flow, it refreshes or says to run the command.
 from __future__ import annotations
 
 import logging
-
-from django.db import transaction
+import time
 
 from agents.mcp import McpServer
-from agents.mcpauth.flows import FlowError, TokenRefused, refresh_grant
-from agents.mcpauth.stored import NotAuthorized, forget_tokens, not_authorized, read, save_tokens
-from agents.models import Agent
+from agents.mcpauth.flows import REFRESH_TIMEOUT, FlowError, TokenRefused, refresh_grant
+from agents.mcpauth.stored import (
+    NotAuthorized, access_name, forget_tokens, not_authorized, read, save_refreshed,
+)
+from agents.models import Agent, Secret
 from agents.secrets.lookup import current_agent
 
 log = logging.getLogger(__name__)
 
 REFRESH_MARGIN = 60.0  # seconds: a token this close to expiry is refreshed before it is sent
+LEASE = REFRESH_TIMEOUT + 12.0  # seconds a refresh may take before another process may start one
+POLL = 0.1  # seconds between reads of a caller waiting for another's refresh
 
 
 def _agent() -> Agent:
@@ -54,41 +57,69 @@ def rejected(server: McpServer, sent: str) -> str:
 
     Returns the token to try next; raises NotAuthorized when there is none.
     """
-    return refresh(_agent(), server, seen=sent)
+    return refresh(_agent(), server, seen=sent, refused=True)
 
 
-def refresh(agent: Agent, server: McpServer, *, seen: str) -> str:
-    """A new access token in place of `seen`, the one this caller read (or sent and had refused).
+def refresh(agent: Agent, server: McpServer, *, seen: str, refused: bool = False) -> str:
+    """A new access token in place of `seen`, the one this caller read (or sent and had `refused`).
 
-    1. Lock the server's secret rows (select_for_update on PostgreSQL; on SQLite
-       every transaction takes the write lock when it begins), so of two
-       processes refreshing at once one waits for the other.
-    2. Read them again under the lock: if the access token is no longer
-       `seen` and is good, another process refreshed it; use that (its refresh
-       token may have been rotated, so refreshing again could fail).
-    3. Otherwise POST the refresh grant and store the new tokens before the lock is released.
+    1. Read the tokens: if the access token is no longer `seen` and is good,
+       another process refreshed it; use that (its refresh token may have been
+       rotated, so refreshing again could fail).
+    2. Claim the refresh (a lease on the access token's row): of the processes
+       refreshing at once one wins; the others read the row again until the
+       winner's token is there, for as long as a lease lasts, then use `seen`
+       if it still works or say the refresh could not be done now.
+    3. The winner POSTs the refresh grant outside any transaction (on SQLite a
+       transaction holds the write lock of every writer while the endpoint
+       answers) and stores the tokens in a short one, if its lease still holds.
     A refusal (the refresh token revoked or expired) removes the tokens: the
     server then counts as not authorized everywhere until someone runs the command.
     """
-    refused = ""
-    with transaction.atomic():
-        stored = read(agent, server.name, for_update=True)
+    deadline = time.monotonic() + LEASE
+    while True:
+        stored = read(agent, server.name)
         if stored.access_token is not None and stored.access_token != seen and not stored.expires_within(0):
             return stored.access_token  # refreshed since the caller read it: as fresh as a new one would be
-        if not (stored.refresh_token and stored.registration and stored.endpoint and stored.applies_to(server.url)):
-            refused = "holds no refresh token"
-        else:
-            try:
-                tokens = refresh_grant(stored.refresh_token, stored.registration, stored.endpoint)
-            except TokenRefused as exc:
-                refused = f"could not be refreshed ({exc})"
-            except FlowError as exc:  # the endpoint is down: the tokens may still be good later
-                raise not_authorized(agent.slug, server.name, f"could not be refreshed now ({exc}); if this "
-                                     "lasts") from None
-            else:
-                save_tokens(agent, server.name, tokens)
-                log.info("refreshed the OAuth access token of MCP server %r for agent %s", server.name, agent.slug)
-                return tokens.access_token
+        if not (stored.access_token and stored.refresh_token and stored.registration and stored.endpoint
+                and stored.applies_to(server.url)):
+            raise unusable(agent, server, "holds no refresh token")
+        lease = Secret.claim_refresh(agent, access_name(server.name), LEASE)
+        if lease is not None:
+            break
+        if time.monotonic() >= deadline:
+            if not refused and stored.access_token == seen and not stored.expires_within(0):
+                return seen
+            raise not_authorized(agent.slug, server.name, "could not be refreshed now (another refresh of it has "
+                                 "not finished); if this lasts")
+        time.sleep(POLL)
+    fresh = read(agent, server.name)  # a refresh may have ended between the read and the claim
+    if fresh.access_token is not None and fresh.access_token != seen and not fresh.expires_within(0):
+        Secret.release_refresh(agent, access_name(server.name), lease)
+        return fresh.access_token
+    tokens, why = None, ""
+    try:
+        tokens = refresh_grant(fresh.refresh_token, fresh.registration, fresh.endpoint)
+    except TokenRefused as exc:
+        why = f"could not be refreshed ({exc})"
+    except FlowError as exc:  # the endpoint is down: the tokens may still be good later
+        raise not_authorized(agent.slug, server.name, f"could not be refreshed now ({exc}); if this "
+                             "lasts") from None
+    finally:
+        if tokens is None:
+            Secret.release_refresh(agent, access_name(server.name), lease)
+    if tokens is None:
+        raise unusable(agent, server, why)
+    if save_refreshed(agent, server.name, tokens, lease):
+        log.info("refreshed the OAuth access token of MCP server %r for agent %s", server.name, agent.slug)
+    else:
+        log.warning("the OAuth refresh of MCP server %r for agent %s outlasted its lease: its tokens were not "
+                    "stored", server.name, agent.slug)
+    return tokens.access_token
+
+
+def unusable(agent: Agent, server: McpServer, why: str) -> NotAuthorized:
+    """Forget the tokens, which will never work again; the error that says to run the command."""
     forget_tokens(agent, server.name)
-    log.warning("OAuth tokens of MCP server %r for agent %s are unusable: %s", server.name, agent.slug, refused)
-    raise not_authorized(agent.slug, server.name, f"is no longer authorized: its token was refused and it {refused}")
+    log.warning("OAuth tokens of MCP server %r for agent %s are unusable: %s", server.name, agent.slug, why)
+    return not_authorized(agent.slug, server.name, f"is no longer authorized: its token was refused and it {why}")

@@ -6,8 +6,11 @@ calls and usage. Messages are dicts in one neutral shape:
 
     {"role": "user", "content": "..."}
     {"role": "assistant", "content": "...", "toolCalls": [{"id", "name", "input"}],
-     "reasoning": "...", "reasoningSignature": "..."}
+     "reasoning": "...", "reasoningSignature": "...", "reasoningModel": "provider:model"}
     {"role": "tool", "callId": "...", "name": "...", "content": "...", "isError": bool}
+
+`reasoningModel` names the model that signed the thinking: only that model
+is sent it back (agents.providers.transcript).
 """
 from __future__ import annotations
 

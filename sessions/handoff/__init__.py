@@ -5,8 +5,8 @@
 under the session's lock or leaves the session exactly as it was; `abandon`
 is the recovery sweep's part for a handoff whose process died.
 """
+from agents.providers.transcript import materialize
 from sessions.handoff.perform import abandon, confirm, perform
 from sessions.handoff.review import configured, review
-from sessions.handoff.transcript import materialize
 
 __all__ = ["abandon", "configured", "confirm", "materialize", "perform", "review"]

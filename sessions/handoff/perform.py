@@ -33,6 +33,7 @@ from django.utils import timezone
 from agents.discovery import load_deployment
 from agents.providers import get_provider, parse_model_id
 from agents.providers.base import ModelRequest, ProviderError, ToolSpec, params_for
+from agents.providers.transcript import materialize
 from agents.secrets.store import acting_for
 from sessions import tracing
 from sessions.turn import lifecycle
@@ -40,7 +41,6 @@ from sessions.turn.admission import AdmissionError
 from sessions.eventlog.events import operator_acted
 from sessions.experiments.enrollment import overrides
 from sessions.handoff.review import review
-from sessions.handoff.transcript import materialize
 from sessions.models import EventType, Handoff, Session, Turn
 from sessions.plumbing.processes import process_id
 

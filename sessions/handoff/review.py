@@ -13,9 +13,9 @@ from typing import Any, Literal, TypedDict
 
 from agents.providers import parse_model_id
 from agents.providers.base import params_for
+from agents.providers.transcript import CACHING, READS_IMAGES, provider_of, take_inventory
 from agents.secrets.lookup import credential
 from agents.secrets.store import acting_for
-from sessions.handoff.transcript import CACHING, READS_IMAGES, provider_of, take_inventory
 from sessions.models import Session
 
 # The variable holding each provider's key (an agent may name another with the param `api_key_env`).

@@ -30,6 +30,7 @@ from agents.providers.base import (
     params_for,
 )
 from agents.hooks import Hook
+from agents.providers.transcript import for_model
 from agents.providers.base import Usage as ProviderUsage
 from sessions import tracing
 from sessions.metrics import families as metrics
@@ -189,7 +190,7 @@ class Runner:
                 self.emitter.emit(EventType.REASONING_COMPLETED, {"text": reasoning})
             if text:
                 self.emitter.emit(EventType.MESSAGE_COMPLETED, {"text": text})
-            messages.append(assistant_message(text, reasoning, signature, calls))
+            messages.append(assistant_message(text, reasoning, signature, calls, self.model))
             self.emitter.emit(EventType.STEP_COMPLETED, {
                 "step": step, "durationMs": round((time.monotonic() - step_started) * 1000, 1), "usage": step_usage,
             })
@@ -235,8 +236,9 @@ class Runner:
     def call_once(self, model_id: str, messages: list[dict[str, Any]], specs):
         provider, model, provider_name = self.provider(model_id)
         params = params_for(model_id, self.profile.params, self.profile.declared_for or self.profile.model)
-        request = ModelRequest(model=model, system=self.profile.system, messages=messages, tools=specs,
-                               params=dict(params), should_stop=self.should_stop)
+        # Each model is handed back only the thinking it signed: a fall-over mixes two models' in one history.
+        request = ModelRequest(model=model, system=self.profile.system, tools=specs, params=dict(params),
+                               messages=for_model(messages, model_id, self.profile.model), should_stop=self.should_stop)
         called = time.monotonic()
         with tracing.model_call(provider_name, model, self.profile.system, messages) as traced:
             try:
@@ -345,12 +347,16 @@ class Runner:
         self.clock.tools_ran(started)
 
 
-def assistant_message(text: str, reasoning: str, signature: str, calls: list[ToolCall]) -> dict[str, Any]:
+def assistant_message(text: str, reasoning: str, signature: str, calls: list[ToolCall],
+                      model: str = "") -> dict[str, Any]:
+    """The step's reply in the neutral shape; `model`: the model that signed its thinking."""
     message: dict[str, Any] = {"role": "assistant", "content": text}
     if reasoning:
         message["reasoning"] = reasoning
     if signature:
         message["reasoningSignature"] = signature
+        if model:
+            message["reasoningModel"] = model
     if calls:
         # Cleaned like the ToolCall rows (Executor.prepare), so the stored conversation matches them.
         message["toolCalls"] = [{"id": clean_text(c.call_id), "name": clean_text(c.name),

@@ -29,6 +29,9 @@ class LoopbackModelServer:
 
     def __init__(self, kind: str):
         self.kind = kind  # "openai" | "anthropic"
+        # Anthropic: sign each thinking block with the model called, and refuse (400) a request
+        # handing back a thinking block another model signed, as the real API refuses one.
+        self.signs_thinking = False
         self.replies: deque[Reply] = deque()
         self.requests: list[dict[str, Any]] = []
         self.model_list_requests = 0
@@ -59,7 +62,11 @@ class LoopbackModelServer:
                 length = int(self.headers.get("content-length", 0))
                 server.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
                                         "body": json.loads(self.rfile.read(length) or b"{}")})
+                body = server.requests[-1]["body"]
                 reply = server.replies.popleft() if server.replies else Reply(500, body={"error": "no reply scripted"})
+                if server.signs_thinking and (foreign := foreign_signature(body)):
+                    reply = Reply(400, body={"type": "error", "error": {
+                        "type": "invalid_request_error", "message": f"Invalid `signature` in `thinking` block: {foreign}"}})
                 if reply.delay:
                     time.sleep(reply.delay)
                 if reply.status != 200:
@@ -77,6 +84,8 @@ class LoopbackModelServer:
                     self.send_header("content-type", "text/event-stream")
                     self.end_headers()
                     for event in reply.events:
+                        if server.signs_thinking and event.get("delta", {}).get("type") == "signature_delta":
+                            event = {**event, "delta": {**event["delta"], "signature": signature_of(body["model"])}}
                         if server.kind == "anthropic":
                             chunk = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
                         else:
@@ -105,6 +114,19 @@ class LoopbackModelServer:
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def signature_of(model: str) -> str:
+    return f"signed-by:{model}"
+
+
+def foreign_signature(body: dict[str, Any]) -> str:
+    """The first signature of a thinking block in `body` that its model did not write; empty: none."""
+    for message in body.get("messages", []):
+        for block in message.get("content") if isinstance(message.get("content"), list) else []:
+            if block.get("type") == "thinking" and block.get("signature") != signature_of(body.get("model", "")):
+                return block.get("signature", "")
+    return ""
 
 
 # --- OpenAI chunk builders ---------------------------------------------------
@@ -173,9 +195,12 @@ def an_text(text: str, input_tokens: int = 10, output_tokens: int = 5, thinking:
     return events + an_end(output_tokens, "end_turn")
 
 
-def an_tool_uses(calls: list[tuple[str, str, dict]], input_tokens: int = 20, output_tokens: int = 8) -> list[dict[str, Any]]:
+def an_tool_uses(calls: list[tuple[str, str, dict]], input_tokens: int = 20, output_tokens: int = 8,
+                 thinking: str = "") -> list[dict[str, Any]]:
     events = [an_start(input_tokens)]
-    for index, (call_id, name, arguments) in enumerate(calls):
+    if thinking:
+        events += an_text("", thinking=thinking)[1:5]  # its thinking block, at index 0
+    for index, (call_id, name, arguments) in enumerate(calls, start=1 if thinking else 0):
         raw = json.dumps(arguments)
         events.append({"type": "content_block_start", "index": index,
                        "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}}})

@@ -7,7 +7,7 @@ import pytest
 
 from sessions.models import Event, Session
 from tests.providers.conftest import event_types, start
-from tests.providers.loopback import Reply, an_start, an_text, oa_text
+from tests.providers.loopback import Reply, an_start, an_text, an_tool_uses, oa_text
 
 NO_RETRIES = {"max_retries": 0}
 RATE_LIMITED = Reply(429, body={"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}})
@@ -201,3 +201,57 @@ def test_a_parked_turn_resumes_on_the_model_it_fell_over_to(local, agent_on_mode
     usage = events_of(session_id, "turn.completed")[0]["usage"]
     assert usage["byModel"]["openai:gpt-test"]["inputTokens"] == 50
     assert len(events_of(session_id, "model.fallback")) == 1
+
+
+def thinking_sent(body: dict) -> list[tuple[str, str]]:
+    return [(block["thinking"], block["signature"]) for message in body["messages"] if isinstance(message["content"], list)
+            for block in message["content"] if block["type"] == "thinking"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_model_is_sent_only_the_thinking_it_signed(local, agent_on_model, anthropic_server, sync_turns):
+    agent_on_model("anthropic:claude-test", NO_RETRIES, fallback=["anthropic:claude-spare"])
+    anthropic_server.signs_thinking = True  # it refuses a thinking block another model signed
+    anthropic_server.replies.extend([
+        Reply(events=an_text("first", thinking="mine")),  # the session's model
+        RATE_LIMITED,  # the next turn: the session's model is busy, its fallback answers
+        Reply(events=an_text("second", thinking="the spare's")),
+        Reply(events=an_text("third", thinking="mine again")),  # the turn after: the session's model again
+    ])
+    created = local.post("/remote/v1/session", {"message": "one"}, content_type="application/json").json()
+    session_id, token = created["sessionId"], created["continuationToken"]
+    for message in ("two", "three"):
+        sent = local.post(f"/remote/v1/session/{session_id}/message", {"message": message, "continuationToken": token},
+                          content_type="application/json")
+        assert sent.status_code == 202, sent.content
+        token = sent.json()["continuationToken"]
+
+    assert [e["text"] for e in events_of(session_id, "message.completed")] == ["first", "second", "third"]
+    assert "turn.failed" not in event_types(session_id)
+    bodies = [r["body"] for r in anthropic_server.requests]
+    assert [b["model"] for b in bodies] == ["claude-test", "claude-test", "claude-spare", "claude-test"]
+    assert thinking_sent(bodies[2]) == []  # the fallback: not the session's model's thinking
+    assert [m["role"] for m in bodies[2]["messages"]] == ["user", "assistant", "user"]
+    # The session's model: its own thinking back as it signed it, the fallback's left out.
+    assert thinking_sent(bodies[3]) == [("mine", "signed-by:claude-test")]
+    assert bodies[3]["messages"][3]["content"] == [{"type": "text", "text": "second"}]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_fallback_gets_its_own_thinking_back_for_the_rest_of_the_turn(local, agent_on_model, anthropic_server,
+                                                                        sync_turns):
+    agent_on_model("anthropic:claude-test", NO_RETRIES, fallback=["anthropic:claude-spare"])
+    anthropic_server.signs_thinking = True
+    anthropic_server.replies.extend([
+        RATE_LIMITED,
+        Reply(events=an_tool_uses([("toolu_1", "look_up", {"q": "x"})], thinking="I should look it up")),
+        Reply(events=an_text("done")),
+    ])
+
+    session_id = start(local, "remote", "hi")
+
+    assert events_of(session_id, "message.completed")[-1]["text"] == "done"
+    bodies = [r["body"] for r in anthropic_server.requests]
+    assert [b["model"] for b in bodies] == ["claude-test", "claude-spare", "claude-spare"]
+    # The step after its tool call hands the fallback its thinking back, as a tool-use turn must.
+    assert thinking_sent(bodies[2]) == [("I should look it up", "signed-by:claude-spare")]

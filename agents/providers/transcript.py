@@ -1,4 +1,4 @@
-"""What a conversation keeps, loses and changes when it moves to another model.
+"""What a conversation keeps, loses and changes when it goes to another model.
 
 The stored conversation is provider-neutral (agents.providers.base), but three
 things in it belong to the model or provider that wrote them:
@@ -8,7 +8,9 @@ things in it belong to the model or provider that wrote them:
   thinking block (its text and signature) is dropped; an unsigned reasoning
   text (an OpenAI-compatible server's) was never sent back to any model, and
   goes with the others so the transcript says exactly what the target sees.
-  An assistant message that held nothing but thinking goes with it.
+  An assistant message that held nothing but thinking goes with it. Within a
+  session, a turn that fell over to a fallback holds thinking of two models:
+  each model call is sent only the thinking its own model signed (`for_model`).
 - tool-call ids: each provider checks the ids it is handed back. Anthropic
   takes `^[a-zA-Z0-9_-]{1,64}$`, OpenAI at most 40 characters. An id the
   target would refuse is replaced by one derived from it (the same for the
@@ -117,26 +119,45 @@ def _only_thinking(message: dict[str, Any]) -> bool:
     return not message.get("content") and not message.get("toolCalls")
 
 
+THINKING = ("reasoning", "reasoningSignature", "reasoningModel")
+
+
 def materialize(conversation: list[dict[str, Any]], from_model: str, to_model: str) -> list[dict[str, Any]]:
-    """The conversation re-made for `to_model`: what `review` lists as lost is dropped, what it lists as
-    transformed is changed, everything else is kept as it was (a new list; the input is not changed)."""
+    """The conversation re-made for `to_model` by a handoff: what `review` lists as lost is dropped, what it
+    lists as transformed is changed, everything else is kept as it was (a new list; the input is not changed)."""
+    return _remade(conversation, to_model, lambda message: False)
+
+
+def for_model(conversation: list[dict[str, Any]], model_id: str, owner: str) -> list[dict[str, Any]]:
+    """The conversation as a call of `model_id` may send it: thinking only where `model_id` signed it.
+
+    An assistant message names the model of its thinking in `reasoningModel`;
+    one without it was written by `owner`, the model the conversation is kept
+    for (a session's, a subagent's). Ids and images are made as for a handoff.
+    """
+    return _remade(conversation, model_id, lambda message: message.get("reasoningModel", owner) == model_id)
+
+
+def _remade(conversation: list[dict[str, Any]], to_model: str, keeps_thinking) -> list[dict[str, Any]]:
+    """A new list; a message that needs no change is the input's own (which is not changed)."""
     provider = provider_of(to_model)
     images_readable = provider in READS_IMAGES
     out: list[dict[str, Any]] = []
     for message in conversation:
-        made = dict(message)
+        made = message
         if made.get("role") == "assistant":
-            if _only_thinking(made):
+            if any(key in made for key in THINKING) and not keeps_thinking(made):
+                made = {key: value for key, value in made.items() if key not in THINKING}
+            if _only_thinking(made) and not made.get("reasoningSignature"):
                 continue  # an empty assistant turn: OpenAI refuses one
-            made.pop("reasoning", None)
-            made.pop("reasoningSignature", None)
-            if made.get("toolCalls"):
-                made["toolCalls"] = [
+            calls = made.get("toolCalls")
+            if calls and not all(id_accepted(call.get("id", ""), provider) for call in calls):
+                made = {**made, "toolCalls": [
                     call if id_accepted(call.get("id", ""), provider) else {**call, "id": remapped_id(call.get("id", ""))}
-                    for call in made["toolCalls"]]
+                    for call in calls]}
         elif made.get("role") == "tool" and not id_accepted(made.get("callId", ""), provider):
-            made["callId"] = remapped_id(made.get("callId", ""))
+            made = {**made, "callId": remapped_id(made.get("callId", ""))}
         if not images_readable and _image_parts(made.get("content")):
-            made["content"] = _text_only(made["content"])
+            made = {**made, "content": _text_only(made["content"])}
         out.append(made)
     return out
