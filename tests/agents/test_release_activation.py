@@ -1,13 +1,16 @@
 """Deployment.activate: the one conditional update every way of activating a release goes through."""
 from __future__ import annotations
 
+import threading
 from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 
 from agents.discovery import deploy_agent_folder
+from agents.discovery.activation import ReleaseError, activate_release, find_agent, find_release
 from agents.models import Agent, Deployment
 
 
@@ -63,3 +66,34 @@ def test_activating_the_active_release_changes_nothing(two_names):
 
     assert Agent.objects.get(slug="greeter").name == "Renamed by hand"
     assert Deployment.objects.get(pk=v2.pk).activated_at == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_operators_activating_one_release_at_once_one_wins_the_other_hears_it_is_active(tmp_path):
+    root = tmp_path / "greeter"
+    v1 = deploy_agent_folder(named_release(root, "Greeter", "Says hello."))
+    deploy_agent_folder(named_release(root, "Host", "Welcomes guests."))
+    start = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def operator() -> None:
+        try:
+            release = find_release(find_agent("greeter"), 1)
+            start.wait()
+            try:
+                activate_release(release)
+                outcomes.append("activated")
+            except ReleaseError as exc:
+                outcomes.append(exc.code)
+        finally:
+            connection.close()
+
+    operators = [threading.Thread(target=operator) for _ in range(2)]
+    for t in operators:
+        t.start()
+    for t in operators:
+        t.join(60)
+
+    assert sorted(outcomes) == ["activated", "already_active"]
+    agent = Agent.objects.get(slug="greeter")
+    assert (agent.active_deployment_id, agent.name) == (v1.pk, "Greeter")
