@@ -131,16 +131,31 @@ class Deployment(models.Model):
             return Path(settings.STATE_ROOT) / self.snapshot_path
         return Path(settings.STATE_ROOT) / snapshot_location(self.agent.slug, self.content_hash)
 
-    def activate(self) -> None:
-        """Make this release the one new sessions start on (also how rollback works)."""
+    def activate(self) -> bool:
+        """Make this release the one new sessions start on (deploy, activate, rollback, the REST route and
+        the admin all come here); whether it changed anything.
+
+        One conditional update of the agent's row moves its pointer and takes the release's name and
+        description: of two activations of the same release, the second changes no row and hears False
+        (already active), and the release keeps the stamp of the activation that won.
+        """
+        manifest = self.manifest or {}
         with transaction.atomic():
-            self.status = self.Status.RUNNING
-            self.activated_at = timezone.now()
-            self.save(update_fields=["status", "activated_at"])
-            Agent.objects.filter(pk=self.agent_id).update(active_deployment=self, updated_at=timezone.now())
+            won = (Agent.objects.filter(pk=self.agent_id).exclude(active_deployment=self)
+                   .update(active_deployment=self, name=manifest.get("name", models.F("name")),
+                           description=manifest.get("description", models.F("description")),
+                           updated_at=timezone.now()))
+            if won:
+                self.status = self.Status.RUNNING
+                self.activated_at = timezone.now()
+                self.save(update_fields=["status", "activated_at"])
         # Keep a loaded agent in step, so `deploy_agent_folder(...).agent` is not stale.
-        if Deployment.agent.is_cached(self):
-            self.agent.active_deployment = self
+        if won and Deployment.agent.is_cached(self):
+            agent = self.agent
+            agent.active_deployment = self
+            agent.name = manifest.get("name", agent.name)
+            agent.description = manifest.get("description", agent.description)
+        return bool(won)
 
 
 def snapshot_location(slug: str, content_hash: str) -> str:

@@ -25,6 +25,7 @@ import psutil
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # agents.serving, which hostslib uses
 
 from hostslib import ROOT, topology  # noqa: E402
 

@@ -9,27 +9,21 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Iterator
 
 import httpx
 import pytest
 
+from agents.serving import free_port, stop_server, wait_until_healthy
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def child_env(**extra: str) -> dict[str, str]:
@@ -127,27 +121,11 @@ def run_server(state_root: Path, *args: str, env: dict[str, str] | None = None, 
         )
     server = Server(f"http://127.0.0.1:{port}", process, state_root, log)
     try:
-        deadline = time.monotonic() + ready_timeout
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"serve exited with {process.returncode}:\n{server.output()}")
-            try:
-                if httpx.get(f"{server.base_url}/healthz", headers=ready_headers, timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"serve did not become ready:\n{server.output()}")
-            time.sleep(0.1)
+        wait_until_healthy(server.base_url, process, timeout=ready_timeout, output=server.output,
+                           headers=ready_headers, name="serve")
         yield server
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_server(process, grace=20)
 
 
 def read_stream_until(client: httpx.Client, url: str, until_type: str, *, count: int = 1, timeout: float = 15) -> list[dict]:

@@ -58,10 +58,11 @@ def activate_release(deployment: Deployment) -> Deployment:
 
     1. Load the release's snapshot first, outside the transaction (it imports code): a
        release that no longer loads is refused, and the active one stays.
-    2. Under the agent's row lock, refuse the release already active (two operators
-       racing to activate the same one: one wins, the other hears it is active).
-    3. Activate it, take its name and description, and send `deployment_activated`
-       in the same transaction, so a receiver that fails rolls the activation back.
+    2. Activate it (`Deployment.activate`, which also takes its name and description); the
+       release already active is refused (two operators racing to activate the same one:
+       one wins, the other hears it is active).
+    3. Send `deployment_activated` in the same transaction, so a receiver that fails rolls
+       the activation back.
     """
     try:
         loaded = load_deployment(deployment)
@@ -69,14 +70,10 @@ def activate_release(deployment: Deployment) -> Deployment:
         problems = "; ".join(str(p) for p in exc.problems)
         raise ReleaseError("deployment_unloadable", f"{deployment} no longer loads: {problems}") from None
     with transaction.atomic():
-        agent = Agent.objects.select_for_update().get(pk=deployment.agent_id)
-        if agent.active_deployment_id == deployment.pk:
-            raise ReleaseError("already_active", f"{deployment} is already the active release of {agent.slug!r}")
-        deployment.activate()
-        manifest = deployment.manifest
-        Agent.objects.filter(pk=agent.pk).update(name=manifest.get("name", agent.name),
-                                                 description=manifest.get("description", agent.description))
-        agent.refresh_from_db()
+        if not deployment.activate():
+            raise ReleaseError("already_active",
+                               f"{deployment} is already the active release of {deployment.agent.slug!r}")
+        agent = Agent.objects.get(pk=deployment.agent_id)
         deployment.agent = agent
         deployment_activated.send(sender=Deployment, agent=agent, deployment=deployment, loaded=loaded)
     return deployment

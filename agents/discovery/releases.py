@@ -68,9 +68,7 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
         earlier = same[0]
         if not has_bundle(earlier):  # made before releases were stored: the folder has the same content
             store_bundle(earlier, pack_checked(loaded.root))
-        if agent.active_deployment_id != earlier.pk:
-            earlier.activate()
-            AgentRow.objects.filter(pk=agent.pk).update(name=manifest["name"], description=manifest["description"])
+        earlier.activate()  # changes nothing when it is the active release already
         deployment_activated.send(sender=Deployment, agent=agent, deployment=earlier, loaded=loaded)
         return Deployed(earlier, reused=True)
 
@@ -98,7 +96,6 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
             status=Deployment.Status.VALIDATING,
         )
         store_bundle(deployment, bundle)
-        AgentRow.objects.filter(pk=agent.pk).update(name=manifest["name"], description=manifest["description"])
         deployment.activate()
         deployment_activated.send(sender=Deployment, agent=agent, deployment=deployment, loaded=loaded)
     return Deployed(deployment, reused=False)

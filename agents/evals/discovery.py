@@ -7,13 +7,12 @@ what to change.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import inspect
-import sys
 from pathlib import Path
 from types import ModuleType
 
 from agents.evals.cases import MAX_CONCURRENCY, EvalCase, EvalConfig, EvalDefinition
+from agents.modules import import_file
 
 SUFFIX = "_eval.py"
 
@@ -32,17 +31,11 @@ def evals_folder(project: Path) -> Path:
 
 def _import(path: Path) -> ModuleType:
     name = "agentsite_evals_" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        return import_file(path, name)
     except Exception as error:
-        sys.modules.pop(name, None)
         raise EvalFileError(path, f"importing it raised {type(error).__name__}: {error}",
                             "make the file import on its own (`python " + str(path) + "`)") from error
-    return module
 
 
 def _cases_of(path: Path, base_id: str) -> list[EvalCase]:

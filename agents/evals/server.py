@@ -4,28 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Iterator
 
-import httpx
+from agents.serving import free_port, stop_server, wait_until_healthy
 
 READY_TIMEOUT = 120.0
-
-
-class ServerError(Exception):
-    pass
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager
@@ -35,7 +22,7 @@ def ephemeral_server(manage_py: Path, project: Path, workers: int) -> Iterator[s
     The per-principal limits are off: every case runs as the loopback principal, which a person's
     limits would otherwise hold to a few sessions a minute.
     """
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory(prefix="agentsite-eval-") as state_root:
         env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
         env.update(PYTHONUNBUFFERED="1", AGENTSITE_RATE_SESSIONS="off", AGENTSITE_RATE_MESSAGES="off",
@@ -50,23 +37,8 @@ def ephemeral_server(manage_py: Path, project: Path, workers: int) -> Iterator[s
                 cwd=manage_py.parent, env=env, stdout=log, stderr=subprocess.STDOUT)
         base_url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + READY_TIMEOUT
-            while True:
-                if process.poll() is not None:
-                    raise ServerError(f"the server exited with {process.returncode}:\n"
-                                      + log_path.read_text(errors="replace")[-3000:])
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"{base_url}/healthz", timeout=1).status_code == 200:
-                        break
-                if time.monotonic() > deadline:
-                    raise ServerError("the server did not become ready:\n" + log_path.read_text(errors="replace")[-3000:])
-                time.sleep(0.1)
+            wait_until_healthy(base_url, process, timeout=READY_TIMEOUT,
+                               output=lambda: log_path.read_text(errors="replace")[-3000:])
             yield base_url
         finally:
-            if process.poll() is None:
-                process.send_signal(signal.SIGINT)
-                try:
-                    process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            stop_server(process, grace=30)

@@ -21,6 +21,7 @@ from agents.providers.base import (
     ToolCall,
     Usage,
     Endpoint,
+    KeyedProvider,
     classify_error,
     probe_params,
     sdk_client,
@@ -61,15 +62,17 @@ def to_anthropic_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]
 
 
 
-class AnthropicProvider:
+class AnthropicProvider(KeyedProvider):
     name = "anthropic"
+    key_env = "ANTHROPIC_API_KEY"
+    base_url_env = "ANTHROPIC_BASE_URL"
 
     def client(self, params: dict[str, Any]) -> anthropic.Anthropic:
-        return sdk_client(anthropic.Anthropic, params, key_env="ANTHROPIC_API_KEY", base_url_env="ANTHROPIC_BASE_URL",
+        return sdk_client(anthropic.Anthropic, params, key_env=self.key_env, base_url_env=self.base_url_env,
                           timeout=300)
 
     def endpoint(self, params: dict[str, Any]) -> Endpoint:
-        return sdk_endpoint(self.name, self.client(params), params, "ANTHROPIC_API_KEY")
+        return sdk_endpoint(self, self.client(params), params)
 
     def probe(self, params: dict[str, Any], timeout: float) -> None:
         """GET /v1/models: answered with the key's access, without running a model."""

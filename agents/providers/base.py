@@ -145,6 +145,39 @@ def params_for(model_id: str, params: dict[str, Any], declared_for: str) -> dict
     return {k: v for k, v in params.items() if k not in CLIENT_PARAMS}
 
 
+def client_params(params: dict[str, Any]) -> dict[str, Any]:
+    """Of an agent's params, those that say where the client calls and with which key."""
+    return {k: params[k] for k in CLIENT_PARAMS if k in params}
+
+
+class KeyedProvider:
+    """A provider reached with a key (an agent secret or the environment): the one answer to
+    whether it is configured, which the model directory and a handoff's review both ask.
+
+    `api_key_env` in the params names another variable for the key. `keyless_server`: a
+    base URL of its own counts as configured (OpenAI-compatible servers often need no key).
+    """
+
+    name: str = ""
+    key_env: str = ""
+    base_url_env: str = ""
+    keyless_server: bool = False
+
+    def key_variable(self, params: dict[str, Any]) -> str:
+        return params.get("api_key_env", self.key_env)
+
+    def missing_configuration(self, params: dict[str, Any]) -> str:
+        """What to set before a call can be made under `params`, in words; "" when nothing is missing."""
+        if credential(self.key_variable(params)):
+            return ""
+        if self.keyless_server and (params.get("base_url") or credential(self.base_url_env)):
+            return ""
+        return self.key_variable(params)
+
+    def configured(self, params: dict[str, Any]) -> bool:
+        return not self.missing_configuration(params)
+
+
 def sdk_client(client_class: Callable[..., ClientT], params: dict[str, Any], *, key_env: str, base_url_env: str,
                timeout: float) -> ClientT:
     """An official SDK's client configured from an agent's params and its credentials (secrets, then environment).
@@ -173,11 +206,11 @@ class Endpoint:
     key_hash: str = ""
 
 
-def sdk_endpoint(provider: str, client: Any, params: dict[str, Any], key_env: str, *, keyless: bool = False) -> Endpoint:
-    """`client` (from sdk_client) resolved its base URL; `keyless`: a base URL of its own counts as configured."""
-    key = credential(params.get("api_key_env", key_env))
+def sdk_endpoint(provider: KeyedProvider, client: Any, params: dict[str, Any]) -> Endpoint:
+    """Where `client` (from sdk_client) calls, as `provider` configured it under `params`."""
+    key = credential(provider.key_variable(params))
     base_url = str(client.base_url).rstrip("/")
-    return Endpoint(provider, base_url, configured=bool(key) or keyless,
+    return Endpoint(provider.name, base_url, configured=provider.configured(params),
                     key_hash=hashlib.sha256(key.encode()).hexdigest()[:16] if key else "")
 
 
@@ -192,6 +225,11 @@ class Provider(Protocol):
     def stream(self, request: ModelRequest) -> Iterator[ModelEvent]: ...
 
     def endpoint(self, params: dict[str, Any]) -> Endpoint: ...
+
+    def missing_configuration(self, params: dict[str, Any]) -> str:
+        """What to set before this provider can be called under `params`; "" when nothing is missing."""
+
+    def configured(self, params: dict[str, Any]) -> bool: ...
 
     def probe(self, params: dict[str, Any], timeout: float) -> None:
         """One cheap request (the provider's model list); raises ProviderError if it fails."""

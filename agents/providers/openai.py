@@ -20,12 +20,12 @@ from agents.providers.base import (
     ToolCall,
     Usage,
     Endpoint,
+    KeyedProvider,
     classify_error,
     probe_params,
     sdk_client,
     sdk_endpoint,
 )
-from agents.secrets.lookup import credential
 
 # Agent params passed through to the API; the rest configure the client.
 REQUEST_PARAMS = ("temperature", "top_p", "max_tokens", "max_completion_tokens", "reasoning_effort", "seed", "stop")
@@ -51,15 +51,17 @@ def to_openai_messages(system: str, messages: list[dict[str, Any]]) -> list[dict
 
 
 
-class OpenAIProvider:
+class OpenAIProvider(KeyedProvider):
     name = "openai"
+    key_env = "OPENAI_API_KEY"
+    base_url_env = "OPENAI_BASE_URL"
+    keyless_server = True  # vLLM, Ollama, ... on a base URL of their own often need no key
 
     def client(self, params: dict[str, Any]) -> openai.OpenAI:
-        return sdk_client(openai.OpenAI, params, key_env="OPENAI_API_KEY", base_url_env="OPENAI_BASE_URL", timeout=120)
+        return sdk_client(openai.OpenAI, params, key_env=self.key_env, base_url_env=self.base_url_env, timeout=120)
 
     def endpoint(self, params: dict[str, Any]) -> Endpoint:
-        own_server = bool(params.get("base_url") or credential("OPENAI_BASE_URL"))
-        return sdk_endpoint(self.name, self.client(params), params, "OPENAI_API_KEY", keyless=own_server)
+        return sdk_endpoint(self, self.client(params), params)
 
     def probe(self, params: dict[str, Any], timeout: float) -> None:
         """GET {base}/models: every OpenAI-compatible server answers it."""

@@ -56,6 +56,12 @@ class ScriptedProvider:
     def endpoint(self, params: dict[str, Any]) -> Endpoint:
         return Endpoint(self.name, "", configured=True)
 
+    def missing_configuration(self, params: dict[str, Any]) -> str:
+        return ""  # runs in this process, offline
+
+    def configured(self, params: dict[str, Any]) -> bool:
+        return True
+
     def probe(self, params: dict[str, Any], timeout: float) -> None:
         """In this process: always reachable."""
 

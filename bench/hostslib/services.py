@@ -17,6 +17,8 @@ from typing import Callable, Iterator
 import psycopg
 import redis
 
+from agents.serving import free_port
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 PYTHON = sys.executable
 SITE = ROOT / "deploy" / "nginx-hosts.conf"
@@ -27,12 +29,6 @@ WORKERS = ("worker-a", "worker-b")
 
 class TopologyError(RuntimeError):
     pass
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_until(condition: Callable[[], object], what: str, timeout: float = 60, every: float = 0.05):

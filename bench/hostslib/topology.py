@@ -16,6 +16,8 @@ from typing import Iterator
 import httpx
 import psutil
 
+from agents.serving import NotServing, wait_until_healthy
+
 from .services import (PYTHON, ROOT, SITE, TopologyError, WEBS, WORKERS, PrivatePostgres, PrivateRedis, _killpg,
                        free_port, port_open, redis_database, throwaway_database, wait_until)
 
@@ -177,22 +179,10 @@ class Topology:
 
     def wait_ready(self, name: str, timeout: float = 90) -> None:
         proc = self.procs[name]
-
-        def ready() -> bool:
-            if not proc.alive():
-                raise TopologyError(f"{name} exited:\n{proc.tail()}")
-            return httpx.get(f"{proc.url}/healthz", timeout=1).status_code == 200
-
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if ready():
-                    return
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise TopologyError(f"{name} did not answer /healthz in {timeout:.0f} s:\n{proc.tail()}")
-            time.sleep(0.1)
+        try:
+            wait_until_healthy(proc.url, proc.process, timeout=timeout, output=proc.tail, name=name)
+        except NotServing as exc:
+            raise TopologyError(str(exc)) from None
 
     def start_nginx(self) -> None:
         binary = shutil.which("nginx") or "/usr/sbin/nginx"

@@ -32,7 +32,7 @@ from django.utils import timezone
 
 from agents.discovery import load_deployment
 from agents.providers import get_provider, parse_model_id
-from agents.providers.base import ModelRequest, ProviderError, ToolSpec, params_for
+from agents.providers.base import ModelRequest, ProviderError, ToolSpec, client_params, params_for
 from agents.providers.transcript import materialize
 from agents.secrets.store import acting_for
 from sessions import tracing
@@ -50,8 +50,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REFUSAL_STATUS = {"model_not_allowed": 400, "same_model": 409, "no_credential": 424}
-# Params that configure the client, kept for the confirming call; the rest shape an answer it does not need.
-CLIENT_PARAMS = ("api_key_env", "base_url", "max_retries")
 CONFIRM_TIMEOUT = 60.0
 LEASE_MARGIN = 30.0
 PROBE = "(A check that this conversation can continue here: answer with one word.)"
@@ -165,7 +163,7 @@ def confirm(session: Session, to_model: str, messages: list[dict[str, Any]]) -> 
         return
     chosen = overrides(load_deployment(session.deployment), session.ab_variants)
     params = params_for(to_model, chosen.params, chosen.model)  # not another provider's server and key
-    probe = {k: params[k] for k in CLIENT_PARAMS if k in params}
+    probe = client_params(params)  # the rest shape an answer the confirming call does not need
     probe["max_retries"] = 0  # the session is locked meanwhile: one try, bounded by the timeout
     probe["timeout"] = min(float(params.get("timeout", CONFIRM_TIMEOUT)), CONFIRM_TIMEOUT)
     probe["max_completion_tokens" if "max_completion_tokens" in params else "max_tokens"] = 1

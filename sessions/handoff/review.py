@@ -11,17 +11,11 @@ import hashlib
 import json
 from typing import Any, Literal, TypedDict
 
-from agents.providers import parse_model_id
+from agents.providers import get_provider
 from agents.providers.base import params_for
 from agents.providers.transcript import CACHING, READS_IMAGES, provider_of, take_inventory
-from agents.secrets.lookup import credential
 from agents.secrets.store import acting_for
 from sessions.models import Session
-
-# The variable holding each provider's key (an agent may name another with the param `api_key_env`).
-KEY_ENVS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
-# An OpenAI-compatible server on a base URL (vLLM, Ollama, ...) often needs no key.
-BASE_URL_ENVS = {"openai": "OPENAI_BASE_URL"}
 
 RefusalCode = Literal["no_credential", "model_not_allowed", "same_model"]
 
@@ -32,20 +26,18 @@ class Refusal(TypedDict):
     alternatives: list[str]
 
 
-def configured(model_id: str, params: dict[str, Any]) -> bool:
-    """Whether the target's provider has what it needs to be called: its key (or, for an
-    OpenAI-compatible server, a base URL). The scripted model is always there. Call it
-    inside `acting_for(slug)` so an agent's own secrets count."""
-    provider = provider_of(model_id)
-    if provider not in KEY_ENVS:
-        return provider == "scripted"
-    if credential(params.get("api_key_env", KEY_ENVS[provider])):
-        return True
-    base_url_env = BASE_URL_ENVS.get(provider)
-    return bool(base_url_env and (params.get("base_url") or credential(base_url_env)))
+def missing_configuration(model_id: str, params: dict[str, Any]) -> str:
+    """What the target's provider says it lacks to be called ("" when nothing: its key, or for
+    an OpenAI-compatible server a base URL). Call it inside `acting_for(slug)` so an agent's
+    own secrets count."""
+    try:
+        provider, _ = get_provider(model_id)
+    except ValueError:  # a provider this server does not have
+        return "its key"
+    return provider.missing_configuration(params)
 
 
-def _refusal(session: Session, source: str, to_model: str, ready: bool, alternatives: list[str]) -> Refusal | None:
+def _refusal(session: Session, source: str, to_model: str, missing: str, alternatives: list[str]) -> Refusal | None:
     allowed = session.deployment.models
     if to_model == source:
         return {"code": "same_model", "message": f"the session already runs on {to_model!r}",
@@ -54,10 +46,9 @@ def _refusal(session: Session, source: str, to_model: str, ready: bool, alternat
         return {"code": "model_not_allowed",
                 "message": f"model {to_model!r} is not one this agent may run on; choose one of: {', '.join(allowed)}",
                 "alternatives": alternatives}
-    if not ready:
-        provider = provider_of(to_model)
+    if missing:
         return {"code": "no_credential",
-                "message": f"{to_model!r} is not configured on this server: set {KEY_ENVS.get(provider, 'its key')} "
+                "message": f"{to_model!r} is not configured on this server: set {missing} "
                            "(an agent secret or the environment)" + (
                                f", or choose one of: {', '.join(alternatives)}" if alternatives else ""),
                 "alternatives": alternatives}
@@ -88,21 +79,17 @@ def review_content(session: Session, to_model: str) -> dict[str, Any]:
     params = dict(manifest.get("params") or {})
     declared_for = manifest.get("model", "")  # another provider's model does not take that one's server and key
     with acting_for(session.agent.slug):
-        ready = configured(to_model, params_for(to_model, params, declared_for))
+        missing = missing_configuration(to_model, params_for(to_model, params, declared_for))
         alternatives = [m for m in session.deployment.models
-                        if m != source and configured(m, params_for(m, params, declared_for))]
-    try:
-        parse_model_id(to_model)
-    except ValueError:
-        ready = False
+                        if m != source and not missing_configuration(m, params_for(m, params, declared_for))]
     seen = take_inventory(conversation, to_model)
     runtime = (session.deployment.manifest or {}).get("runtime") or {}
     return {
         "sessionId": session.id,
         "from": source,
         "to": to_model,
-        "configured": ready,
-        "refusal": _refusal(session, source, to_model, ready, alternatives),
+        "configured": not missing,
+        "refusal": _refusal(session, source, to_model, missing, alternatives),
         "carriesOver": {
             "messages": seen.messages, "userMessages": seen.user_messages,
             "assistantMessages": seen.assistant_messages, "toolCalls": seen.tool_calls,

@@ -21,11 +21,11 @@ from django.db import IntegrityError, transaction
 from agents.discovery import load_deployment
 from agents.models import Agent
 from sessions.turn.admission import AdmissionError, start_session, submit_message
+from sessions.turn.locks import message_locks
 from sessions.messaging.limits import (
-    MessageRefused, budget_lock, check_budget, check_hops, check_rate, check_sent, next_hops, root_of,
+    MessageRefused, check_budget, check_hops, check_rate, check_sent, next_hops, root_of,
 )
 from sessions.models import AgentMessage, Session, Turn
-from sessions.plumbing.pglocks import lock_for_transaction
 from sessions.principal import Principal
 
 CHANNEL = "agent"
@@ -71,18 +71,11 @@ def send(sender: Session, sender_agent: str, turn_id: str, target_slug: str, tex
     load_deployment(target.active_deployment)
     created = False
     with transaction.atomic():
-        # The sends descending from one person's message count one after another, whichever sessions
-        # send them. Taken first: every send takes this lock, then the sender's, then the pair's.
-        lock_for_transaction(budget_lock(root))
+        # First in the transaction, before admission's locks (the order: sessions.turn.locks).
+        message_locks(root, sender.id, recipient.id if recipient is not None else None)
         check_budget(root, sender_agent, target.slug)
-        # A session's sends count one after another, new conversations included (else a fresh thread
-        # on each call would fan out unbounded).
-        lock_for_transaction(sender_lock(sender.id))
         check_sent(sender.id)
         if recipient is not None:
-            # Parallel calls between the same two sessions count one after another, so they cannot all pass
-            # the rate. Taken first in the transaction, before admission's locks (sessions.turn.lifecycle's order).
-            lock_for_transaction(conversation_lock(sender.id, recipient.id))
             check_rate(sender.id, recipient.id)
         else:
             try:
@@ -104,16 +97,6 @@ def send(sender: Session, sender_agent: str, turn_id: str, target_slug: str, tex
                                           recipient=admitted.session, thread=thread, text=text, hops=hops,
                                           root=root, turn=admitted.turn)
     return Delivered(session_id=admitted.session.id, message_id=row.id, created=created)
-
-
-def sender_lock(session_id: str) -> str:
-    """The advisory lock's name of one session's sends."""
-    return "agentmsg-from\0" + session_id
-
-
-def conversation_lock(session_id: str, other_id: str) -> str:
-    """The advisory lock's name of the conversation between two sessions, whichever sends."""
-    return "agentmsg\0" + "\0".join(sorted((session_id, other_id)))
 
 
 def owner_of(session: Session) -> Principal:

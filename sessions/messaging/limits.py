@@ -70,13 +70,10 @@ def descent(turn_id: str) -> dict[str, Any] | None:
     return {"turnId": turn_id, "root": root, "hops": int((origin or {}).get("hops") or 0)}
 
 
-def budget_lock(root: str) -> str:
-    """The advisory lock's name of one root's turn budget."""
-    return "agentmsg-root\0" + root
-
-
 def check_budget(root: str, sender_agent: str, target: str) -> None:
-    """Refuse once the root's messages (each a turn of an agent) reached the budget. Under `budget_lock(root)`."""
+    """Refuse once the root's messages (each a turn of an agent) reached the budget.
+
+    Under the root's lock (`sessions.turn.locks.message_locks`)."""
     budget = settings.AGENTSITE_AGENT_TURN_BUDGET
     spent = AgentMessage.objects.filter(root=root, kind=AgentMessage.Kind.MESSAGE).count()
     if spent < budget:

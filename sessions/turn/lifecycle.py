@@ -6,13 +6,8 @@ won) composed here inside one transaction, and a turn is enqueued only from
 `transaction.on_commit`, so a worker never looks for a row that has not
 committed. The states and who triggers each move are drawn in ARCHITECTURE.md.
 
-Lock order: every transaction here that writes several rows takes the
-principal's turn lock first (only under a running-turn cap, `principal_turn_lock`),
-then tool calls, then the session row (an event append or a Session update),
-then the turn. A follow-up holds the session row while it interrupts the
-turn; taking them the other way round deadlocks on PostgreSQL. So a move
-whose winner a turn update decides makes its session writes first and rolls
-them back if it lost.
+Every transaction here that writes several rows takes its locks in the one
+order `sessions.turn.locks` writes down.
 """
 from __future__ import annotations
 
@@ -29,9 +24,9 @@ from sessions.metrics import families as metrics
 from sessions.eventlog.events import append_events
 from sessions.experiments.samples import record_samples
 from sessions.models import EventType, Session, ToolCall, Turn
-from sessions.plumbing.pglocks import lock_for_transaction
 from sessions.sql.rows import insert_row
 from sessions.plumbing.taskqueue import enqueue
+from sessions.turn.locks import principal_turn_lock
 from sessions.turn.usage import Usage, add_usage
 
 # The django-q task that runs a turn (a dotted path: queued tasks outlive a deploy).
@@ -64,17 +59,6 @@ CAP_REASON = "running_turns_cap"
 
 def running_turn_cap() -> int:
     return settings.AGENTSITE_MAX_RUNNING_TURNS
-
-
-def principal_turn_lock(session: Session) -> None:
-    """Serialize, per principal, the transactions that count its active turns and take one more.
-
-    On SQLite every write transaction already holds the database's lock
-    (`transaction_mode: IMMEDIATE`); on PostgreSQL a transaction-scoped
-    advisory lock does it. Taken first in its transaction (see the lock order above).
-    """
-    if running_turn_cap():
-        lock_for_transaction(f"turns\0{session.authenticator}\0{session.principal_id}")
 
 
 def _under_cap(session: Session) -> bool:
@@ -261,7 +245,7 @@ def resume_parked(turn_id: str, *, winding_down: bool = False, hooks: Sequence[H
     the principal is below the cap and no older turn waits, else it stays
     parked with its session `running` until a slot frees (`dispatch_waiting`).
     A turn told to stop (`winding_down`) does not wait. The caller holds
-    `principal_turn_lock` (the lock order: it comes first in the transaction).
+    `principal_turn_lock` (it comes first in the transaction: `sessions.turn.locks`).
     """
     capped = bool(running_turn_cap()) and not winding_down
     session = Session.objects.filter(active_turn=turn_id).first() if capped else None

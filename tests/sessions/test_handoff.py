@@ -94,6 +94,23 @@ def test_a_review_made_where_the_target_has_no_key_still_names_the_same_state(th
 
 
 @transactional
+def test_the_review_asks_the_provider_which_key_it_reads(local, sync_turns, tmp_path, both_servers, monkeypatch):
+    """An agent naming its own key variable: the review is configured by that one, and says to set it."""
+    anthropic, _ = both_servers
+    anthropic.replies.append(Reply(events=an_text("Hello.")))
+    deploy_on_models(tmp_path, [ANTHROPIC, "anthropic:claude-other"], {"api_key_env": "DUO_ANTHROPIC_KEY"})
+    session, _ = open_session(local, "duo", "hello")  # the loopback server takes any key
+
+    unset = review(session, "anthropic:claude-other")  # ANTHROPIC_API_KEY is set, but not the one it reads
+    monkeypatch.setenv("DUO_ANTHROPIC_KEY", "sk-duo")
+    ready = review(session, "anthropic:claude-other")
+
+    assert (unset["configured"], unset["refusal"]["code"]) == (False, "no_credential")
+    assert "set DUO_ANTHROPIC_KEY " in unset["refusal"]["message"]
+    assert (ready["configured"], ready["refusal"]) == (True, None)
+
+
+@transactional
 def test_a_target_failing_its_confirm_leaves_the_session_on_its_source(local, thinking_session, both_servers):
     session, token = thinking_session
     anthropic, openai = both_servers

@@ -21,7 +21,8 @@ from agents.evals.cases import MAX_CONCURRENCY
 from agents.evals.discovery import EvalFileError, discover_cases, load_config, select_cases
 from agents.evals.reports import junit_xml, print_table, run_json
 from agents.evals.runner import CaseResult, run_cases
-from agents.evals.server import ServerError, ephemeral_server
+from agents.evals.server import ephemeral_server
+from agents.serving import NotServing
 
 # Turn workers of an ephemeral server: one per concurrent case up to this many processes.
 MAX_EPHEMERAL_WORKERS = 16
@@ -69,7 +70,7 @@ class Command(BaseCommand):
                 workers = options["workers"] or min(concurrency, len(cases), MAX_EPHEMERAL_WORKERS)
                 with ephemeral_server(Path(settings.BASE_DIR) / "manage.py", root, workers) as url:
                     results = self.run(cases, url, slug, concurrency, None)
-        except ServerError as error:
+        except NotServing as error:
             raise CommandError(str(error)) from error
         duration = self.duration
         links = bool(options["url"])  # an ephemeral server's sessions are gone once it stops
