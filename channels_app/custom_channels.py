@@ -146,10 +146,7 @@ class ChannelRouteView(APIView):
             principal = admit(RequestInfo.from_django(request._request), slug=slug,
                               chain=channel_chain(channel.channel.auth))
         except APIError as exc:
-            response = _refuse(exc.status_code, exc.error_code, exc.message, exc.details)
-            for name, value in exc.headers.items():
-                response[name] = value
-            return response
+            return exc.response()
         if principal.authenticator == "django" and "token" not in principal.attributes:
             try:  # a browser's cookie rides along cross-site: a login needs the CSRF token
                 PolicyChainAuthentication().enforce_csrf(request)
@@ -169,7 +166,7 @@ class ChannelRouteView(APIView):
                 # an empty body is the empty object, so a route whose fields are all optional takes none
                 body = _validated(route.body, {} if data in (None, "", {}, []) else data, "body")
         except APIError as exc:
-            return _refuse(exc.status_code, exc.error_code, exc.message, exc.details)
+            return exc.response()
         except exceptions.UnsupportedMediaType:
             return _refuse(415, "unsupported_media_type", "send the body as application/json")
         except exceptions.ParseError as exc:
