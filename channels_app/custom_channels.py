@@ -38,7 +38,8 @@ from channels_app.auth import PolicyChainAuthentication, RequestInfo, authentica
 from channels_app.doors import admit
 from channels_app.bodies import validate_body
 from channels_app.errors import APIError, error_body, error_response
-from channels_app.responses import ApprovalDecided, SessionLinks
+from channels_app.replies.sessions import SessionLinks
+from channels_app.replies.tools import ApprovalDecided
 from sessions.turn.admission import AdmissionError
 from sessions.custom_channels import ChannelContext, SessionNotFound
 from sessions.principal import Principal

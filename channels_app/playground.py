@@ -23,7 +23,7 @@ from channels_app.doors import AGENT, LISTING, admit_page, error_page, is_operat
 from channels_app.errors import APIError
 from channels_app.experiments_page import ab_page
 from channels_app.ownership import get_owned_session
-from channels_app.responses import artifact_path
+from channels_app.replies.artifacts import artifact_path
 from sessions.evals.capture import case_file_text, case_id_for
 from sessions.models import Artifact, Event, EventType, Reminder, Session
 from sessions.tracing.links import trace_url

@@ -19,7 +19,7 @@ from channels_app.ownership import get_agent, get_owned_session, get_session_by_
 from channels_app.pagination import SessionCursorPagination, paginate
 from channels_app.parsers import parse_flag, parse_start_index
 from channels_app.ratelimits import MESSAGES, SESSIONS, check_rate
-from channels_app.responses import (
+from channels_app.replies.sessions import (
     FollowUpAccepted, SessionCreated, SessionDetail, SessionLinks, SessionPage, SessionWithLastTurn, StopAccepted,
 )
 from channels_app.schema import (
