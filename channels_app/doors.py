@@ -56,6 +56,12 @@ def server_door(what: str) -> Door:
     return Door(operators=True, scope=Scope.REFUSED, what=what)
 
 
+def every_session_refused() -> APIError:
+    """`?all=1` (every principal's sessions) asked by someone who is not an operator."""
+    return APIError(403, "operators_only", "all=1 lists every principal's sessions: only operators "
+                                          "(staff and members of the operators group) may ask for it")
+
+
 def host_allowed(host: str) -> bool:
     """Whether Django would serve an HTTP request naming `host` (its ALLOWED_HOSTS, read now)."""
     allowed = settings.ALLOWED_HOSTS
@@ -111,8 +117,12 @@ class HasPrincipal(permissions.BasePermission):
 
 
 # A page's title for each refusal: the page says what the JSON's code says.
-PAGE_TITLES = {"operators_only": "Operators only", "scoped_token": "Outside this token's scope",
-               "disallowed_host": "Unknown host"}
+PAGE_TITLES = {
+    "operators_only": "Operators only",
+    "scoped_token": "Outside this token's scope",
+    "disallowed_host": "Unknown host",
+    "forbidden": "Not your session",  # channels_app.ownership: another principal's session
+}
 
 
 def error_page(request: HttpRequest, status: int, title: str, detail: str) -> HttpResponse:
