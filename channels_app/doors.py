@@ -84,7 +84,8 @@ def check(principal: Any, door: Door = AGENT, slug: str | None = None) -> Princi
         raise unauthorized()
     if door.operators and not is_operator(principal):
         if principal.principal_type == "anonymous":
-            raise unauthorized("authentication required: log in as an operator, or send an operator's personal token")
+            raise unauthorized("authentication required: log in as an operator, or send an "
+                               "operator's personal token")
         raise APIError(403, "operators_only", f"only operators (staff and members of the operators group) may "
                                               f"reach {door.what}")
     scope = agent_scope(principal)
