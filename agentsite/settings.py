@@ -268,7 +268,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("AGENTSITE_MAX_BODY_BYTES", str
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["channels_app.auth.PolicyChainAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["channels_app.doors.HasPrincipal"],
-    "DEFAULT_RENDERER_CLASSES": ["channels_app.responses.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["channels_app.replies.base.JSONRenderer"],
     # Bounded nesting, finite numbers, text both databases store: 400s with their own codes.
     "DEFAULT_PARSER_CLASSES": ["channels_app.parsers.BoundedJSONParser"],
     "EXCEPTION_HANDLER": "channels_app.errors.exception_handler",

@@ -25,9 +25,8 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from channels_app.auth import RequestInfo
 from channels_app.bodies import SocketMessage, validate_body
-from channels_app.doors import admit
+from channels_app.doors import admit, refuse_socket
 from channels_app.errors import APIError
-from channels_app.lockout import TooManyFailures
 from channels_app.middleware import bad_path_id
 from channels_app.origin import foreign_websocket_origin
 from channels_app.ownership import get_owned_session
@@ -40,7 +39,6 @@ from sessions.metrics.families import stream_closed, stream_opened
 log = logging.getLogger(__name__)
 
 
-# A refused socket closes with 4000 + the HTTP status the same request would get.
 _owned_session = database_sync_to_async(get_owned_session)
 _admit = database_sync_to_async(admit)
 
@@ -57,9 +55,7 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
         try:  # a personal token is a row to read
             self.principal = await _admit(RequestInfo.from_scope(self.scope), slug=kwargs.get("slug"))
         except APIError as exc:
-            if isinstance(exc, TooManyFailures):  # says when to come back, then closes as 4429
-                await self.send_error(exc.error_code, exc.message, exc.details)
-            return await self.close(code=4000 + exc.status_code)
+            return await refuse_socket(self, exc)
         if bad_path_id(kwargs):
             return await self.close(code=4400)
         query = parse_qs(self.scope.get("query_string", b"").decode("utf-8", "replace"))
@@ -67,7 +63,7 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
             self.session = await _owned_session(kwargs["slug"], kwargs["session_id"], self.principal, operators=True)
             start = parse_start_index(query.get("startIndex", [None])[0])
         except APIError as exc:
-            return await self.close(code=4000 + exc.status_code)
+            return await refuse_socket(self, exc)
         self.follower = asyncio.create_task(self.follow(start))
         stream_opened("websocket")
 

@@ -38,7 +38,8 @@ from channels_app.auth import PolicyChainAuthentication, RequestInfo, authentica
 from channels_app.doors import admit
 from channels_app.bodies import validate_body
 from channels_app.errors import APIError, error_body, error_response
-from channels_app.responses import ApprovalDecided, SessionLinks
+from channels_app.replies.sessions import SessionLinks
+from channels_app.replies.tools import ApprovalDecided
 from sessions.turn.admission import AdmissionError
 from sessions.custom_channels import ChannelContext, SessionNotFound
 from sessions.principal import Principal
@@ -146,10 +147,7 @@ class ChannelRouteView(APIView):
             principal = admit(RequestInfo.from_django(request._request), slug=slug,
                               chain=channel_chain(channel.channel.auth))
         except APIError as exc:
-            response = _refuse(exc.status_code, exc.error_code, exc.message, exc.details)
-            for name, value in exc.headers.items():
-                response[name] = value
-            return response
+            return exc.response()
         if principal.authenticator == "django" and "token" not in principal.attributes:
             try:  # a browser's cookie rides along cross-site: a login needs the CSRF token
                 PolicyChainAuthentication().enforce_csrf(request)
@@ -169,7 +167,7 @@ class ChannelRouteView(APIView):
                 # an empty body is the empty object, so a route whose fields are all optional takes none
                 body = _validated(route.body, {} if data in (None, "", {}, []) else data, "body")
         except APIError as exc:
-            return _refuse(exc.status_code, exc.error_code, exc.message, exc.details)
+            return exc.response()
         except exceptions.UnsupportedMediaType:
             return _refuse(415, "unsupported_media_type", "send the body as application/json")
         except exceptions.ParseError as exc:

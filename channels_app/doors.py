@@ -6,8 +6,9 @@ be one the server serves (400, as Django answers HTTP); the chain names the
 principal (none: 401); an operators' door wants an operator or the loopback
 caller (anonymous: 401, anyone else: 403 `operators_only`); then a personal
 token's agent scope: 403 `scoped_token` for an agent outside it, and on a door
-that covers every agent or manages the server. Each surface renders the
-`APIError` its own way: JSON, a page or a login redirect, a close code.
+that covers every agent or manages the server. A refusal is an `APIError`, answered
+by one function per kind of surface: `APIError.response` (JSON, every route),
+`refusal_page` (a login redirect or a page), `refuse_socket` (a close code).
 """
 from __future__ import annotations
 
@@ -24,10 +25,8 @@ from django.shortcuts import render
 from rest_framework import permissions
 
 from channels_app.auth import LOCAL_PRINCIPAL, Policy, Principal, RequestInfo, agent_scope, authenticate
-from channels_app.errors import APIError
+from channels_app.errors import APIError, unauthorized
 from channels_app.lockout import TooManyFailures
-
-UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Bearer realm="agentsite"'}
 
 
 class Scope(enum.Enum):
@@ -57,6 +56,12 @@ def server_door(what: str) -> Door:
     return Door(operators=True, scope=Scope.REFUSED, what=what)
 
 
+def every_session_refused() -> APIError:
+    """`?all=1` (every principal's sessions) asked by someone who is not an operator."""
+    return APIError(403, "operators_only", "all=1 lists every principal's sessions: only operators "
+                                          "(staff and members of the operators group) may ask for it")
+
+
 def host_allowed(host: str) -> bool:
     """Whether Django would serve an HTTP request naming `host` (its ALLOWED_HOSTS, read now)."""
     allowed = settings.ALLOWED_HOSTS
@@ -76,12 +81,11 @@ def is_operator(principal: Principal) -> bool:
 def check(principal: Any, door: Door = AGENT, slug: str | None = None) -> Principal:
     """`principal` (the chain's answer, None if no policy admitted the caller) if `door` lets it in."""
     if not isinstance(principal, Principal):
-        raise APIError(401, "unauthorized", "authentication required: no auth policy admitted this request",
-                       headers=UNAUTHORIZED_HEADERS)
+        raise unauthorized()
     if door.operators and not is_operator(principal):
         if principal.principal_type == "anonymous":
-            raise APIError(401, "unauthorized", "authentication required: log in as an operator, or send an "
-                                                "operator's personal token", headers=UNAUTHORIZED_HEADERS)
+            raise unauthorized("authentication required: log in as an operator, or send an "
+                               "operator's personal token")
         raise APIError(403, "operators_only", f"only operators (staff and members of the operators group) may "
                                               f"reach {door.what}")
     scope = agent_scope(principal)
@@ -114,8 +118,12 @@ class HasPrincipal(permissions.BasePermission):
 
 
 # A page's title for each refusal: the page says what the JSON's code says.
-PAGE_TITLES = {"operators_only": "Operators only", "scoped_token": "Outside this token's scope",
-               "disallowed_host": "Unknown host"}
+PAGE_TITLES = {
+    "operators_only": "Operators only",
+    "scoped_token": "Outside this token's scope",
+    "disallowed_host": "Unknown host",
+    "forbidden": "Not your session",  # channels_app.ownership: another principal's session
+}
 
 
 def error_page(request: HttpRequest, status: int, title: str, detail: str) -> HttpResponse:
@@ -138,6 +146,15 @@ def refusal_page(request: HttpRequest, exc: APIError) -> HttpResponse:
     for name, value in exc.headers.items():
         response[name] = value
     return response
+
+
+async def refuse_socket(consumer: Any, exc: APIError) -> None:
+    """A refusal on a websocket, accepted so the page can read why: closed with 4000 + the HTTP
+    status the same request would get (4401, 4403, 4404, 4400); a locked-out client is first
+    told when to come back, in an error frame with `retryAfter`, then closed as 4429."""
+    if isinstance(exc, TooManyFailures):
+        await consumer.send_error(exc.error_code, exc.message, exc.details)
+    await consumer.close(code=4000 + exc.status_code)
 
 
 def admit_page(request: HttpRequest, door: Door = AGENT, slug: str | None = None) -> Principal | HttpResponse:

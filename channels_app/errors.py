@@ -1,12 +1,16 @@
-"""One error shape for every route: {"error": {"code", "message", "details"}}."""
+"""One error shape for every route: {"error": {"code", "message", "details"}}.
+
+`APIError.response` is the one JSON answer of an error, a refusal included: DRF's
+handler and the views outside DRF (streams, /metrics, channel routes) all send it.
+"""
 from __future__ import annotations
 
 import logging
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, JsonResponse
-from rest_framework import exceptions, status
+from django.http import Http404, HttpResponse, JsonResponse
+from rest_framework import exceptions, renderers
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from rest_framework.response import Response
@@ -16,6 +20,9 @@ from sessions.turn.admission import AdmissionError
 from sessions.plumbing.taskqueue import QueueUnavailable
 
 log = logging.getLogger(__name__)
+
+UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Bearer realm="agentsite"'}
+NO_POLICY = "authentication required: no auth policy admitted this request"
 
 
 class APIError(exceptions.APIException):
@@ -28,12 +35,17 @@ class APIError(exceptions.APIException):
         self.details = details
         self.headers = headers or {}
 
-    def response(self) -> JsonResponse:
-        """The error as a plain Django response, for views outside DRF (streams, /metrics)."""
-        response = error_response(self.status_code, self.error_code, self.message, self.details)
-        for name, value in self.headers.items():
-            response[name] = value
-        return response
+    def response(self) -> HttpResponse:
+        """The error as JSON, with its headers (WWW-Authenticate, Retry-After), rendered as DRF
+        renders a body, so a refusal reads the same inside DRF and outside it."""
+        body = renderers.JSONRenderer().render(error_body(self.error_code, self.message, self.details))
+        return HttpResponse(body, status=self.status_code, content_type="application/json",
+                            headers=self.headers)
+
+
+def unauthorized(message: str = NO_POLICY) -> APIError:
+    """The 401 of a caller no policy admitted (or an anonymous one where operators are asked)."""
+    return APIError(401, "unauthorized", message, headers=UNAUTHORIZED_HEADERS)
 
 
 def _flatten(detail: Any) -> str:
@@ -46,8 +58,7 @@ def _flatten(detail: Any) -> str:
 
 def exception_handler(exc: Exception, context: dict) -> Response:
     if isinstance(exc, APIError):
-        return Response(error_body(exc.error_code, exc.message, exc.details), status=exc.status_code,
-                        headers=exc.headers)
+        return exc.response()
     if isinstance(exc, AdmissionError):
         return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
     if isinstance(exc, QueueUnavailable):
@@ -68,12 +79,7 @@ def exception_handler(exc: Exception, context: dict) -> Response:
     if isinstance(exc, exceptions.ValidationError):
         return Response(error_body("invalid_request", _flatten(exc.detail), exc.detail), status=400)
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
-        response = Response(
-            error_body("unauthorized", "authentication required: no auth policy admitted this request"),
-            status=status.HTTP_401_UNAUTHORIZED,
-        )
-        response["WWW-Authenticate"] = 'Bearer realm="agentsite"'
-        return response
+        return unauthorized().response()
     if isinstance(exc, exceptions.PermissionDenied):
         return Response(error_body("forbidden", str(exc.detail)), status=403)
     if isinstance(exc, exceptions.MethodNotAllowed):

@@ -11,7 +11,7 @@ from django.shortcuts import render
 
 from agents.models import Agent
 from channels_app.doors import AGENT, admit_page, error_page
-from channels_app.experiments import stopped_at
+from channels_app.replies.experiments import stopped_at
 from sessions.experiments.charts import interval_chart, time_chart
 from sessions.experiments.enrollment import experiments_of
 from sessions.experiments.results import over_time, results

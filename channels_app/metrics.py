@@ -28,7 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from channels_app import lockout
 from channels_app.auth import RequestInfo, counts_bearers, policy_chain, presented_bearer
 from channels_app.doors import admit, server_door
-from channels_app.errors import APIError, error_response
+from channels_app.errors import APIError, error_response, unauthorized
 from sessions.metrics import families as metrics
 from sessions.models import hash_token
 from sessions.models.token import TOKEN_PREFIX
@@ -62,8 +62,8 @@ def refusal(info: RequestInfo) -> HttpResponse | None:
             # bearer when the chain has a policy that counts them (`serve --bearer-token`).
             if presented and not presented.startswith(TOKEN_PREFIX) and not counts_bearers(policy_chain()):
                 lockout.failed(info.peer, lockout.bearer_account(presented), "metrics")
-            exc.message = ("authentication required: log in as an operator, or send the metrics token as "
-                           "`Authorization: Bearer <AGENTSITE_METRICS_TOKEN>`")
+            exc = unauthorized("authentication required: log in as an operator, or send the metrics token as "
+                               "`Authorization: Bearer <AGENTSITE_METRICS_TOKEN>`")
         return exc.response()
     return None
 

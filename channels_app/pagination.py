@@ -27,11 +27,17 @@ from typing import Any, ClassVar, Literal
 from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.response import Response
 
-from channels_app.agent_secrets import SecretList
+from channels_app.replies.secrets import SecretList
 from channels_app.errors import APIError
 from channels_app.parsers import load_json, parse_count
-from channels_app.releases import ReleaseList
-from channels_app.responses import AgentList, ApprovalList, ArtifactList, ReminderList, Reply, SessionPage, TokenList
+from channels_app.replies.releases import ReleaseList
+from channels_app.replies.agents import AgentList
+from channels_app.replies.artifacts import ArtifactList
+from channels_app.replies.base import Reply
+from channels_app.replies.sessions import SessionPage
+from channels_app.replies.timers import ReminderList
+from channels_app.replies.tokens import TokenList
+from channels_app.replies.tools import ApprovalList
 
 
 class CursorPages(CursorPagination):

@@ -19,11 +19,11 @@ from django.urls import path
 from agents.mcpauth.stored import with_status
 from agents.models import Agent
 from channels_app.auth import agent_scope
-from channels_app.doors import AGENT, LISTING, admit_page, error_page, is_operator
+from channels_app.doors import AGENT, LISTING, admit_page, error_page, every_session_refused, is_operator, refusal_page
 from channels_app.errors import APIError
 from channels_app.experiments_page import ab_page
 from channels_app.ownership import get_owned_session
-from channels_app.responses import artifact_path
+from channels_app.replies.artifacts import artifact_path
 from sessions.evals.capture import case_file_text, case_id_for
 from sessions.models import Artifact, Event, EventType, Reminder, Session
 from sessions.tracing.links import trace_url
@@ -61,8 +61,7 @@ def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
         return session_page(request, slug, session_id)
     every = request.GET.get("all") == "1"
     if every and not is_operator(principal):
-        return error_page(request, 403, "Operators only", "Every principal's sessions are listed for operators only "
-                                                      "(staff and members of the operators group).")
+        return refusal_page(request, every_session_refused())
     # An operator's view, as `GET /<slug>/v1/sessions?all=1`: every session of the agent, whoever
     # started it (a person, a schedule, a channel), with who that was.
     rows = Session.objects.all() if every else Session.objects.for_principal(principal)
@@ -145,7 +144,7 @@ def _owned_session(request: HttpRequest, slug: str, session_id: str) -> tuple[Se
         session = get_owned_session(slug, session_id, principal, operators=True)
     except APIError as exc:
         if exc.status_code == 403:
-            return None, False, error_page(request, 403, "Not your session", "This session belongs to another principal.")
+            return None, False, refusal_page(request, exc)
         if exc.error_code == "agent_not_found":
             return None, False, error_page(request, 404, "No such agent", f"There is no agent {slug!r} on this server.")
         return None, False, error_page(request, 404, "No such session", f"There is no session {session_id!r} on {slug!r}.")

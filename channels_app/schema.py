@@ -32,7 +32,8 @@ from channels_app.auth import agent_scope
 from channels_app.bodies import NO_NUL, keep_to_scope
 from channels_app.patterns import END
 from channels_app.tool_operations import add_tool_operations
-from channels_app.responses import ErrorBody, EventEnvelope
+from channels_app.replies.base import ErrorBody
+from channels_app.replies.sessions import EventEnvelope
 
 SLUG = "^[-a-zA-Z0-9_]+$"  # Django's slug path converter
 # A count as parse_count reads it: ASCII digits, at most 18 of them.

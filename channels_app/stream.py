@@ -64,11 +64,11 @@ def stream_view(request, slug: str, session_id: str):
     try:
         start = parse_start_index(request.GET.get("startIndex"), request.headers.get("Last-Event-ID"), resume=sse)
     except APIError as exc:
-        return error_response(exc.status_code, exc.error_code, exc.message)
+        return exc.response()
     try:
         mode = check_reader(slug, session_id, principal)
     except APIError as exc:
-        return error_response(exc.status_code, exc.error_code, exc.message)
+        return exc.response()
     return _streaming(follow_events(session_id, start, mode), "sse" if sse else "ndjson")
 
 

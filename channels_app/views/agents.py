@@ -20,8 +20,9 @@ from channels_app.auth import agent_scope
 from channels_app.doors import LISTING
 from channels_app.ownership import get_agent
 from channels_app.pagination import AgentPages, paginate
-from channels_app.agent_info import AgentInfo, ChannelRef
-from channels_app.responses import AgentHealth, AgentList, AgentSummary, DeploymentDetail, DeploymentRef, Health
+from channels_app.replies.agents import (
+    AgentHealth, AgentInfo, AgentList, AgentSummary, ChannelRef, DeploymentDetail, Health,
+)
 from channels_app.schema import list_parameters, refusals
 from sessions.instants import iso_z
 from sessions.models import Schedule
@@ -41,9 +42,7 @@ class AgentListView(APIView):
         if scope is not None:
             # A personal token scoped to some agents lists only those: the others answer it 403.
             agents = agents.filter(slug__in=scope)
-        return paginate(AgentPages, agents, request, self, lambda a: AgentSummary(
-            slug=a.slug, name=a.name or a.slug, description=a.description, model=a.model_id,
-            deployment=DeploymentRef.of(a.active_deployment)))
+        return paginate(AgentPages, agents, request, self, AgentSummary.of)
 
 
 class AgentInfoView(APIView):
@@ -79,10 +78,7 @@ class AgentInfoView(APIView):
             schedules=[{**s, **schedule_state.get(s["id"], {})} for s in manifest.get("schedules", [])],
             runtime=runtime_now(manifest.get("runtime")), offered_tools=offered_tools(deployment),
             mcp=with_status(agent, manifest.get("mcp", [])),
-            deployment=DeploymentDetail(
-                version=deployment.version, content_hash=deployment.content_hash, source=deployment.source,
-                status=deployment.status, created_at=deployment.created_at, activated_at=deployment.activated_at,
-            ) if deployment else None,
+            deployment=DeploymentDetail.of(deployment) if deployment else None,
         )
 
 

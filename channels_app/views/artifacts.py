@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 from channels_app.errors import APIError
 from channels_app.ownership import get_owned_session
 from channels_app.pagination import ArtifactPages, paginate
-from channels_app.responses import Artifact, ArtifactList
+from channels_app.replies.artifacts import Artifact, ArtifactList
 from channels_app.schema import SESSION, list_parameters, refusals
 from sessions.models import Artifact as ArtifactRow
 

@@ -20,7 +20,7 @@ from channels_app.doors import server_door
 from channels_app.errors import APIError
 from channels_app.pagination import ReleasePages, paginate
 from channels_app.parsers import parse_count
-from channels_app.releases import Release, ReleaseDetail, ReleaseList
+from channels_app.replies.releases import Release, ReleaseDetail, ReleaseList
 from channels_app.schema import list_parameters, refusals
 
 VERSION = OpenApiParameter("version", {"type": "integer", "minimum": 1, "maximum": 999_999_999_999_999_999},

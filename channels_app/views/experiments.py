@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from agents.experiments import ABTest
 from channels_app.errors import APIError
-from channels_app.experiments import ExperimentList, ExperimentResults, experiment_results, summary
+from channels_app.replies.experiments import ExperimentList, ExperimentResults, ExperimentSummary
 from channels_app.ownership import get_agent
 from channels_app.schema import refusals
 from sessions.experiments.enrollment import experiments_of
@@ -27,7 +27,7 @@ class ExperimentListView(APIView):
                    responses={200: ExperimentList, **refusals(400, 401, 403, 404)})
     def get(self, request: Request, slug: str) -> Response:
         agent = get_agent(slug)
-        return Response(ExperimentList(experiments=[summary(agent, t) for t in declared(agent).values()]))
+        return Response(ExperimentList(experiments=[ExperimentSummary.of(agent, t) for t in declared(agent).values()]))
 
 
 class ExperimentResultsView(APIView):
@@ -40,4 +40,4 @@ class ExperimentResultsView(APIView):
         test = declared(agent).get(name)
         if test is None:
             raise APIError(404, "experiment_not_found", f"agent {slug!r} declares no experiment {name!r}")
-        return Response(experiment_results(agent, test))
+        return Response(ExperimentResults.of(agent, test))

@@ -5,9 +5,6 @@ The views translate; `sessions.handoff` decides and does.
 """
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
-
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from pydantic import Field
 from rest_framework.request import Request
@@ -18,10 +15,11 @@ from channels_app.bodies import NO_NUL, TEXT, Body, validate_body
 from channels_app.errors import APIError
 from channels_app.ownership import get_owned_session
 from channels_app.ratelimits import MESSAGES, check_rate
-from channels_app.responses import Reply, SessionWithLastTurn
+from channels_app.replies.handoff import HandoffDone, HandoffRecord, HandoffReview
+from channels_app.replies.sessions import SessionWithLastTurn
 from channels_app.schema import BODY, RETRY_AFTER, SESSION, refusals
 from sessions.handoff import perform, review
-from sessions.models import Handoff, Session, Turn
+from sessions.models import Session, Turn
 
 MODEL_ID_MAX = 200
 
@@ -29,73 +27,6 @@ MODEL_ID_MAX = 200
 class HandoffRequest(Body):
     to: str = Field(min_length=1, max_length=MODEL_ID_MAX, json_schema_extra=TEXT)
     review_id: str = Field(min_length=1, max_length=64, json_schema_extra=TEXT)
-
-
-class HandoffRefusal(Reply):
-    """Why the handoff may not happen; `alternatives`: the release's other models that are configured."""
-
-    code: str
-    message: str
-    alternatives: list[str]
-
-
-class HandoffWorkspace(Reply):
-    kind: str
-    carried: bool
-
-
-class HandoffCarried(Reply):
-    messages: int
-    user_messages: int
-    assistant_messages: int
-    tool_calls: int
-    tool_results: int
-    workspace: HandoffWorkspace
-
-
-class HandoffChange(Reply):
-    """One kind of thing lost (`thinking`, `cache`, `images`) or transformed (`toolCallIds`)."""
-
-    kind: str
-    count: int
-    detail: str
-
-
-class HandoffReview(Reply):
-    """What moving the session to `to` keeps, loses and changes. `reviewId` goes stale with any new event
-    or message: POST it back to perform the handoff."""
-
-    session_id: str
-    from_model: str = Field(alias="from")
-    to: str
-    review_id: str
-    configured: bool
-    refusal: HandoffRefusal | None
-    carries_over: HandoffCarried
-    lost: list[HandoffChange]
-    transformed: list[HandoffChange]
-    at_index: int
-
-
-class HandoffRecord(Reply):
-    id: str
-    from_model: str = Field(alias="from")
-    to: str
-    status: str
-    created_at: datetime
-    ended_at: datetime | None
-
-    @classmethod
-    def of(cls, row: Handoff) -> HandoffRecord:
-        return cls(id=row.id, from_model=row.from_model, to=row.to_model, status=row.status,
-                   created_at=row.created_at, ended_at=row.ended_at)
-
-
-class HandoffDone(Reply):
-    """The completed handoff and the session as its detail shows it now."""
-
-    handoff: HandoffRecord
-    session: SessionWithLastTurn
 
 
 TO = OpenApiParameter("to", {"type": "string", "minLength": 1, "maxLength": MODEL_ID_MAX, "pattern": NO_NUL},
@@ -112,17 +43,13 @@ def model_query(request: Request) -> str:
     return to
 
 
-def _review_reply(reviewed: dict[str, Any]) -> HandoffReview:
-    return HandoffReview.model_validate(reviewed)
-
-
 class SessionHandoffView(APIView):
     @extend_schema(summary="Review a handoff of the session to another model (changes nothing)", parameters=[TO],
                    responses={200: HandoffReview, **refusals(*SESSION)})
     def get(self, request: Request, slug: str, session_id: str) -> Response:
         session = get_owned_session(slug, session_id, request.user, operators=True)
         to = model_query(request)
-        return Response(_review_reply(review(session, to)))
+        return Response(HandoffReview.of(review(session, to)))
 
     @extend_schema(
         summary="Hand the session over to another model, as reviewed: all of it or nothing",

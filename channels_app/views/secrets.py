@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from agents.discovery.activation import ReleaseError, find_agent
 from agents.models import SECRET_NAME, Agent, Secret, secret_name_problem, secret_value_problem
-from channels_app.agent_secrets import SecretInfo, SecretList
+from channels_app.replies.secrets import SecretInfo, SecretList
 from channels_app.bodies import SecretValue, validate_body
 from channels_app.doors import server_door
 from channels_app.errors import APIError

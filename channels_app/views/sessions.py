@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from channels_app.doors import is_operator
+from channels_app.doors import every_session_refused, is_operator
 from channels_app.errors import APIError
 from channels_app.bodies import (
     CreateSession, FollowUp, RuntimeOverlay, WorkspaceFile, checked_files, validate_body,
@@ -19,7 +19,7 @@ from channels_app.ownership import get_agent, get_owned_session, get_session_by_
 from channels_app.pagination import SessionCursorPagination, paginate
 from channels_app.parsers import parse_flag, parse_start_index
 from channels_app.ratelimits import MESSAGES, SESSIONS, check_rate
-from channels_app.responses import (
+from channels_app.replies.sessions import (
     FollowUpAccepted, SessionCreated, SessionDetail, SessionLinks, SessionPage, SessionWithLastTurn, StopAccepted,
 )
 from channels_app.schema import (
@@ -171,8 +171,7 @@ class SessionListView(APIView):
     def get(self, request: Request, slug: str) -> Response:
         every = parse_flag(request.query_params.get("all"), "all")
         if every and not is_operator(request.user):
-            raise APIError(403, "operators_only", "all=1 lists every principal's sessions: only operators "
-                                                  "(staff and members of the operators group) may ask for it")
+            raise every_session_refused()
         agent = get_agent(slug)
         rows = Session.objects.all() if every else Session.objects.for_principal(request.user)
         rows = rows.filter(agent=agent).select_related("agent", "deployment")

@@ -11,7 +11,7 @@ from channels_app.bodies import CreateReminder, validate_body
 from channels_app.errors import APIError
 from channels_app.ownership import get_agent, get_owned_reminder, get_owned_session
 from channels_app.pagination import ArmedReminderPages, ReminderPages, paginate
-from channels_app.responses import Reminder, ReminderList, ScheduleFired
+from channels_app.replies.timers import Reminder, ReminderList, ScheduleFired
 from channels_app.schema import BODY, SESSION, list_parameters, refusals
 from sessions.models import Reminder as ReminderRow, Schedule, Session
 from sessions.timers.schedules import TimerError, cancel_reminder, create_reminder, fire_reminder_now, fire_schedule_now

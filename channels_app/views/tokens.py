@@ -16,7 +16,7 @@ from channels_app.bodies import CreateToken, validate_body
 from channels_app.doors import OWN_ACCOUNT
 from channels_app.errors import APIError
 from channels_app.pagination import TokenPages, paginate
-from channels_app.responses import Token, TokenCreated, TokenList
+from channels_app.replies.tokens import Token, TokenCreated, TokenList
 from channels_app.schema import BODY, list_parameters, refusals
 from sessions.models import PersonalToken, TokenError
 from sessions.principal import Principal

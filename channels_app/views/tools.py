@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 from channels_app.bodies import ApprovalDecision, ToolCallBody, validate_body
 from channels_app.ownership import get_agent, get_owned_session
 from channels_app.pagination import ApprovalPages, paginate
-from channels_app.responses import Approval, ApprovalList, ParkedToolCall, ToolResult
+from channels_app.replies.tools import Approval, ApprovalList, ParkedToolCall, ToolResult
 from channels_app.schema import BODY, SESSION, list_parameters, refusals
 from sessions.turn.approvals import pending_approvals, resolve_approval
 from sessions.direct.calls import Parked, run_call

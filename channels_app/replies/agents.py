@@ -1,13 +1,84 @@
-"""The body of `GET /<slug>/v1/info`: the agent as its active release describes it, with its
-channels (their routes, schemas, auth policies by kind, and whose sessions a key reaches)."""
+"""Bodies of the agent routes: the list, `/info` (the agent and its channels described), liveness."""
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Literal
+
+from agents.models import Agent, Deployment
 from channels_app.described import (
     AuthPolicyDescription, JSONObject, JSONValue, McpServerDescription, RuntimeDescription, ScheduleDescription,
     SkillDescription, SubagentDescription, ToolDescription,
 )
-from channels_app.responses import DeploymentDetail, Reply
+from channels_app.replies.base import Page, Reply
 
+
+class DeploymentRef(Reply):
+    version: int
+    content_hash: str
+
+    @classmethod
+    def of(cls, deployment: Deployment) -> DeploymentRef:
+        return cls(
+            version=deployment.version,
+            content_hash=deployment.content_hash,
+        )
+
+
+class AgentSummary(Reply):
+    slug: str
+    name: str
+    description: str
+    model: str
+    deployment: DeploymentRef
+
+    @classmethod
+    def of(cls, agent: Agent) -> AgentSummary:
+        return cls(
+            slug=agent.slug,
+            name=agent.name or agent.slug,
+            description=agent.description,
+            model=agent.model_id,
+            deployment=DeploymentRef.of(agent.active_deployment),
+        )
+
+
+class AgentList(Page):
+    """One page of the agents, by slug; `nextCursor` only when another page follows."""
+
+    agents: list[AgentSummary]
+    next_cursor: str | None = None
+
+
+class DeploymentDetail(DeploymentRef):
+    source: str
+    status: str
+    created_at: datetime | None
+    activated_at: datetime | None
+
+    @classmethod
+    def of(cls, deployment: Deployment) -> DeploymentDetail:
+        return cls(
+            version=deployment.version,
+            content_hash=deployment.content_hash,
+            source=deployment.source,
+            status=deployment.status,
+            created_at=deployment.created_at,
+            activated_at=deployment.activated_at,
+        )
+
+
+class AgentHealth(Reply):
+    status: Literal["ok"]
+    agent: str
+    deployed: bool
+
+
+class Health(Reply):
+    status: Literal["ok"]
+
+
+# -- GET /<slug>/v1/info: the agent as its active release describes it (built in channels_app.views.agents,
+# which reads what changes without a deploy: the sandbox, the MCP servers, a channel's secrets)
 
 class ChannelRoute(Reply):
     method: str

@@ -1,4 +1,4 @@
-"""Response bodies of the secret routes (`/v1/agents/<slug>/secrets…`), beside `responses`.
+"""Bodies of the secret routes (`/v1/agents/<slug>/secrets…`).
 
 What is said about a secret is its metadata: the value never leaves the
 server through them, and no field could carry it.
@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from agents.models import Secret
-from channels_app.responses import Page, Reply
+from channels_app.replies.base import Page, Reply
 
 
 class SecretInfo(Reply):
@@ -22,7 +22,12 @@ class SecretInfo(Reply):
 
     @classmethod
     def of(cls, s: Secret) -> SecretInfo:
-        return cls(name=s.name, set_by=s.set_by, set_at=s.set_at, expires_at=s.expires_at)
+        return cls(
+            name=s.name,
+            set_by=s.set_by,
+            set_at=s.set_at,
+            expires_at=s.expires_at,
+        )
 
 
 class SecretList(Page):

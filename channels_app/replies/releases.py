@@ -1,4 +1,4 @@
-"""Response bodies of the release routes (`/v1/agents/<slug>/deployments…`), beside `responses`.
+"""Bodies of the release routes (`/v1/agents/<slug>/deployments…`).
 
 Built from Deployment rows already loaded; the manifest summary is read from the
 release's stored manifest, so listing or showing a release imports no agent code.
@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from agents.models import Deployment
-from channels_app.responses import Page, Reply
+from channels_app.replies.base import Page, Reply
 
 
 class Release(Reply):
@@ -32,11 +32,21 @@ class Release(Reply):
 
     @classmethod
     def of(cls, d: Deployment, active_id: int | None) -> Release:
-        return cls(version=d.version, content_hash=d.content_hash, status=d.status, active=d.pk == active_id,
-                   source=d.source, source_kind=d.source_kind, source_ref=d.source_ref,
-                   source_commit=d.source_commit, source_path=d.source_path, deployed_by=d.deployed_by,
-                   allowed_domains=list(d.allowed_domains or []), created_at=d.created_at,
-                   activated_at=d.activated_at)
+        return cls(
+            version=d.version,
+            content_hash=d.content_hash,
+            status=d.status,
+            active=d.pk == active_id,
+            source=d.source,
+            source_kind=d.source_kind,
+            source_ref=d.source_ref,
+            source_commit=d.source_commit,
+            source_path=d.source_path,
+            deployed_by=d.deployed_by,
+            allowed_domains=list(d.allowed_domains or []),
+            created_at=d.created_at,
+            activated_at=d.activated_at,
+        )
 
 
 class ReleaseList(Page):
@@ -70,8 +80,10 @@ class ManifestSummary(Reply):
     def of(cls, manifest: dict[str, Any]) -> ManifestSummary:
         runtime = manifest.get("runtime") or {}
         return cls(
-            name=manifest.get("name", ""), description=manifest.get("description", ""),
-            model=manifest.get("model", ""), instructions=manifest.get("instructions", ""),
+            name=manifest.get("name", ""),
+            description=manifest.get("description", ""),
+            model=manifest.get("model", ""),
+            instructions=manifest.get("instructions", ""),
             tools=[t["name"] for t in manifest.get("tools", [])],
             skills=[s["name"] for s in manifest.get("skills", [])],
             subagents=[a["id"] for a in manifest.get("subagents", [])],
@@ -90,5 +102,8 @@ class ReleaseDetail(Release):
 
     @classmethod
     def of(cls, d: Deployment, active_id: int | None) -> ReleaseDetail:
-        return cls(**Release.of(d, active_id).model_dump(), validation=[str(v) for v in d.validation or []],
-                   manifest=ManifestSummary.of(d.manifest or {}))
+        return cls(
+            **Release.of(d, active_id).model_dump(),
+            validation=[str(v) for v in d.validation or []],
+            manifest=ManifestSummary.of(d.manifest or {}),
+        )
