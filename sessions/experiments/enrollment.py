@@ -16,6 +16,7 @@ from typing import Any
 from agents.discovery import LoadedAgent, load_deployment
 from agents.experiments import SplitContext
 from sessions.models import EventType, Experiment, Session
+from sessions.turn import extensions
 
 log = logging.getLogger(__name__)
 
@@ -87,3 +88,8 @@ def overrides(loaded: LoadedAgent, enrolled: dict[str, str] | None) -> Overrides
             model = variant.model
         params.update(variant.params)
     return Overrides(instructions, model, params)
+
+
+def register() -> None:
+    """A session's turns run with its variants' instructions, model and params (sessions.apps)."""
+    extensions.set_variants(overrides)
