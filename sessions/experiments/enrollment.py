@@ -90,6 +90,20 @@ def overrides(loaded: LoadedAgent, enrolled: dict[str, str] | None) -> Overrides
     return Overrides(instructions, model, params)
 
 
+class Experiments(extensions.Variants):
+    """A/B experiments as the turn room's variants."""
+
+    def of(self, deployment) -> dict:
+        return experiments_of(deployment)
+
+    def enroll(self, session: Session, message: str, found: dict) -> list[tuple[str, dict[str, Any]]]:
+        return enroll(session, message, found)
+
+    def choose(self, loaded: LoadedAgent, enrolled: dict[str, str] | None) -> Overrides:
+        return overrides(loaded, enrolled)
+
+
 def register() -> None:
-    """A session's turns run with its variants' instructions, model and params (sessions.apps)."""
-    extensions.set_variants(overrides)
+    """A new session is enrolled in the release's experiments, and its turns run with its variants'
+    instructions, model and params (sessions.apps)."""
+    extensions.set_variants(Experiments())

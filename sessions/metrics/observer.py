@@ -1,8 +1,10 @@
-"""The Prometheus families that count a turn's model and tool calls, as the turn's observer."""
+"""The Prometheus families that count sessions, turns, model and tool calls, as the turn's observer."""
 from __future__ import annotations
 
 from contextlib import contextmanager
 from typing import Iterator
+
+from django.db import transaction
 
 from sessions.metrics import families
 from sessions.turn import extensions
@@ -18,6 +20,13 @@ class Counted(extensions.TurnObserver):
     def tool_calls_ended(self, session, rows: list, started: float, durations: dict[int, float]) -> None:
         for row in rows:
             families.tool_call_ended(session, row)
+
+
+    def session_started(self, session) -> None:
+        families.session_started(session)  # never raises
+
+    def turn_settled(self, session, turn, status, usage, timings) -> None:
+        transaction.on_commit(lambda: families.turn_ended(session, status, timings))  # never raises
 
 
 def register() -> None:

@@ -224,6 +224,9 @@ class Traced(extensions.TurnObserver):
     def turn_ended(self, status: str, code: str, usage: dict[str, Any] | None) -> None:
         turn_ended(status, code, usage)
 
+    def new_turn(self) -> dict[str, str]:
+        return link()
+
 
 def register() -> None:
     """Spans and GenAI metrics of every turn (sessions.apps); each costs a flag test when off."""

@@ -11,9 +11,11 @@ hands this module what it adds, and a feature not registered adds nothing:
 - `tool_families`: a family of tools beside the agent's own (MCP servers' tools);
 - `recovery_steps`: what the recovery sweep does after ending lost turns
   (custom channels' lapsed deliveries);
-- `variants`: the instructions, model and params a session's variants choose (A/B experiments);
-- `observers`: who is told of a turn's run, model calls and tool calls (`TurnObserver`:
-  tracing, metrics; the turn's own timings are one more, for the turn they time).
+- `variants`: how a new session is enrolled in variants, and the instructions, model and
+  params they choose for its turns (`Variants`: A/B experiments);
+- `observers`: who is told of a session's start, a turn's creation, run, model and tool
+  calls and settle (`TurnObserver`: tracing, metrics, the experiments' samples; the turn's
+  own timings are one more, for the turn they time).
 """
 from __future__ import annotations
 
@@ -90,13 +92,40 @@ class TurnObserver:
     def turn_ended(self, status: str, code: str, usage: dict[str, Any] | None) -> None:
         """The run's outcome, inside `turn_run`, before it settles."""
 
+    def new_turn(self) -> dict[str, str]:
+        """Fields a Turn being created takes (the trace it continues)."""
+        return {}
+
+    def session_started(self, session) -> None:
+        """A session was created; called once its transaction committed, so it must not raise."""
+
+    def turn_settled(self, session, turn, status: str, usage: dict[str, Any] | None,
+                     timings: dict[str, Any] | None) -> None:
+        """A turn ended, inside the transaction that ends it (and only if it ended it)."""
+
+
+class Variants:
+    """How a session takes part in A/B variants; this default: in none."""
+
+    def of(self, deployment) -> Any:
+        """What a new session of `deployment` may be enrolled in, read before the write lock."""
+        return None
+
+    def enroll(self, session, message: str, found: Any) -> list[tuple[str, dict[str, Any]]]:
+        """Set the new session's variants (`session.ab_variants`); the events that say so."""
+        return []
+
+    def choose(self, loaded, enrolled: dict[str, str] | None) -> Chosen:
+        """The instructions, model and params of a turn of a session with variants `enrolled`."""
+        return Chosen(loaded.instructions, loaded.model, dict(loaded.config.params))
+
 
 triggers: dict[str, Trigger] = {}
 builtin_sources: list[Callable[[Any], dict[str, Any]]] = []
 tool_families: list[tuple[str, Callable[[Any], dict[str, Any]]]] = []
 recovery_steps: list[tuple[str, Callable[[Any], object]]] = []
 observers: list[TurnObserver] = []
-_variants: list[Callable[[Any, dict[str, str] | None], Chosen]] = []
+_variants: list[Variants] = [Variants()]
 
 
 def add_trigger(trigger: str, handler: Trigger) -> None:
@@ -126,13 +155,27 @@ def add_observer(observer: TurnObserver) -> None:
         observers.append(observer)
 
 
-def set_variants(choose: Callable[[Any, dict[str, str] | None], Chosen]) -> None:
-    """`choose(loaded, session's variants)`: what the turn runs with."""
-    _variants[:] = [choose]
+def set_variants(chooser: Variants) -> None:
+    _variants[0] = chooser
 
 
-def choose(loaded, enrolled: dict[str, str] | None):
-    """The instructions, model and params of a turn of a session with variants `enrolled`."""
-    if _variants:
-        return _variants[0](loaded, enrolled)
-    return Chosen(loaded.instructions, loaded.model, dict(loaded.config.params))
+def variants() -> Variants:
+    return _variants[0]
+
+
+def turn_fields() -> dict[str, str]:
+    """What a new Turn takes from the observers."""
+    fields: dict[str, str] = {}
+    for observer in observers:
+        fields.update(observer.new_turn())
+    return fields
+
+
+def session_started(session) -> None:
+    for observer in observers:
+        observer.session_started(session)
+
+
+def turn_settled(session, turn, status: str, usage, timings) -> None:
+    for observer in observers:
+        observer.turn_settled(session, turn, status, usage, timings)
