@@ -27,6 +27,7 @@ class SessionsConfig(AppConfig):
         from sessions.turn.recovery import sweep_and_report
         from sessions.retention.sweep import retention_tick
         from sessions.timers.schedules import tick
+        from sessions.workspaces.volume import worker_spawned
 
         # What each feature adds to a turn (sessions.turn.extensions); the turn room names none of them.
         # Observers in this order: the trace's span is open around the metrics' recording.
@@ -39,6 +40,6 @@ class SessionsConfig(AppConfig):
         ticker.add_job("retention", retention_tick)
         if tracing.wanted():  # OpenTelemetry, in every process: web and workers
             tracing.configure()
-        post_spawn.connect(ticker.start_ticker, dispatch_uid="agentsite-turn-recovery")
+        post_spawn.connect(worker_spawned, dispatch_uid="agentsite-turn-recovery")
         deployment_activated.connect(sync_deployed_schedules, dispatch_uid="agentsite-sync-schedules")
         deployment_activated.connect(sync_deployed_experiments, dispatch_uid="agentsite-sync-experiments")
