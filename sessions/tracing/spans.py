@@ -197,6 +197,9 @@ def metric_about() -> dict[str, str]:
     return {gen_ai.GEN_AI_AGENT_NAME: agent} if agent else {}
 
 
+_NOTHING = nullcontext()
+
+
 class Traced(extensions.TurnObserver):
     """The spans above, as the turn's observer (`register`)."""
 
@@ -206,17 +209,20 @@ class Traced(extensions.TurnObserver):
     def subagent(self, subagent_id: str):
         return subagent(subagent_id)
 
+    def model_call(self, call: extensions.ModelCall):
+        return self._model_call(call) if tracing() or metering() else _NOTHING  # off: no generator per call
+
     @contextmanager
-    def model_call(self, call: extensions.ModelCall) -> Iterator[None]:
-        if not (tracing() or metering()):
-            yield
-            return
+    def _model_call(self, call: extensions.ModelCall) -> Iterator[None]:
         with model_call(call.provider, call.model, call.system, call.messages) as traced:
             yield
             traced.ended(call.usage, call.reply)
 
+    def tool_call(self, row):
+        return self._tool_call(row) if tracing() else _NOTHING
+
     @contextmanager
-    def tool_call(self, row) -> Iterator[None]:
+    def _tool_call(self, row) -> Iterator[None]:
         with tool_call(row.tool, row.call_id, row.input) as span:
             yield
             tool_ended(span, row.output, row.error)
