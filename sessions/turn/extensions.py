@@ -1,21 +1,10 @@
 """What the features add to a turn, registered when the app is ready.
 
-The turn room names no feature. Each feature's `register()` (called from
-`sessions.apps.SessionsConfig.ready`, as the ticker's jobs are added there)
-hands this module what it adds, and a feature not registered adds nothing:
-
-- `triggers`: how a turn of one trigger differs (`Trigger`): a direct tool call
-  runs instead of the agent's loop, an agent's message says who sent it and
-  hears back, a lost handoff ends its record;
-- `builtin_sources`: more built-in tools for an agent (messages between agents);
-- `tool_families`: a family of tools beside the agent's own (MCP servers' tools);
-- `recovery_steps`: what the recovery sweep does after ending lost turns
-  (custom channels' lapsed deliveries);
-- `variants`: how a new session is enrolled in variants, and the instructions, model and
-  params they choose for its turns (`Variants`: A/B experiments);
-- `observers`: who is told of a session's start, a turn's creation, run, model and tool
-  calls and settle (`TurnObserver`: tracing, metrics, the experiments' samples; the turn's
-  own timings are one more, for the turn they time).
+The turn room names no feature: each feature's `register()`, called from
+`SessionsConfig.ready` as the ticker's jobs are added there, hands this module a
+trigger's handler, built-in tools, a tool family, a recovery step, the variants
+or an observer; a feature that registered nothing adds nothing. ARCHITECTURE.md
+lists who registers what.
 """
 from __future__ import annotations
 
