@@ -123,7 +123,8 @@ def test_the_name_check_finds_a_missing_module_function_and_file(tmp_path):
     (tmp_path / "sessions" / "turn").mkdir(parents=True)
     (tmp_path / "sessions" / "__init__.py").write_text("")
     (tmp_path / "sessions" / "turn" / "__init__.py").write_text("")
-    (tmp_path / "sessions" / "turn" / "engine.py").write_text("def run_turn():\n    pass\n\n\nclass TurnRunner:\n    pass\n")
+    (tmp_path / "sessions" / "turn" / "engine.py").write_text(
+        "def run_turn():\n    pass\n\n\nclass TurnRunner:\n    pass\n")
     text = ("`sessions.turn.engine.run_turn`, `sessions.turn.engine.TurnRunner.finish`, sessions/turn/engine.py, "
             "`sessions.turn.engine.gone`, `sessions.turn.runner`, sessions/turn/runner.py")
     assert unresolved_names(text, tmp_path) == [

@@ -267,7 +267,8 @@ def feature_imports(path: Path, allowed: set[str] = frozenset()) -> list[str]:
 
 def turn_room_feature_imports() -> list[str]:
     found = []
-    paths = [p for folder in ("turn", "eventlog", "plumbing") for p in sorted((ROOT / "sessions" / folder).rglob("*.py"))]
+    paths = [path for folder in ("turn", "eventlog", "plumbing")
+             for path in sorted((ROOT / "sessions" / folder).rglob("*.py"))]
     for path in paths + [ROOT / "sessions" / "timers" / "ticker.py"]:
         found += feature_imports(path, TURN_ROOM_USES.get(str(path.relative_to(ROOT)), set()))
     return found

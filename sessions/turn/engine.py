@@ -232,7 +232,7 @@ class TurnRunner:
                 self.tools = self.toolset.tools
             finally:  # a workspace that cannot be built is timed too
                 self.clock.span("workspace", "", preparing)
-            chosen = extensions.variants().choose(loaded, self.session.ab_variants)  # the session's A/B variants, if any
+            chosen = extensions.variants().choose(loaded, self.session.ab_variants)  # the session's A/B variants
             # The session's selection (chosen at its creation, moved only by a handoff); A/B variants chose it then.
             profile = Profile(self.session.model or chosen.model, self.system_prompt(loaded, chosen.instructions),
                               chosen.params,
