@@ -2,6 +2,8 @@
 and, with `#anchor`, at a heading there (GitHub's anchors, which the served pages use too)."""
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -70,3 +72,63 @@ def test_relative_links_point_at_files_and_headings_that_exist(path):
             if parts.fragment not in anchors:
                 problems.append(f"{href}: no heading with that anchor")
     assert not problems, "\n".join(problems)
+
+
+ARCHITECTURE = ROOT / "ARCHITECTURE.md"
+# Not a part of a longer name or path (`views/sessions.StartsTurns`, `tests/sessions/...`).
+DOTTED = re.compile(r"(?<![\w/.-])sessions(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+PATH = re.compile(r"(?<![\w/.-])sessions/[A-Za-z0-9_/]+(?:\.py)?")
+
+
+def defines(source: str, name: str) -> bool:
+    """Whether a module defines or imports `name`, at any level."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                (alias.asname or alias.name).split(".")[0] == name for alias in node.names):
+            return True
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id == name:
+            return True
+    return False
+
+
+def unresolved_names(text: str, root: Path = ROOT) -> list[str]:
+    """The `sessions.x.y` names and `sessions/x/y.py` paths in `text` that name nothing in `root`."""
+    problems = []
+    for dotted in sorted(set(DOTTED.findall(text))):
+        parts = dotted.split(".")
+        for cut in range(len(parts), 0, -1):  # the longest prefix that is a module or a package
+            base = root.joinpath(*parts[:cut])
+            module = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+            if module.is_file():
+                rest = parts[cut:]
+                if rest and not defines(module.read_text(encoding="utf-8"), rest[0]):
+                    problems.append(f"{dotted}: {module.relative_to(root)} has no {rest[0]}")
+                break
+        else:
+            problems.append(f"{dotted}: no such module")
+    for path in sorted(set(PATH.findall(text))):
+        if not (root / path.rstrip("/")).exists():
+            problems.append(f"{path}: no such file or folder")
+    return problems
+
+
+def test_every_sessions_name_in_the_architecture_exists():
+    problems = unresolved_names(ARCHITECTURE.read_text(encoding="utf-8"))
+    assert not problems, "ARCHITECTURE.md names what is not there:\n" + "\n".join(problems)
+
+
+def test_the_name_check_finds_a_missing_module_function_and_file(tmp_path):
+    (tmp_path / "sessions" / "turn").mkdir(parents=True)
+    (tmp_path / "sessions" / "__init__.py").write_text("")
+    (tmp_path / "sessions" / "turn" / "__init__.py").write_text("")
+    (tmp_path / "sessions" / "turn" / "engine.py").write_text(
+        "def run_turn():\n    pass\n\n\nclass TurnRunner:\n    pass\n")
+    text = ("`sessions.turn.engine.run_turn`, `sessions.turn.engine.TurnRunner.finish`, sessions/turn/engine.py, "
+            "`sessions.turn.engine.gone`, `sessions.turn.runner`, sessions/turn/runner.py")
+    assert unresolved_names(text, tmp_path) == [
+        "sessions.turn.engine.gone: sessions/turn/engine.py has no gone",
+        "sessions.turn.runner: sessions/turn/__init__.py has no runner",
+        "sessions/turn/runner.py: no such file or folder",
+    ]

@@ -8,6 +8,7 @@ and tests are left out of the import rules.
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -234,3 +235,70 @@ def test_nothing_in_the_apps_imports_the_sdk_facade():
     found = [f"{where} imports agents.sdk" for module, edges in sorted(graph.items())
              for target, where in edges.items() if target == "agents.sdk"]
     assert not found, "\n".join(found)
+
+
+# The rooms of sessions/ that every turn passes through, and the features that plug into them
+# (sessions.turn.extensions) when the app is ready.
+FEATURES = ("handoff", "messaging", "custom_channels", "experiments", "tracing", "metrics", "host", "mcp",
+            "workspaces", "dashboard", "retention", "direct", "evals")
+# What a module of the turn room may still use of a feature, and why (ARCHITECTURE.md, "Rooms"):
+# the workspace a turn opens is part of the turn; `ctx.host` is part of every tool call's context.
+TURN_ROOM_USES = {
+    "sessions/turn/engine.py": {"workspaces"},
+    "sessions/turn/toolset.py": {"workspaces"},
+    "sessions/turn/tools.py": {"host"},
+}
+
+
+def feature_imports(path: Path, allowed: set[str] = frozenset()) -> list[str]:
+    """`path:line imports name` for each import of a feature package in `path`, but `allowed` ones."""
+    relative = path.relative_to(ROOT)
+    package = ".".join(relative.with_suffix("").parts[:-1])
+    found = []
+    for line, name, names in imports_with_names(path.read_text(encoding="utf-8"), package):
+        parts = name.split(".")
+        # `from sessions import tracing` names the feature in `names`, not in the module.
+        features = {parts[1]} if parts[0] == "sessions" and len(parts) > 1 else (
+            set(names) if name == "sessions" else set())
+        for feature in sorted(features & set(FEATURES) - allowed):
+            found.append(f"{relative}:{line} imports sessions.{feature}")
+    return found
+
+
+def turn_room_feature_imports() -> list[str]:
+    found = []
+    paths = [path for folder in ("turn", "eventlog", "plumbing")
+             for path in sorted((ROOT / "sessions" / folder).rglob("*.py"))]
+    for path in paths + [ROOT / "sessions" / "timers" / "ticker.py"]:
+        found += feature_imports(path, TURN_ROOM_USES.get(str(path.relative_to(ROOT)), set()))
+    return found
+
+
+def test_the_turn_room_imports_no_feature():
+    found = turn_room_feature_imports()
+    assert not found, "a feature registers what it adds (sessions.turn.extensions):\n" + "\n".join(found)
+    for core in ("engine", "recovery", "builtins", "runner", "extensions"):
+        assert feature_imports(ROOT / "sessions" / "turn" / f"{core}.py", TURN_ROOM_USES.get(
+            f"sessions/turn/{core}.py", set())) == []
+
+
+def test_the_feature_check_sees_every_form_of_import(tmp_path, monkeypatch):
+    module = tmp_path / "sessions" / "turn" / "engine.py"
+    module.parent.mkdir(parents=True)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    for source in ("from sessions.messaging.turns import record_reply\n", "from sessions import tracing\n",
+                   "import sessions.handoff\n", "def f():\n    from ..custom_channels import delivery\n",
+                   "from sessions.workspaces.store import Workspace\n"):
+        module.write_text(source)
+        assert len(feature_imports(module)) == 1, source
+    module.write_text("from sessions.turn import extensions\nfrom sessions.eventlog.events import SessionGone\n")
+    assert feature_imports(module) == []
+    module.write_text("from sessions.workspaces.store import Workspace\n")
+    assert feature_imports(module, {"workspaces"}) == []
+
+
+def test_the_top_of_sessions_holds_rooms_and_features_not_loose_modules():
+    loose = sorted(p.name for p in (ROOT / "sessions").glob("*.py"))
+    assert len(loose) <= 6, f"sessions/ has {len(loose)} loose modules; put them in a room: {loose}"
+    rooms = {p.name for p in (ROOT / "sessions").iterdir() if (p / "__init__.py").exists()}
+    assert {"turn", "eventlog", "timers", "plumbing", *FEATURES} <= rooms

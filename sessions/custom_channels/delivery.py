@@ -13,6 +13,7 @@ runs every AGENTSITE_CHANNEL_RESCAN_SECONDS.
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
 
 from django.conf import settings
@@ -29,6 +30,7 @@ from sessions.eventlog.events import read_events
 from sessions.messaging.limits import descent
 from sessions.models import ChannelDelivery, Event, Session
 from sessions.principal import Principal
+from sessions.turn import extensions
 
 log = logging.getLogger("sessions.custom_channels")
 
@@ -149,3 +151,21 @@ def redeliver_lapsed(now=None) -> int:
     for session_id in lapsed:
         enqueue_delivery(session_id)
     return len(lapsed)
+
+
+_next_rescan = 0.0  # this process's first sweep rescans
+
+
+def recover(now) -> None:
+    """The recovery sweep's step (sessions.turn.recovery): lapsed deliveries each sweep; a rescan
+    of the session table and the pruning of old delivery ids seldom."""
+    global _next_rescan
+    redeliver_lapsed(now)
+    if time.monotonic() >= _next_rescan:
+        _next_rescan = time.monotonic() + settings.AGENTSITE_CHANNEL_RESCAN_SECONDS
+        rescan_undelivered()
+        prune_deliveries(now)
+
+
+def register() -> None:
+    extensions.add_recovery_step("custom channel deliveries", recover)

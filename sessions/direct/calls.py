@@ -30,7 +30,7 @@ from agents.models import Agent
 from agents.secrets.store import acting_for
 from agents.workspaces.filesystems import VERBS
 from sessions import tracing
-from sessions.turn import lifecycle
+from sessions.turn import extensions, lifecycle
 from sessions.turn.admission import AdmissionError
 from sessions.eventlog.events import append_events
 from sessions.mcp.tools import find_mcp_tool
@@ -271,3 +271,8 @@ def _release(session: Session, turn: Turn, row: ToolCall | None, duration: float
     """Report the call's outcome, end its turn, free the session and start what queued behind it."""
     events = [(EventType.ACTION_RESULT, result_payload(row, duration))] if row and row.status in ToolCall.SETTLED else []
     lifecycle.release_call(session, turn, events, status, hooks)
+
+
+def register() -> None:
+    """A parked direct call's turn, once decided, runs the call instead of the agent's loop (sessions.apps)."""
+    extensions.add_trigger(Turn.Trigger.TOOL, extensions.Trigger(run=resume_call))

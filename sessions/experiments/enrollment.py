@@ -16,6 +16,7 @@ from typing import Any
 from agents.discovery import LoadedAgent, load_deployment
 from agents.experiments import SplitContext
 from sessions.models import EventType, Experiment, Session
+from sessions.turn import extensions
 
 log = logging.getLogger(__name__)
 
@@ -87,3 +88,22 @@ def overrides(loaded: LoadedAgent, enrolled: dict[str, str] | None) -> Overrides
             model = variant.model
         params.update(variant.params)
     return Overrides(instructions, model, params)
+
+
+class Experiments(extensions.Variants):
+    """A/B experiments as the turn room's variants."""
+
+    def of(self, deployment) -> dict:
+        return experiments_of(deployment)
+
+    def enroll(self, session: Session, message: str, found: dict) -> list[tuple[str, dict[str, Any]]]:
+        return enroll(session, message, found)
+
+    def choose(self, loaded: LoadedAgent, enrolled: dict[str, str] | None) -> Overrides:
+        return overrides(loaded, enrolled)
+
+
+def register() -> None:
+    """A new session is enrolled in the release's experiments, and its turns run with its variants'
+    instructions, model and params (sessions.apps)."""
+    extensions.set_variants(Experiments())

@@ -18,6 +18,7 @@ from django.utils import timezone
 from agents.experiments import Sample, SampleEvent
 from sessions.experiments.enrollment import experiments_of
 from sessions.models import Event, EventType, ExperimentSample, Session, Turn
+from sessions.turn import extensions
 
 log = logging.getLogger(__name__)
 
@@ -89,3 +90,13 @@ def hand_over(handler, sample: Sample) -> None:
         handler(sample)
     except Exception:
         log.exception("on_sample of experiment %s failed for turn %s", sample.experiment, sample.turn_id)
+
+
+class Sampled(extensions.TurnObserver):
+    def turn_settled(self, session, turn, status, usage, timings) -> None:
+        record_samples(session, turn, status=status, usage=usage, timings=timings)  # enrolled sessions only
+
+
+def register() -> None:
+    """Each settled turn of an enrolled session is a sample of its variants (sessions.apps)."""
+    extensions.add_observer(Sampled())

@@ -36,7 +36,7 @@ from agents.providers.base import ModelRequest, ProviderError, ToolSpec, client_
 from agents.providers.transcript import materialize
 from agents.secrets.store import acting_for
 from sessions import tracing
-from sessions.turn import lifecycle
+from sessions.turn import extensions, lifecycle
 from sessions.turn.admission import AdmissionError
 from sessions.eventlog.events import operator_acted
 from sessions.experiments.enrollment import overrides
@@ -186,3 +186,8 @@ def abandon(turn: Turn) -> list[tuple[str, dict[str, Any]]]:
         return []
     return [(EventType.SESSION_HANDOFF, event_data(handoff))]
 
+
+
+def register() -> None:
+    """A lost handoff turn's record fails with it (sessions.apps)."""
+    extensions.add_trigger(Turn.Trigger.HANDOFF, extensions.Trigger(lost=abandon))

@@ -34,12 +34,14 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict
 
 from agents.definitions import Tool
+from agents.discovery import LoadedAgent
 from agents.integrations.outbound import domain_admits
 from agents.mcp import SEPARATOR, McpServer, McpToolError, McpUnavailable, expand
 from agents.redaction import without_credentials
 from agents.mcpauth import NotAuthorized, bearer_token, rejected
 from agents.workspaces import sandbox
 from sessions.plumbing.loopthread import LoopThread, submit
+from sessions.turn import extensions
 
 log = logging.getLogger(__name__)
 
@@ -372,3 +374,12 @@ def _tool(server: McpServer, cwd: Path, remote: Any) -> McpTool:
         server=server.name,
         remote_name=remote.name,
     )
+
+
+def agent_mcp_tools(loaded: LoadedAgent) -> dict[str, Tool]:
+    """The `mcp` family of a turn's tools (sessions.turn.toolset): none for an agent without servers."""
+    return mcp_tools(loaded.mcp, loaded.root, loaded.allowed_domains) if loaded.mcp else {}
+
+
+def register() -> None:
+    extensions.add_tool_family("mcp", agent_mcp_tools)

@@ -5,13 +5,15 @@ Its `message.received` names the sender (`source: "agent"`, the sender's
 sending session's notifications (an AgentMessage of kind reply; a turn that
 failed or was interrupted replies why it has none) until that
 session's `read_notifications` takes it. Other turns pay nothing: the engine
-calls in here only for turns whose trigger is `agent`.
+calls in here only for turns whose trigger is `agent` (`register`).
 """
 from __future__ import annotations
 
 from typing import Any
 
+from sessions.messaging.tools import messaging_tools
 from sessions.models import AgentMessage, Session, Turn
+from sessions.turn import extensions
 
 
 def received_from(origin: dict[str, Any]) -> dict[str, Any]:
@@ -49,3 +51,14 @@ def record_reply(turn: Turn, agent_slug: str, messages: list[dict[str, Any]], st
     AgentMessage.objects.create(kind=AgentMessage.Kind.REPLY, sender_id=turn.session_id, sender_agent=agent_slug,
                                 recipient_id=sender_id, thread=origin.get("thread", ""), text=text,
                                 hops=int(origin.get("hops") or 1), turn_id=turn.id)
+
+
+def received(turn: Turn) -> dict[str, Any]:
+    return received_from(turn.origin or {})
+
+
+def register() -> None:
+    """What messages between agents add to a turn (sessions.apps): the `agent` trigger's sender and
+    reply, and the built-ins list_agents, send_message and read_notifications."""
+    extensions.add_trigger(Turn.Trigger.AGENT, extensions.Trigger(received=received, answered=record_reply))
+    extensions.add_builtin_tools(messaging_tools)

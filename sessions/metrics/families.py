@@ -155,7 +155,7 @@ def session_started(session: Session) -> None:
 
 @never_fails
 def model_called(session: Session, model: str, first_output_seconds: float | None, usage: Usage) -> None:
-    """One model call ended (`runner.Runner.run`): its time to first output and its tokens."""
+    """One model call ended (its observer, `observer.Counted`): its time to first output and its tokens."""
     agent, purpose = agent_of(session), purpose_of(session)
     if first_output_seconds is not None:
         FIRST_TOKEN.labels(agent, model, purpose).observe(max(first_output_seconds, 0.0))
@@ -167,7 +167,7 @@ def model_called(session: Session, model: str, first_output_seconds: float | Non
 
 @never_fails
 def tool_call_ended(session: Session, row: ToolCall) -> None:
-    """A call's `action.result` was emitted by a model loop: count it by its outcome."""
+    """A call's `action.result` was emitted by a model loop (`observer.Counted`): count it by its outcome."""
     outcome = "stubbed" if row.stubbed else row.status
     TOOL_CALLS.labels(agent_of(session), row.tool, outcome, purpose_of(session)).inc()
 

@@ -11,6 +11,7 @@ from sessions.tracing.spans import (
     link,
     metric_about,
     model_call,
+    register,
     subagent,
     tool_call,
     tool_ended,
@@ -20,6 +21,6 @@ from sessions.tracing.spans import (
 )
 
 __all__ = [
-    "capture_content", "configure", "link", "metering", "metric_about", "model_call", "subagent", "tool_call",
-    "tool_ended", "trace_id", "tracing", "turn_ended", "turn_span", "wanted",
+    "capture_content", "configure", "link", "metering", "metric_about", "model_call", "register", "subagent",
+    "tool_call", "tool_ended", "trace_id", "tracing", "turn_ended", "turn_span", "wanted",
 ]

@@ -34,6 +34,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from sessions.tracing import instruments
 from sessions.tracing.setup import flush_on_exit, metering, tracing
+from sessions.turn import extensions
 
 _propagator = TraceContextTextMapPropagator()
 _tracer = trace.get_tracer("agentsite")
@@ -194,3 +195,45 @@ def metric_about() -> dict[str, str]:
     """
     agent = _about.get().get(gen_ai.GEN_AI_AGENT_NAME)
     return {gen_ai.GEN_AI_AGENT_NAME: agent} if agent else {}
+
+
+_NOTHING = nullcontext()
+
+
+class Traced(extensions.TurnObserver):
+    """The spans above, as the turn's observer (`register`)."""
+
+    def turn_run(self, turn):
+        return turn_span(turn)
+
+    def subagent(self, subagent_id: str):
+        return subagent(subagent_id)
+
+    def model_call(self, call: extensions.ModelCall):
+        return self._model_call(call) if tracing() or metering() else _NOTHING  # off: no generator per call
+
+    @contextmanager
+    def _model_call(self, call: extensions.ModelCall) -> Iterator[None]:
+        with model_call(call.provider, call.model, call.system, call.messages) as traced:
+            yield
+            traced.ended(call.usage, call.reply)
+
+    def tool_call(self, row):
+        return self._tool_call(row) if tracing() else _NOTHING
+
+    @contextmanager
+    def _tool_call(self, row) -> Iterator[None]:
+        with tool_call(row.tool, row.call_id, row.input) as span:
+            yield
+            tool_ended(span, row.output, row.error)
+
+    def turn_ended(self, status: str, code: str, usage: dict[str, Any] | None) -> None:
+        turn_ended(status, code, usage)
+
+    def new_turn(self) -> dict[str, str]:
+        return link()
+
+
+def register() -> None:
+    """Spans and GenAI metrics of every turn (sessions.apps); each costs a flag test when off."""
+    extensions.add_observer(Traced())

@@ -14,13 +14,10 @@ from typing import Any, Callable
 from django.db import transaction
 
 from agents.models import Agent
-from sessions import tracing
 from sessions.eventlog import wakeups
-from sessions.metrics import families as metrics
-from sessions.turn import lifecycle
+from sessions.turn import extensions, lifecycle
 from sessions.eventlog.events import act_on
 from agents.discovery import load_deployment
-from sessions.experiments.enrollment import enroll, experiments_of, overrides
 from sessions.turn.lifecycle import dispatch_next, interrupt, interrupt_in_flight  # noqa: F401 (callers import them here)
 from sessions.models import EventType, Session, Turn
 from sessions.principal import Principal
@@ -84,10 +81,11 @@ def start_session(
         raise AdmissionError("agent_not_deployed", f"agent {agent.slug!r} has no active deployment", 409)
     check_model(deployment, model)
     hooks = Session(agent=agent, deployment=deployment).hooks()  # loaded before the write lock is taken
-    experiments = experiments_of(deployment)
+    variants = extensions.variants()
+    experiments = variants.of(deployment)  # read before the write lock
     with transaction.atomic():
         turn = Turn(trigger=trigger, message=message, source_ref=source_ref, workspace_files=workspace_files or [],
-                    origin=origin or {}, **tracing.link())
+                    origin=origin or {}, **extensions.turn_fields())
         session = Session(
             agent=agent,
             deployment=deployment,
@@ -102,7 +100,7 @@ def start_session(
             channel_state=channel_state or {},
         )
         token = session.issue_token()
-        assigned = enroll(session, message, experiments)
+        assigned = variants.enroll(session, message, experiments)
         session.model = model or bound_model(deployment, session.ab_variants)
         lifecycle.open_session(session, turn, [
             (EventType.SESSION_STARTED, {
@@ -120,7 +118,7 @@ def start_session(
             }),
             *assigned,
         ], hooks)
-        transaction.on_commit(lambda: metrics.session_started(session))  # never raises
+        transaction.on_commit(lambda: extensions.session_started(session))  # observers never raise
     if runs_inline():
         # The turn ran at commit, in this process: report the status it left.
         session.status = Session.objects.filter(pk=session.pk).values_list("status", flat=True).first() or session.status
@@ -139,7 +137,7 @@ def bound_model(deployment, ab_variants: dict[str, str]) -> str:
     """What a new session runs on when it asks for nothing: its A/B variant's model, else the release's default."""
     if ab_variants:
         try:
-            return overrides(load_deployment(deployment), ab_variants).model
+            return extensions.variants().choose(load_deployment(deployment), ab_variants).model
         except Exception:  # the release cannot load: its turns will say why
             log.exception("cannot load %s to bind a session's model", deployment)
     return deployment.models[0] if deployment.models else ""

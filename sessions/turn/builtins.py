@@ -1,4 +1,5 @@
-"""The built-in tools the engine offers: skills, delegation, reminders, messages between agents."""
+"""The built-in tools the engine offers: skills, delegation, reminders, and those features add
+(sessions.turn.extensions: messages between agents)."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -9,7 +10,7 @@ from agents.definitions import Tool
 from agents.discovery import LoadedAgent
 from agents.providers.base import ToolSpec
 from agents.skills import safe_relative
-from sessions.messaging.tools import messaging_tools
+from sessions.turn import extensions
 
 class LoadSkillInput(BaseModel):
     name: str = Field(description="The skill to load")
@@ -54,9 +55,11 @@ def cancel_reminder_tool(input: CancelReminderInput, ctx) -> dict[str, Any]:
 def builtin_tools(loaded: LoadedAgent, delegate: Callable[[str, str, str], str] | None) -> dict[str, Tool]:
     """The built-ins this agent gets: skill loading with skills, delegation with subagents
     (`delegate(subagent_id, task, call_id)` runs it),
-    `remind_me` and `cancel_reminder` when the agent opts in, and with peers
-    `list_agents`, `send_message` and `read_notifications` (sessions.messaging)."""
-    tools: dict[str, Tool] = messaging_tools(loaded)
+    `remind_me` and `cancel_reminder` when the agent opts in, and first those
+    features registered (with peers: `list_agents`, `send_message` and `read_notifications`)."""
+    tools: dict[str, Tool] = {}
+    for source in extensions.builtin_sources:
+        tools.update(source(loaded))
     if loaded.config.reminders_tool:
         tools["remind_me"] = Tool("Set a reminder that wakes this conversation later with a prompt: exactly one of "
                                   "delay, every or cron.", RemindMeInput, remind_me, effect="write")

@@ -5,7 +5,8 @@ with the turn's start events, parking when tool calls need approval, and
 settling at the end through sessions.turn.lifecycle. A parked turn stores its
 messages and step on the Turn; approving its calls queues it again, and the
 rest of the turn runs in whichever worker claims it. Subagents run the same
-loop, from inside the `delegate` tool.
+loop, from inside the `delegate` tool. What features add to a turn (a trigger's
+own run or reply, variants, observers) comes through sessions.turn.extensions.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import logging
 import os
 import threading
 import time
+from contextlib import ExitStack
 from typing import Any
 
 from django.conf import settings
@@ -23,13 +25,9 @@ from agents.discovery import LoadedAgent, load_deployment, release
 from agents.providers.base import ProviderError
 from agents.secrets.store import acting_for
 from agents.workspaces.filesystems import WorkspaceError
-from sessions import tracing
 from sessions.plumbing import logcontext
-from sessions.turn import lifecycle
-from sessions.direct.calls import resume_call
+from sessions.turn import extensions, lifecycle
 from sessions.eventlog.events import SessionGone
-from sessions.experiments.enrollment import overrides
-from sessions.messaging.turns import received_from, record_reply
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.plumbing.processes import process_id
 from sessions.turn.runner import Emitter, Interrupted, InterruptWatch, Parked, Profile, Runner
@@ -117,13 +115,16 @@ def run_turn(turn_id: str) -> None:
     turn = load_turn(turn_id)
     if turn is None:  # its session was deleted in between
         return
+    handler = extensions.triggers.get(turn.trigger)
     try:
-        with Heartbeat(turn), logcontext.about(sessionId=turn.session_id, turnId=turn_id), tracing.turn_span(turn), \
-                acting_for(turn.session.deployment.agent.slug):
+        with Heartbeat(turn), logcontext.about(sessionId=turn.session_id, turnId=turn_id), ExitStack() as observed:
+            for observer in extensions.observers:  # a trace span, current for the whole run
+                observed.enter_context(observer.turn_run(turn))
+            observed.enter_context(acting_for(turn.session.deployment.agent.slug))
             if turn.trace_id:
                 logcontext.note(traceId=turn.trace_id)
-            if turn.trigger == Turn.Trigger.TOOL:  # a parked direct tool call, now decided or stopped
-                resume_call(turn)
+            if handler is not None and handler.run is not None:  # e.g. a parked direct tool call, now decided
+                handler.run(turn)
             else:
                 TurnRunner(turn, claimed).run()
     except SessionGone:
@@ -214,8 +215,9 @@ class TurnRunner:
                 received = {"source": self.turn.trigger, "text": self.turn.message}
                 if self.turn.source_ref:
                     received[f"{self.turn.trigger}Id"] = self.turn.source_ref  # reminderId, scheduleId
-                if self.turn.trigger == Turn.Trigger.AGENT:
-                    received.update(received_from(self.turn.origin or {}))
+                handler = extensions.triggers.get(self.turn.trigger)
+                if handler is not None and handler.received is not None:  # e.g. who sent an agent's message
+                    received.update(handler.received(self.turn))
                 if sent:
                     received["workspaceFiles"] = [file_record(f) for f in sent]
                 self.emitter.emit(EventType.MESSAGE_RECEIVED, received)
@@ -230,7 +232,7 @@ class TurnRunner:
                 self.tools = self.toolset.tools
             finally:  # a workspace that cannot be built is timed too
                 self.clock.span("workspace", "", preparing)
-            chosen = overrides(loaded, self.session.ab_variants)  # the session's A/B variants, if any
+            chosen = extensions.variants().choose(loaded, self.session.ab_variants)  # the session's A/B variants
             # The session's selection (chosen at its creation, moved only by a handoff); A/B variants chose it then.
             profile = Profile(self.session.model or chosen.model, self.system_prompt(loaded, chosen.instructions),
                               chosen.params,
@@ -309,7 +311,9 @@ class TurnRunner:
                                 settings.AGENTSITE_MAX_STEPS),
                         executor, emitter, self.interrupts, usage=zero())
         reply, error = "", None
-        with tracing.subagent(subagent_id):
+        with ExitStack() as observed:
+            for observer in extensions.observers:
+                observed.enter_context(observer.subagent(subagent_id))
             try:
                 reply = runner.run([{"role": "user", "content": task}])
             except ProviderError as exc:
@@ -364,13 +368,15 @@ class TurnRunner:
                     pending.append((EventType.ACTION_RESULT, result_payload(row, 0.0)))
         messages = answer_last_step(messages, self.turn)
         timings = self.clock.finish(self.loop_ended if self.loop_ended is not None else time.monotonic())
-        tracing.turn_ended(status, code, self.usage)
+        for observer in extensions.observers:
+            observer.turn_ended(status, code, self.usage)
         usage = self.reported_usage
         events, session_status = lifecycle.ending_events(self.session, status, error, code, usage, duration_ms,
                                                          timings, self.turn.trace_id)
         also = None
-        if self.turn.trigger == Turn.Trigger.AGENT:  # the sender hears back, an answer or why there is none
-            also = functools.partial(record_reply, self.turn, self.session.deployment.agent.slug, messages,
+        handler = extensions.triggers.get(self.turn.trigger)
+        if handler is not None and handler.answered is not None:  # e.g. an agent's message: its sender hears back
+            also = functools.partial(handler.answered, self.turn, self.session.deployment.agent.slug, messages,
                                      status, error)
         lifecycle.settle(self.session, self.turn, pending + events, status=status, error=error, messages=messages,
                          usage=usage, count_usage=True, session_status=session_status,

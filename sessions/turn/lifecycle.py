@@ -19,10 +19,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.hooks import Hook
-from sessions import tracing
-from sessions.metrics import families as metrics
+from sessions.turn import extensions
 from sessions.eventlog.events import append_events
-from sessions.experiments.samples import record_samples
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.sql.rows import insert_row
 from sessions.plumbing.taskqueue import enqueue
@@ -146,7 +144,7 @@ def queue_turn(session: Session, **fields: Any) -> Turn:
     """A new queued turn; it starts at once if the session is free (else when the active turn settles)."""
     with transaction.atomic(savepoint=False):
         principal_turn_lock(session)
-        turn = Turn.objects.create(session=session, **tracing.link(), **fields)
+        turn = Turn.objects.create(session=session, **extensions.turn_fields(), **fields)
         if dispatch_next(session.id, session) is None and running_turn_cap():
             _announce_head(session, only=turn.id)
     return turn
@@ -355,8 +353,7 @@ def settle(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, A
             return False
         if also is not None:
             also()
-        transaction.on_commit(lambda: metrics.turn_ended(session, status, timings))  # never raises
-        record_samples(session, turn, status=status, usage=usage, timings=timings)  # A/B: enrolled sessions only
+        extensions.turn_settled(session, turn, status, usage, timings)  # metrics at commit; A/B samples
         if running_turn_cap():
             dispatch_next(session.id, session, winding_down_only=True)
             dispatch_waiting(session)

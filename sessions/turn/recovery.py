@@ -10,21 +10,20 @@ turn makes the sweep safe to run from every qcluster at once. It also
 re-enqueues a session's active turn that sat queued too long, in case its
 task was lost (claiming is conditional, so a duplicate task is harmless),
 starts turns waiting for the running-turn cap whose principal is below it,
-and enqueues again the custom-channel event deliveries whose worker died.
+then runs the steps features registered (sessions.turn.extensions: the
+custom-channel event deliveries whose worker died are enqueued again). A
+lost turn's trigger may add events to its end (a handoff's record fails).
 """
 from __future__ import annotations
 
 import logging
-import time
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from sessions.custom_channels import prune_deliveries, redeliver_lapsed, rescan_undelivered
 from sessions.eventlog.events import SessionGone
-from sessions.handoff import abandon
+from sessions.turn import extensions
 from sessions.turn.lifecycle import (ending_events, principal_turn_lock, refill_slots, requeue_lost_task, running_turn_cap,
                                 settle)
 from sessions.models import EventType, Host, Session, ToolCall, Turn
@@ -57,8 +56,9 @@ def fail_lost_turn(turn: Turn) -> bool:
             if row.abandon("interrupted: the worker running this call was lost; it was not run again" if started
                            else "not run: the worker running this turn was lost"):
                 pending.append((EventType.ACTION_RESULT, result_payload(row, 0.0)))
-        if turn.trigger == Turn.Trigger.HANDOFF:  # its record ends failed: the session never moved
-            pending += abandon(turn)
+        handler = extensions.triggers.get(turn.trigger)
+        if handler is not None and handler.lost is not None:  # e.g. a handoff's record ends failed
+            pending += handler.lost(turn)
         # Its usage is unknown: the steps it ran were never reported; so are most of its timings.
         timings = lost_turn_timings(turn.created_at, turn.started_at, timezone.now())
         events, session_status = ending_events(session, Turn.Status.FAILED, LOST_ERROR, "worker_lost", None, None,
@@ -72,9 +72,6 @@ def fail_lost_turn(turn: Turn) -> bool:
             transaction.set_rollback(True)  # not ours: the calls it abandoned stay as they were
             return False
     return True
-
-
-_next_rescan = 0.0  # this process's first sweep rescans
 
 
 def sweep(now=None) -> int:
@@ -110,12 +107,8 @@ def sweep(now=None) -> int:
         # at a restart, a session deleted by a process that died before handing its slot on).
         for principal_id, authenticator in Turn.objects.waiting_owners():
             refill_slots(principal_id, authenticator)
-    redeliver_lapsed(now)
-    global _next_rescan
-    if time.monotonic() >= _next_rescan:  # a scan of the session table: seldom
-        _next_rescan = time.monotonic() + settings.AGENTSITE_CHANNEL_RESCAN_SECONDS
-        rescan_undelivered()
-        prune_deliveries(now)
+    for _name, step in extensions.recovery_steps:
+        step(now)
     return ended
 
 

@@ -13,6 +13,7 @@ results and the next step's start commit together) and before tools run.
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -32,11 +33,11 @@ from agents.providers.base import (
 from agents.hooks import Hook
 from agents.providers.transcript import for_model
 from agents.providers.base import Usage as ProviderUsage
-from sessions import tracing
-from sessions.metrics import families as metrics
 from sessions.eventlog.events import append_events
 from sessions.models import EventType, ToolCall as ToolCallRow
 from sessions.eventlog.storable import clean_text
+from sessions.turn import extensions
+from sessions.turn.extensions import ModelCall
 from sessions.turn.timings import TurnClock
 from sessions.turn.tools import Executor, json_safe, result_payload, tool_message
 from sessions.turn.usage import Usage, add_usage, from_provider, zero
@@ -168,6 +169,8 @@ class Runner:
         self.usage_by_model: dict[str, Usage] = dict(usage_by_model or {})
         # The turn's timings; a subagent's loop has none (its time is its delegate call's).
         self.clock = clock
+        # Who hears of each model and tool call: the features' observers, and the turn's clock.
+        self.observers = (*extensions.observers, clock) if clock is not None else tuple(extensions.observers)
         self.first_output: float | None = None  # when the model call streaming now first said something
         self._providers: dict[str, tuple[Any, str, str]] = {}
 
@@ -239,18 +242,18 @@ class Runner:
         # Each model is handed back only the thinking it signed: a fall-over mixes two models' in one history.
         request = ModelRequest(model=model, system=self.profile.system, tools=specs, params=dict(params),
                                messages=for_model(messages, model_id, self.profile.model), should_stop=self.should_stop)
-        called = time.monotonic()
-        with tracing.model_call(provider_name, model, self.profile.system, messages) as traced:
+        call = ModelCall(self.executor.session, model_id, provider_name, model, self.profile.system, messages,
+                         time.monotonic())
+        with ExitStack() as observed:  # each observer wraps the call (a span is current around it)
+            for observer in self.observers:
+                observed.enter_context(observer.model_call(call))
             try:
                 text, reasoning, signature, calls, step_usage = self.stream_step(provider, request)
-            finally:  # a failed or interrupted call is timed too
-                if self.clock is not None:
-                    self.clock.model_call(model_id, called, self.first_output)
-            traced.ended(step_usage, assistant_message(text, reasoning, signature, calls))
+            finally:  # a failed or interrupted call is reported too
+                call.first_output = self.first_output
+            call.usage, call.reply = step_usage, assistant_message(text, reasoning, signature, calls)
         self.usage = add_usage(self.usage, step_usage)
         self.usage_by_model[model_id] = add_usage(self.usage_by_model.get(model_id, zero()), step_usage)
-        metrics.model_called(self.executor.session, model_id,
-                             None if self.first_output is None else self.first_output - called, step_usage)
         return text, reasoning, signature, calls, step_usage
 
     def add_usage_of(self, other: "Runner") -> None:
@@ -314,11 +317,8 @@ class Runner:
                 self.emitter.flush()  # readers see the calls while they run
         started = time.monotonic()
         durations = self.executor.run(prepared)
-        self.time_tools(started, [p.row for p in prepared], durations)
-        for p in prepared:
-            if p.row.status != ToolCallRow.Status.AWAITING_APPROVAL:
-                self.emitter.emit(EventType.ACTION_RESULT, result_payload(p.row, durations.get(p.row.pk, 0.0)))
-                metrics.tool_call_ended(self.executor.session, p.row)
+        self.report_tools(started, [p.row for p in prepared if p.row.status != ToolCallRow.Status.AWAITING_APPROVAL],
+                          durations)
         if parked:
             raise Parked(step, [p.row.tool for p in parked])
         # The model's own call ids: a subagent's rows carry a prefix the model never saw.
@@ -330,21 +330,16 @@ class Runner:
         self.interrupts.check()  # an interrupt while parked wins over the approvals
         started = time.monotonic()
         durations = self.executor.run_approved(rows)
-        self.time_tools(started, rows, durations)
-        for row in rows:
-            if row.pk in durations or row.status == ToolCallRow.Status.DENIED:
-                self.emitter.emit(EventType.ACTION_RESULT, result_payload(row, durations.get(row.pk, 0.0)))
-                metrics.tool_call_ended(self.executor.session, row)
+        self.report_tools(started, [r for r in rows if r.pk in durations or r.status == ToolCallRow.Status.DENIED],
+                          durations)
         return [tool_message(r) for r in rows]
 
-    def time_tools(self, started: float, rows: list[ToolCallRow], durations: dict[int, float]) -> None:
-        """Each call that ran (from its row's start) and the wall time of the step's tool run."""
-        if self.clock is None or not durations:
-            return
+    def report_tools(self, started: float, rows: list[ToolCallRow], durations: dict[int, float]) -> None:
+        """`action.result` for each call of `rows`, and the observers told (`durations`: of those that ran)."""
+        for observer in self.observers:  # first: the step's tool time ends before its events are written
+            observer.tool_calls_ended(self.executor.session, rows, started, durations)
         for row in rows:
-            if durations.get(row.pk):  # 0: another runner had started it (never twice)
-                self.clock.tool_call(row.tool, row.call_id, row.started_at, durations[row.pk])
-        self.clock.tools_ran(started)
+            self.emitter.emit(EventType.ACTION_RESULT, result_payload(row, durations.get(row.pk, 0.0)))
 
 
 def assistant_message(text: str, reasoning: str, signature: str, calls: list[ToolCall],

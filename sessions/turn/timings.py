@@ -8,6 +8,8 @@ there. What a run measured crosses a park in `Turn.state["timings"]` and ends
 up, with the turn's end, in `Turn.timings` and in the `timings` of
 `turn.completed` / `turn.failed`. Nothing here reads or writes the database:
 the values ride on writes the turn makes anyway (its park, its settle).
+The clock hears of model and tool calls as one of the turn's observers
+(sessions.turn.extensions), the one only its own turn's loop has.
 
 The stages, each a step of the waterfall (`kind`) and a total:
 
@@ -29,8 +31,11 @@ the settle's own commit is not in it, since the timings are written by it.
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, Iterator
+
+from sessions.turn.extensions import ModelCall, TurnObserver
 
 TOTALS = {"queue": "queueMs", "load": "loadMs", "workspace": "workspaceMs", "model": "modelMs", "tool": "toolsMs",
           "approval": "approvalMs", "settle": "settleMs"}
@@ -40,7 +45,7 @@ def _ms(value: float) -> float:
     return round(max(value, 0.0), 1)
 
 
-class TurnClock:
+class TurnClock(TurnObserver):
     """One run of a turn, measuring; `saved` is what its earlier runs measured (from a park)."""
 
     def __init__(self, created_at: datetime, claimed: float, saved: dict[str, Any] | None = None):
@@ -74,14 +79,30 @@ class TurnClock:
         ended = time.monotonic() if ended is None else ended
         self.add(kind, name, self.offset(started), (ended - started) * 1000, **extra)
 
-    def model_call(self, model: str, started: float, first_output: float | None) -> None:
+    @contextmanager
+    def model_call(self, call: ModelCall) -> Iterator[None]:
+        try:
+            yield
+        finally:  # a failed or interrupted call is timed too
+            self.model_called(call.model_id, call.started, call.first_output)
+
+    def tool_calls_ended(self, session, rows: list, started: float, durations: dict[int, float]) -> None:
+        """Each call that ran (from its row's start) and the wall time of the step's tool run."""
+        if not durations:
+            return
+        for row in rows:
+            if durations.get(row.pk):  # 0: another runner had started it (never twice)
+                self.tool_ran(row.tool, row.call_id, row.started_at, durations[row.pk])
+        self.tools_ran(started)
+
+    def model_called(self, model: str, started: float, first_output: float | None) -> None:
         first = None if first_output is None else _ms((first_output - started) * 1000)
         if self.models == 0:
             self.first_token = first
         self.models += 1
         self.span("model", model, started, firstTokenMs=first)
 
-    def tool_call(self, name: str, call_id: str, started_at: datetime | None, duration_ms: float) -> None:
+    def tool_ran(self, name: str, call_id: str, started_at: datetime | None, duration_ms: float) -> None:
         """A call the executor ran: its row's start instant and its measured duration."""
         start = (started_at.timestamp() - self._origin) * 1000 if started_at else self.offset(time.monotonic())
         self.add("tool", name, start, duration_ms, callId=call_id)

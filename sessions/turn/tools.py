@@ -16,6 +16,7 @@ import json
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
@@ -26,10 +27,10 @@ from pydantic import BaseModel, ValidationError
 from agents.definitions import SessionInfo, Tool, ToolContext
 from agents.providers.base import ToolCall as ModelToolCall
 from agents.providers.base import ToolSpec
-from sessions import tracing
 from sessions.models import Session, ToolCall, Turn
 from sessions.eventlog.storable import clean, clean_text, find_problem
 from sessions.host import Host
+from sessions.turn.extensions import observers
 
 DRY_RUN_ACK = "Operation acknowledged."
 EXECUTION_UNAVAILABLE = "execution_unavailable"
@@ -140,14 +141,15 @@ def execute(row: ToolCall, tool: Tool, validated: BaseModel, ctx: ToolContext) -
     if not row.start():  # already run (or being run) elsewhere: never twice
         row.refresh_from_db()
         return 0.0
-    with tracing.tool_call(row.tool, row.call_id, row.input) as span:
+    with ExitStack() as observed:  # each observer wraps the run (a span is current around it)
+        for observer in observers:
+            observed.enter_context(observer.tool_call(row))
         try:
             output = json_safe(tool(validated, ctx))
         except Exception as exc:  # the model sees tool errors and can act on them
             row.fail(clean_text(f"{type(exc).__name__}: {exc}"))
         else:
             row.succeed(output)
-        tracing.tool_ended(span, row.output, row.error)
     return (time.monotonic() - started) * 1000
 
 

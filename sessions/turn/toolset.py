@@ -9,7 +9,9 @@
 `execution="agent"` tools are not offered as tools: the model runs them as
 scripts with `shell` (the workspace brief lists them); they stay callable by
 name only to be refused with that explanation.
-- `mcp`: the tools of the agent's MCP servers, `<server>__<tool>` (sessions.mcp.tools).
+- `mcp`: the tools of the agent's MCP servers, `<server>__<tool>` (sessions.mcp.tools),
+  a family that feature registers (sessions.turn.extensions); any other registered family
+  comes after it the same way.
 """
 from __future__ import annotations
 
@@ -20,8 +22,8 @@ from agents.definitions import Tool
 from agents.discovery import LoadedAgent
 from agents.workspaces.filesystems import VERBS
 from agents.workspaces.tools import workspace_tools
+from sessions.turn import extensions
 from sessions.turn.builtins import builtin_tools
-from sessions.mcp.tools import mcp_tools
 from sessions.workspaces.store import Workspace
 
 FAMILIES = ("server", "workspace", "builtin", "agent", "mcp")
@@ -64,8 +66,8 @@ def toolset(loaded: LoadedAgent, workspace: Workspace | None,
                                 needs_approval=loaded.runtime.needs_approval)
     for name, tool in found.items():
         tools[name], families[name] = tool, "workspace"
-    if loaded.mcp:
-        for name, tool in mcp_tools(loaded.mcp, loaded.root, loaded.allowed_domains).items():
+    for family, source in extensions.tool_families:
+        for name, tool in source(loaded).items():
             if name not in tools:  # a server tool of the same name was there first
-                tools[name], families[name] = tool, "mcp"
+                tools[name], families[name] = tool, family
     return Toolset(tools, families)

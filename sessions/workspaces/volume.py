@@ -23,9 +23,11 @@ from pathlib import Path
 
 from django.conf import settings
 from django.utils import timezone
+from django_q.conf import Conf
 
 from sessions.models.host import Host
 from sessions.plumbing.processes import host_id
+from sessions.timers.ticker import ensure_ticker
 
 log = logging.getLogger(__name__)
 
@@ -112,3 +114,25 @@ def refuse_unshared_volume() -> bool:
         log.warning("could not check that AGENTSITE_WORKSPACES_ROOT is shared: %s", exc)
         return False
     return True
+
+
+def worker_spawned(sender=None, **kwargs) -> None:
+    """django-q2's post_spawn: every worker process ticks (sessions.timers.ticker), so a dead one is
+    covered by the others.
+
+    The worker leaves its host's mark on the workspaces volume before it takes the lease: a live
+    host without its mark there makes the other hosts refuse local turns.
+    """
+    if Conf.SYNC:
+        return  # tests running tasks in their own process: no worker was spawned
+    try:
+        leave_mark(Path(settings.AGENTSITE_WORKSPACES_ROOT), host_id())
+    except OSError as exc:
+        log.error("cannot leave this host's mark in AGENTSITE_WORKSPACES_ROOT: %s", exc)
+    ensure_ticker(Host.Kind.WORKER)
+    try:
+        check()
+    except VolumeNotShared as exc:
+        log.error("%s Local-runtime turns on this host are refused until it is.", exc)
+    except Exception:
+        log.exception("could not check that AGENTSITE_WORKSPACES_ROOT is shared")
