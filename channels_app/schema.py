@@ -46,7 +46,7 @@ WHY = {
     409: "The request conflicts with the session's state (see the error code)",
     413: "The body is over the upload limit",
     415: "The body is not application/json",
-    422: "The tool raised an error",
+    422: "The tool cannot run here (code `execution_unavailable`); one that ran and raised is a 200 with `isError`",
     424: "The model asked for is not configured on this server (code `no_credential`; details list the alternatives)",
     502: "A model provider failed the request (code `handoff_failed`: the session stayed where it was)",
     429: "Over the caller's rate limit (AGENTSITE_RATE_SESSIONS or AGENTSITE_RATE_MESSAGES, code `rate_limited`): "
