@@ -6,7 +6,7 @@ under the session's lock or leaves the session exactly as it was; `abandon`
 is the recovery sweep's part for a handoff whose process died.
 """
 from sessions.handoff.perform import abandon, confirm, perform
-from sessions.handoff.review import configured, review
+from sessions.handoff.review import configured, ready_models, review
 from sessions.handoff.transcript import materialize
 
-__all__ = ["abandon", "configured", "confirm", "materialize", "perform", "review"]
+__all__ = ["abandon", "configured", "confirm", "materialize", "perform", "ready_models", "review"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from agents.providers import parse_model_id
 from agents.providers.base import params_for
@@ -17,6 +17,9 @@ from agents.secrets.lookup import credential
 from agents.secrets.store import acting_for
 from sessions.handoff.transcript import CACHING, READS_IMAGES, provider_of, take_inventory
 from sessions.models import Session
+
+if TYPE_CHECKING:
+    from agents.models import Deployment
 
 # The variable holding each provider's key (an agent may name another with the param `api_key_env`).
 KEY_ENVS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
@@ -43,6 +46,15 @@ def configured(model_id: str, params: dict[str, Any]) -> bool:
         return True
     base_url_env = BASE_URL_ENVS.get(provider)
     return bool(base_url_env and (params.get("base_url") or credential(base_url_env)))
+
+
+def ready_models(deployment: Deployment) -> list[str]:
+    """The release's models that are configured on this server: those a handoff to can succeed."""
+    manifest = deployment.manifest or {}
+    params = dict(manifest.get("params") or {})
+    declared_for = manifest.get("model", "")  # another provider's model does not take that one's server and key
+    with acting_for(deployment.agent.slug):
+        return [m for m in deployment.models if configured(m, params_for(m, params, declared_for))]
 
 
 def _refusal(session: Session, source: str, to_model: str, ready: bool, alternatives: list[str]) -> Refusal | None:
