@@ -184,8 +184,7 @@ def real_id_cases(seeds: Seeds) -> list[RealIdCase]:
         # The experiment examples/support declares.
         RealIdCase("GET", "/{slug}/v1/abs/{name}", {"slug": "support", "name": "brief-replies"}),
         # A reviewed handoff (nothing happens on the session between its review and this).
-        RealIdCase("POST", "/{slug}/v1/session/{session_id}/handoff",
-                   {"slug": "duo", "session_id": first["handoff_sessions"]},
+        RealIdCase("POST", "/duo/v1/session/{session_id}/handoff", {"session_id": first["handoff_sessions"]},
                    {"to": "scripted:careful", "reviewId": first["handoff_reviews"]}),
         # A session's detail, then its deletion, last (the random run reaches them through the
         # links of POST /session only by chance).
