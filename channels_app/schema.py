@@ -245,7 +245,7 @@ OF_SESSION = {
     "SessionStream": "session_stream", "FollowUp": "v1_session_message_create", "Stop": "v1_session_stop_create",
     "Approvals": "v1_session_approvals_retrieve", "Artifacts": "v1_session_artifacts_list",
     "Reminders": "v1_session_reminders_retrieve", "SetReminder": "v1_session_reminders_create",
-    "DeleteSession": "v1_session_destroy", "HandoffReview": "v1_session_handoff_retrieve",
+    "DeleteSession": "v1_session_destroy",
 }
 SESSION_LINKS = {
     **{name: {"operationId": target, "parameters": SESSION_IDS} for name, target in OF_SESSION.items()},

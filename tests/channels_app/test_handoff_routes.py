@@ -133,11 +133,14 @@ def test_the_openapi_document_offers_each_agent_only_the_models_it_may_move_to(l
     document = local.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
     paths = document["paths"]
 
-    # The review answers any model (its body says why a handoff would be refused): one templated operation.
-    assert set(paths["/{slug}/v1/session/{session_id}/handoff"]) == {"get"}
-    duo_post = paths["/duo/v1/session/{session_id}/handoff"]["post"]
-    assert {"200", "409", "424", "502"} <= set(duo_post["responses"])
-    assert [p["name"] for p in duo_post["parameters"] if p["in"] == "path"] == ["session_id"]
+    assert "/{slug}/v1/session/{session_id}/handoff" not in paths
+    duo = paths["/duo/v1/session/{session_id}/handoff"]
+    assert set(duo) == {"get", "post"}
+    assert {"200", "409", "424", "502"} <= set(duo["post"]["responses"])
+    assert [p["name"] for p in duo["post"]["parameters"] if p["in"] == "path"] == ["session_id"]
+    # The review answers any model (its body says why a handoff would be refused).
+    [to] = [p for p in duo["get"]["parameters"] if p["name"] == "to"]
+    assert "enum" not in to["schema"]
 
     def offered(slug: str) -> list[str]:
         schema = paths[f"/{slug}/v1/session/{{session_id}}/handoff"]["post"]["requestBody"]["content"][
