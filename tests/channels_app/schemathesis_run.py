@@ -67,7 +67,7 @@ def check_phase(root: Path, backend: str, phase: str) -> None:
         folder = root / "run"
         folder.mkdir()
         run = subprocess.run(schemathesis_command(server, seeds, folder, phase), cwd=folder, env=child_env(),
-                             text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=540)
+                             text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=780)
         assert run.returncode == 0, (f"schemathesis found problems on {backend} ({phase}):\n{run.stdout}\n"
                                      f"--- server log ---\n{server.output()[-5000:]}")
         assert "Internal Server Error" not in server.output()

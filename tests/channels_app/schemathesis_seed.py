@@ -38,17 +38,22 @@ class Seeds:
         self.values.setdefault(kind, []).append(value)
 
 
-def personal_token(server: Server, env: dict[str, str], user: str = USER, *, staff: bool = False) -> str:
-    """A member (or, with `staff`, an operator) and their personal token (`createtoken`), in the server's own database."""
+def personal_tokens(server: Server, env: dict[str, str]) -> tuple[str, str]:
+    """A member and an operator (staff) with their personal tokens (`createtoken`), in the server's own
+    database: one process for both, as each start of one costs seconds on a busy machine."""
     script = ("from django.contrib.auth.models import User; from django.core.management import call_command; "
-              f"User.objects.create_user({user!r}, password='unused-password-1', is_staff={staff!r}); "
-              f"call_command('createtoken', {user!r}, '--name', 'openapi')")
-    return manage(server, env, "shell", "-c", script).strip().splitlines()[-1]
+              f"User.objects.create_user({USER!r}, password='unused-password-1'); "
+              f"User.objects.create_user('{USER}-operator', password='unused-password-1', is_staff=True); "
+              f"call_command('createtoken', {USER!r}, '--name', 'openapi'); "
+              f"call_command('createtoken', '{USER}-operator', '--name', 'openapi')")
+    lines = manage(server, env, "shell", "-c", script).strip().splitlines()
+    member, operator = [line for line in lines if line.startswith("ast_")]
+    return member, operator
 
 
 def manage(server: Server, env: dict[str, str], *args: str) -> str:
     done = subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60,
+                          capture_output=True, text=True, timeout=240,
                           env=child_env(AGENTSITE_STATE_ROOT=str(server.state_root), **env))
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -76,7 +81,7 @@ def two_model_agent(server: Server, env: dict[str, str]) -> None:
 
 
 def seed(server: Server, env: dict[str, str]) -> Seeds:
-    seeds = Seeds(personal_token(server, env), personal_token(server, env, f"{USER}-operator", staff=True))
+    seeds = Seeds(*personal_tokens(server, env))
     with server.client(timeout=30, headers={"Authorization": f"Bearer {seeds.token}"}) as client:
         for _ in range(COPIES):
             parked = start(client, "support", PARKED)
