@@ -115,6 +115,10 @@ def seed(server: Server, env: dict[str, str]) -> Seeds:
         seeds.add("handoff_sessions", moving)
         seeds.add("handoff_reviews", ok(client.get(f"/duo/v1/session/{moving}/handoff",
                                                   params={"to": "scripted:careful"}))["reviewId"])
+        # A task that has ended: its stream ends too, so one request can read it whole.
+        task = start(client, "notes", "Hello.", mode="task")
+        read_stream_until(client, f"/notes/v1/session/{task}/stream", "session.completed")
+        seeds.add("task_sessions", task)
         # One, last: a running turn holds a worker process until it is stopped.
         running = start(client, "notes", RUNNING)
         read_stream_until(client, f"/notes/v1/session/{running}/stream", "turn.started")
@@ -123,8 +127,8 @@ def seed(server: Server, env: dict[str, str]) -> Seeds:
     return seeds
 
 
-def start(client: httpx.Client, slug: str, message: str) -> str:
-    return ok(client.post(f"/{slug}/v1/session", json={"message": message}))["sessionId"]
+def start(client: httpx.Client, slug: str, message: str, **fields: str) -> str:
+    return ok(client.post(f"/{slug}/v1/session", json={"message": message, **fields}))["sessionId"]
 
 
 def ok(response: httpx.Response) -> dict:
@@ -139,6 +143,7 @@ class RealIdCase:
     path_parameters: dict[str, str] = field(default_factory=dict)
     body: dict | None = None
     operator: bool = False
+    query: dict[str, str] | None = None
 
 
 def real_id_cases(seeds: Seeds) -> list[RealIdCase]:
@@ -146,6 +151,7 @@ def real_id_cases(seeds: Seeds) -> list[RealIdCase]:
     first = {name: values[0] for name, values in seeds.values.items()}
     parked, reported = first["parked_sessions"], first["artifact_sessions"]
     last_idle = seeds.values["idle_notes_sessions"][-1]
+    task = first["task_sessions"]
     return [
         RealIdCase("GET", "/{slug}/v1/session/{session_id}/approvals", {"slug": "support", "session_id": parked}),
         RealIdCase("POST", "/{slug}/v1/session/{session_id}/approvals/{call_id}",
@@ -188,6 +194,15 @@ def real_id_cases(seeds: Seeds) -> list[RealIdCase]:
         RealIdCase("GET", "/v1/models", {}, operator=True),
         # The experiment examples/support declares.
         RealIdCase("GET", "/{slug}/v1/abs/{name}", {"slug": "support", "name": "brief-replies"}),
+        # Routes the fuzzing phase reaches only with made-up ids (the stateful one follows links to them).
+        RealIdCase("POST", "/{slug}/v1/session", {"slug": "notes"}, {"message": "Seeded for the OpenAPI run."}),
+        RealIdCase("GET", "/{slug}/v1/session/{session_id}/events", {"slug": "notes", "session_id": task}),
+        RealIdCase("GET", "/{slug}/v1/session/{session_id}/stream", {"slug": "notes", "session_id": task}),
+        RealIdCase("POST", "/{slug}/v1/session/{session_id}/message",
+                   {"slug": "support", "session_id": seeds.values["idle_support_sessions"][-1]},
+                   {"message": "Seeded for the OpenAPI run."}),
+        RealIdCase("GET", "/duo/v1/session/{session_id}/handoff", {"session_id": first["handoff_sessions"]},
+                   query={"to": "scripted:careful"}),
         # A reviewed handoff (nothing happens on the session between its review and this).
         RealIdCase("POST", "/duo/v1/session/{session_id}/handoff", {"session_id": first["handoff_sessions"]},
                    {"to": "scripted:careful", "reviewId": first["handoff_reviews"]}),
