@@ -31,6 +31,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from channels_app.auth import agent_scope
 from channels_app.bodies import NO_NUL, keep_to_scope
 from channels_app.patterns import END
+from channels_app.handoff_operations import add_handoff_operations
 from channels_app.tool_operations import add_tool_operations
 from channels_app.replies.base import ErrorBody
 from channels_app.replies.sessions import EventEnvelope
@@ -47,7 +48,7 @@ WHY = {
     409: "The request conflicts with the session's state (see the error code)",
     413: "The body is over the upload limit",
     415: "The body is not application/json",
-    422: "The tool raised an error",
+    422: "The tool cannot run here (code `execution_unavailable`); one that ran and raised is a 200 with `isError`",
     424: "The model asked for is not configured on this server (code `no_credential`; details list the alternatives)",
     502: "A model provider failed the request (code `handoff_failed`: the session stayed where it was)",
     429: "Over the caller's rate limit (AGENTSITE_RATE_SESSIONS or AGENTSITE_RATE_MESSAGES, code `rate_limited`): "
@@ -196,8 +197,9 @@ def document_security(result, generator, request, public):
     Also: path ids as the middleware takes them (no NUL), tool input as
     `load_json` takes it (any JSON without NUL, which pydantic cannot say),
     and the event envelope schema that the NDJSON routes describe in prose;
-    then each deployed tool's own operation (`channels_app.tool_operations`: a token scoped to some
-    agents gets theirs only, and enums naming agents or their models cut to them) and the links (`add_links`).
+    then each deployed tool's own operation and each agent's own handoff (`channels_app.tool_operations`,
+    `channels_app.handoff_operations`: a token scoped to some agents gets theirs only, and enums naming
+    agents or their models cut to them) and the links (`add_links`).
     """
     requirement = security_requirement()
     for operations in result.get("paths", {}).values():
@@ -217,7 +219,7 @@ def document_security(result, generator, request, public):
         result["components"].pop("securitySchemes", None)
     scope = agent_scope(getattr(request, "user", None))
     keep_to_scope(schemas, scope)
-    return add_links(add_tool_operations(result, scope))
+    return add_links(add_handoff_operations(add_tool_operations(result, scope), scope))
 
 
 # Any JSON without NUL in its text: what `load_json` takes (tool input).
@@ -244,7 +246,7 @@ OF_SESSION = {
     "SessionStream": "session_stream", "FollowUp": "v1_session_message_create", "Stop": "v1_session_stop_create",
     "Approvals": "v1_session_approvals_retrieve", "Artifacts": "v1_session_artifacts_list",
     "Reminders": "v1_session_reminders_retrieve", "SetReminder": "v1_session_reminders_create",
-    "DeleteSession": "v1_session_destroy", "HandoffReview": "v1_session_handoff_retrieve",
+    "DeleteSession": "v1_session_destroy",
 }
 SESSION_LINKS = {
     **{name: {"operationId": target, "parameters": SESSION_IDS} for name, target in OF_SESSION.items()},
@@ -278,11 +280,6 @@ LINKS: dict[str, dict[str, dict[str, Any]]] = {
     "v1_session_create": {"201": SESSION_LINKS, "202": SESSION_LINKS, "200": STREAMED_LINKS},
     "v1_session_message_create": {"202": {name: SESSION_LINKS[name] for name in ("Stop", "SessionEvents")},
                                   "200": {name: STREAMED_LINKS[name] for name in ("Stop", "SessionEvents")}},
-    "v1_session_handoff_retrieve": {"200": {"Handoff": {
-        "operationId": "v1_session_handoff_create",
-        "description": "Perform the handoff this review describes",
-        "parameters": {"slug": "$request.path.slug", "session_id": "$request.path.session_id"},
-        "requestBody": {"to": "$response.body#/to", "reviewId": "$response.body#/reviewId"}, **AS_IS}}},
     "v1_tools_call_create": {"202": {"Decide": {
         "operationId": "v1_session_approvals_create",
         "parameters": {**SESSION_IDS, "call_id": "$response.body#/callId"}}}},

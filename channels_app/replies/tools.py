@@ -60,7 +60,8 @@ class ApprovalList(Page):
 
 
 class ToolResult(Reply):
-    """A finished direct call: `output`, or `error` when a stubbed or denied call carries one."""
+    """A finished direct call: `output`, or `isError` and `error` when the tool raised (as MCP answers a
+    failed tool: the call ran, so it is not a refusal)."""
 
     model_config = ConfigDict(json_schema_serialization_defaults_required=False)
     omit_unset: ClassVar[bool] = True
@@ -68,6 +69,7 @@ class ToolResult(Reply):
     tool_name: str
     output: JSONValue = None  # what the tool returned, free-form
     error: str | None = None
+    is_error: bool
     stubbed: bool
     duration_ms: float
 
@@ -78,6 +80,7 @@ class ToolResult(Reply):
             call_id=done.call_id,
             tool_name=done.tool_name,
             stubbed=done.stubbed,
+            is_error=not done.ok,
             duration_ms=done.duration_ms,
             **outcome,
         )

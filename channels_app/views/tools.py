@@ -38,7 +38,9 @@ class ToolCallView(APIView):
         summary="Call a server tool deterministically, without a model turn",
         request=ToolCallBody,
         responses={
-            200: OpenApiResponse(ToolResult, description="The call ran (or was stubbed in a dryRun session)"),
+            200: OpenApiResponse(ToolResult, description=(
+                "The call ran (or was stubbed in a dryRun session). A tool that raised is a call that ran, "
+                "as MCP answers one: `isError` true and its `error`, not a refusal")),
             202: OpenApiResponse(ParkedToolCall, description="Bound to a session, the call waits for approval"),
             **refusals(*SESSION, 409, 422, *BODY),
         },

@@ -55,7 +55,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Finished:
-    """A direct call that ran (or was stubbed): its output, or the error a stubbed or denied call carries."""
+    """A direct call that ran (or was stubbed): its output, or its error (`failed`: the tool raised).
+
+    A tool that ran and raised is a completed call, as MCP answers a failed tool: the route
+    answers 200 with `isError`, not a refusal; only input that never ran is refused.
+    """
 
     call_id: str
     tool_name: str
@@ -64,12 +68,14 @@ class Finished:
     output: Any = None
     error: str | None = None
     ok: bool = True
+    failed: bool = False
 
     @classmethod
     def of(cls, row: ToolCall, duration_ms: float) -> Finished:
         ok = row.status == ToolCall.Status.DONE
         return cls(call_id=row.call_id, tool_name=row.tool, stubbed=row.stubbed, duration_ms=round(duration_ms, 1),
-                   output=row.output if ok else None, error=None if ok else row.error, ok=ok)
+                   output=row.output if ok else None, error=None if ok else row.error, ok=ok,
+                   failed=row.status == ToolCall.Status.FAILED)
 
 
 @dataclass(frozen=True)
@@ -85,8 +91,11 @@ class Parked:
 
 def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | None = None,
               approved_by: Principal | None = None, origin: dict[str, Any] | None = None) -> dict[str, Any]:
-    """`run_call`'s outcome as the SDK's `ctx.call_tool` and `manage.py call` give it: the tool route's body."""
+    """`run_call`'s outcome as the SDK's `ctx.call_tool` and `manage.py call` give it: the tool route's body,
+    except that a tool that raised raises here (AdmissionError `tool_error`), for the Python caller to handle."""
     outcome = run_call(agent, name, raw_input, session=session, approved_by=approved_by, origin=origin)
+    if isinstance(outcome, Finished) and outcome.failed:
+        raise AdmissionError("tool_error", outcome.error or "the tool failed", 422)
     if isinstance(outcome, Parked):
         return {"callId": outcome.call_id, "toolName": outcome.tool_name, "input": outcome.input,
                 "status": ToolCall.Status.AWAITING_APPROVAL, "sessionId": outcome.session_id,
@@ -145,7 +154,9 @@ def _run_call(agent: Agent, name: str, raw_input: Any, session: Session | None,
         try:
             output = json_safe(tool(validated, tool_context(None, call_id, agent, origin=origin)))
         except Exception as exc:
-            raise AdmissionError("tool_error", f"{type(exc).__name__}: {exc}", 422) from None
+            return Finished(call_id=call_id, tool_name=name, stubbed=False, ok=False, failed=True,
+                            error=f"{type(exc).__name__}: {exc}",
+                            duration_ms=round((time.monotonic() - started) * 1000, 1))
         return Finished(call_id=call_id, tool_name=name, output=output, stubbed=False,
                         duration_ms=round((time.monotonic() - started) * 1000, 1))
     return _call_in_session(session, tool, name, validated, call_id, loaded.hooks, gated, approved_by, family,
@@ -226,8 +237,6 @@ def _call_in_session(session: Session, tool: Tool, name: str, validated, call_id
     finally:
         # Released whatever happened, or the session would stay locked.
         _release(session, turn, row, duration, hooks, Turn.Status.COMPLETED)
-    if row.status == ToolCall.Status.FAILED:
-        raise AdmissionError("tool_error", row.error, 422)
     return Finished.of(row, duration)
 
 

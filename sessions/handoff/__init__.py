@@ -7,6 +7,6 @@ is the recovery sweep's part for a handoff whose process died.
 """
 from agents.providers.transcript import materialize
 from sessions.handoff.perform import abandon, confirm, perform
-from sessions.handoff.review import review
+from sessions.handoff.review import ready_models, review
 
-__all__ = ["abandon", "confirm", "materialize", "perform", "review"]
+__all__ = ["abandon", "confirm", "materialize", "perform", "ready_models", "review"]

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from agents.providers import get_provider
 from agents.providers.base import params_for
 from agents.providers.transcript import CACHING, READS_IMAGES, provider_of, take_inventory
 from agents.secrets.store import acting_for
 from sessions.models import Session
+
+
+if TYPE_CHECKING:
+    from agents.models import Deployment
 
 RefusalCode = Literal["no_credential", "model_not_allowed", "same_model"]
 
@@ -35,6 +39,15 @@ def missing_configuration(model_id: str, params: dict[str, Any]) -> str:
     except ValueError:  # a provider this server does not have
         return "its key"
     return provider.missing_configuration(params)
+
+
+def ready_models(deployment: Deployment) -> list[str]:
+    """The release's models that are configured on this server: those a handoff to can succeed."""
+    manifest = deployment.manifest or {}
+    params = dict(manifest.get("params") or {})
+    declared_for = manifest.get("model", "")  # another provider's model does not take that one's server and key
+    with acting_for(deployment.agent.slug):
+        return [m for m in deployment.models if not missing_configuration(m, params_for(m, params, declared_for))]
 
 
 def _refusal(session: Session, source: str, to_model: str, missing: str, alternatives: list[str]) -> Refusal | None:

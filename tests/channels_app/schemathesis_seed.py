@@ -38,17 +38,22 @@ class Seeds:
         self.values.setdefault(kind, []).append(value)
 
 
-def personal_token(server: Server, env: dict[str, str], user: str = USER, *, staff: bool = False) -> str:
-    """A member (or, with `staff`, an operator) and their personal token (`createtoken`), in the server's own database."""
+def personal_tokens(server: Server, env: dict[str, str]) -> tuple[str, str]:
+    """A member and an operator (staff) with their personal tokens (`createtoken`), in the server's own
+    database: one process for both, as each start of one costs seconds on a busy machine."""
     script = ("from django.contrib.auth.models import User; from django.core.management import call_command; "
-              f"User.objects.create_user({user!r}, password='unused-password-1', is_staff={staff!r}); "
-              f"call_command('createtoken', {user!r}, '--name', 'openapi')")
-    return manage(server, env, "shell", "-c", script).strip().splitlines()[-1]
+              f"User.objects.create_user({USER!r}, password='unused-password-1'); "
+              f"User.objects.create_user('{USER}-operator', password='unused-password-1', is_staff=True); "
+              f"call_command('createtoken', {USER!r}, '--name', 'openapi'); "
+              f"call_command('createtoken', '{USER}-operator', '--name', 'openapi')")
+    lines = manage(server, env, "shell", "-c", script).strip().splitlines()
+    member, operator = [line for line in lines if line.startswith("ast_")]
+    return member, operator
 
 
 def manage(server: Server, env: dict[str, str], *args: str) -> str:
     done = subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60,
+                          capture_output=True, text=True, timeout=240,
                           env=child_env(AGENTSITE_STATE_ROOT=str(server.state_root), **env))
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -76,7 +81,7 @@ def two_model_agent(server: Server, env: dict[str, str]) -> None:
 
 
 def seed(server: Server, env: dict[str, str]) -> Seeds:
-    seeds = Seeds(personal_token(server, env), personal_token(server, env, f"{USER}-operator", staff=True))
+    seeds = Seeds(*personal_tokens(server, env))
     with server.client(timeout=30, headers={"Authorization": f"Bearer {seeds.token}"}) as client:
         for _ in range(COPIES):
             parked = start(client, "support", PARKED)
@@ -110,6 +115,10 @@ def seed(server: Server, env: dict[str, str]) -> Seeds:
         seeds.add("handoff_sessions", moving)
         seeds.add("handoff_reviews", ok(client.get(f"/duo/v1/session/{moving}/handoff",
                                                   params={"to": "scripted:careful"}))["reviewId"])
+        # A task that has ended: its stream ends too, so one request can read it whole.
+        task = start(client, "notes", "Hello.", mode="task")
+        read_stream_until(client, f"/notes/v1/session/{task}/stream", "session.completed")
+        seeds.add("task_sessions", task)
         # One, last: a running turn holds a worker process until it is stopped.
         running = start(client, "notes", RUNNING)
         read_stream_until(client, f"/notes/v1/session/{running}/stream", "turn.started")
@@ -118,8 +127,8 @@ def seed(server: Server, env: dict[str, str]) -> Seeds:
     return seeds
 
 
-def start(client: httpx.Client, slug: str, message: str) -> str:
-    return ok(client.post(f"/{slug}/v1/session", json={"message": message}))["sessionId"]
+def start(client: httpx.Client, slug: str, message: str, **fields: str) -> str:
+    return ok(client.post(f"/{slug}/v1/session", json={"message": message, **fields}))["sessionId"]
 
 
 def ok(response: httpx.Response) -> dict:
@@ -134,6 +143,7 @@ class RealIdCase:
     path_parameters: dict[str, str] = field(default_factory=dict)
     body: dict | None = None
     operator: bool = False
+    query: dict[str, str] | None = None
 
 
 def real_id_cases(seeds: Seeds) -> list[RealIdCase]:
@@ -141,6 +151,7 @@ def real_id_cases(seeds: Seeds) -> list[RealIdCase]:
     first = {name: values[0] for name, values in seeds.values.items()}
     parked, reported = first["parked_sessions"], first["artifact_sessions"]
     last_idle = seeds.values["idle_notes_sessions"][-1]
+    task = first["task_sessions"]
     return [
         RealIdCase("GET", "/{slug}/v1/session/{session_id}/approvals", {"slug": "support", "session_id": parked}),
         RealIdCase("POST", "/{slug}/v1/session/{session_id}/approvals/{call_id}",
@@ -183,9 +194,17 @@ def real_id_cases(seeds: Seeds) -> list[RealIdCase]:
         RealIdCase("GET", "/v1/models", {}, operator=True),
         # The experiment examples/support declares.
         RealIdCase("GET", "/{slug}/v1/abs/{name}", {"slug": "support", "name": "brief-replies"}),
+        # Routes the fuzzing phase reaches only with made-up ids (the stateful one follows links to them).
+        RealIdCase("POST", "/{slug}/v1/session", {"slug": "notes"}, {"message": "Seeded for the OpenAPI run."}),
+        RealIdCase("GET", "/{slug}/v1/session/{session_id}/events", {"slug": "notes", "session_id": task}),
+        RealIdCase("GET", "/{slug}/v1/session/{session_id}/stream", {"slug": "notes", "session_id": task}),
+        RealIdCase("POST", "/{slug}/v1/session/{session_id}/message",
+                   {"slug": "support", "session_id": seeds.values["idle_support_sessions"][-1]},
+                   {"message": "Seeded for the OpenAPI run."}),
+        RealIdCase("GET", "/duo/v1/session/{session_id}/handoff", {"session_id": first["handoff_sessions"]},
+                   query={"to": "scripted:careful"}),
         # A reviewed handoff (nothing happens on the session between its review and this).
-        RealIdCase("POST", "/{slug}/v1/session/{session_id}/handoff",
-                   {"slug": "duo", "session_id": first["handoff_sessions"]},
+        RealIdCase("POST", "/duo/v1/session/{session_id}/handoff", {"session_id": first["handoff_sessions"]},
                    {"to": "scripted:careful", "reviewId": first["handoff_reviews"]}),
         # A session's detail, then its deletion, last (the random run reaches them through the
         # links of POST /session only by chance).

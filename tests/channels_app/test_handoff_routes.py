@@ -124,12 +124,36 @@ def test_a_target_that_fails_is_a_502_and_the_session_stays(people: People, sync
         next(openai, None)
 
 
-@pytest.mark.django_db
-def test_both_methods_are_in_the_openapi_document(local):
+@transactional
+def test_the_openapi_document_offers_each_agent_only_the_models_it_may_move_to(local, duo, support_agent,
+                                                                                monkeypatch, tmp_path):
+    for variable in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(variable, raising=False)
+    deploy_on_models(tmp_path / "keyless", [ECHO, "openai:gpt-4.1-mini"], slug="keyless")
     document = local.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
-    operations = document["paths"]["/{slug}/v1/session/{session_id}/handoff"]
-    assert set(operations) >= {"get", "post"}
-    assert {"200", "409", "424", "502"} <= set(operations["post"]["responses"])
+    paths = document["paths"]
+
+    assert "/{slug}/v1/session/{session_id}/handoff" not in paths
+    duo = paths["/duo/v1/session/{session_id}/handoff"]
+    assert set(duo) == {"get", "post"}
+    assert {"200", "409", "424", "502"} <= set(duo["post"]["responses"])
+    assert [p["name"] for p in duo["post"]["parameters"] if p["in"] == "path"] == ["session_id"]
+    # The review answers any model (its body says why a handoff would be refused).
+    [to] = [p for p in duo["get"]["parameters"] if p["name"] == "to"]
+    assert "enum" not in to["schema"]
+
+    def offered(slug: str) -> list[str]:
+        schema = paths[f"/{slug}/v1/session/{{session_id}}/handoff"]["post"]["requestBody"]["content"][
+            "application/json"]["schema"]
+        return schema["properties"]["to"]["enum"]
+
+    assert offered("duo") == [ECHO, OTHER]
+    assert offered("support") == [ECHO]
+    assert offered("keyless") == [ECHO]  # openai has no key here: a handoff to it would be a 424
+
+    # What the document offers, the server takes: a handoff to OTHER is done.
+    session_id = start_as(local, "duo")
+    assert hand_over(local, session_id, OTHER).status_code == 200
 
 
 @transactional

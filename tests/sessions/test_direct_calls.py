@@ -73,9 +73,16 @@ def test_an_unknown_tool_is_a_404_naming_the_tools(alice, support_agent):
 
 
 @transactional
-def test_a_tool_that_raises_is_a_422_with_its_error(alice, support_agent):
-    error = assert_error(post_json(alice, LOOKUP, {"input": {"order_id": "Z999"}}), 422, "tool_error")
-    assert error["message"] == "LookupError: no order Z999"
+def test_a_tool_that_raises_is_a_completed_call_answered_200_with_is_error(alice, support_agent):
+    response = post_json(alice, LOOKUP, {"input": {"order_id": "Z999"}})
+
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["isError"] is True and body["error"] == "LookupError: no order Z999"
+    assert body["toolName"] == "lookup_order" and "output" not in body and body["stubbed"] is False
+    assert not Turn.objects.exists() and not Event.objects.exists()
+    # A call that succeeds says so too.
+    assert post_json(alice, LOOKUP, {"input": {"order_id": "A100"}}).json()["isError"] is False
 
 
 @transactional
@@ -109,13 +116,22 @@ def test_a_session_bound_call_records_its_events_and_releases_the_session(alice,
 
 
 @transactional
-def test_a_session_bound_call_that_fails_is_a_422_recorded_on_the_session(alice, support_agent, sync_turns):
+def test_a_session_bound_call_that_fails_is_a_200_with_is_error_recorded_on_the_session(alice, support_agent,
+                                                                                        sync_turns):
     session_id = start(alice)
 
-    assert_error(post_json(alice, LOOKUP, {"input": {"order_id": "Z999"}, "sessionId": session_id}), 422, "tool_error")
+    response = post_json(alice, LOOKUP, {"input": {"order_id": "Z999"}, "sessionId": session_id})
 
-    result = read_events(session_id)[-1]
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["isError"] is True and body["error"] == "LookupError: no order Z999" and "output" not in body
+    requested, result = read_events(session_id)[-2:]
+    assert requested["type"] == "actions.requested" and requested["data"]["calls"][0]["callId"] == body["callId"]
     assert result["type"] == "action.result" and result["data"]["error"] == "LookupError: no order Z999"
+    assert result["data"]["callId"] == body["callId"]
+    row = ToolCall.objects.get(call_id=body["callId"])
+    assert row.status == ToolCall.Status.FAILED and row.error == body["error"]
+    assert row.turn.trigger == Turn.Trigger.TOOL and row.turn.status == Turn.Status.COMPLETED
     assert Session.objects.get(pk=session_id).active_turn_id is None
 
 

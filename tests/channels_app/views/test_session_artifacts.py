@@ -172,8 +172,9 @@ def test_a_direct_tool_call_on_a_session_saves_an_artifact_of_that_call(alice, r
 @transactional
 def test_a_tool_called_without_a_session_gets_a_clear_error(alice, reporter):
     response = post_json(alice, "/reporter/v1/tools/make_report/call", {"input": {"name": "x.txt"}})
-    assert response.status_code == 422
-    assert "no session here: pass session_id=" in response.json()["error"]["message"]
+    assert response.status_code == 200 and response.json()["isError"] is True
+    assert "no session here: pass session_id=" in response.json()["error"]
+    assert not Artifact.objects.exists()
 
 
 @transactional
