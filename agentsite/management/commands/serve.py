@@ -231,6 +231,7 @@ def _restart_with_settings(opts) -> None:
 
     Settings are read once, at startup: a state root or the production switch
     given on the command line must be in the environment before they load.
+    manage.py puts them there (`serve_settings`); this covers other ways in (django-admin).
     In production they refuse to load without the settings production needs,
     and manage.py prints what to set.
     """
