@@ -1,11 +1,34 @@
 #!/usr/bin/env python
 """Django's command-line utility for agentsite."""
+import argparse
 import os
 import sys
+from pathlib import Path
+
+
+def serve_settings(argv: list[str]) -> dict[str, str]:
+    """The environment `serve --state-root DIR` and `serve --production` ask for.
+
+    Settings load once, before the command parses its arguments: set here, they load as asked
+    the first time, and serve need not start itself again to reload them (a second Django start).
+    """
+    if len(argv) < 2 or argv[1] != "serve":
+        return {}
+    parser = argparse.ArgumentParser(prog="manage.py serve", add_help=False, allow_abbrev=False)
+    parser.add_argument("--state-root")
+    parser.add_argument("--production", action="store_true")
+    known, _ = parser.parse_known_args(argv[2:])
+    wanted = {}
+    if known.state_root:
+        wanted["AGENTSITE_STATE_ROOT"] = str(Path(known.state_root).resolve())
+    if known.production:
+        wanted["AGENTSITE_ENV"] = "production"
+    return wanted
 
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+    os.environ.update(serve_settings(sys.argv))
     from django.core.management import execute_from_command_line
 
     from agentsite.limits import LimitSettingInvalid

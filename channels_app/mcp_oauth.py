@@ -17,7 +17,6 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.views.decorators.http import require_GET, require_POST
-from mcp.shared.auth import OAuthClientInformationFull
 
 from agents.mcpauth.flows import FlowError, begin, check_issuer, exchange_code, reusable_registration
 from agents.mcpauth.stored import NotDeclared, declared_server, save_authorization, server_url
@@ -80,6 +79,8 @@ def callback_view(request: HttpRequest, slug: str) -> HttpResponse:
         why = " ".join(filter(None, [request.GET.get("error", ""), request.GET.get("error_description", "")]))
         return error_page(request, 400, "Authorization refused", f"The authorization server sent no code: "
                        f"{why or 'no reason given'}.")
+    from mcp.shared.auth import OAuthClientInformationFull  # the SDK where it is used (agents.mcpauth.flows)
+
     registration = OAuthClientInformationFull.model_validate_json(flow.registration())
     try:
         check_issuer(request.GET.get("iss"), flow.endpoint)

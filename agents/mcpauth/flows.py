@@ -22,17 +22,20 @@ from __future__ import annotations
 import asyncio
 import secrets
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode, urljoin
 
 import httpx2
-from mcp.client.auth.oauth2 import OAuthClientProvider, OAuthContext, PKCEParameters
-from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
-from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
-from mcp_types.version import LATEST_PROTOCOL_VERSION
 from pydantic import ValidationError
 
 from agents.mcpauth.stored import Endpoint, NotAuthorized, read
 from agents.models import Agent
+
+# The SDK is imported where a flow or a refresh runs: its types take most of a second to import, and
+# every Django process loads this module (the URL conf, the MCP connections), while few ever run a flow.
+if TYPE_CHECKING:
+    from mcp.client.auth.oauth2 import OAuthClientProvider, OAuthContext
+    from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 CLIENT_NAME = "agentsite"
 TIMEOUT = 15.0
@@ -48,6 +51,8 @@ class TokenRefused(FlowError):
 
 
 def client_metadata(redirect_uri: str) -> OAuthClientMetadata:
+    from mcp.shared.auth import OAuthClientMetadata
+
     return OAuthClientMetadata(client_name=CLIENT_NAME, redirect_uris=[redirect_uri],
                                grant_types=["authorization_code", "refresh_token"], response_types=["code"])
 
@@ -127,9 +132,15 @@ class _Paused(BaseException):
     """Raised where the provider would send a person away: not an error, so the SDK logs nothing."""
 
 
-class _PausingProvider(OAuthClientProvider):
-    async def _perform_authorization(self):  # noqa: ANN202 (the SDK's signature)
-        raise _Paused
+def _pausing_provider(*args) -> OAuthClientProvider:
+    """The SDK's provider, stopped where it would send a person away."""
+    from mcp.client.auth.oauth2 import OAuthClientProvider
+
+    class PausingProvider(OAuthClientProvider):
+        async def _perform_authorization(self):  # noqa: ANN202 (the SDK's signature)
+            raise _Paused
+
+    return PausingProvider(*args)
 
 
 @dataclass(frozen=True)
@@ -143,6 +154,9 @@ class Started:
 
 
 async def _discover(url: str, provider: OAuthClientProvider) -> None:
+    from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+    from mcp_types.version import LATEST_PROTOCOL_VERSION
+
     initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": LATEST_PROTOCOL_VERSION, "capabilities": {},
         "clientInfo": {"name": CLIENT_NAME, "version": "1"}}}
@@ -160,7 +174,9 @@ def begin(url: str, declared: str, redirect_uri: str, registration: OAuthClientI
 
     Raises FlowError when the server cannot be reached or does not speak OAuth.
     """
-    provider = _PausingProvider(url, client_metadata(redirect_uri), MemoryStorage(registration))
+    from mcp.client.auth.oauth2 import PKCEParameters
+
+    provider = _pausing_provider(url, client_metadata(redirect_uri), MemoryStorage(registration))
     try:
         asyncio.run(_discover(url, provider))
     except FlowError:
@@ -191,6 +207,9 @@ def token_request(token_endpoint: str, registration: OAuthClientInformationFull,
     Raises TokenRefused when the endpoint refuses the grant, FlowError when it
     cannot be reached or answers something else.
     """
+    from mcp.client.auth.oauth2 import OAuthContext
+    from mcp.shared.auth import OAuthToken
+
     context = OAuthContext(server_url=token_endpoint, storage=None, redirect_handler=None, callback_handler=None,
                            client_metadata=client_metadata(str((registration.redirect_uris or ["http://localhost/"])[0])),
                            client_info=registration)

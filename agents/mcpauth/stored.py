@@ -20,16 +20,18 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone as tz
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from cryptography.fernet import InvalidToken
 from django.db import transaction
 from django.utils import timezone
-from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from agents.mcp import expand
 from agents.models import Agent, Secret
 from agents.secrets.store import acting_for, unreadable
+
+if TYPE_CHECKING:  # the SDK is imported where a registration is read (agents.mcpauth.flows says why)
+    from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 PARTS = ("ACCESS_TOKEN", "REFRESH_TOKEN", "CLIENT_ID", "CLIENT_SECRET", "CLIENT_INFO", "SERVER")
 BY = "mcp oauth"
@@ -94,6 +96,8 @@ def read(agent: Agent, server_name: str) -> Stored:
             return row.reveal()
         except InvalidToken:
             raise NotAuthorized(str(unreadable(agent.slug, row.name))) from None
+
+    from mcp.shared.auth import OAuthClientInformationFull
 
     info, endpoint = value("CLIENT_INFO"), value("SERVER")
     access = by_part.get("ACCESS_TOKEN")

@@ -118,6 +118,7 @@ class Connection:
         self.opened = False  # it started and listed its tools once
         self.error: str = ""
         self.refused = False  # the server answered 401: the token sent was not (or no longer) good
+        self.closing = False  # asked to close: never handed out again, though its task may not have ended yet
         self.ready = asyncio.Event()
         self.stop = asyncio.Event()
         self.task: Any = None  # the future of run() on the MCP loop
@@ -216,7 +217,7 @@ class Hub:
             if conn is not None and conn.fingerprint != resolved.fingerprint():
                 self.close(key)
                 conn = None
-            if conn is None or (not conn.alive and conn.ready.is_set()):
+            if conn is None or conn.closing or (not conn.alive and conn.ready.is_set()):
                 since = time.monotonic() - self.last_attempt.get(key, -RETRY_SECONDS)
                 if conn is not None and not conn.opened and since < RETRY_SECONDS:  # it failed to start just now
                     raise McpUnavailable(f"MCP server {server.name!r} is unavailable: {conn.error or 'it stopped'}")
@@ -246,6 +247,9 @@ class Hub:
     def close(self, key: tuple[str, str]) -> None:
         conn = self.connections.get(key)
         if conn is not None:
+            # Marked here, in the caller's thread: the next use opens a new connection even when the loop
+            # has not run the stop yet (a busy machine), never the one that just broke.
+            conn.closing = True
             _loop.get().call_soon_threadsafe(conn.stop.set)
 
     def close_all(self) -> None:

@@ -166,6 +166,20 @@ def test_a_server_that_dies_mid_call_fails_that_call_and_the_next_call_starts_it
     assert results(again)[0]["output"] == {"result": 42}
 
 
+@transactional
+def test_a_closed_connection_is_never_handed_out_again_while_a_busy_loop_has_not_closed_it_yet(tmp_path, notes_file):
+    from sessions.mcp import tools
+
+    loaded = load_agent_folder(write_agent(tmp_path / "notes", {"notes": stdio_entry()}))
+    server, cwd = loaded.mcp[0], loaded.root
+    hub().connect(server, cwd)
+    # The MCP loop busy for a moment, as on a loaded machine: the close below waits its turn there.
+    tools._loop.get().call_soon_threadsafe(time.sleep, 1)
+    hub().close((str(cwd), server.name))
+
+    assert hub().call(server, cwd, "add", {"a": 20, "b": 22}) == {"result": 42}
+
+
 def _server_pids(cwd: Path, *, live_only: bool = False) -> set[int]:
     """This agent's stdio server processes (a stdio server runs in its agent's folder); `live_only`:
     not the ones that exited and wait to be reaped."""

@@ -147,7 +147,8 @@ class Command(BaseCommand):
         names = ["web"] if web_processes == 1 else [f"web-{n}" for n in range(1, web_processes + 1)]
         commands = {name: [*lifeline, *web] for name in names}
         if not opts["no_workers"]:
-            commands["workers"] = [*lifeline, manage, "qcluster"]
+            # The checks ran in this process a moment ago: the cluster need not load the URL conf to run them again.
+            commands["workers"] = [*lifeline, manage, "qcluster", "--skip-checks"]
         host = f"[{opts['host']}]" if ":" in opts["host"] else opts["host"]
         base = f"http://{host}:{opts['port']}"
         banner = [
@@ -231,6 +232,7 @@ def _restart_with_settings(opts) -> None:
 
     Settings are read once, at startup: a state root or the production switch
     given on the command line must be in the environment before they load.
+    manage.py puts them there (`serve_settings`); this covers other ways in (django-admin).
     In production they refuse to load without the settings production needs,
     and manage.py prints what to set.
     """
