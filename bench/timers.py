@@ -39,11 +39,11 @@ and on Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import signal
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -57,6 +57,10 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agents.serving import free_port, stop_server, wait_until_healthy  # noqa: E402
+
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 PYTHON = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
 SLUG = "timerbench"
@@ -96,12 +100,6 @@ def ms(delta: timedelta) -> float:
     return delta.total_seconds() * 1000
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def write_agent(root: Path, schedule: bool) -> Path:
     agent = root / SLUG / "agent"
     agent.mkdir(parents=True)
@@ -128,26 +126,13 @@ class Server:
             )
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"serve exited with {self.process.returncode}:\n{self.log_path.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{self.base_url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError("serve did not become ready")
+        wait_until_healthy(self.base_url, self.process, timeout=READY_TIMEOUT, name="serve",
+                           output=lambda: self.log_path.read_text(errors="replace")[-3000:])
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        stop_server(self.process, grace=30)
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # leftovers of its group
+            os.killpg(self.process.pid, signal.SIGKILL)
 
 
 def wait_idle(client: httpx.Client, session_id: str, timeout: float = 30) -> None:

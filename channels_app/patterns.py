@@ -4,7 +4,7 @@ Each spells, for any regex engine, a check the server runs in code: a
 duration within range (`sessions.timers.reminders.parse_duration`), a cron
 expression that fires (`agents.schedules.cron_problem`, as a subset: croniter
 reads more), base64 that decodes (`base64.b64decode(..., validate=True)`)
-and a workspace path that stays inside (`agents.filesystems.split_path`).
+and a workspace path that stays inside (`agents.workspaces.filesystems.split_path`).
 The tests hold each pattern against the check it spells.
 """
 from __future__ import annotations

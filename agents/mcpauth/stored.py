@@ -107,11 +107,15 @@ def read(agent: Agent, server_name: str) -> Stored:
                   endpoint=json.loads(endpoint) if endpoint else None)
 
 
+def expiry(tokens: OAuthToken) -> datetime | None:
+    """When the access token stops working, from its `expires_in` (None: it does not say)."""
+    return timezone.now() + timedelta(seconds=int(tokens.expires_in)) if tokens.expires_in is not None else None
+
+
 def save_tokens(agent: Agent, server_name: str, tokens: OAuthToken, *, by: str = BY) -> None:
     """The access token with its absolute expiry, and the refresh token when one came (a rotated one replaces it)."""
     prefix = secret_prefix(server_name)
-    expires_at = timezone.now() + timedelta(seconds=int(tokens.expires_in)) if tokens.expires_in is not None else None
-    Secret.put(agent, f"{prefix}_ACCESS_TOKEN", tokens.access_token, by=by, expires_at=expires_at)
+    Secret.put(agent, f"{prefix}_ACCESS_TOKEN", tokens.access_token, by=by, expires_at=expiry(tokens))
     if tokens.refresh_token:
         Secret.put(agent, f"{prefix}_REFRESH_TOKEN", tokens.refresh_token, by=by)
 
@@ -123,10 +127,9 @@ def access_name(server_name: str) -> str:
 
 def save_refreshed(agent: Agent, server_name: str, tokens: OAuthToken, lease) -> bool:
     """A refresh's tokens, stored only if `lease` still holds the refresh (one short transaction); whether they were."""
-    expires_at = timezone.now() + timedelta(seconds=int(tokens.expires_in)) if tokens.expires_in is not None else None
     with transaction.atomic():
         if not Secret.finish_refresh(agent, access_name(server_name), lease, tokens.access_token, by=BY,
-                                     expires_at=expires_at):
+                                     expires_at=expiry(tokens)):
             return False
         if tokens.refresh_token:
             Secret.put(agent, f"{secret_prefix(server_name)}_REFRESH_TOKEN", tokens.refresh_token, by=BY)

@@ -174,9 +174,6 @@ class KeyedProvider:
             return ""
         return self.key_variable(params)
 
-    def configured(self, params: dict[str, Any]) -> bool:
-        return not self.missing_configuration(params)
-
 
 def sdk_client(client_class: Callable[..., ClientT], params: dict[str, Any], *, key_env: str, base_url_env: str,
                timeout: float) -> ClientT:
@@ -210,7 +207,7 @@ def sdk_endpoint(provider: KeyedProvider, client: Any, params: dict[str, Any]) -
     """Where `client` (from sdk_client) calls, as `provider` configured it under `params`."""
     key = credential(provider.key_variable(params))
     base_url = str(client.base_url).rstrip("/")
-    return Endpoint(provider.name, base_url, configured=provider.configured(params),
+    return Endpoint(provider.name, base_url, configured=not provider.missing_configuration(params),
                     key_hash=hashlib.sha256(key.encode()).hexdigest()[:16] if key else "")
 
 
@@ -228,8 +225,6 @@ class Provider(Protocol):
 
     def missing_configuration(self, params: dict[str, Any]) -> str:
         """What to set before this provider can be called under `params`; "" when nothing is missing."""
-
-    def configured(self, params: dict[str, Any]) -> bool: ...
 
     def probe(self, params: dict[str, Any], timeout: float) -> None:
         """One cheap request (the provider's model list); raises ProviderError if it fails."""

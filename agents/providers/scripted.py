@@ -59,9 +59,6 @@ class ScriptedProvider:
     def missing_configuration(self, params: dict[str, Any]) -> str:
         return ""  # runs in this process, offline
 
-    def configured(self, params: dict[str, Any]) -> bool:
-        return True
-
     def probe(self, params: dict[str, Any], timeout: float) -> None:
         """In this process: always reachable."""
 

@@ -5,24 +5,17 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 
+from agents.serving import NotServing, free_port, stop_server, wait_until_healthy
 from turnslib.config import AGENT, PYTHON, BenchError
 
 LOG_ERROR = re.compile(r"Traceback|Error\b|ERROR|CRITICAL|Failed '|failed|couldn't get a connection")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tree(pid: int) -> list[psutil.Process]:
@@ -162,17 +155,12 @@ class Server:
                 # Own process group: Ctrl-C on the terminal does not reach them, stop() does.
                 self.procs[name] = subprocess.Popen(cmd, cwd=self.src, env=self.env, stdout=out,
                                                     stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while True:
-            self.check_alive()
-            try:
-                if httpx.get(f"{self.base_url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise BenchError("web process did not answer /healthz within 60 s\n" + self.tail("web"))
-            time.sleep(0.1)
+        try:
+            wait_until_healthy(self.base_url, self.procs["web"], timeout=60, output=lambda: self.tail("web"),
+                               name="web process")
+        except NotServing as exc:
+            raise BenchError(str(exc)) from None
+        self.check_alive()  # the worker too
 
     def check_alive(self) -> None:
         for name, proc in self.procs.items():
@@ -264,15 +252,7 @@ class Server:
 
     def stop(self) -> None:
         for proc in self.procs.values():
-            if proc.poll() is None:
-                _killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+            stop_server(proc, grace=15)
         for proc in self.procs.values():  # leftovers of a group (qcluster's forked workers)
             _killpg(proc.pid, signal.SIGKILL)
 

@@ -187,7 +187,6 @@ def abandon(turn: Turn) -> list[tuple[str, dict[str, Any]]]:
     return [(EventType.SESSION_HANDOFF, event_data(handoff))]
 
 
-
 def register() -> None:
     """A lost handoff turn's record fails with it (sessions.apps)."""
     extensions.add_trigger(Turn.Trigger.HANDOFF, extensions.Trigger(lost=abandon))

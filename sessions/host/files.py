@@ -1,7 +1,7 @@
 """`ctx.host.files`: an agent's durable file store, by relative POSIX path.
 
 A store, not a filesystem: paths are keys (folders exist only as prefixes),
-and a file is written whole. `agents.host_files.host_files_fs()` mounts it
+and a file is written whole. `agents.workspaces.host_files.host_files_fs()` mounts it
 as a filesystem a session's workspace can use; `Files` is the store that
 mount is bound to.
 """

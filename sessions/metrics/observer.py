@@ -21,7 +21,6 @@ class Counted(extensions.TurnObserver):
         for row in rows:
             families.tool_call_ended(session, row)
 
-
     def session_started(self, session) -> None:
         families.session_started(session)  # never raises
 

@@ -242,8 +242,8 @@ class Runner:
         # Each model is handed back only the thinking it signed: a fall-over mixes two models' in one history.
         request = ModelRequest(model=model, system=self.profile.system, tools=specs, params=dict(params),
                                messages=for_model(messages, model_id, self.profile.model), should_stop=self.should_stop)
-        call = ModelCall(self.executor.session, model_id, provider_name, model, self.profile.system, messages,
-                         time.monotonic())
+        call = ModelCall(self.executor.session, model_id, provider_name, model, self.profile.system,
+                         request.messages, time.monotonic())  # as sent: the span shows what the model was given
         with ExitStack() as observed:  # each observer wraps the call (a span is current around it)
             for observer in self.observers:
                 observed.enter_context(observer.model_call(call))

@@ -9,13 +9,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from django.apps import apps
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agents.discovery import release
 from sessions.metrics import families as metrics
 from sessions.turn.admission import start_session, submit_message
-from sessions.models import Session, ToolCall, Turn
+from sessions.models import Event, EventType, Session, ToolCall, Turn
 from sessions.principal import Principal
 from sessions.timers.schedules import create_reminder, fire_due
 
@@ -113,6 +114,25 @@ def test_a_turn_counts_under_its_sessions_purpose_in_every_family(support_agent,
     assert total(after, "agentsite_tool_calls_total", tool="lookup_order", outcome="done", purpose=purpose) == total(
         before, "agentsite_tool_calls_total", tool="lookup_order", outcome="done", purpose=purpose) + 1
     assert not [key for key in after if key[0] in BY_PURPOSE and "purpose" not in dict(key[1])]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_app_made_ready_twice_still_counts_a_turn_once(support_agent, local, sync_turns):
+    apps.get_app_config("agent_sessions").ready()  # as a second django.setup() in one process would
+    before = scraped(local)
+    created = local.post("/support/v1/session", {"message": '/call lookup_order {"order_id": "A100"}'},
+                         content_type="application/json")
+    assert created.status_code == 201, created.content
+    after = scraped(local)
+
+    def counted(name: str) -> float:
+        return total(after, name, agent="support") - total(before, name, agent="support")
+
+    steps = Event.objects.filter(session_id=created.json()["sessionId"], type=EventType.STEP_STARTED).count()
+    assert steps >= 2  # the tool's call, then the reply: one model call each
+    assert (counted("agentsite_sessions_total"), counted("agentsite_turns_total"),
+            counted("agentsite_tool_calls_total"), counted("agentsite_model_first_token_seconds_count")) == (
+        1, 1, 1, steps)
 
 
 def test_timer_lateness_is_how_long_after_its_due_time_a_reminder_fired(support_agent):

@@ -107,7 +107,7 @@ function setupNewSession(form) {
 
 // --- session page: the live conversation -----------------------------------
 
-// An operator's act on someone else's session: the admin's sentence (sessions.events.describe_act), naming the role.
+// An operator's act on someone else's session: the admin's sentence (sessions.eventlog.events.describe_act), naming the role.
 function describeAct(data) {
   const who = data.operator || "an operator";
   const did = {
