@@ -11,12 +11,11 @@ from typing import Any
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpResponse, JsonResponse
 from rest_framework import exceptions, renderers
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from rest_framework.response import Response
 
 from agents.errors import error_body, error_response
 from sessions.turn.admission import AdmissionError
+from sessions.plumbing.redisdown import redis_unreachable
 from sessions.plumbing.taskqueue import QueueUnavailable
 
 log = logging.getLogger(__name__)
@@ -63,7 +62,7 @@ def exception_handler(exc: Exception, context: dict) -> Response:
         return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
     if isinstance(exc, QueueUnavailable):
         return Response(error_body(exc.code, str(exc)), status=exc.status, headers={"Retry-After": "2"})
-    if isinstance(exc, RedisConnectionError | RedisTimeoutError):
+    if isinstance(exc, redis_unreachable()):
         # Redis restarting (the rate counters' cache, the channel layer): the client tries again shortly.
         log.warning("Redis is unreachable: %s", exc)
         return Response(error_body("service_unavailable", "Redis is unreachable; try again shortly"), status=503,

@@ -33,19 +33,15 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from channels_app.errors import APIError
 from channels_app.ratelimits import increment
 from sessions.metrics import families as metrics
 from sessions.models import hash_token
 from sessions.models.token import TOKEN_PREFIX
+from sessions.plumbing.redisdown import redis_unreachable
 
 log = logging.getLogger(__name__)
-# Redis restarting: a lockout is not worth refusing every token for those seconds (the rate limits,
-# which guard spending, answer 503 instead).
-UNREACHABLE = (RedisConnectionError, RedisTimeoutError)
 
 # The limits, by name, with the setting each is read from; the account one names a person or a token.
 ACCOUNT, ADDRESS = "account", "address"
@@ -99,7 +95,9 @@ def check(address: str, account: str, surface: str) -> None:
         return
     try:
         counts = caches["limits"].get_many([key for _, _, key, _ in counters])
-    except UNREACHABLE as exc:
+    # Redis restarting: a lockout is not worth refusing every token for those seconds (the rate limits,
+    # which guard spending, answer 503 instead).
+    except redis_unreachable() as exc:
         log.warning("lockout: the counters are unreachable, so this attempt is not checked: %s", exc)
         return
     spent = [(limit, rate, window) for limit, rate, key, window in counters if counts.get(key, 0) >= rate.count]
@@ -115,7 +113,7 @@ def failed(address: str, account: str, surface: str) -> None:
     try:
         for _, rate, key, _ in _counters(address, account, time.time()):
             increment(key, rate.seconds)
-    except UNREACHABLE as exc:
+    except redis_unreachable() as exc:
         log.warning("lockout: the counters are unreachable, so this failure is not counted: %s", exc)
 
 

@@ -12,13 +12,16 @@ import html
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from markdown_it import MarkdownIt
-from markdown_it.rules_core import StateCore
 from pygments import highlight as pygments_highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.rules_core import StateCore
 
 ORDER = (
     "new-agent", "http-api", "agents", "handoff", "models", "tools-and-approvals", "schedules-and-reminders",
@@ -118,6 +121,9 @@ def highlight(code: str, language: str, attrs: str) -> str:
 
 def markdown(served: bool = True) -> MarkdownIt:
     """The parser of the pages; `served=False` leaves links as written (to check them against the files)."""
+    # Imported where the pages are first rendered, not by every process that loads the URL conf.
+    from markdown_it import MarkdownIt
+
     # CommonMark and tables; raw HTML off, so a page shows what its Markdown says and nothing more.
     md = MarkdownIt("commonmark", {"html": False, "highlight": highlight}).enable("table")
     md.core.ruler.push("heading_anchors", heading_anchors)

@@ -23,17 +23,15 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 from django_q.conf import Conf
 from django_q.tasks import async_task
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from sessions.plumbing.broker import shared_broker
+from sessions.plumbing.redisdown import redis_unreachable
 
 
 log = logging.getLogger(__name__)
 
 # How long an enqueue keeps trying a broker that refuses connections (a Redis restart takes a second or two).
 ENQUEUE_RETRY_SECONDS = 3.0
-UNREACHABLE = (RedisConnectionError, RedisTimeoutError)
 # Tasks the recovery sweep enqueues again when their row sits queued (sessions.turn.lifecycle.RUN_TURN_TASK).
 SWEPT_TASKS = frozenset({"sessions.turn.engine.run_turn"})
 
@@ -66,7 +64,7 @@ def enqueue(task: str, *args: Any, task_name: str, **options: Any) -> None:
         try:
             async_task(task, *args, task_name=task_name, broker=shared_broker(), **options)
             return
-        except UNREACHABLE as exc:
+        except redis_unreachable() as exc:
             if time.monotonic() + pause > deadline:
                 if task in SWEPT_TASKS:
                     log.error("could not enqueue %s (%s): the task queue is unreachable; the recovery sweep "

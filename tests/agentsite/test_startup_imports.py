@@ -1,6 +1,8 @@
 """What a Django process imports as it starts: every `manage.py` command, web process and turn
 worker pays for it, the suite's servers many times over. The MCP SDK (its types take most of a
-second to import) waits until a process opens an MCP connection or runs an OAuth flow."""
+second to import) waits until a process opens an MCP connection or runs an OAuth flow; the Redis
+client until the broker, a cache or the channel layer on Redis is used; the Slack SDK until a Slack
+channel replies; the Markdown parser until /docs/ is first rendered."""
 from __future__ import annotations
 
 import subprocess
@@ -17,11 +19,11 @@ from django.urls import get_resolver
 get_resolver().url_patterns  # the URL conf, with every view module
 call_command("check", verbosity=0)
 from agentsite.asgi import application
-print(sorted({name.split(".")[0] for name in sys.modules} & {"mcp", "mcp_types"}))
+print(sorted({name.split(".")[0] for name in sys.modules} & {"mcp", "mcp_types", "redis", "slack_sdk", "markdown_it"}))
 """
 
 
-def test_starting_django_the_url_conf_and_the_checks_import_no_mcp_sdk(tmp_path):
+def test_starting_django_the_url_conf_and_the_checks_import_none_of_the_lazy_clients(tmp_path):
     done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env=child_env(AGENTSITE_STATE_ROOT=str(tmp_path), DJANGO_SETTINGS_MODULE="agentsite.settings"))
 
