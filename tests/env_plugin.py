@@ -5,6 +5,7 @@ import os
 import tempfile
 
 import pytest
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
 
 _worker = os.environ.get("PYTEST_XDIST_WORKER")
 if _worker:
@@ -35,6 +36,25 @@ os.environ.setdefault("AGENTSITE_WORKSPACE_DISKS", "off")
 # Never reach a real model provider from the suite.
 for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
     os.environ.pop(key, None)
+
+
+class FastPBKDF2PasswordHasher(PBKDF2PasswordHasher):
+    """The suite's hasher: the same algorithm and stored form with one iteration, so a
+    user made in a test costs no ~0.3 s of CPU; a server in another process still
+    verifies these hashes (the count is stored in each)."""
+
+    iterations = 1
+
+
+def pytest_sessionstart(session):
+    """Once pytest-django has configured Django: the suite's hasher comes first."""
+    from django.conf import settings
+    from django.contrib.auth.hashers import get_hashers, get_hashers_by_algorithm
+
+    if settings.configured:
+        settings.PASSWORD_HASHERS = ["tests.env_plugin.FastPBKDF2PasswordHasher", *settings.PASSWORD_HASHERS]
+        get_hashers.cache_clear()
+        get_hashers_by_algorithm.cache_clear()
 
 
 @pytest.hookimpl(tryfirst=True)
