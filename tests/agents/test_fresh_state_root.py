@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT, child_env
+from tests.support import ROOT, child_env, premigrate
 
 EXAMPLE = ROOT / "examples" / "support"
 
@@ -50,6 +50,13 @@ def test_the_other_commands_on_a_fresh_state_root_migrate_it_and_say_what_is_mis
     fails_in_one_line(manage(tmp_path / "state", *args), says)
 
 
+def migrated(state_root: Path) -> Path:
+    """A state root that already has the run's migrated database: for tests not about migrating one."""
+    state_root.mkdir(parents=True, exist_ok=True)
+    premigrate(state_root)
+    return state_root
+
+
 def bad_agent(tmp_path: Path) -> str:
     (tmp_path / "bad" / "agent").mkdir(parents=True)
     (tmp_path / "bad" / "agent" / "instructions.md").write_text("You help.\n")
@@ -69,11 +76,11 @@ def bad_agent(tmp_path: Path) -> str:
 def test_a_users_mistakes_are_one_line_errors(tmp_path, args, says):
     bad = bad_agent(tmp_path)
     args = tuple(a.format(tmp=tmp_path, bad=bad) for a in args)
-    fails_in_one_line(manage(tmp_path / "state", *args), says)
+    fails_in_one_line(manage(migrated(tmp_path / "state"), *args), says)
 
 
 def test_a_call_with_bad_input_or_an_unknown_tool_is_a_one_line_error(tmp_path):
-    state = tmp_path / "state"
+    state = migrated(tmp_path / "state")
     assert manage(state, "deploy", str(EXAMPLE)).returncode == 0
 
     fails_in_one_line(manage(state, "call", "support", "lookup_order", "--input", "{nope"), "--input is not JSON")
