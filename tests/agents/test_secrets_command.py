@@ -60,7 +60,8 @@ def run_in_process(*args: str, stdin: str) -> tuple[int, str, str]:
         patch.setattr(sys, "stdin", io.StringIO(stdin))
         patch.setattr(connections, "close_all", lambda: None)  # a process's exit closes them; the test's stays open
         try:
-            ManagementUtility(["manage.py", *args]).execute()
+            argv = ["manage.py", *args]
+            ManagementUtility(argv).fetch_command(args[0]).run_from_argv(argv)  # settings are set up
         except SystemExit as exit_:
             code = exit_.code if isinstance(exit_.code, int) else 1
     return code, out.getvalue(), err.getvalue()
