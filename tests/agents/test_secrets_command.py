@@ -2,8 +2,6 @@
 never an argument; names, setters and times listed, never values; refusals on one line."""
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import subprocess
 import sys
@@ -11,10 +9,9 @@ from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
-from django.core.management import ManagementUtility
-from django.db import connections
 
 from agents.models import Agent
+from tests.command_line import run_command_line
 from tests.support import child_env, premigrate
 
 MANAGE = Path(__file__).resolve().parents[2] / "manage.py"
@@ -50,33 +47,16 @@ def support(db, settings, tmp_path) -> Agent:
     return Agent.objects.create(slug="support", name="Support")
 
 
-def run_in_process(*args: str, stdin: str) -> tuple[int, str, str]:
-    """`manage.py *args` as its command line runs it (argument parsing, a CommandError's one line and exit
-    code) without a new interpreter; a real process's exit code and stderr are asserted in the tests that say so."""
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
-            pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sys, "stdin", io.StringIO(stdin))
-        patch.setattr(connections, "close_all", lambda: None)  # a process's exit closes them; the test's stays open
-        try:
-            argv = ["manage.py", *args]
-            ManagementUtility(argv).fetch_command(args[0]).run_from_argv(argv)  # settings are set up
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-    return code, out.getvalue(), err.getvalue()
-
-
 def test_set_reads_the_value_from_standard_input_and_list_never_shows_it(env):
     done = manage(env, "secrets", "set", "support", "CMD_TOKEN", stdin=MARKER + "\n")
     assert (done.returncode, done.stdout.strip()) == (0, "support: CMD_TOKEN set"), done.stderr
 
-    secrets = listed(env)
-    [secret] = [s for s in secrets if s["name"] == "CMD_TOKEN"]
+    rows = listed(env)
+    [secret] = [s for s in rows if s["name"] == "CMD_TOKEN"]
     assert secret["setBy"].startswith("cli") and secret["setAt"] and secret["expiresAt"] is None
     plain = manage(env, "secrets", "list", "support")
     assert "CMD_TOKEN" in plain.stdout and "by cli" in plain.stdout
-    for out in (plain.stdout, plain.stderr, json.dumps(secrets), done.stdout, done.stderr):
+    for out in (plain.stdout, plain.stderr, json.dumps(rows), done.stdout, done.stderr):
         assert MARKER not in out
 
     shown = manage(env, "shell", "-c", "from agents.secrets.store import acting_for\n"
@@ -86,13 +66,13 @@ def test_set_reads_the_value_from_standard_input_and_list_never_shows_it(env):
 
 
 def test_set_again_replaces_and_unset_removes(support, env):
-    run_in_process("secrets", "set", "support", "TWICE", stdin="one")
-    _, again, _ = run_in_process("secrets", "set", "support", "TWICE", stdin="two\n\n")
+    run_command_line("secrets", "set", "support", "TWICE", stdin="one")  # in this process, on the test database
+    _, again, _ = run_command_line("secrets", "set", "support", "TWICE", stdin="two\n\n")
     assert again.strip() == "support: TWICE replaced"
 
-    code, gone, _ = run_in_process("secrets", "unset", "support", "TWICE", stdin="")
+    code, gone, _ = run_command_line("secrets", "unset", "support", "TWICE")
     assert (code, gone.strip()) == (0, "support: TWICE unset")
-    _, listing, _ = run_in_process("secrets", "list", "support", "--json", stdin="")
+    _, listing, _ = run_command_line("secrets", "list", "support", "--json")
     assert "TWICE" not in [s["name"] for s in json.loads(listing)["secrets"]]
     twice = manage(env, "secrets", "unset", "support", "TWICE")  # a real process: its exit code and stderr
     assert twice.returncode != 0
@@ -126,7 +106,7 @@ def test_rotate_says_how_many_changed(env):
     (("unset", "support", "no-such"), "", "is not a secret name"),
 ])
 def test_every_refusal_is_one_line_on_stderr_with_no_traceback(support, args, stdin, message):
-    code, stdout, stderr = run_in_process("secrets", *args, stdin=stdin)
+    code, stdout, stderr = run_command_line("secrets", *args, stdin=stdin)
 
     assert code != 0
     [line] = stderr.strip().splitlines()

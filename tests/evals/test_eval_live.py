@@ -2,20 +2,17 @@
 concurrency, the purpose in /metrics, and a captured session run as a case."""
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
 
 import jsonschema
 import pytest
-from django.core.management import ManagementUtility
 from lxml import etree
 
+from tests.command_line import run_command_line
 from tests.evals.projects import SLEEP_CASES, SLEEP_CONCURRENCY, make_projects, manage
 from tests.support import ROOT, read_stream_until, run_server
 
@@ -26,20 +23,13 @@ RUN_SCHEMA = json.loads((HERE / "run_schema.json").read_text())
 
 
 def eval_json(*args: str) -> tuple[int, dict]:
-    """`manage.py eval ... --json` as its command line runs it, in this process: `eval --url` is an HTTP client
-    of the server. A real process's exit code and output are asserted by the table's and the listing's tests."""
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            argv = ["manage.py", "eval", *args, "--json"]
-            ManagementUtility(argv).fetch_command("eval").run_from_argv(argv)  # settings are set up
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
+    """`manage.py eval ... --json` in this process: with --url the command is only an HTTP client of the server.
+    The table's and the listing's tests run it in a real process."""
+    code, out, err = run_command_line("eval", *args, "--json")
     try:
-        return code, json.loads(out.getvalue())
+        return code, json.loads(out)
     except json.JSONDecodeError:
-        raise AssertionError(f"not JSON (exit {code}):\n{out.getvalue()}\n{err.getvalue()}") from None
+        raise AssertionError(f"not JSON (exit {code}):\n{out}\n{err}") from None
 
 
 @pytest.fixture(scope="module")
