@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.command_line import run_command_line
 from tests.support import ROOT, child_env
 
 EXAMPLE = ROOT / "examples" / "support"
@@ -50,6 +51,20 @@ def test_the_other_commands_on_a_fresh_state_root_migrate_it_and_say_what_is_mis
     fails_in_one_line(manage(tmp_path / "state", *args), says)
 
 
+def in_this_process(*args: str) -> subprocess.CompletedProcess:
+    """The command line on the test database: a real process runs each of these commands on a fresh state root
+    above, so these tests are about what the user typed, not the process."""
+    code, out, err = run_command_line(*args)
+    return subprocess.CompletedProcess(["manage.py", *args], code, out, err)
+
+
+@pytest.fixture
+def state(db, settings, tmp_path) -> Path:
+    settings.STATE_ROOT = tmp_path / "state"
+    settings.STATE_ROOT.mkdir()
+    return settings.STATE_ROOT
+
+
 def bad_agent(tmp_path: Path) -> str:
     (tmp_path / "bad" / "agent").mkdir(parents=True)
     (tmp_path / "bad" / "agent" / "instructions.md").write_text("You help.\n")
@@ -66,18 +81,17 @@ def bad_agent(tmp_path: Path) -> str:
     (("deploy", "--repo", "ssh://git@example.com/a.git"), "ssh is not supported"),
     (("trajectory", "--events", "{tmp}/none.ndjson"), "no file"),
 ])
-def test_a_users_mistakes_are_one_line_errors(tmp_path, args, says):
+def test_a_users_mistakes_are_one_line_errors(state, tmp_path, args, says):
     bad = bad_agent(tmp_path)
     args = tuple(a.format(tmp=tmp_path, bad=bad) for a in args)
-    fails_in_one_line(manage(tmp_path / "state", *args), says)
+    fails_in_one_line(in_this_process(*args), says)
 
 
-def test_a_call_with_bad_input_or_an_unknown_tool_is_a_one_line_error(tmp_path):
-    state = tmp_path / "state"
-    assert manage(state, "deploy", str(EXAMPLE)).returncode == 0
+def test_a_call_with_bad_input_or_an_unknown_tool_is_a_one_line_error(state):
+    assert in_this_process("deploy", str(EXAMPLE)).returncode == 0
 
-    fails_in_one_line(manage(state, "call", "support", "lookup_order", "--input", "{nope"), "--input is not JSON")
-    fails_in_one_line(manage(state, "call", "support", "no_such_tool"), "no_such_tool")
+    fails_in_one_line(in_this_process("call", "support", "lookup_order", "--input", "{nope"), "--input is not JSON")
+    fails_in_one_line(in_this_process("call", "support", "no_such_tool"), "no_such_tool")
 
 
 def test_purge_on_a_fresh_state_root_migrates_it_and_finds_nothing(tmp_path):

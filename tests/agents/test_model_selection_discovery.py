@@ -3,10 +3,10 @@ what each mistake says, and a release that keeps the default model it was deploy
 the environment of the process that later runs it says."""
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import sys
+from typing import Iterator
 
 import psycopg
 import pytest
@@ -116,17 +116,24 @@ def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=180)
 
 
+@pytest.fixture(scope="module")
+def database() -> Iterator[str]:
+    """One PostgreSQL database for both deploys: the first migrates it, each deploys an agent of its own."""
+    with postgres_database() as url:
+        yield url
+
+
 @pytest.mark.parametrize("deploy_env,deployed", [
     ({"AGENTSITE_DEFAULT_MODEL": "openai:gpt-deployed"}, "gpt-deployed"),
     ({"OPENAI_API_KEY": "sk-deploying-host"}, "gpt-4.1-mini"),  # no setting: the provider key chose it
 ], ids=["setting", "provider-key"])
-def test_a_turn_in_another_process_runs_on_the_default_the_release_was_deployed_with(tmp_path, deploy_env, deployed):
+def test_a_turn_in_another_process_runs_on_the_default_the_release_was_deployed_with(tmp_path, database, deploy_env,
+                                                                                      deployed):
     """Deployed by one process whose environment picks an OpenAI model; run by `manage.py run` in
     another whose environment says scripted:echo: the turn is bound to, and calls, the deployed one."""
-    folder = make_agent(tmp_path, minimal(), name="helper")
-    with contextlib.ExitStack() as stack:
-        database = stack.enter_context(postgres_database())
-        server = stack.enter_context(LoopbackModelServer("openai"))
+    slug = f"helper-{deployed.replace('.', '-')}"
+    folder = make_agent(tmp_path, minimal(), name=slug)
+    with LoopbackModelServer("openai") as server:
         server.replies.append(Reply(events=oa_text("the deployed model answers")))
         deploying = {"AGENTSITE_STATE_ROOT": str(tmp_path / "host-a"), "DATABASE_URL": database, **deploy_env}
         done = manage(deploying, "deploy", str(folder), "--json")
@@ -135,7 +142,7 @@ def test_a_turn_in_another_process_runs_on_the_default_the_release_was_deployed_
         running = {"AGENTSITE_STATE_ROOT": str(tmp_path / "host-b"), "DATABASE_URL": database,
                    "AGENTSITE_DEFAULT_MODEL": "scripted:echo",
                    "OPENAI_BASE_URL": server.url + "/v1", "OPENAI_API_KEY": "sk-running-host"}
-        ran = manage(running, "run", "helper", "-m", "which model are you?")
+        ran = manage(running, "run", slug, "-m", "which model are you?")
 
         assert ran.returncode == 0, ran.stderr
         trajectory = json.loads(ran.stdout)

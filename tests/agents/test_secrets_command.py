@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from cryptography.fernet import Fernet
 
-from tests.support import child_env
+from agents.models import Agent
+from tests.command_line import run_command_line
+from tests.support import child_env, premigrate
 
 MANAGE = Path(__file__).resolve().parents[2] / "manage.py"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "support"
@@ -20,6 +22,7 @@ MARKER = "MARKER-cmd-7d3a90e1c4"
 @pytest.fixture(scope="module")
 def env(tmp_path_factory) -> dict[str, str]:
     state = tmp_path_factory.mktemp("state")
+    premigrate(state)
     env = child_env(AGENTSITE_STATE_ROOT=str(state), AGENTSITE_SECRETS_KEYS=Fernet.generate_key().decode())
     deployed = manage(env, "deploy", str(EXAMPLE))
     assert deployed.returncode == 0, deployed.stderr
@@ -37,15 +40,23 @@ def listed(env: dict[str, str]) -> list[dict]:
     return json.loads(done.stdout)["secrets"]
 
 
+@pytest.fixture
+def support(db, settings, tmp_path) -> Agent:
+    settings.STATE_ROOT = tmp_path
+    settings.AGENTSITE_SECRETS_KEYS = Fernet.generate_key().decode()
+    return Agent.objects.create(slug="support", name="Support")
+
+
 def test_set_reads_the_value_from_standard_input_and_list_never_shows_it(env):
     done = manage(env, "secrets", "set", "support", "CMD_TOKEN", stdin=MARKER + "\n")
     assert (done.returncode, done.stdout.strip()) == (0, "support: CMD_TOKEN set"), done.stderr
 
-    [secret] = [s for s in listed(env) if s["name"] == "CMD_TOKEN"]
+    rows = listed(env)
+    [secret] = [s for s in rows if s["name"] == "CMD_TOKEN"]
     assert secret["setBy"].startswith("cli") and secret["setAt"] and secret["expiresAt"] is None
     plain = manage(env, "secrets", "list", "support")
     assert "CMD_TOKEN" in plain.stdout and "by cli" in plain.stdout
-    for out in (plain.stdout, plain.stderr, json.dumps(listed(env)), done.stdout, done.stderr):
+    for out in (plain.stdout, plain.stderr, json.dumps(rows), done.stdout, done.stderr):
         assert MARKER not in out
 
     shown = manage(env, "shell", "-c", "from agents.secrets.store import acting_for\n"
@@ -54,15 +65,16 @@ def test_set_reads_the_value_from_standard_input_and_list_never_shows_it(env):
     assert shown.stdout.strip().splitlines()[-1] == repr(MARKER)  # one trailing newline stripped, nothing else
 
 
-def test_set_again_replaces_and_unset_removes(env):
-    manage(env, "secrets", "set", "support", "TWICE", stdin="one")
-    again = manage(env, "secrets", "set", "support", "TWICE", stdin="two\n\n")
-    assert again.stdout.strip() == "support: TWICE replaced"
+def test_set_again_replaces_and_unset_removes(support, env):
+    run_command_line("secrets", "set", "support", "TWICE", stdin="one")  # in this process, on the test database
+    _, again, _ = run_command_line("secrets", "set", "support", "TWICE", stdin="two\n\n")
+    assert again.strip() == "support: TWICE replaced"
 
-    gone = manage(env, "secrets", "unset", "support", "TWICE")
-    assert (gone.returncode, gone.stdout.strip()) == (0, "support: TWICE unset")
-    assert "TWICE" not in [s["name"] for s in listed(env)]
-    twice = manage(env, "secrets", "unset", "support", "TWICE")
+    code, gone, _ = run_command_line("secrets", "unset", "support", "TWICE")
+    assert (code, gone.strip()) == (0, "support: TWICE unset")
+    _, listing, _ = run_command_line("secrets", "list", "support", "--json")
+    assert "TWICE" not in [s["name"] for s in json.loads(listing)["secrets"]]
+    twice = manage(env, "secrets", "unset", "support", "TWICE")  # a real process: its exit code and stderr
     assert twice.returncode != 0
     assert twice.stderr.strip() == "CommandError: agent 'support' has no secret TWICE"
 
@@ -93,13 +105,13 @@ def test_rotate_says_how_many_changed(env):
     (("list", "nobody"), "", "no agent 'nobody' on this server"),
     (("unset", "support", "no-such"), "", "is not a secret name"),
 ])
-def test_every_refusal_is_one_line_on_stderr_with_no_traceback(env, args, stdin, message):
-    done = manage(env, "secrets", *args, stdin=stdin)
+def test_every_refusal_is_one_line_on_stderr_with_no_traceback(support, args, stdin, message):
+    code, stdout, stderr = run_command_line("secrets", *args, stdin=stdin)
 
-    assert done.returncode != 0
-    [line] = done.stderr.strip().splitlines()
-    assert message in line and "Traceback" not in done.stderr
-    assert not done.stdout.strip()
+    assert code != 0
+    [line] = stderr.strip().splitlines()
+    assert message in line and "Traceback" not in stderr
+    assert not stdout.strip()
 
 
 def test_a_value_is_never_taken_as_an_argument(env):

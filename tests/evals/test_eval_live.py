@@ -12,13 +12,24 @@ import jsonschema
 import pytest
 from lxml import etree
 
-from tests.evals.projects import SLEEP_CASES, SLEEP_CONCURRENCY, eval_json, make_projects, manage
+from tests.command_line import run_command_line
+from tests.evals.projects import SLEEP_CASES, SLEEP_CONCURRENCY, make_projects, manage
 from tests.support import ROOT, read_stream_until, run_server
 
 pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).parent
 RUN_SCHEMA = json.loads((HERE / "run_schema.json").read_text())
+
+
+def eval_json(*args: str) -> tuple[int, dict]:
+    """`manage.py eval ... --json` in this process: with --url the command is only an HTTP client of the server.
+    The table's and the listing's tests run it in a real process."""
+    code, out, err = run_command_line("eval", *args, "--json")
+    try:
+        return code, json.loads(out)
+    except json.JSONDecodeError:
+        raise AssertionError(f"not JSON (exit {code}):\n{out}\n{err}") from None
 
 
 @pytest.fixture(scope="module")
