@@ -46,7 +46,11 @@ MAX_EXAMPLES = 25  # per operation, in fuzzing and stateful; coverage runs what 
 # are reached with real ids too. The running-turn cap is on (the suite turns it off elsewhere),
 # above the turns the seeds keep running or parked.
 SERVE_ARGS = ("--dev",)
-SERVE_ENV = {"AGENTSITE_MAX_RUNNING_TURNS": "10"}
+# The message and file limits the document states are lowered to sizes Hypothesis can build a
+# string just over (about 10,000 characters is its most), so the negative phases test them instead
+# of failing to generate one at the defaults (100,000 characters; 256 KiB, a third of a megabyte in base64).
+SERVE_ENV = {"AGENTSITE_MAX_RUNNING_TURNS": "10", "AGENTSITE_MAX_MESSAGE_CHARS": "2000",
+             "AGENTSITE_WORKSPACE_FILE_MAX_BYTES": "1500"}
 
 
 @contextlib.contextmanager
