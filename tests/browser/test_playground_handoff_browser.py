@@ -71,7 +71,9 @@ def review(page, model: str):
     page.select_option("#handoff-to", model)
     page.click("#handoff-review")
     box = page.locator("#handoff-body .review")
-    expect(box).to_have_attribute("data-to", model)
+    # The review reads the session, its release and the credentials of every model on a loaded
+    # machine; in two full runs it took longer than the default 5 s to appear.
+    expect(box).to_have_attribute("data-to", model, timeout=30_000)
     return box
 
 
