@@ -74,8 +74,9 @@ AGENTSITE_ENV = environment(os.environ)
 if AGENTSITE_ENV == "production":
     globals().update(production_settings(os.environ))
 
+# daphne serves the web processes from its own command line (serve); as an app it would only
+# replace runserver, and it would import twisted into every process, workers and commands too.
 INSTALLED_APPS = [
-    "daphne",
     "agentsite.apps.OperatorsAdminConfig",  # django.contrib.admin, open to the operators group
     "django.contrib.auth",
     "django.contrib.contenttypes",
