@@ -58,9 +58,9 @@ def _run_root() -> Path:
     return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
 
 
-def _migrations_digest() -> str:
+def _migrations_digest(*also: Path) -> str:
     digest = hashlib.sha256()
-    for migration in sorted(ROOT.glob("*/migrations/*.py")):
+    for migration in [*sorted(ROOT.glob("*/migrations/*.py")), *also]:
         digest.update(str(migration.relative_to(ROOT)).encode() + b"\0" + migration.read_bytes())
     return digest.hexdigest()[:12]
 
@@ -155,13 +155,13 @@ def read_stream_until(client: httpx.Client, url: str, until_type: str, *, count:
 def migrated_postgres_template() -> str:
     """The name of a PostgreSQL database `migrate` and `createcachetable` made, for copies to start from.
 
-    Named after the migrations' contents and made once on this server (under an advisory lock, so
-    concurrent runs make it once too): built under another name and renamed when complete. It takes
-    no connections, so a copy can always be made of it.
+    Named after the migrations' and the settings' contents (the cache tables), as it outlives the run, and
+    made once on this server (under an advisory lock, so concurrent runs make it once too): built under
+    another name and renamed when complete. It takes no connections, so a copy can always be made of it.
     """
     import psycopg
 
-    name = f"agentsite_template_{_migrations_digest()}"
+    name = f"agentsite_template_{_migrations_digest(ROOT / 'agentsite' / 'settings.py')}"
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(hashtext('agentsite-tests-template'))")
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
