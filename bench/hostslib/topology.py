@@ -164,10 +164,8 @@ class Topology:
         return done.stdout
 
     def start(self) -> "Topology":
-        self.manage("deployer", "migrate", "--noinput")
-        self.manage("deployer", "createcachetable")
-        for agent in self.agents:
-            self.manage("deployer", "deploy", str(agent))
+        # One command, as an operator runs it: it migrates the database first when it needs it.
+        self.manage("deployer", "deploy", *map(str, self.agents))
         if not self.share_deployer:
             shutil.rmtree(self.folder / "deployer")
         for proc in self.procs.values():
@@ -250,9 +248,13 @@ class Topology:
 
 @contextlib.contextmanager
 def topology(folder: Path, *, agents: list[Path], private: bool = False, env: dict[str, str] | None = None,
-             workers_per_host: int = 2, share_deployer: bool = False) -> Iterator[tuple[Topology, PrivatePostgres | None, PrivateRedis | None]]:
+             workers_per_host: int = 2, share_deployer: bool = False,
+             database_url: str | None = None) -> Iterator[tuple[Topology, PrivatePostgres | None, PrivateRedis | None]]:
     """A started topology on the machine's PostgreSQL and Redis, or (`private`) on a PostgreSQL
-    cluster and a redis-server of its own that the caller may restart; stopped and dropped afterwards."""
+    cluster and a redis-server of its own that the caller may restart; stopped and dropped afterwards.
+
+    `database_url` (not with `private`): the caller's database on the machine's PostgreSQL instead of
+    a throwaway one (the tests pass a copy of an already migrated one)."""
     with contextlib.ExitStack() as stack:
         pg = redis = None
         if private:
@@ -266,7 +268,7 @@ def topology(folder: Path, *, agents: list[Path], private: bool = False, env: di
             database_url = stack.enter_context(throwaway_database(pg.admin_url))
             redis_url = redis.url
         else:
-            database_url = stack.enter_context(throwaway_database())
+            database_url = database_url or stack.enter_context(throwaway_database())
             redis_url = stack.enter_context(redis_database())
         topo = Topology(folder, database_url=database_url, redis_url=redis_url, agents=agents, env=env,
                         workers_per_host=workers_per_host, share_deployer=share_deployer)

@@ -19,6 +19,7 @@ from websockets.sync.client import connect
 
 from bench.hostslib import topology
 from tests.hosts.support import WAITING, create, indexes_contiguous, is_type, query, read_until, wait_for
+from tests.support import postgres_database
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +30,9 @@ LONG = "/sleep 60000\nstill here"
 
 @pytest.fixture(scope="module")
 def topo(tmp_path_factory):
-    with topology(tmp_path_factory.mktemp("hosts"), agents=[AGENTS / "streamer", AGENTS / "ticker"]) as (topo, _, _):
+    with postgres_database(migrated=True) as database, \
+            topology(tmp_path_factory.mktemp("hosts"), agents=[AGENTS / "streamer", AGENTS / "ticker"],
+                     database_url=database) as (topo, _, _):
         TOPOLOGY["topo"] = topo
         TOPOLOGY["started"] = time.time()
         yield topo
@@ -158,7 +161,7 @@ def test_the_every_minute_schedule_fires_once_a_minute_with_both_worker_hosts(to
         return query(topo, "SELECT date_trunc('minute', at), count(*) FROM agent_sessions_event "
                            "WHERE type = 'message.received' AND data->>'source' = 'schedule' GROUP BY 1 ORDER BY 1")
 
-    minutes = wait_for(fired, "the schedule to fire", timeout=100)
+    minutes = wait_for(fired, "the schedule to fire", timeout=100, every=1)  # it fires on a minute's turn
     time.sleep(3)  # more sweeps of both hosts
     minutes = fired()
     assert minutes and all(count == 1 for _, count in minutes), minutes

@@ -108,7 +108,7 @@ def test_a_sessions_files_are_there_for_its_next_turn_on_another_host(tmp_path):
     agents = files_agent(tmp_path)
     shared = tmp_path / "shared-workspaces"
     with contextlib.ExitStack() as stack:
-        env = backend_env(stack, "postgres+redis")
+        env = backend_env(stack, "postgres+redis", migrated=True)
         h1 = stack.enter_context(run_server(tmp_path / "h1", "--agents", str(agents), "--no-examples",
                                             env=host_env(env, "h1", shared)))
         with h1.client(timeout=30) as client:
@@ -140,17 +140,25 @@ def test_a_sessions_files_are_there_for_its_next_turn_on_another_host(tmp_path):
     assert {p.name for p in (shared / MARKS).iterdir()} == {"h1", "h2"}
 
 
-@pytest.mark.parametrize("server", ["daphne", "uvicorn"])
-def test_a_host_whose_workspaces_directory_is_its_own_is_refused_at_start(tmp_path, server):
-    # uvicorn imports the application on its event loop, daphne before starting its own.
-    agents = files_agent(tmp_path)
+@pytest.fixture(scope="module")
+def live_h1(tmp_path_factory):
+    """Host h1 serving with a workspaces directory of its own; the refused hosts only read its lease."""
+    root = tmp_path_factory.mktemp("h1")
+    agents = files_agent(root)
     with contextlib.ExitStack() as stack:
-        env = backend_env(stack, "postgres+redis")
-        stack.enter_context(run_server(tmp_path / "h1", "--agents", str(agents), "--no-examples",
-                                       env=host_env(env, "h1", tmp_path / "h1-workspaces")))
-        with pytest.raises(RuntimeError) as refused:
-            with run_server(tmp_path / "h2", "--agents", str(agents), "--no-examples", "--server", server,
-                            env=host_env(env, "h2", tmp_path / "h2-workspaces")):
-                pass
+        env = backend_env(stack, "postgres+redis", migrated=True)
+        stack.enter_context(run_server(root / "h1", "--agents", str(agents), "--no-examples",
+                                       env=host_env(env, "h1", root / "h1-workspaces")))
+        yield env, agents
+
+
+@pytest.mark.parametrize("server", ["daphne", "uvicorn"])
+def test_a_host_whose_workspaces_directory_is_its_own_is_refused_at_start(tmp_path, server, live_h1):
+    # uvicorn imports the application on its event loop, daphne before starting its own.
+    env, agents = live_h1
+    with pytest.raises(RuntimeError) as refused:
+        with run_server(tmp_path / "h2", "--agents", str(agents), "--no-examples", "--server", server,
+                        env=host_env(env, "h2", tmp_path / "h2-workspaces")):
+            pass
     assert f"AGENTSITE_WORKSPACES_ROOT ({tmp_path / 'h2-workspaces'}) is not shared with host(s) h1" \
         in str(refused.value)
