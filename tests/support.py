@@ -12,6 +12,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -57,6 +58,17 @@ def _run_root() -> Path:
     return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
 
 
+def _migrations_digest() -> str:
+    digest = hashlib.sha256()
+    for migration in sorted(ROOT.glob("*/migrations/*.py")):
+        digest.update(str(migration.relative_to(ROOT)).encode() + b"\0" + migration.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+MIGRATE = ("import django; django.setup(); from django.core.management import call_command; "
+           "call_command('migrate', interactive=False, verbosity=0); call_command('createcachetable', verbosity=0)")
+
+
 def migrated_database() -> Path:
     """A SQLite database `manage.py migrate` and `createcachetable` made once for the whole run.
 
@@ -64,20 +76,14 @@ def migrated_database() -> Path:
     Its folder is named after the migrations' contents, so a state root kept across runs never hands out
     a database made by older migrations.
     """
-    digest = hashlib.sha256()
-    for migration in sorted(ROOT.glob("*/migrations/*.py")):
-        digest.update(str(migration.relative_to(ROOT)).encode() + b"\0" + migration.read_bytes())
-    folder = _run_root() / f"migrated-template-{digest.hexdigest()[:12]}"
+    folder = _run_root() / f"migrated-template-{_migrations_digest()}"
     folder.mkdir(exist_ok=True)
     database = folder / "db.sqlite3"
     with open(folder / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (folder / "done").exists():
             database.unlink(missing_ok=True)
-            script = ("import django; django.setup(); from django.core.management import call_command; "
-                      "call_command('migrate', interactive=False, verbosity=0); "
-                      "call_command('createcachetable', verbosity=0)")
-            made = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300,
+            made = subprocess.run([sys.executable, "-c", MIGRATE], cwd=ROOT, capture_output=True, text=True, timeout=300,
                                   env=child_env(AGENTSITE_STATE_ROOT=str(folder),
                                                 DJANGO_SETTINGS_MODULE="agentsite.settings"))
             assert made.returncode == 0, made.stderr
@@ -146,14 +152,44 @@ def read_stream_until(client: httpx.Client, url: str, until_type: str, *, count:
     return events
 
 
+def migrated_postgres_template() -> str:
+    """The name of a PostgreSQL database `migrate` and `createcachetable` made, for copies to start from.
+
+    Named after the migrations' contents and made once on this server (under an advisory lock, so
+    concurrent runs make it once too): built under another name and renamed when complete. It takes
+    no connections, so a copy can always be made of it.
+    """
+    import psycopg
+
+    name = f"agentsite_template_{_migrations_digest()}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(hashtext('agentsite-tests-template'))")
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            building = f"{name}_building"
+            conn.execute(f'DROP DATABASE IF EXISTS "{building}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{building}"')
+            with tempfile.TemporaryDirectory() as state_root:
+                made = subprocess.run([sys.executable, "-c", MIGRATE], cwd=ROOT, capture_output=True, text=True,
+                                      timeout=300, env=child_env(
+                                          AGENTSITE_STATE_ROOT=state_root, DJANGO_SETTINGS_MODULE="agentsite.settings",
+                                          DATABASE_URL=f"postgres://postgres@127.0.0.1:5432/{building}", REDIS_URL=""))
+            assert made.returncode == 0, made.stderr
+            conn.execute(f'ALTER DATABASE "{building}" WITH ALLOW_CONNECTIONS false')
+            conn.execute(f'ALTER DATABASE "{building}" RENAME TO "{name}"')
+        conn.execute("SELECT pg_advisory_unlock(hashtext('agentsite-tests-template'))")
+    return name
+
+
 @contextlib.contextmanager
-def postgres_database() -> Iterator[str]:
-    """A throwaway PostgreSQL database, dropped afterwards."""
+def postgres_database(migrated: bool = False) -> Iterator[str]:
+    """A throwaway PostgreSQL database, dropped afterwards; `migrated`: a copy of the migrated template,
+    so its servers' `migrate` has nothing to do."""
     import psycopg
 
     name = f"agentsite_live_{secrets.token_hex(4)}"
+    template = f' TEMPLATE "{migrated_postgres_template()}"' if migrated else ""
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"{template}')
     try:
         yield f"postgres://postgres@127.0.0.1:5432/{name}"
     finally:
@@ -182,11 +218,13 @@ def redis_database() -> Iterator[str]:
         client.flushdb()
 
 
-def backend_env(stack: contextlib.ExitStack, backend: str) -> dict[str, str]:
-    """The environment of a server on `backend` ("sqlite" or "postgres+redis"); throwaway databases on `stack`."""
+def backend_env(stack: contextlib.ExitStack, backend: str, migrated: bool = False) -> dict[str, str]:
+    """The environment of a server on `backend` ("sqlite" or "postgres+redis"); throwaway databases on `stack`
+    (`migrated`: PostgreSQL's a copy of the migrated template)."""
     if backend != "postgres+redis":
         return {}
-    return {"DATABASE_URL": stack.enter_context(postgres_database()), "REDIS_URL": stack.enter_context(redis_database())}
+    return {"DATABASE_URL": stack.enter_context(postgres_database(migrated)),
+            "REDIS_URL": stack.enter_context(redis_database())}
 
 
 def unmount_under(folder: Path) -> None:

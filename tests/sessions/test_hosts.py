@@ -176,7 +176,7 @@ def test_a_host_killed_mid_turn_has_its_turn_failed_by_a_sweep_on_another_host(t
     (agents / "jobs" / "agent" / "tools" / "slow_job.py").write_text(SLOW_TOOL.format(path=str(side_effects)))
     turn_lease = 600  # far longer than the host's: only the host's lease can end the turn in time
     with contextlib.ExitStack() as stack:
-        env = backend_env(stack, "postgres+redis")
+        env = backend_env(stack, "postgres+redis", migrated=True)
         database = env["DATABASE_URL"]
         h1 = {**env, "AGENTSITE_HOST_ID": "h1", "AGENTSITE_HOST_LEASE_SECONDS": "3",
               "AGENTSITE_TURN_LEASE_SECONDS": str(turn_lease)}

@@ -29,7 +29,7 @@ def stack(tmp_path_factory) -> Iterator[tuple[Server, Server, str, Path]]:
     ledger = root / "ledger.txt"
     write_gated_agent(root / "agents" / "gated", ledger, root / "notes.txt")
     with contextlib.ExitStack() as stack:
-        database = stack.enter_context(postgres_database())
+        database = stack.enter_context(postgres_database(migrated=True))
         env = {"DATABASE_URL": database, "REDIS_URL": "", "AGENTSITE_MAX_RUNNING_TURNS": "1",
                "AGENTSITE_WORKERS": "3", "AGENTSITE_RATE_SESSIONS": "4/hour", "AGENTSITE_RATE_MESSAGES": "2/hour"}
         args = ["--agents", str(root / "agents"), "--no-examples"]
