@@ -118,8 +118,8 @@ def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def database() -> Iterator[str]:
-    """One PostgreSQL database for both deploys: the first migrates it, each deploys an agent of its own."""
-    with postgres_database() as url:
+    """One PostgreSQL database for both deploys, a copy of a migrated one: each deploys an agent of its own."""
+    with postgres_database(migrated=True) as url:
         yield url
 
 

@@ -18,7 +18,7 @@ from agents.models import Deployment, ReleaseBundle
 from agents.releasediff import sections
 from sessions.models import Event
 from tests.agents.release_support import write_release
-from tests.support import ROOT, child_env, postgres_database
+from tests.support import ROOT, child_env, postgres_database, premigrate
 
 EXAMPLE = ROOT / "examples" / "support"
 
@@ -36,7 +36,7 @@ def test_a_release_deployed_on_one_host_runs_on_another_that_never_saw_its_folde
     folder = tmp_path / "support"
     shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("__pycache__"))
     with contextlib.ExitStack() as stack:
-        database = stack.enter_context(postgres_database())
+        database = stack.enter_context(postgres_database(migrated=True))
         first, second = tmp_path / "host-a", tmp_path / "host-b"
         deployed = manage({"AGENTSITE_STATE_ROOT": str(first), "DATABASE_URL": database}, "deploy", str(folder),
                           "--json")
@@ -172,6 +172,8 @@ def test_the_release_diff_reads_files_from_the_database_on_a_host_without_them(t
 
 def test_a_release_over_the_size_limit_is_a_one_line_deploy_error(tmp_path):
     root = write_release(tmp_path / "helper", "You help.")
+    (tmp_path / "state").mkdir()
+    premigrate(tmp_path / "state")  # the refusal, not the first migrate, is what is tested
     done = manage({"AGENTSITE_STATE_ROOT": str(tmp_path / "state"), "AGENTSITE_RELEASE_MAX_BYTES": "64"},
                   "deploy", str(root))
 

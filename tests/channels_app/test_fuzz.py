@@ -35,7 +35,7 @@ MAX_BODY = 1024 * 1024  # serve's default AGENTSITE_MAX_BODY_BYTES
 @pytest.fixture(scope="module", params=["sqlite", "postgres+redis"])
 def server(request, tmp_path_factory) -> Iterator[Server]:
     with contextlib.ExitStack() as stack:
-        env = backend_env(stack, request.param)
+        env = backend_env(stack, request.param, migrated=True)
         root = tmp_path_factory.mktemp(f"fuzz-{request.param.replace('+', '-')}")
         yield stack.enter_context(run_server(root, env=env))
 

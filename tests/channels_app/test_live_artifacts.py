@@ -27,7 +27,7 @@ def server(request, tmp_path_factory) -> Iterator[Server]:
     (agents / "reporter" / "agent" / "instructions.md").write_text("Write reports.\n")
     (tools / "make_report.py").write_text(textwrap.dedent(REPORT_TOOL))
     with contextlib.ExitStack() as stack:
-        env = backend_env(stack, request.param)
+        env = backend_env(stack, request.param, migrated=True)
         root = tmp_path_factory.mktemp(f"state-{request.param.replace('+', '-')}")
         yield stack.enter_context(run_server(root, "--agents", str(agents), "--bearer-token", OWNER,
                                              "--bearer-token", OTHER, env=env))

@@ -19,12 +19,13 @@ BOB = "bob-token-9876543210"
 def servers(tmp_path_factory) -> Iterator[tuple[Server, Server]]:
     with contextlib.ExitStack() as stack:
         # Per hour, so no window ends while the test runs.
-        env = {**backend_env(stack, "postgres+redis"),
+        env = {**backend_env(stack, "postgres+redis", migrated=True),
                "AGENTSITE_RATE_SESSIONS": "3/hour", "AGENTSITE_RATE_MESSAGES": "2/hour"}
+        # The second is a web process only: the first one's turn workers take turns from the shared queue.
         both = tuple(
             stack.enter_context(run_server(tmp_path_factory.mktemp(f"state-{n}"), "--bearer-token", ALICE,
-                                           "--bearer-token", BOB, env=env))
-            for n in (1, 2))
+                                           "--bearer-token", BOB, *extra, env=env))
+            for n, extra in ((1, ()), (2, ("--no-workers",))))
         yield both
 
 

@@ -21,7 +21,7 @@ BUDGET = 3
 @pytest.fixture(scope="module", params=["sqlite", "postgres+redis"])
 def server(request, tmp_path_factory) -> Iterator[Server]:
     with contextlib.ExitStack() as stack:
-        env = {**backend_env(stack, request.param), "AGENTSITE_AGENT_TURN_BUDGET": str(BUDGET)}
+        env = {**backend_env(stack, request.param, migrated=True), "AGENTSITE_AGENT_TURN_BUDGET": str(BUDGET)}
         yield stack.enter_context(run_server(tmp_path_factory.mktemp("messaging"), env=env))
 
 
