@@ -12,6 +12,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -57,6 +58,23 @@ def _run_root() -> Path:
     return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
 
 
+def _migrations_digest() -> str:
+    """Names what the migrations make: a migrated database is reused only while they are unchanged."""
+    digest = hashlib.sha256()
+    for migration in sorted(ROOT.glob("*/migrations/*.py")):
+        digest.update(str(migration.relative_to(ROOT)).encode() + b"\0" + migration.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def _migrate(env: dict[str, str]) -> None:
+    """`migrate` and `createcachetable`, as `serve` runs them, on the database `env` names."""
+    script = ("import django; django.setup(); from django.core.management import call_command; "
+              "call_command('migrate', interactive=False, verbosity=0); "
+              "call_command('createcachetable', verbosity=0)")
+    made = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert made.returncode == 0, made.stderr
+
+
 def migrated_database() -> Path:
     """A SQLite database `manage.py migrate` and `createcachetable` made once for the whole run.
 
@@ -64,23 +82,14 @@ def migrated_database() -> Path:
     Its folder is named after the migrations' contents, so a state root kept across runs never hands out
     a database made by older migrations.
     """
-    digest = hashlib.sha256()
-    for migration in sorted(ROOT.glob("*/migrations/*.py")):
-        digest.update(str(migration.relative_to(ROOT)).encode() + b"\0" + migration.read_bytes())
-    folder = _run_root() / f"migrated-template-{digest.hexdigest()[:12]}"
+    folder = _run_root() / f"migrated-template-{_migrations_digest()}"
     folder.mkdir(exist_ok=True)
     database = folder / "db.sqlite3"
     with open(folder / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (folder / "done").exists():
             database.unlink(missing_ok=True)
-            script = ("import django; django.setup(); from django.core.management import call_command; "
-                      "call_command('migrate', interactive=False, verbosity=0); "
-                      "call_command('createcachetable', verbosity=0)")
-            made = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                                  env=child_env(AGENTSITE_STATE_ROOT=str(folder),
-                                                DJANGO_SETTINGS_MODULE="agentsite.settings"))
-            assert made.returncode == 0, made.stderr
+            _migrate(child_env(AGENTSITE_STATE_ROOT=str(folder), DJANGO_SETTINGS_MODULE="agentsite.settings"))
             with contextlib.closing(sqlite3.connect(database)) as db:  # everything in the file, none in a -wal
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             (folder / "done").touch()
@@ -146,14 +155,48 @@ def read_stream_until(client: httpx.Client, url: str, until_type: str, *, count:
     return events
 
 
+MIGRATED_MARK = "agentsite tests: migrated"
+
+
+def migrated_postgres_template() -> str:
+    """The name of a PostgreSQL database migrated once per set of migrations, to copy new databases from.
+
+    Made under an advisory lock (concurrent runs share the server) and marked by a comment once complete,
+    so a half-made one is made again. It is kept across runs; nothing connects to it after it is made.
+    """
+    import psycopg
+
+    name = f"agentsite_migrated_{_migrations_digest()}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", [name])
+        try:
+            mark = conn.execute("SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
+                                [name]).fetchone()
+            if mark is None or mark[0] != MIGRATED_MARK:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                conn.execute(f'CREATE DATABASE "{name}"')
+                _migrate(child_env(DATABASE_URL=f"postgres://postgres@127.0.0.1:5432/{name}",
+                                   DJANGO_SETTINGS_MODULE="agentsite.settings",
+                                   AGENTSITE_STATE_ROOT=str(_run_root() / "migrated-postgres")))
+                # Copying needs it unused: the migration's connections may outlive its process for a moment.
+                while conn.execute("SELECT 1 FROM pg_stat_activity WHERE datname = %s", [name]).fetchone():
+                    time.sleep(0.05)
+                conn.execute(f"COMMENT ON DATABASE \"{name}\" IS '{MIGRATED_MARK}'")
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", [name])
+    return name
+
+
 @contextlib.contextmanager
-def postgres_database() -> Iterator[str]:
-    """A throwaway PostgreSQL database, dropped afterwards."""
+def postgres_database(migrated: bool = False) -> Iterator[str]:
+    """A throwaway PostgreSQL database, dropped afterwards; with `migrated`, a copy of the migrated template
+    (`migrate` on it has nothing to do)."""
     import psycopg
 
     name = f"agentsite_live_{secrets.token_hex(4)}"
+    template = f' TEMPLATE "{migrated_postgres_template()}"' if migrated else ""
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"{template}')
     try:
         yield f"postgres://postgres@127.0.0.1:5432/{name}"
     finally:
@@ -182,11 +225,13 @@ def redis_database() -> Iterator[str]:
         client.flushdb()
 
 
-def backend_env(stack: contextlib.ExitStack, backend: str) -> dict[str, str]:
-    """The environment of a server on `backend` ("sqlite" or "postgres+redis"); throwaway databases on `stack`."""
+def backend_env(stack: contextlib.ExitStack, backend: str, migrated: bool = False) -> dict[str, str]:
+    """The environment of a server on `backend` ("sqlite" or "postgres+redis"); throwaway databases on `stack`
+    (`migrated`: see postgres_database)."""
     if backend != "postgres+redis":
         return {}
-    return {"DATABASE_URL": stack.enter_context(postgres_database()), "REDIS_URL": stack.enter_context(redis_database())}
+    return {"DATABASE_URL": stack.enter_context(postgres_database(migrated)),
+            "REDIS_URL": stack.enter_context(redis_database())}
 
 
 def unmount_under(folder: Path) -> None:
