@@ -1,7 +1,8 @@
 """A hard kill of `serve` takes its whole process tree down, and the next `serve` comes up clean.
 
 Real processes throughout: serve, daphne, the qcluster with its sentinel and
-forked workers, killed with SIGKILL as the OOM killer would.
+forked workers, killed with SIGKILL as the OOM killer would. The server a kill
+test restarts is the one the next test on that backend kills.
 """
 from __future__ import annotations
 
@@ -28,14 +29,44 @@ from tests.support import ROOT, Server, child_env, run_server
 RECYCLE_EVERY_TASK = {"AGENTSITE_Q_RECYCLE": "1", "AGENTSITE_LOG_LEVEL": "INFO"}
 
 
-@contextlib.contextmanager
-def backend(name: str) -> Iterator[dict[str, str]]:
+class Servers:
+    """Per backend, the running server the next test kills: a kill test leaves behind the server it restarted
+    (each test's sessions are its own), so the next one needs no server of its own."""
+
+    def __init__(self, stack: contextlib.ExitStack, root: Path):
+        self.stack, self.root = stack, root
+        self.envs: dict[str, dict[str, str]] = {}
+        self.running: dict[str, Server] = {}
+
+    def env(self, name: str) -> dict[str, str]:
+        if name not in self.envs:
+            env = dict(RECYCLE_EVERY_TASK)
+            if name == "postgres+redis":
+                env["DATABASE_URL"] = self.stack.enter_context(postgres_database(migrated=True))
+                env["REDIS_URL"] = self.stack.enter_context(redis_database())
+            self.envs[name] = env
+        return self.envs[name]
+
+    def state(self, name: str) -> Path:
+        return self.root / name.replace("+", "-")
+
+    def take(self, name: str) -> Server:
+        """The backend's running server, started if there is none; it is the caller's to kill."""
+        server = self.running.pop(name, None)
+        if server is None or server.process.poll() is not None:
+            server = self.stack.enter_context(run_server(self.state(name), env=self.env(name)))
+        return server
+
+    def restart(self, name: str, port: int) -> Server:
+        """A server on the killed one's state root and port, left running for the next test."""
+        self.running[name] = self.stack.enter_context(run_server(self.state(name), env=self.env(name), port=port))
+        return self.running[name]
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory) -> Iterator[Servers]:
     with contextlib.ExitStack() as stack:
-        env = dict(RECYCLE_EVERY_TASK)
-        if name == "postgres+redis":
-            env["DATABASE_URL"] = stack.enter_context(postgres_database())
-            env["REDIS_URL"] = stack.enter_context(redis_database())
-        yield env
+        yield Servers(stack, tmp_path_factory.mktemp("killed"))
 
 
 def wait_for(condition, what: str, timeout: float = 30):
@@ -86,48 +117,48 @@ def run_turn(client: httpx.Client, message: str) -> list[dict]:
 
 @pytest.mark.parametrize("backend_name", ["sqlite", "postgres+redis"])
 @pytest.mark.parametrize("victims", ["serve", "whole tree"])
-def test_after_a_kill_9_nothing_of_serve_is_left_and_a_restart_recovers_the_running_turn(tmp_path, backend_name, victims):
-    state = tmp_path / "state"
-    with backend(backend_name) as env:
-        with run_server(state, env=env) as server:
-            port = int(server.base_url.rsplit(":", 1)[1])
-            with server.client() as client:
-                before = wait_for(lambda: full_cluster(server), "the cluster to start")
-                assert run_turn(client, "warm up")[-2]["type"] == "turn.completed"
-                forked_later = wait_for(lambda: (full_cluster(server) or before) - before,
-                                        "the sentinel to fork a worker in place of the recycled one")
-                # django-q2's sentinel forks the replacement before it logs the recycling.
-                wait_for(lambda: "recycled worker" in server.output(), "the sentinel to log the recycled worker")
+def test_after_a_kill_9_nothing_of_serve_is_left_and_a_restart_recovers_the_running_turn(servers, backend_name, victims):
+    server = servers.take(backend_name)
+    state = server.state_root
+    port = int(server.base_url.rsplit(":", 1)[1])
+    with server.client() as client:
+        before = wait_for(lambda: full_cluster(server), "the cluster to start")
+        recycled = server.output().count("recycled worker")  # a server an earlier test restarted ran turns
+        assert run_turn(client, "warm up")[-2]["type"] == "turn.completed"
+        forked_later = wait_for(lambda: (full_cluster(server) or before) - before,
+                                "the sentinel to fork a worker in place of the recycled one")
+        # django-q2's sentinel forks the replacement before it logs the recycling.
+        wait_for(lambda: server.output().count("recycled worker") > recycled, "the sentinel to log the recycled worker")
 
-                session_id = start_turn(client, "/sleep 60000")
-                url = f"/support/v1/session/{session_id}/stream"
-                read_ndjson(client, url, until=is_type("step.started"))  # a worker is inside the turn
+        session_id = start_turn(client, "/sleep 60000")
+        url = f"/support/v1/session/{session_id}/stream"
+        read_ndjson(client, url, until=is_type("step.started"))  # a worker is inside the turn
 
-            serve = psutil.Process(server.process.pid)
-            tree = serve.children(recursive=True)
-            assert forked_later <= {p.pid for p in tree}
-            assert len(tree) >= 7, [p.cmdline() for p in tree]  # daphne, qcluster, sentinel and its 4
-            for process in [serve, *tree] if victims == "whole tree" else [serve]:
-                process.kill()
-            server.process.wait(timeout=10)
+    serve = psutil.Process(server.process.pid)
+    tree = serve.children(recursive=True)
+    assert forked_later <= {p.pid for p in tree}
+    assert len(tree) >= 7, [p.cmdline() for p in tree]  # daphne, qcluster, sentinel and its 4
+    for process in [serve, *tree] if victims == "whole tree" else [serve]:
+        process.kill()
+    server.process.wait(timeout=10)
 
-            gone, still = psutil.wait_procs(tree, timeout=5)
-            assert not alive(still), [(p.pid, p.cmdline()) for p in alive(still)]
-            assert port_is_free(port)
-        if backend_name == "sqlite":
-            # What the killed processes leave behind, for the next serve to cope with.
-            assert list(bell_dir_for(state).glob("*.sock"))
-            assert (state / "db.sqlite3-wal").exists()
+    gone, still = psutil.wait_procs(tree, timeout=5)
+    assert not alive(still), [(p.pid, p.cmdline()) for p in alive(still)]
+    assert port_is_free(port)
+    if backend_name == "sqlite":
+        # What the killed processes leave behind, for the next serve to cope with.
+        assert list(bell_dir_for(state).glob("*.sock"))
+        assert (state / "db.sqlite3-wal").exists()
 
-        with run_server(state, env=env, port=port) as again:
-            with again.client() as client:
-                events = read_ndjson(client, url, until=is_type("session.waiting"))
-                failed = [e for e in events if e["type"] == "turn.failed"]
-                assert len(failed) == 1 and failed[0]["data"]["code"] == "worker_lost", events[-3:]
-                assert "turn.completed" not in {e["type"] for e in events}
+    again = servers.restart(backend_name, port)
+    with again.client() as client:
+        events = read_ndjson(client, url, until=is_type("session.waiting"))
+        failed = [e for e in events if e["type"] == "turn.failed"]
+        assert len(failed) == 1 and failed[0]["data"]["code"] == "worker_lost", events[-3:]
+        assert "turn.completed" not in {e["type"] for e in events}
 
-                events = run_turn(client, "hello again")
-                assert [e["type"] for e in events][-2:] == ["turn.completed", "session.waiting"]
+        events = run_turn(client, "hello again")
+        assert [e["type"] for e in events][-2:] == ["turn.completed", "session.waiting"]
 
 
 def test_a_taken_port_fails_at_once_naming_the_port_and_starts_no_workers(tmp_path):
@@ -147,17 +178,17 @@ def test_a_taken_port_fails_at_once_naming_the_port_and_starts_no_workers(tmp_pa
     assert not (state / "db.sqlite3").exists(), "nothing ran before the check"
 
 
-def test_when_daphne_dies_serve_stops_the_workers_and_exits_non_zero(tmp_path):
-    with run_server(tmp_path / "state") as server:
-        serve = psutil.Process(server.process.pid)
-        wait_for(lambda: len(serve.children(recursive=True)) >= 7, "the cluster to start")
-        tree = serve.children(recursive=True)
-        [web] = [p for p in serve.children() if "daphne" in p.cmdline()]
-        web.kill()
-        assert server.process.wait(timeout=60) != 0
-        gone, still = psutil.wait_procs(tree, timeout=10)
-        assert not alive(still), [(p.pid, p.cmdline()) for p in alive(still)]
-        assert "web exited" in server.output()
+def test_when_daphne_dies_serve_stops_the_workers_and_exits_non_zero(servers):
+    server = servers.take("sqlite")  # whichever server a kill test left running
+    serve = psutil.Process(server.process.pid)
+    wait_for(lambda: len(serve.children(recursive=True)) >= 7, "the cluster to start")
+    tree = serve.children(recursive=True)
+    [web] = [p for p in serve.children() if "daphne" in p.cmdline()]
+    web.kill()
+    assert server.process.wait(timeout=60) != 0
+    gone, still = psutil.wait_procs(tree, timeout=10)
+    assert not alive(still), [(p.pid, p.cmdline()) for p in alive(still)]
+    assert "web exited" in server.output()
 
 
 def test_a_child_whose_parent_is_already_gone_does_not_start(tmp_path):

@@ -21,7 +21,7 @@ import pytest
 from sessions.models import Event, Session
 
 from tests.sessions.test_live_stream import postgres_database
-from tests.support import ROOT, child_env
+from tests.support import ROOT, child_env, premigrate
 
 WRITERS = 4
 CALLS = 100  # per writer; every 10th call appends a batch of BATCH events
@@ -87,12 +87,20 @@ def writer_env(state_root: Path, database_url: str | None) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def database(kind: str, state_root: Path) -> Iterator[tuple[dict[str, str], Callable[[str], tuple[int, list]]]]:
-    """The writers' environment, and a reader of (next index, [(index, data), ...]) straight from the tables."""
+def database(kind: str, state_root: Path,
+             migrated: bool = False) -> Iterator[tuple[dict[str, str], Callable[[str], tuple[int, list]]]]:
+    """The writers' environment, and a reader of (next index, [(index, data), ...]) straight from the tables.
+
+    With `migrated` the database starts as a copy of a migrated one, so a child's `migrate` has nothing to do.
+    """
     session_table, event_table = Session._meta.db_table, Event._meta.db_table
     next_sql = f"SELECT next_event_index FROM {session_table} WHERE id = ?"
     rows_sql = f'SELECT "index", data FROM {event_table} WHERE session_id = ? ORDER BY 1'
     if kind == "sqlite":
+        state_root.mkdir(parents=True, exist_ok=True)
+        if migrated:
+            premigrate(state_root)
+
         def read(session_id: str) -> tuple[int, list]:
             with contextlib.closing(sqlite3.connect(state_root / "db.sqlite3")) as db:
                 rows = db.execute(rows_sql, [session_id]).fetchall()
@@ -102,7 +110,7 @@ def database(kind: str, state_root: Path) -> Iterator[tuple[dict[str, str], Call
     else:
         import psycopg
 
-        with postgres_database() as url:
+        with postgres_database(migrated) as url:
             def read(session_id: str) -> tuple[int, list]:
                 with psycopg.connect(url.replace("postgres://", "postgresql://")) as db:
                     rows = db.execute(rows_sql.replace("?", "%s"), [session_id]).fetchall()
@@ -113,7 +121,7 @@ def database(kind: str, state_root: Path) -> Iterator[tuple[dict[str, str], Call
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_four_writer_processes_keep_indexes_contiguous(kind, tmp_path):
-    with database(kind, tmp_path / "state") as (env, read):
+    with database(kind, tmp_path / "state", migrated=True) as (env, read):
         session_id = run(SETUP, env, str(ROOT / "examples" / "support")).strip()
         gate = tmp_path / "go"
         writers = [

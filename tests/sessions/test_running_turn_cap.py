@@ -21,7 +21,7 @@ BOB = "bob-token-9876543210"
 @pytest.fixture(scope="module", params=["sqlite", "postgres+redis"])
 def server(request, tmp_path_factory) -> Iterator[Server]:
     with contextlib.ExitStack() as stack:
-        env = {"AGENTSITE_MAX_RUNNING_TURNS": "1", "AGENTSITE_WORKERS": "3", **backend_env(stack, request.param)}
+        env = {"AGENTSITE_MAX_RUNNING_TURNS": "1", "AGENTSITE_WORKERS": "3", **backend_env(stack, request.param, migrated=True)}
         yield stack.enter_context(run_server(tmp_path_factory.mktemp("state"), "--bearer-token", ALICE,
                                              "--bearer-token", BOB, env=env))
 

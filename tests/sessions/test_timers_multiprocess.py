@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import secrets
 import sqlite3
 import subprocess
 import sys
@@ -25,14 +24,12 @@ from pathlib import Path
 from typing import Iterator
 
 import httpx
-import psycopg
 import pytest
 
 from tests.sessions.test_reminders import WATCH_TOOL
 from tests.sessions.test_schedules import handler_schedule, markdown_schedule, write_agent
-from tests.support import ROOT, child_env, read_stream_until, run_server
+from tests.support import ROOT, child_env, postgres_database, premigrate, read_stream_until, run_server
 
-PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
 T0 = datetime(2025, 3, 3, 9, 0, tzinfo=timezone.utc)
 MINUTES = 10
 TICKERS = 2
@@ -113,24 +110,22 @@ def run(code: str, env: dict[str, str], *args: str, timeout: float = 90) -> str:
 
 @contextlib.contextmanager
 def database(kind: str, state_root: Path) -> Iterator[dict[str, str]]:
-    """The environment of processes sharing one migrated database: a SQLite file, or a throwaway PostgreSQL one."""
+    """The environment of processes sharing one migrated database: a SQLite file, or a throwaway PostgreSQL one
+    (each a copy of a migrated one)."""
     env = child_env(DJANGO_SETTINGS_MODULE="agentsite.settings", AGENTSITE_STATE_ROOT=str(state_root))
     for name in ("DATABASE_URL", "REDIS_URL", "AGENTSITE_DEV", "AGENTSITE_SCHEDULES"):
         env.pop(name, None)
-    name = f"agentsite_timers_{secrets.token_hex(4)}"
-    if kind == "postgres":
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        env["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{name}"
-    try:
-        migrate = subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env,
-                                 capture_output=True, text=True, timeout=120)
-        assert migrate.returncode == 0, migrate.stderr
-        yield env
-    finally:
+    state_root.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
         if kind == "postgres":
-            with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            env["DATABASE_URL"] = stack.enter_context(postgres_database(migrated=True))
+        else:
+            premigrate(state_root, env)
+            if not (state_root / "db.sqlite3").exists():  # no copy where the run's database is not SQLite
+                migrate = subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env,
+                                         capture_output=True, text=True, timeout=120)
+                assert migrate.returncode == 0, migrate.stderr
+        yield env
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])

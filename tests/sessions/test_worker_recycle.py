@@ -39,7 +39,7 @@ LOG_ERRORS = re.compile(
 @pytest.fixture(scope="module")
 def pg_server(tmp_path_factory) -> Iterator[Server]:
     with contextlib.ExitStack() as stack:
-        database = stack.enter_context(postgres_database())
+        database = stack.enter_context(postgres_database(migrated=True))
         env = {
             "DATABASE_URL": database,
             "REDIS_URL": stack.enter_context(redis_database()),
