@@ -241,9 +241,9 @@ def test_a_bitbucket_cloud_comment_is_answered_and_a_bad_signature_refused(serve
     body = fixture_bytes("bitbucket/cloud.pullrequest_comment_created.json")
 
     def deliver(signature: str, uuid: str) -> httpx.Response:
-        return server.http.post("/hub/v1/channels/bitbucket", content=body,
-                                headers={"Content-Type": "application/json", "X-Event-Key": "pullrequest:comment_created",
-                                         "X-Hub-Signature": signature, "X-Request-UUID": uuid})
+        return server.http.post("/hub/v1/channels/bitbucket", content=body, headers={
+            "Content-Type": "application/json", "X-Event-Key": "pullrequest:comment_created",
+            "X-Hub-Signature": signature, "X-Request-UUID": uuid})
 
     refused = deliver(sign(body, "not-the-secret"), "bb-1")
     accepted = deliver(sign(body, BITBUCKET_SECRET), "bb-2")
