@@ -4,43 +4,44 @@ approves its parked call and stops another, and sees each act in the conversatio
 what. A member, logged in the same way, sees none of those sessions and is refused them.
 
 The server takes a bearer token, so a loopback browser is nobody until it logs in; the
-member's sessions are started over HTTP with her personal token.
+member's sessions are started over HTTP with her personal token. The users, the token and the
+schedule's firing are made in the server's database by this test's process.
 """
 from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 from typing import Iterator
 
 import httpx
 import pytest
+from django.contrib.auth.models import Group, User
 
+from sessions.models import PersonalToken, Schedule
+from sessions.timers.schedules import fire_schedule_now
 from tests.browser.test_playground_browser import WAIT_MS, chromium, expect
-from tests.support import ROOT, Server, child_env, run_server
+from tests.server_database import on_server_database
+from tests.support import ROOT, Server, run_server
 
 PASSWORD = "an-operators-password-1"
 SWEEP = "---\ncron: \"0 3 * * *\"\ntitle: Nightly sweep\n---\nSweep the order queue.\n"
-# Users (olga an operator by the operators group; mia and max members), mia's personal token,
-# and one firing of the desk's schedule, as the scheduler fires it: the token and the session last.
-SETUP = f"""
-from django.contrib.auth.models import Group, User
-from sessions.models import PersonalToken, Schedule
-from sessions.timers.schedules import fire_schedule_now
-operators = Group.objects.get_or_create(name="operators")[0]
-for name in ("olga", "mia", "max"):
-    User.objects.create_user(name, password={PASSWORD!r})
-User.objects.get(username="olga").groups.add(operators)
-print(PersonalToken.issue(User.objects.get(username="mia"), "browser")[1])
-schedule = Schedule.objects.select_related("agent__active_deployment").get(agent__slug="desk", schedule_id="sweep")
-print(fire_schedule_now(schedule)[0])
-"""
 pytestmark = pytest.mark.timeout(120)
 
 
+def setup() -> tuple[str, str]:
+    """Users (olga an operator by the operators group; mia and max members), mia's personal token,
+    and one firing of the desk's schedule, as the scheduler fires it: the token and the session."""
+    operators = Group.objects.get_or_create(name="operators")[0]
+    for name in ("olga", "mia", "max"):
+        User.objects.create_user(name, password=PASSWORD)
+    User.objects.get(username="olga").groups.add(operators)
+    token = PersonalToken.issue(User.objects.get(username="mia"), "browser")[1]
+    schedule = Schedule.objects.select_related("agent__active_deployment").get(agent__slug="desk", schedule_id="sweep")
+    return token, fire_schedule_now(schedule)[0]
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[tuple[Server, str, str]]:
+def server(tmp_path_factory, django_db_blocker) -> Iterator[tuple[Server, str, str]]:
     """The server, mia's token and the schedule's session."""
     agents = tmp_path_factory.mktemp("operator-agents")
     shutil.copytree(ROOT / "examples" / "support" / "agent", agents / "desk" / "agent")  # cancel_order waits for approval
@@ -48,11 +49,8 @@ def server(tmp_path_factory) -> Iterator[tuple[Server, str, str]]:
     (agents / "desk" / "agent" / "schedules" / "sweep.md").write_text(SWEEP)
     state = tmp_path_factory.mktemp("operator-state")
     with run_server(state, "--agents", str(agents), "--bearer-token", "not-for-browsers") as server:
-        made = subprocess.run([sys.executable, str(ROOT / "manage.py"), "shell", "-c", SETUP], cwd=ROOT,
-                              capture_output=True, text=True, timeout=60,
-                              env=child_env(AGENTSITE_STATE_ROOT=str(state)))
-        assert made.returncode == 0, made.stderr
-        token, scheduled = made.stdout.split()[-2:]
+        with on_server_database(state, django_db_blocker):
+            token, scheduled = setup()
         yield server, token, scheduled
 
 

@@ -3,46 +3,40 @@ agent's releases in the admin, activates the older one and sees it active, then 
 diff page between the two and sees the instruction line that changed.
 
 The server takes a bearer token, so a loopback browser is nobody until it logs in; the agent's
-second release is deployed with `manage.py deploy` next to the running server.
+second release is deployed with `manage.py deploy` next to the running server (its command line
+in this test's process, on the server's database).
 """
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from typing import Iterator
 
 import pytest
+from django.contrib.auth.models import User
 
 from tests.browser.test_playground_browser import WAIT_MS, chromium, expect
-from tests.support import ROOT, Server, child_env, run_server
+from tests.command_line import run_command_line
+from tests.server_database import on_server_database
+from tests.support import Server, run_server
 
 PASSWORD = "a-releases-password-1"
-SETUP = f"""
-from django.contrib.auth.models import User
-User.objects.create_user("olga", password={PASSWORD!r}, is_staff=True, is_superuser=True)
-"""
 pytestmark = pytest.mark.timeout(120)
 
 
-def manage(state, *args: str) -> str:
-    done = subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, env=child_env(AGENTSITE_STATE_ROOT=str(state)))
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[Server]:
+def server(tmp_path_factory, django_db_blocker) -> Iterator[Server]:
     agents = tmp_path_factory.mktemp("release-agents")
     folder = agents / "desk"
     (folder / "agent").mkdir(parents=True)
     (folder / "agent" / "instructions.md").write_text("You answer the help desk.\nBe brief.\n")
     state = tmp_path_factory.mktemp("release-state")
-    with run_server(state, "--agents", str(agents), "--bearer-token", "not-for-browsers") as server:
+    # No turn runs: the server needs no workers.
+    with run_server(state, "--agents", str(agents), "--no-workers", "--bearer-token", "not-for-browsers") as server:
         (folder / "agent" / "instructions.md").write_text("You answer the help desk.\nBe thorough.\n")
-        assert manage(state, "deploy", str(folder)).startswith("desk: v2 ")
-        manage(state, "shell", "-c", SETUP)
+        with on_server_database(state, django_db_blocker):
+            code, out, err = run_command_line("deploy", str(folder))
+            assert code == 0 and out.startswith("desk: v2 "), out + err
+            User.objects.create_user("olga", password=PASSWORD, is_staff=True, is_superuser=True)
         yield server
 
 

@@ -6,16 +6,17 @@ naming the same thread each get their own."""
 from __future__ import annotations
 
 import contextlib
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
 import httpx
 import pytest
+from django.contrib.auth.models import User
 
-from tests.support import ROOT, Server, backend_env, child_env, run_server
+from sessions.models import PersonalToken
+from tests.server_database import on_server_database
+from tests.support import Server, backend_env, run_server
 
 RACERS = 8
 
@@ -96,20 +97,15 @@ def test_concurrent_deliveries_with_one_new_key_make_one_session_and_every_reply
     assert sorted(thread["replies"]) == sorted(f"You said: message {i}" for i in range(RACERS))
 
 
-def members_tokens(server: Server, *names: str) -> list[str]:
+def members_tokens(server: Server, db_blocker, *names: str) -> list[str]:
     """Members and a personal token each, made in the server's own database."""
-    script = ("from django.contrib.auth.models import User; from sessions.models import PersonalToken; "
-              f"print(*(PersonalToken.issue(User.objects.create_user(n), 'live')[1] for n in {names!r}))")
-    done = subprocess.run([sys.executable, str(ROOT / "manage.py"), "shell", "-c", script], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60,
-                          env=child_env(AGENTSITE_STATE_ROOT=str(server.state_root), **server.env))
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip().splitlines()[-1].split()
+    with on_server_database(server.state_root, db_blocker, server.env):
+        return [PersonalToken.issue(User.objects.create_user(name), "live")[1] for name in names]
 
 
 @pytest.mark.timeout(180)
-def test_two_members_naming_the_same_thread_each_get_their_own(server: Server):
-    ann, bo = ({"Authorization": f"Bearer {t}"} for t in members_tokens(server, "ann", "bo"))
+def test_two_members_naming_the_same_thread_each_get_their_own(server: Server, django_db_blocker):
+    ann, bo = ({"Authorization": f"Bearer {t}"} for t in members_tokens(server, django_db_blocker, "ann", "bo"))
     with server.client() as client:
         first = client.post("/webhook/v1/channels/inbox/messages", json={"text": "ann here", "thread": "same"},
                             headers=ann)
@@ -173,12 +169,15 @@ def guarded_agents(root) -> str:
 def test_serve_flags_swap_the_default_chain_never_an_authored_one(tmp_path):
     agents = guarded_agents(tmp_path / "agents")
     forwarded = {"X-Forwarded-For": "203.0.113.9"}  # a caller through a proxy: local_dev_strict refuses it
-    with run_server(tmp_path / "anon", "--agents", agents, "--no-examples", "--allow-anonymous") as server:
+    # No turn runs: the servers need no workers.
+    with run_server(tmp_path / "anon", "--agents", agents, "--no-examples", "--no-workers",
+                    "--allow-anonymous") as server:
         with server.client() as client:
             assert client.get("/guarded/v1/channels/plain/who", headers=forwarded).json() == {"who": "anonymous"}
             assert client.get("/guarded/v1/channels/strict/who", headers=forwarded).status_code == 401
             assert client.get("/guarded/v1/channels/token/who").status_code == 401
-    with run_server(tmp_path / "bearer", "--agents", agents, "--no-examples", "--bearer-token", "server-1") as server:
+    with run_server(tmp_path / "bearer", "--agents", agents, "--no-examples", "--no-workers",
+                    "--bearer-token", "server-1") as server:
         with server.client() as client:
             server_token = {"Authorization": "Bearer server-1"}
             assert client.get("/guarded/v1/channels/plain/who", headers=server_token).json() == {"who": "bearer"}

@@ -1,14 +1,12 @@
 """GitHub, GitLab and Bitbucket channels on a real server (`manage.py serve --dev`):
 signed deliveries over HTTP start turns on the workers, and the replies reach a
-loopback stand-in for each provider's API; `manage.py github replay` posts the
-recorded fixtures to it."""
+loopback stand-in for each provider's API; `manage.py github replay` (in this test's process) posts
+the recorded fixtures to it. Which turns a delivery started is read from the server's database."""
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
-import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -17,9 +15,12 @@ from typing import Iterator
 import httpx
 import pytest
 
+from sessions.models import Turn
 from tests.agents.integrations.conftest import FIXTURES, fixture_bytes
 from tests.agents.integrations.fakeapi import Answer, FakeAPI
-from tests.support import ROOT, Server, child_env, run_server
+from tests.command_line import run_command_line
+from tests.server_database import on_server_database
+from tests.support import Server, run_server
 
 # GitHub's published example secret: its test vector below is checked by the channel itself.
 GITHUB_SECRET = "It's a Secret to Everybody"
@@ -65,7 +66,8 @@ def server(tmp_path_factory, api) -> Iterator[Server]:
            "BITBUCKET_WEBHOOK_SECRET": BITBUCKET_SECRET, "BITBUCKET_TOKEN": "bb-live",
            "BITBUCKET_API_URL": api.url, "AGENTSITE_OUTBOUND_ALLOW": "127.0.0.1/32"}
     with run_server(tmp_path_factory.mktemp("repo-channels"), "--agents", str(agents), "--no-examples", "--dev",
-                    env=env) as running:
+                    env=env) as running, running.client(timeout=30) as http:
+        running.http = http  # one client for every delivery: a new one loads the CA bundle, ~40 ms of CPU
         yield running
 
 
@@ -87,7 +89,7 @@ def post_github(server: Server, body: bytes, *, event: str = "pull_request", del
         sent["X-Hub-Signature-256"] = sign(body)
     elif signature is not None:
         sent["X-Hub-Signature-256"] = signature
-    return httpx.post(f"{server.base_url}/hub/v1/channels/{channel}", content=body, headers=sent, timeout=30)
+    return server.http.post(f"/hub/v1/channels/{channel}", content=body, headers=sent)
 
 
 def wait_for(api: FakeAPI, path: str, count: int = 1, timeout: float = 60) -> list:
@@ -97,6 +99,16 @@ def wait_for(api: FakeAPI, path: str, count: int = 1, timeout: float = 60) -> li
         if len(found) >= count or time.monotonic() > deadline:
             return found
         time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def turns(server, django_db_blocker):
+    """The statuses of the turns in the server's database of a session, or whose message holds some text."""
+    def statuses(session_id: str | None = None, text: str | None = None) -> list[str]:
+        where = {"session_id": session_id} if session_id else {"message__contains": text}
+        with on_server_database(server.state_root, django_db_blocker):
+            return list(Turn.objects.filter(**where).order_by("created_at").values_list("status", flat=True))
+    return statuses
 
 
 def test_a_signed_pull_request_is_answered_with_a_comment_on_it(server, api):
@@ -120,7 +132,7 @@ def test_githubs_published_test_vector_passes_verification(server):
     assert altered.status_code == 401 and altered.json()["error"]["code"] == "invalid_signature"
 
 
-def test_altered_deliveries_and_sha1_only_signatures_are_refused(server, api):
+def test_altered_deliveries_and_sha1_only_signatures_are_refused(server, api, turns):
     body = pull_request(102)
     good = sign(body)
     flipped = good[:-1] + ("0" if good[-1] != "0" else "1")
@@ -134,7 +146,7 @@ def test_altered_deliveries_and_sha1_only_signatures_are_refused(server, api):
     assert [a.status_code for a in answers] == [401, 401, 401, 401]
     assert {a.json()["error"]["code"] for a in answers} == {"invalid_signature"}
     assert "only the SHA-1" in answers[2].json()["error"]["message"]
-    time.sleep(1)
+    assert turns(text="octo-org/widgets#102 ") == []  # a delivery's turn is made before its answer
     assert wait_for(api, "/repos/octo-org/widgets/issues/102/comments", timeout=0) == []
 
 
@@ -150,7 +162,7 @@ def test_unsigned_fixtures_are_taken_only_from_loopback_under_dev(server):
     assert "HUB_UNSET_SECRET" in forwarded.json()["error"]["message"]
 
 
-def test_a_redelivery_starts_no_second_turn(server, api):
+def test_a_redelivery_starts_no_second_turn(server, api, turns):
     body = pull_request(104)
 
     first = post_github(server, body, delivery="again-1")
@@ -159,11 +171,10 @@ def test_a_redelivery_starts_no_second_turn(server, api):
     assert first.status_code == 202 and again.status_code == 200
     assert again.json() == {"duplicate": True, "deliveryId": "again-1"}
     assert len(wait_for(api, "/repos/octo-org/widgets/issues/104/comments")) == 1
-    time.sleep(2)
-    assert len(wait_for(api, "/repos/octo-org/widgets/issues/104/comments", timeout=0)) == 1
+    assert len(turns(first.json()["sessionId"])) == 1  # none queued behind the one that answered
 
 
-def test_two_concurrent_copies_of_a_delivery_start_one_turn(server, api):
+def test_two_concurrent_copies_of_a_delivery_start_one_turn(server, api, turns):
     body = pull_request(105)
     gate = threading.Barrier(2)
 
@@ -177,14 +188,14 @@ def test_two_concurrent_copies_of_a_delivery_start_one_turn(server, api):
     assert sorted(a.status_code for a in answers) == [200, 202], [a.text for a in answers]
     assert [a.json() for a in answers if a.status_code == 200] == [{"duplicate": True, "deliveryId": "race-1"}]
     assert len(wait_for(api, "/repos/octo-org/widgets/issues/105/comments")) == 1
-    time.sleep(2)
-    assert len(wait_for(api, "/repos/octo-org/widgets/issues/105/comments", timeout=0)) == 1
+    [started] = [a.json()["sessionId"] for a in answers if a.status_code == 202]
+    assert len(turns(started)) == 1  # none queued behind the one that answered
 
 
 def post_gitlab(server: Server, token: str, uuid: str) -> httpx.Response:
-    return httpx.post(f"{server.base_url}/hub/v1/channels/gitlab", content=fixture_bytes("gitlab/note.merge_request.json"),
-                      headers={"Content-Type": "application/json", "X-Gitlab-Event": "Note Hook",
-                               "X-Gitlab-Token": token, "X-Gitlab-Event-UUID": uuid}, timeout=30)
+    return server.http.post("/hub/v1/channels/gitlab", content=fixture_bytes("gitlab/note.merge_request.json"),
+                            headers={"Content-Type": "application/json", "X-Gitlab-Event": "Note Hook",
+                                     "X-Gitlab-Token": token, "X-Gitlab-Event-UUID": uuid})
 
 
 def comment_on(number: int, text: str) -> bytes:
@@ -194,13 +205,16 @@ def comment_on(number: int, text: str) -> bytes:
     return json.dumps(data).encode()
 
 
-def test_comments_and_a_push_on_a_busy_pull_request_each_get_an_answer(server, api):
+def test_comments_and_a_push_on_a_busy_pull_request_each_get_an_answer(server, api, turns):
     """Events on one pull request queue behind its running turn: none is dropped."""
     path = "/repos/octo-org/widgets/issues/131/comments"
     first = post_github(server, comment_on(131, "/sleep 1500\nfirst question"), event="issue_comment",
                         delivery="busy-1")
     assert first.status_code == 202, first.text
-    time.sleep(0.5)  # the first turn is running: what follows queues behind it
+    deadline = time.monotonic() + 30
+    while turns(first.json()["sessionId"]) == ["queued"]:  # until a worker runs it: what follows queues behind it
+        assert time.monotonic() < deadline, "no worker took the first turn"
+        time.sleep(0.05)
     second = post_github(server, comment_on(131, "second question"), event="issue_comment", delivery="busy-2")
     pushed = post_github(server, pull_request(131, "synchronize"), delivery="busy-3")
 
@@ -227,9 +241,9 @@ def test_a_bitbucket_cloud_comment_is_answered_and_a_bad_signature_refused(serve
     body = fixture_bytes("bitbucket/cloud.pullrequest_comment_created.json")
 
     def deliver(signature: str, uuid: str) -> httpx.Response:
-        return httpx.post(f"{server.base_url}/hub/v1/channels/bitbucket", content=body, timeout=30,
-                          headers={"Content-Type": "application/json", "X-Event-Key": "pullrequest:comment_created",
-                                   "X-Hub-Signature": signature, "X-Request-UUID": uuid})
+        return server.http.post("/hub/v1/channels/bitbucket", content=body, headers={
+            "Content-Type": "application/json", "X-Event-Key": "pullrequest:comment_created",
+            "X-Hub-Signature": signature, "X-Request-UUID": uuid})
 
     refused = deliver(sign(body, "not-the-secret"), "bb-1")
     accepted = deliver(sign(body, BITBUCKET_SECRET), "bb-2")
@@ -242,7 +256,7 @@ def test_a_bitbucket_cloud_comment_is_answered_and_a_bad_signature_refused(serve
 
 
 def test_info_lists_the_channels_with_their_config_and_no_secret(server):
-    info = httpx.get(f"{server.base_url}/hub/v1/info", timeout=10)
+    info = server.http.get("/hub/v1/info")
 
     assert info.status_code == 200
     channels = {c["id"]: c for c in info.json()["channels"]}
@@ -255,28 +269,28 @@ def test_info_lists_the_channels_with_their_config_and_no_secret(server):
         assert secret not in info.text
 
 
-def replay(server: Server, *args: str, secret: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), "github", "replay", str(FIXTURES / "github"),
-         "--url", f"{server.base_url}/hub/v1/channels/github", *args],
-        cwd=ROOT, env=child_env(REPLAY_SECRET=secret), capture_output=True, text=True, timeout=120)
+def replay(server: Server, monkeypatch, secret: str) -> tuple[int, str, str]:
+    """`manage.py github replay` signing with `secret`: (exit code, stdout, stderr)."""
+    monkeypatch.setenv("REPLAY_SECRET", secret)
+    return run_command_line("github", "replay", str(FIXTURES / "github"), "--url",
+                            f"{server.base_url}/hub/v1/channels/github", "--secret-env", "REPLAY_SECRET")
 
 
-def test_replay_posts_every_recorded_delivery_signed(server, api):
-    done = replay(server, "--secret-env", "REPLAY_SECRET", secret=GITHUB_SECRET)
+def test_replay_posts_every_recorded_delivery_signed(server, api, monkeypatch):
+    code, out, err = replay(server, monkeypatch, GITHUB_SECRET)
 
-    assert done.returncode == 0, done.stdout + done.stderr
-    lines = dict(line.split("  ", 1) for line in done.stdout.splitlines() if line.endswith("}"))
+    assert code == 0, out + err
+    lines = dict(line.split("  ", 1) for line in out.splitlines() if line.endswith("}"))
     assert lines["pull_request.opened.json"].startswith("202 ")
     assert lines["issue_comment.created.json"].startswith("202 ")
     assert lines["check_run.completed.json"].startswith("200 ")  # a CI bot's run, and no hook takes it
-    assert "6 deliveries accepted" in done.stdout
+    assert "6 deliveries accepted" in out
     assert wait_for(api, "/repos/octo-org/widgets/issues/12/comments", count=2)
 
 
-def test_replay_with_the_wrong_secret_reports_each_refusal_and_fails(server):
-    done = replay(server, "--secret-env", "REPLAY_SECRET", secret="not-the-secret")
+def test_replay_with_the_wrong_secret_reports_each_refusal_and_fails(server, monkeypatch):
+    code, out, err = replay(server, monkeypatch, "not-the-secret")
 
-    assert done.returncode != 0
-    assert done.stdout.count("  401  ") == 6
-    assert "6 of 6 deliveries failed" in done.stderr
+    assert code != 0
+    assert out.count("  401  ") == 6
+    assert "6 of 6 deliveries failed" in err

@@ -1,26 +1,28 @@
 """Secrets on a real server (`manage.py serve --dev`): a GitHub channel whose webhook secret is
 an agent secret set with `manage.py secrets set` while the server runs, changed without a
-restart; and a marker value, used by a channel and by a turn, that shows nowhere it should not:
-the server's log, the sessions' event logs, the agent's info, the admin, the OpenAPI document,
-the secret routes and `secrets list`."""
+restart (the command line runs in this test's process, on the server's database); and a marker
+value, used by a channel and by a turn, that shows nowhere it should not: the server's log, the
+sessions' event logs, the agent's info, the admin, the OpenAPI document, the secret routes and
+`secrets list`."""
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
 import re
-import subprocess
-import sys
 import time
 from typing import Iterator
 
 import httpx
 import pytest
 from cryptography.fernet import Fernet
+from django.contrib.auth.models import User
 
 from tests.agents.integrations.conftest import fixture_bytes
 from tests.agents.integrations.fakeapi import Answer, FakeAPI
-from tests.support import ROOT, Server, child_env, run_server
+from tests.command_line import run_command_line
+from tests.server_database import on_server_database
+from tests.support import Server, run_server
 
 MARKER = "MARKER-5e1f3c9a0b7d42e6"
 KEY = Fernet.generate_key().decode()
@@ -72,16 +74,26 @@ def server(tmp_path_factory, api) -> Iterator[Server]:
         yield running
 
 
-def manage(server: Server, *args: str, stdin: str = "") -> str:
-    done = subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], cwd=ROOT, input=stdin,
-                          capture_output=True, text=True, timeout=120,
-                          env=child_env(AGENTSITE_STATE_ROOT=str(server.state_root), AGENTSITE_SECRETS_KEYS=KEY))
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+@pytest.fixture(scope="module")
+def http(server) -> Iterator[httpx.Client]:
+    """One client for the module's requests (a new one per request loads the CA bundle, ~40 ms of CPU)."""
+    with server.client(timeout=30) as client:
+        yield client
 
 
-def set_secret(server: Server, name: str, value: str) -> None:
-    manage(server, "secrets", "set", "vault", name, stdin=value)
+@pytest.fixture(scope="module")
+def manage(server, django_db_blocker):
+    """`manage.py *args` on the server's database, with its key; its stdout."""
+    def run(*args: str, stdin: str = "") -> str:
+        with on_server_database(server.state_root, django_db_blocker, {"AGENTSITE_SECRETS_KEYS": KEY}):
+            code, out, err = run_command_line(*args, stdin=stdin)
+        assert code == 0, err
+        return out
+    return run
+
+
+def set_secret(manage, name: str, value: str) -> None:
+    manage("secrets", "set", "vault", name, stdin=value)
 
 
 def sign(body: bytes, secret: str) -> str:
@@ -94,11 +106,11 @@ def pull_request(number: int) -> bytes:
     return json.dumps(data).encode()
 
 
-def deliver(server: Server, number: int, secret: str, delivery: str) -> httpx.Response:
+def deliver(http: httpx.Client, number: int, secret: str, delivery: str) -> httpx.Response:
     body = pull_request(number)
     headers = {"Content-Type": "application/json", "X-GitHub-Event": "pull_request", "X-GitHub-Delivery": delivery,
                "X-Hub-Signature-256": sign(body, secret)}
-    return httpx.post(f"{server.base_url}/vault/v1/channels/github", content=body, headers=headers, timeout=30)
+    return http.post("/vault/v1/channels/github", content=body, headers=headers)
 
 
 def wait_for(api: FakeAPI, path: str, timeout: float = 60) -> list:
@@ -110,30 +122,29 @@ def wait_for(api: FakeAPI, path: str, timeout: float = 60) -> list:
         time.sleep(0.2)
 
 
-def test_a_webhook_secret_set_and_changed_while_the_server_runs_counts_at_once(server):
-    set_secret(server, "VAULT_HOOK_SECRET", "first-hook-secret\n")
+def test_a_webhook_secret_set_and_changed_while_the_server_runs_counts_at_once(http, manage):
+    set_secret(manage, "VAULT_HOOK_SECRET", "first-hook-secret\n")
 
-    assert deliver(server, 201, "first-hook-secret", "rot-1").status_code == 202
-    assert deliver(server, 202, "not-the-secret", "rot-2").status_code == 401
+    assert deliver(http, 201, "first-hook-secret", "rot-1").status_code == 202
+    assert deliver(http, 202, "not-the-secret", "rot-2").status_code == 401
 
-    set_secret(server, "VAULT_HOOK_SECRET", "second-hook-secret")
-    old = deliver(server, 203, "first-hook-secret", "rot-3")
+    set_secret(manage, "VAULT_HOOK_SECRET", "second-hook-secret")
+    old = deliver(http, 203, "first-hook-secret", "rot-3")
     assert old.status_code == 401 and old.json()["error"]["code"] == "invalid_signature"
-    assert deliver(server, 204, "second-hook-secret", "rot-4").status_code == 202
+    assert deliver(http, 204, "second-hook-secret", "rot-4").status_code == 202
 
     # The same through REST, as the loopback caller of the embedded default.
-    put = httpx.put(f"{server.base_url}/v1/agents/vault/secrets/VAULT_HOOK_SECRET", json={"value": "third"})
+    put = http.put("/v1/agents/vault/secrets/VAULT_HOOK_SECRET", json={"value": "third"})
     assert put.status_code == 200, put.text
-    assert deliver(server, 205, "second-hook-secret", "rot-5").status_code == 401
-    assert deliver(server, 206, "third", "rot-6").status_code == 202
+    assert deliver(http, 205, "second-hook-secret", "rot-5").status_code == 401
+    assert deliver(http, 206, "third", "rot-6").status_code == 202
 
 
-def operator(server: Server) -> tuple[str, httpx.Client]:
+def operator(server: Server, manage, django_db_blocker) -> tuple[str, httpx.Client]:
     """A superuser in the server's database: its personal token, and a client logged in to the admin."""
-    script = ("from django.contrib.auth.models import User; from django.core.management import call_command; "
-              f"User.objects.create_superuser('ops', 'ops@example.com', {PASSWORD!r}); "
-              "call_command('createtoken', 'ops', '--name', 'live')")
-    token = manage(server, "shell", "-c", script).strip().splitlines()[-1]
+    with on_server_database(server.state_root, django_db_blocker):
+        User.objects.create_superuser("ops", "ops@example.com", PASSWORD)
+    token = manage("createtoken", "ops", "--name", "live").strip().splitlines()[-1]
     browser = httpx.Client(base_url=server.base_url, timeout=30, follow_redirects=True)
     form = browser.get("/admin/login/")
     csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
@@ -143,43 +154,42 @@ def operator(server: Server) -> tuple[str, httpx.Client]:
     return token, browser
 
 
-def events_of(server: Server, token: str, session_id: str, until: str = "turn.completed",
+def events_of(http: httpx.Client, token: str, session_id: str, until: str = "turn.completed",
               timeout: float = 60) -> str:
     deadline = time.monotonic() + timeout
     while True:
-        text = httpx.get(f"{server.base_url}/vault/v1/session/{session_id}/events",
-                         headers={"Authorization": f"Bearer {token}"}, timeout=30).text
+        text = http.get(f"/vault/v1/session/{session_id}/events", headers={"Authorization": f"Bearer {token}"}).text
         if f'"type":"{until}"' in text.replace(" ", "") or time.monotonic() > deadline:
             return text
         time.sleep(0.2)
 
 
-def test_a_marker_used_by_a_channel_and_a_turn_shows_nowhere(server, api):
-    set_secret(server, "VAULT_HOOK_SECRET", "leak-hook-secret")
-    set_secret(server, "VAULT_GITHUB_TOKEN", MARKER + "\n")
-    token, browser = operator(server)
+def test_a_marker_used_by_a_channel_and_a_turn_shows_nowhere(server, http, api, manage, django_db_blocker):
+    set_secret(manage, "VAULT_HOOK_SECRET", "leak-hook-secret")
+    set_secret(manage, "VAULT_GITHUB_TOKEN", MARKER + "\n")
+    token, browser = operator(server, manage, django_db_blocker)
     bearer = {"Authorization": f"Bearer {token}"}
 
     # A channel uses it: the reply to the pull request is posted with the token.
-    assert deliver(server, 301, "leak-hook-secret", "leak-1").status_code == 202
+    assert deliver(http, 301, "leak-hook-secret", "leak-1").status_code == 202
     [comment] = wait_for(api, "/repos/octo-org/widgets/issues/301/comments")
     assert comment.headers["authorization"] == f"Bearer {MARKER}"
 
     # A turn uses it: a tool reads it and answers with its fingerprint.
-    started = httpx.post(f"{server.base_url}/vault/v1/session", headers=bearer, timeout=30, json={
+    started = http.post("/vault/v1/session", headers=bearer, json={
         "message": '/call fingerprint {"name": "VAULT_GITHUB_TOKEN"}'})
     assert started.status_code == 201, started.text
-    turn_events = events_of(server, token, started.json()["sessionId"])
+    turn_events = events_of(http, token, started.json()["sessionId"])
     assert hashlib.sha256(MARKER.encode()).hexdigest() in turn_events
 
     seen: dict[str, str] = {"turn events": turn_events}
-    sessions = httpx.get(f"{server.base_url}/vault/v1/sessions", params={"all": "1"}, headers=bearer).json()
+    sessions = http.get("/vault/v1/sessions", params={"all": "1"}, headers=bearer).json()
     assert len(sessions["sessions"]) >= 2
     for s in sessions["sessions"]:
-        seen[f"events of {s['sessionId']}"] = events_of(server, token, s["sessionId"], timeout=5)
+        seen[f"events of {s['sessionId']}"] = events_of(http, token, s["sessionId"], timeout=5)
     for path in ("/vault/v1/info", "/api/schema/", "/v1/agents/vault/secrets",
                  "/v1/agents/vault/secrets/VAULT_GITHUB_TOKEN", "/v1/agents"):
-        answer = httpx.get(f"{server.base_url}{path}", headers=bearer, timeout=30)
+        answer = http.get(path, headers=bearer)
         assert answer.status_code == 200, (path, answer.text)
         seen[path] = answer.text
     assert "VAULT_GITHUB_TOKEN" in seen["/v1/agents/vault/secrets"]
@@ -195,8 +205,8 @@ def test_a_marker_used_by_a_channel_and_a_turn_shows_nowhere(server, api):
     assert "VAULT_GITHUB_TOKEN" in seen["admin secrets"] and "VAULT_GITHUB_TOKEN" in seen["admin agent"]
     assert len([k for k in seen if k.startswith("admin secret ")]) == 2
 
-    seen["secrets list"] = manage(server, "secrets", "list", "vault")
-    seen["secrets list --json"] = manage(server, "secrets", "list", "vault", "--json")
+    seen["secrets list"] = manage("secrets", "list", "vault")
+    seen["secrets list --json"] = manage("secrets", "list", "vault", "--json")
     assert "VAULT_GITHUB_TOKEN" in seen["secrets list"]
     seen["server log"] = server.output()
 

@@ -10,10 +10,13 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from django.contrib.auth.models import User
 from lxml import etree
 
+from sessions.models import PersonalToken
 from tests.command_line import run_command_line
 from tests.evals.projects import SLEEP_CASES, SLEEP_CONCURRENCY, make_projects, manage
+from tests.server_database import on_server_database
 from tests.support import ROOT, read_stream_until, run_server
 
 pytestmark = pytest.mark.slow
@@ -24,7 +27,7 @@ RUN_SCHEMA = json.loads((HERE / "run_schema.json").read_text())
 
 def eval_json(*args: str) -> tuple[int, dict]:
     """`manage.py eval ... --json` in this process: with --url the command is only an HTTP client of the server.
-    The table's and the listing's tests run it in a real process."""
+    The table's test runs it in a real process."""
     code, out, err = run_command_line("eval", *args, "--json")
     try:
         return code, json.loads(out)
@@ -115,9 +118,9 @@ def test_tags_and_case_ids_select_the_cases_run(server, projects):
     assert code == 0 and [c["id"] for c in report["cases"]] == ["gates/fine"]
     code, report = eval_json(str(projects["shop"]), "gates/fine", "gates/includes", "--url", server.base_url)
     assert code == 1 and [c["id"] for c in report["cases"]] == ["gates/fine", "gates/includes"]
-    listed = manage("eval", str(projects["shop"]), "--list", "--tag", "gates")
-    assert listed.returncode == 0 and listed.stdout.splitlines()[0] == "gates/called-tool  [gates]"
-    assert manage("eval", str(projects["shop"]), "--list", "--tag", "nothing").returncode != 0
+    code, listed, _ = run_command_line("eval", str(projects["shop"]), "--list", "--tag", "gates")
+    assert code == 0 and listed.splitlines()[0] == "gates/called-tool  [gates]"
+    assert run_command_line("eval", str(projects["shop"]), "--list", "--tag", "nothing")[0] != 0
 
 
 def overlap(intervals: list[tuple[datetime, datetime]]) -> int:
@@ -178,7 +181,7 @@ def test_eval_sessions_carry_their_purpose_in_metrics(server, projects):
     assert purposes == {"eval", "live"}
 
 
-def test_a_captured_session_is_a_case_that_passes(server, tmp_path):
+def test_a_captured_session_is_a_case_that_passes(server, tmp_path, django_db_blocker):
     with server.client() as client:
         created = client.post("/shop/v1/session", json={
             "message": 'Where is A102?\n/call lookup_order {"order_id": "A102"}',
@@ -187,8 +190,9 @@ def test_a_captured_session_is_a_case_that_passes(server, tmp_path):
         downloaded = client.get(f"/playground/shop/session/{created['sessionId']}/eval-case")
     project = tmp_path / "captured"
     out = project / "evals" / "where_eval.py"
-    done = manage("eval_capture", created["sessionId"], "--out", str(out), env={"AGENTSITE_STATE_ROOT": str(server.state_root)})
-    assert done.returncode == 0, done.stderr
+    with on_server_database(server.state_root, django_db_blocker):
+        code, _, err = run_command_line("eval_capture", created["sessionId"], "--out", str(out))
+    assert code == 0, err
     text = out.read_text()
     assert downloaded.status_code == 200 and downloaded.text == text
     assert downloaded.headers["Content-Disposition"].endswith('_eval.py"')
@@ -196,29 +200,24 @@ def test_a_captured_session_is_a_case_that_passes(server, tmp_path):
     code, report = eval_json(str(project), "--agent", "shop", "--url", server.base_url)
     assert code == 0 and [c["id"] for c in report["cases"]] == ["where"]
     assert report["cases"][0]["toolCalls"] == ["lookup_order"]
-    again = manage("eval_capture", created["sessionId"], "--out", str(out), env={"AGENTSITE_STATE_ROOT": str(server.state_root)})
-    assert again.returncode != 0 and "exists" in again.stderr
+    with on_server_database(server.state_root, django_db_blocker):
+        code, _, err = run_command_line("eval_capture", created["sessionId"], "--out", str(out))
+    assert code != 0 and "exists" in err
 
 
-def operator_and_member_tokens(server) -> tuple[str, str]:
-    """Personal tokens made with `createtoken` on the server's state root: an operator's (staff) and a member's.
+def operator_and_member_tokens(server, db_blocker) -> tuple[str, str]:
+    """Personal tokens in the server's database: an operator's (staff) and a member's.
 
-    One process makes both users and both tokens: the command itself is tested in tests/sessions/test_personal_token.py.
+    Made by this process: `createtoken` itself is tested in tests/sessions/test_personal_token.py.
     """
-    script = ("from django.contrib.auth.models import User; from django.core.management import call_command; "
-              "User.objects.create_superuser('ada', 'ada@example.com', 'pw-0123456789'); "
-              "User.objects.create_user('bert', password='pw'); "
-              "call_command('createtoken', 'ada', '--name', 'evals'); "
-              "call_command('createtoken', 'bert', '--name', 'evals')")
-    made = manage("shell", "-c", script, env={"AGENTSITE_STATE_ROOT": str(server.state_root)})
-    assert made.returncode == 0, made.stderr
-    lines = made.stdout.strip().splitlines()
-    assert "for ada:" in lines[-4] and "for bert:" in lines[-2], made.stdout
-    return lines[-3], lines[-1]
+    with on_server_database(server.state_root, db_blocker):
+        ada = User.objects.create_superuser("ada", "ada@example.com", "pw-0123456789")
+        bert = User.objects.create_user("bert", password="pw")
+        return PersonalToken.issue(ada, "evals")[1], PersonalToken.issue(bert, "evals")[1]
 
 
-def test_a_token_must_be_an_operators(server, projects):
-    staff, member = operator_and_member_tokens(server)
+def test_a_token_must_be_an_operators(server, projects, django_db_blocker):
+    staff, member = operator_and_member_tokens(server, django_db_blocker)
     code, report = eval_json(str(projects["shop"]), "gates/fine", "--url", server.base_url, "--token", staff)
     assert code == 0 and report["passed"]
     code, report = eval_json(str(projects["shop"]), "gates/fine", "--url", server.base_url, "--token", member)

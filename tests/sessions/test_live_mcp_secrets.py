@@ -3,20 +3,20 @@ and a changed secret reaches it without a restart: the connection opened with
 the old value is replaced by one opened with the new (the server process's pid
 changes), in the web process (direct tool calls) and in the worker (turns).
 The secret is set in the server's own database (its state root) by another
-process, as `manage.py secrets set` would.
+process (this test's), as `manage.py secrets set` would.
 """
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from tests.support import ROOT, Server, child_env, read_stream_until, run_server
+from agents.models import Agent, Secret
+from tests.server_database import on_server_database
+from tests.support import Server, read_stream_until, run_server
 
 TOKEN = "owner-token-3c1e77"
 SERVER = '''\
@@ -53,13 +53,9 @@ def server(tmp_path_factory) -> Iterator[Server]:
         yield running
 
 
-def set_secret(state_root: Path, value: str) -> None:
-    script = ("from agents.models import Agent, Secret; "
-              f"Secret.put(Agent.objects.get(slug='holder'), 'NOTES_TOKEN', {value!r}, by='test')")
-    done = subprocess.run([sys.executable, str(ROOT / "manage.py"), "shell", "-c", script], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60,
-                          env=child_env(AGENTSITE_STATE_ROOT=str(state_root)))
-    assert done.returncode == 0, done.stderr
+def set_secret(state_root: Path, value: str, db_blocker) -> None:
+    with on_server_database(state_root, db_blocker):
+        Secret.put(Agent.objects.get(slug="holder"), "NOTES_TOKEN", value, by="test")
 
 
 def direct(client, server: Server) -> tuple[str, str]:
@@ -78,19 +74,19 @@ def in_a_turn(client) -> tuple[str, str]:
     return token, pid
 
 
-def test_a_changed_secret_reaches_the_mcp_server_without_a_restart(server: Server):
+def test_a_changed_secret_reaches_the_mcp_server_without_a_restart(server: Server, django_db_blocker):
     client = server.client(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
     unset = client.post("/holder/v1/tools/vault__whoami/call", json={"input": {}})
     assert unset.status_code == 404, unset.text  # NOTES_TOKEN set nowhere: the server is not started
 
-    set_secret(server.state_root, "first-value")
+    set_secret(server.state_root, "first-value", django_db_blocker)
     token, pid = direct(client, server)
     assert token == "first-value"
     assert direct(client, server) == (token, pid), "the same values: the same connection"
     turn_token, turn_pid = in_a_turn(client)
     assert turn_token == "first-value"
 
-    set_secret(server.state_root, "second-value")
+    set_secret(server.state_root, "second-value", django_db_blocker)
     token, new_pid = direct(client, server)
     assert token == "second-value" and new_pid != pid, "a new connection, with the new value"
     turn_token, new_turn_pid = in_a_turn(client)
