@@ -1,14 +1,17 @@
 """Management commands started from a folder other than the project's: relative paths mean the caller's folder."""
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.agentsite.test_serve import write_agent
 from tests.sessions.test_live_stream import is_type, read_ndjson
-from tests.support import ROOT, child_env, run_server
+from tests.support import ROOT, child_env, migrated_database, premigrate, run_server
 
 GREETER = 'from agents.sdk import Agent\nagent = Agent(model="scripted:echo", description="Says hello.")\n'
 
@@ -18,6 +21,7 @@ def test_serve_from_another_folder_runs_a_turn_with_paths_relative_to_that_folde
     write_agent(elsewhere / "mine" / "greeter", agent_py=GREETER)
     # Both relative to `elsewhere`; the database path is one every process must agree on.
     env = {"DATABASE_URL": "sqlite:///here.sqlite3"}
+    shutil.copyfile(migrated_database(), elsewhere / "here.sqlite3")  # serve's migrate has nothing to do
     with run_server(tmp_path / "state", "--no-examples", "--agents", "mine", env=env, cwd=elsewhere) as server:
         assert f"agent greeter: v1 (scripted:echo) from {elsewhere / 'mine' / 'greeter'}" in server.output()
         with server.client() as client:
@@ -28,7 +32,9 @@ def test_serve_from_another_folder_runs_a_turn_with_paths_relative_to_that_folde
         assert [e["type"] for e in events][-2] == "turn.completed"
         reply = next(e for e in events if e["type"] == "message.completed")["data"]["text"]
         assert reply == "You said: hi from elsewhere"
-    assert (elsewhere / "here.sqlite3").is_file()
+    with contextlib.closing(sqlite3.connect(elsewhere / "here.sqlite3")) as db:  # the file the server used
+        assert db.execute("SELECT count(*) FROM agent_sessions_session WHERE id = ?",
+                          (created.json()["sessionId"],)).fetchone() == (1,)
     assert "Traceback" not in server.output()
 
 
@@ -47,7 +53,8 @@ def test_validate_deploy_run_and_trajectory_from_another_folder_read_paths_relat
     assert validated.returncode == 0, validated.stderr
     assert "mine/greeter: ok (greeter, scripted:echo" in validated.stdout
 
-    manage(elsewhere, state, "migrate", "--verbosity", "0").check_returncode()
+    state.mkdir(exist_ok=True)
+    premigrate(state)  # deploy's migrate has nothing to do
     deployed = manage(elsewhere, state, "deploy", "mine")
     assert deployed.returncode == 0, deployed.stderr
     assert "greeter: v1 " in deployed.stdout and str(elsewhere / "mine" / "greeter") in deployed.stdout
