@@ -120,6 +120,8 @@ class PersonalToken(models.Model):
     def touch(self, now: datetime | None = None) -> bool:
         """Note a use; False (and no write) when the last one noted is under TOUCH_EVERY old."""
         now = now or timezone.now()
+        if self.last_used_at is not None and self.last_used_at >= now - TOUCH_EVERY:
+            return False  # the row read says recent: no statement (on SQLite even a no-op UPDATE takes the write lock)
         stale = Q(last_used_at=None) | Q(last_used_at__lt=now - TOUCH_EVERY)
         won = PersonalToken.objects.filter(stale, pk=self.pk).update(last_used_at=now) == 1
         if won:

@@ -9,7 +9,9 @@ from datetime import timedelta
 import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agents.models import Agent
@@ -120,8 +122,10 @@ def test_last_use_is_written_at_most_once_a_minute(alice):
     with_token(secret).get("/v1/agents")
     first = PersonalToken.objects.get().last_used_at
 
-    with_token(secret).get("/v1/agents")
+    with CaptureQueriesContext(connection) as queries:
+        with_token(secret).get("/v1/agents")
     assert PersonalToken.objects.get().last_used_at == first
+    assert not [q for q in queries if q["sql"].startswith("UPDATE") and PersonalToken._meta.db_table in q["sql"]]
     assert token.touch(first + timedelta(minutes=2))
     assert PersonalToken.objects.get().last_used_at == first + timedelta(minutes=2)
 
