@@ -288,10 +288,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # These hooks make the document of the code, once per process; channels_app.schema.Generator
+    # adds what depends on the caller and the deployed agents (document_security) per request.
+    "DEFAULT_GENERATOR_CLASS": "channels_app.schema.Generator",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "channels_app.schema.add_streaming_routes",
-        "channels_app.schema.document_security",
     ],
 }
 

@@ -169,10 +169,11 @@ class Refused(Exception):
     """A policy's definite no: the chain stops there and the caller gets a 401."""
 
 
-def user_principal(user, **attributes: Any) -> Principal:
+def user_principal(user, *, operator: bool | None = None, **attributes: Any) -> Principal:
     """A Django user as a principal: the same whether it logged in or sent a personal token,
-    so the sessions it starts either way are its own. Staff and the operators group are operators."""
-    operator = is_operator(user)
+    so the sessions it starts either way are its own. Staff and the operators group are operators
+    (`operator`, when the caller has read it already)."""
+    operator = is_operator(user) if operator is None else operator
     return Principal(authenticator="django", principal_id=user.get_username(),
                      principal_type="staff" if user.is_staff else "user", attributes=attributes, operator=operator)
 
@@ -206,7 +207,8 @@ def personal_token() -> Policy:
             lockout.token_refused(info, presented)  # a 429 once this client's wrong tokens are over a limit
             raise Refused("unknown, revoked or expired personal token")
         token.touch()
-        return user_principal(token.user, token=token.id, agents=token.agents)
+        return user_principal(token.user, operator=token.user.is_staff or token.in_operators,
+                              token=token.id, agents=token.agents)
 
     return policy
 

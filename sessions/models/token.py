@@ -14,11 +14,13 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.contrib.auth.models import Group
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from agents.models import Agent
 from sessions.models.session import hash_token
+from sessions.principal import OPERATORS_GROUP
 
 TOKEN_PREFIX = "ast_"
 _SHAPE = re.compile(r"^ast_([0-9a-f]{12})_[A-Za-z0-9_-]{20,200}$")
@@ -93,7 +95,11 @@ class PersonalToken(models.Model):
         match = _SHAPE.match(presented)
         if match is None:
             return None
-        token = cls.objects.select_related("user").filter(pk=f"tok_{match[1]}").first()
+        # Whether its user is in the operators group comes in the same query (`in_operators`): a
+        # principal needs it on every request the token makes.
+        operators = Group.objects.filter(user=OuterRef("user_id"), name=OPERATORS_GROUP)
+        token = (cls.objects.select_related("user").annotate(in_operators=Exists(operators))
+                 .filter(pk=f"tok_{match[1]}").first())
         if token is None or not secrets.compare_digest(token.token_hash, hash_token(presented)):
             return None
         return token
@@ -120,6 +126,8 @@ class PersonalToken(models.Model):
     def touch(self, now: datetime | None = None) -> bool:
         """Note a use; False (and no write) when the last one noted is under TOUCH_EVERY old."""
         now = now or timezone.now()
+        if self.last_used_at is not None and self.last_used_at >= now - TOUCH_EVERY:
+            return False  # the row read says recent: no statement (on SQLite even a no-op UPDATE takes the write lock)
         stale = Q(last_used_at=None) | Q(last_used_at__lt=now - TOUCH_EVERY)
         won = PersonalToken.objects.filter(stale, pk=self.pk).update(last_used_at=now) == 1
         if won:

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 
@@ -38,14 +39,17 @@ class Seeds:
         self.values.setdefault(kind, []).append(value)
 
 
-def personal_tokens(server: Server, env: dict[str, str]) -> tuple[str, str]:
-    """A member and an operator (staff) with their personal tokens (`createtoken`), in the server's own
-    database: one process for both, as each start of one costs seconds on a busy machine."""
+def accounts_and_releases(server: Server, env: dict[str, str]) -> tuple[str, str]:
+    """A member and an operator (staff) with their personal tokens (`createtoken`), then `duo` and support
+    v2 deployed (`deploy`), in the server's own database: one process for all, as each start of one costs
+    seconds on a busy machine."""
+    duo, support_v2 = two_model_agent(server), second_release(server)
     script = ("from django.contrib.auth.models import User; from django.core.management import call_command; "
               f"User.objects.create_user({USER!r}, password='unused-password-1'); "
               f"User.objects.create_user('{USER}-operator', password='unused-password-1', is_staff=True); "
               f"call_command('createtoken', {USER!r}, '--name', 'openapi'); "
-              f"call_command('createtoken', '{USER}-operator', '--name', 'openapi')")
+              f"call_command('createtoken', '{USER}-operator', '--name', 'openapi'); "
+              f"call_command('deploy', {str(duo)!r}); call_command('deploy', {str(support_v2)!r})")
     lines = manage(server, env, "shell", "-c", script).strip().splitlines()
     member, operator = [line for line in lines if line.startswith("ast_")]
     return member, operator
@@ -59,16 +63,16 @@ def manage(server: Server, env: dict[str, str], *args: str) -> str:
     return done.stdout
 
 
-def second_release(server: Server, env: dict[str, str]) -> None:
+def second_release(server: Server) -> Path:
     """support v2 (changed instructions), so that an operator can activate v1 again."""
     folder = server.state_root / "support-v2" / "support"
     shutil.copytree(ROOT / "examples" / "support", folder, ignore=shutil.ignore_patterns("__pycache__"))
     instructions = folder / "agent" / "instructions.md"
     instructions.write_text(instructions.read_text() + "\nA second release, for the OpenAPI run.\n")
-    manage(server, env, "deploy", str(folder))
+    return folder
 
 
-def two_model_agent(server: Server, env: dict[str, str]) -> None:
+def two_model_agent(server: Server) -> Path:
     """`duo`: the support agent's instructions on two scripted models and no tools (so it adds no
     tool operations of its own), for a handoff that succeeds."""
     folder = server.state_root / "duo" / "duo"
@@ -77,11 +81,11 @@ def two_model_agent(server: Server, env: dict[str, str]) -> None:
     (folder / "agent" / "agent.py").write_text(
         "from agents.sdk import Agent\n"
         "agent = Agent(models=['scripted:echo', 'scripted:careful'], description='On two models.', tools=[])\n")
-    manage(server, env, "deploy", str(folder))
+    return folder
 
 
 def seed(server: Server, env: dict[str, str]) -> Seeds:
-    seeds = Seeds(*personal_tokens(server, env))
+    seeds = Seeds(*accounts_and_releases(server, env))
     with server.client(timeout=30, headers={"Authorization": f"Bearer {seeds.token}"}) as client:
         for _ in range(COPIES):
             parked = start(client, "support", PARKED)
@@ -109,7 +113,6 @@ def seed(server: Server, env: dict[str, str]) -> Seeds:
             seeds.add("tokens", token["tokenId"])
         for schedule in ok(client.get("/ops/v1/info"))["schedules"]:
             seeds.add("schedules", schedule["id"])
-        two_model_agent(server, env)
         moving = start(client, "duo", "Hello.")
         read_stream_until(client, f"/duo/v1/session/{moving}/stream", "session.waiting")
         seeds.add("handoff_sessions", moving)
@@ -123,7 +126,6 @@ def seed(server: Server, env: dict[str, str]) -> Seeds:
         running = start(client, "notes", RUNNING)
         read_stream_until(client, f"/notes/v1/session/{running}/stream", "turn.started")
         seeds.add("running_sessions", running)
-    second_release(server, env)
     return seeds
 
 

@@ -215,3 +215,21 @@ def test_each_deployed_tool_has_an_operation_with_its_input_schema(local, suppor
     assert not validator.is_valid({"input": {"order_id": "A100", "note": {"a\x00": 1}}})
     assert error_of(post_json(local, "/support/v1/tools/lookup_order/call",
                               {"input": {"order_id": "A100", "note": {"a\x00": 1}}}), 400)["code"] == "invalid_text"
+
+
+@pytest.mark.django_db
+def test_a_later_fetch_of_the_document_names_what_changed_since(local, support_agent, settings):
+    """The document of the code is made once; what a fetch gets still follows agents deployed and limits set."""
+    def fetch() -> dict:
+        return local.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+
+    first = fetch()
+    assert fetch() == first
+    assert "/ops/v1/tools/write_incident_report/call" not in first["paths"]
+
+    deploy_agent_folder(Path(__file__).resolve().parents[2] / "examples" / "ops")
+    settings.AGENTSITE_MAX_MESSAGE_CHARS = 10
+    later = fetch()
+    assert "/ops/v1/tools/write_incident_report/call" in later["paths"]
+    assert later["components"]["schemas"]["FollowUp"]["properties"]["message"]["maxLength"] == 10
+    assert first["components"]["schemas"]["FollowUp"]["properties"]["message"]["maxLength"] != 10

@@ -8,12 +8,15 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agents.models import Agent
 from sessions.models import PersonalToken, Session
+from sessions.principal import OPERATORS_GROUP
 from tests.channels_app.test_websocket import close_code, count, receive_until, socket, ws_path
 from tests.channels_app.views.http import stream
 
@@ -120,8 +123,10 @@ def test_last_use_is_written_at_most_once_a_minute(alice):
     with_token(secret).get("/v1/agents")
     first = PersonalToken.objects.get().last_used_at
 
-    with_token(secret).get("/v1/agents")
+    with CaptureQueriesContext(connection) as queries:
+        with_token(secret).get("/v1/agents")
     assert PersonalToken.objects.get().last_used_at == first
+    assert not [q for q in queries if q["sql"].startswith("UPDATE") and PersonalToken._meta.db_table in q["sql"]]
     assert token.touch(first + timedelta(minutes=2))
     assert PersonalToken.objects.get().last_used_at == first + timedelta(minutes=2)
 
@@ -134,3 +139,14 @@ def test_a_login_on_loopback_is_its_user_not_the_loopback_principal(alice, sync_
     session_id = start(browser)
 
     assert browser.get(f"/support/v1/session/{session_id}").json()["principal"] == DJANGO_ALICE
+
+
+@transactional
+def test_a_token_of_the_operators_group_is_an_operator_read_in_the_tokens_one_query(alice):
+    _, secret = PersonalToken.issue(alice, "cli")
+    assert with_token(secret).get("/v1/models").status_code == 403
+
+    alice.groups.add(Group.objects.get_or_create(name=OPERATORS_GROUP)[0])
+    with CaptureQueriesContext(connection) as queries:
+        assert with_token(secret).get("/v1/models").status_code == 200
+    assert not [q for q in queries if Group._meta.db_table in q["sql"] and PersonalToken._meta.db_table not in q["sql"]]
