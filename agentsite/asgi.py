@@ -8,8 +8,8 @@ from agentsite.limits import LimitSettingInvalid
 from agentsite.production import ProductionSettingsMissing
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
-# Without collecting garbage while Django imports the apps: it allocates a million objects and frees
-# few, and collecting took a seventh of the start's CPU (manage.py does the same).
+# Without collecting garbage while Django imports the apps: it makes over 100,000 objects that live on,
+# and collecting took a seventh of the start's CPU (manage.py does the same).
 gc.disable()
 try:
     # Django must be set up before anything imports models (consumers do).
