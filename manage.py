@@ -1,6 +1,7 @@
 #!/usr/bin/env python
 """Django's command-line utility for agentsite."""
 import argparse
+import gc
 import os
 import sys
 from pathlib import Path
@@ -27,18 +28,28 @@ def serve_settings(argv: list[str]) -> dict[str, str]:
 
 
 def main() -> None:
+    # Django's start makes over 100,000 objects that live as long as the process: collecting garbage while
+    # it imports took a seventh of its CPU. The collector is back on once Django is set up (fetch_command).
+    gc.disable()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
     os.environ.update(serve_settings(sys.argv))
-    from django.core.management import execute_from_command_line
+    from django.core.management import ManagementUtility
 
     from agentsite.limits import LimitSettingInvalid
     from agentsite.production import ProductionSettingsMissing
 
+    class CommandLine(ManagementUtility):
+        def fetch_command(self, subcommand: str):
+            gc.enable()  # Django is set up: the command runs with the collector on
+            return super().fetch_command(subcommand)
+
     try:
-        execute_from_command_line(sys.argv)
+        CommandLine(sys.argv).execute()
     except (ProductionSettingsMissing, LimitSettingInvalid) as exc:
         # The message says what to set; a traceback through Django's loader would bury it.
         sys.exit(str(exc))
+    finally:
+        gc.enable()
 
 
 if __name__ == "__main__":

@@ -59,7 +59,9 @@ def whole_number(value: Any) -> Any:
 
 
 class Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, alias_generator=to_camel, populate_by_name=False)
+    # defer_build: a body's validator is built when a request first brings one, not as the process starts.
+    model_config = ConfigDict(extra="forbid", strict=True, alias_generator=to_camel, populate_by_name=False,
+                              defer_build=True)
 
 
 class MessageBody(Body):

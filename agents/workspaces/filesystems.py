@@ -58,8 +58,9 @@ class WorkspaceError(Exception):
 # -- the tools' inputs ------------------------------------------------------------------
 
 class Args(BaseModel):
-    # A misspelt argument is an error the model can correct, not a silently ignored key.
-    model_config = ConfigDict(extra="forbid")
+    # A misspelt argument is an error the model can correct, not a silently ignored key. Each validator
+    # is built when its tool is first called, not in every process that imports the tools.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ReadArgs(Args):

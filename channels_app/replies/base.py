@@ -11,8 +11,9 @@ from channels_app.described import JSONValue
 
 
 class Reply(BaseModel):
+    # defer_build: a reply's serializer is built when a view first writes one, not as the process starts.
     model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True,
-                              json_schema_serialization_defaults_required=True)
+                              json_schema_serialization_defaults_required=True, defer_build=True)
     # Fields left unset are left out of the body (results whose keys depend on the outcome).
     omit_unset: ClassVar[bool] = False
 

@@ -19,7 +19,6 @@ import logging
 from collections import defaultdict
 from typing import Callable
 
-import psycopg
 from django.db import connection
 
 log = logging.getLogger(__name__)
@@ -62,6 +61,8 @@ class Hub:
             self.listener = loop.create_task(self.listen(), name="pg-listen")
 
     async def listen(self) -> None:
+        import psycopg  # the PostgreSQL driver, here only: a process on SQLite never loads it
+
         # Django's own cursor class and adapters are for its synchronous connections.
         params = {k: v for k, v in connection.get_connection_params().items()
                   if k not in ("cursor_factory", "context", "prepare_threshold")}

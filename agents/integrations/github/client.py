@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import quote
 
-import jwt
-
 from agents.integrations.config import ProviderConfig
 from agents.integrations.outbound import OutboundClient
 
@@ -119,6 +117,8 @@ class GitHubApp:
     def jwt(self) -> str:
         """The App's JWT (RS256): issued a minute in the past against clock
         drift, expiring in nine minutes (GitHub refuses more than ten)."""
+        import jwt  # PyJWT loads cryptography's RSA and X.509: only a process that signs as an App pays for it
+
         now = int(self.clock())
         return jwt.encode({"iat": now - 60, "exp": now + 540, "iss": str(self.app_id)}, self.private_key,
                           algorithm="RS256")

@@ -22,9 +22,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, TypeVar
-
-import httpx
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypeVar
 
 from agents.integrations.outbound.domains import domain_admits
 from agents.integrations.outbound.guard import (
@@ -42,6 +40,10 @@ REDIRECT_STATUSES = {301, 302, 303, 307, 308}
 CREDENTIAL_HEADERS = ("authorization", "cookie", "private-token")
 USER_AGENT = "agentsite"
 T = TypeVar("T")
+CLIENT_TIMEOUT: Any = object()  # `request(timeout=)` not given: the client's
+
+if TYPE_CHECKING:  # httpx itself where a request is made (agents.integrations.outbound.guard says why)
+    import httpx
 
 
 class OutboundHTTPError(OutboundError):
@@ -71,6 +73,8 @@ def call_seconds(timeout: Any) -> float | None:
 
 def auth_flow(auth: Any) -> httpx.Auth | None:
     """`auth` as httpx takes it: an httpx.Auth, a (user, password) pair, or a function of the request."""
+    import httpx  # lazily, as at the top
+
     if auth is None or isinstance(auth, httpx.Auth):
         return auth
     if isinstance(auth, tuple) and len(auth) == 2:
@@ -139,6 +143,8 @@ class OutboundClient:
                  max_response_bytes: int = 10 * 1024 * 1024, headers: Mapping[str, str] | None = None,
                  resolver: Resolver | None = None, verify: bool | str | ssl.SSLContext = True,
                  domains: Iterable[str] = ()):
+        import httpx  # lazily, as at the top
+
         self.domains = tuple(domains)
         self.allow = Allowlist.parse(allow) if allow is not None else None
         self.timeout = call_seconds(timeout)
@@ -174,7 +180,7 @@ class OutboundClient:
     def request(self, method: str, url: str | httpx.URL, *, params: Any = None,
                 headers: Mapping[str, str] | None = None, cookies: Any = None, content: Any = None,
                 data: Any = None, files: Any = None, json: Any = None, auth: Any = None,
-                follow_redirects: bool = True, timeout: Any = httpx.USE_CLIENT_DEFAULT) -> httpx.Response:
+                follow_redirects: bool = True, timeout: Any = CLIENT_TIMEOUT) -> httpx.Response:
         """Send a request, following redirects through the guard; the body is read (bounded).
 
         The arguments are httpx's (`httpx.Client.request` without `extensions`),
@@ -183,7 +189,9 @@ class OutboundClient:
         `follow_redirects=False`. Raises OutboundRefused, OutboundTimeout or
         OutboundError, never an httpx error.
         """
-        seconds = self.timeout if timeout is httpx.USE_CLIENT_DEFAULT else call_seconds(timeout)
+        import httpx  # lazily, as at the top
+
+        seconds = self.timeout if timeout is CLIENT_TIMEOUT else call_seconds(timeout)
         flow = auth_flow(auth)
         first = httpx.Request(method, parse_url(url), params=params, headers=self._merged(headers), cookies=cookies,
                               content=content, data=data, files=files, json=json)
@@ -229,7 +237,7 @@ class OutboundClient:
                                 "that is not JSON") from exc
 
     def _merged(self, headers: Mapping[str, str] | None) -> httpx.Headers:
-        merged = httpx.Headers(self.headers)
+        merged = self.headers.copy()
         merged.update(headers or {})
         return merged
 
@@ -253,6 +261,8 @@ class OutboundClient:
 
     def _follow(self, request: httpx.Request, follow: bool, deadline: Deadline) -> httpx.Response:
         """Step 3: send `request`, then each redirect hop, each through the guard."""
+        import httpx  # lazily, as at the top
+
         method, current, hop_headers, body = request.method, request.url, request.headers, request.content
         for _ in range(self.max_redirects + 1):
             response = self._send(method, current, hop_headers, body, deadline)
@@ -271,6 +281,8 @@ class OutboundClient:
         raise OutboundError(f"more than {self.max_redirects} redirects from {request.url}")
 
     def _client_for(self, target: Target) -> httpx.Client:
+        import httpx  # lazily, as at the top
+
         key = (target.url.scheme, target.host, target.port)
         with self._lock:
             client = self._clients.get(key)
@@ -283,6 +295,8 @@ class OutboundClient:
     def _send(self, method: str, url: httpx.URL, headers: httpx.Headers, body: bytes,
               deadline: Deadline) -> httpx.Response:
         """Step 2: one hop, to the checked address, every wait cut to the time left on the call."""
+        import httpx  # lazily, as at the top
+
         what = f"{method} {without_credentials(str(url))}"
         deadline.left(what)
         target = self.check(url)

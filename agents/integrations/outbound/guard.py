@@ -23,12 +23,15 @@ import ipaddress
 import os
 import socket
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 from urllib.parse import urlsplit
 
-import httpx
-
 from agents.redaction import without_credentials
+
+# httpx is imported where a URL is parsed or a request sent: with its command line's libraries it costs
+# every Django process a sixth of a second, and most never send a request.
+if TYPE_CHECKING:
+    import httpx
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], list[str]]
@@ -204,6 +207,8 @@ def system_resolver(host: str, port: int) -> list[str]:
 
 def parse_url(url: str | httpx.URL) -> httpx.URL:
     """`url` as an httpx.URL; one httpx cannot parse is refused, naming an encoded address if it is one."""
+    import httpx  # where a URL is parsed (see the top of the module)
+
     try:
         return httpx.URL(url)
     except httpx.InvalidURL as exc:

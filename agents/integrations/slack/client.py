@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Collection
 
 from django.core.cache import BaseCache, caches
-import httpx
 
 from agents.integrations.config import ProviderConfig
 from agents.integrations.events import dig
-from agents.integrations.outbound import Allowlist, OutboundRefused, check_url, domain_admits
+from agents.integrations.outbound import Allowlist, OutboundRefused, check_url, domain_admits, parse_url
 from agents.integrations.slack.approvals import approval_blocks, decided_blocks
 from agents.integrations.slack.protocol import Clock, Engagement, SlackMessage
 
@@ -88,8 +87,8 @@ class SlackClient:
     def __init__(self, token: str, *, base_url: str = DEFAULT_API_URL, timeout: int = 10,
                  allow: Collection[str] | None = None, cache: BaseCache | None = None,
                  domains: Collection[str] = ()):
-        if domains and not domain_admits(domains, httpx.URL(base_url).host):
-            raise OutboundRefused(base_url, f"{httpx.URL(base_url).host} is not one of the agent's allowed domains")
+        if domains and not domain_admits(domains, host := parse_url(base_url).host):
+            raise OutboundRefused(base_url, f"{host} is not one of the agent's allowed domains")
         check_url(base_url, allow=Allowlist.parse(allow) if allow is not None else None)
         # Imported where a client is made: the SDK costs every Django process a twentieth of a
         # second to import, and only a Slack channel's delivery uses it.
