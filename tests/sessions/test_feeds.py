@@ -2,8 +2,8 @@
 
 A child process per database (a SQLite file as the server uses, with its
 doorbells; a throwaway PostgreSQL database, with its NOTIFY listener) runs the
-scenarios of tests/sessions/feeds_child.py on one event loop, as a web
-process holds its streams, and reports what every follower received and
+scenarios of tests/sessions/feeds_child.py, a group at a time on an event loop,
+as a web process holds its streams, and reports what every follower received and
 what the feeds read. Polls are set far apart (60 s) where the wake-ups are
 what is tested, and the safety net is set close (0.3 s) where wake-ups are lost.
 """
@@ -15,23 +15,24 @@ from typing import Any
 import pytest
 
 from tests.sessions.test_concurrent_appends import database, run
-from tests.support import ROOT
+from tests.support import ROOT, premigrate
 
 CHILD = "import django\ndjango.setup()\nfrom tests.sessions.feeds_child import main\nmain()\n"
-POLLS = {"hinted": {"AGENTSITE_STREAM_POLL_RUNNING": "60", "AGENTSITE_STREAM_POLL_IDLE": "60"},
-         "unhinted": {"AGENTSITE_STREAM_POLL_RUNNING": "60", "AGENTSITE_STREAM_POLL_IDLE": "0.3"}}
 
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory):
-    ran: dict[tuple[str, str], dict[str, Any]] = {}
+    ran: dict[str, dict[str, Any]] = {}
 
     def of(kind: str, group: str) -> dict[str, Any]:
-        if (kind, group) not in ran:
-            with database(kind, tmp_path_factory.mktemp(f"{kind}-{group}")) as (env, _):
-                env.update(POLLS[group])
-                ran[kind, group] = json.loads(run(CHILD, env, str(ROOT / "examples" / "support"), group, timeout=240))
-        return ran[kind, group]
+        if kind not in ran:  # both groups in one child: one start, one migrated database
+            state_root = tmp_path_factory.mktemp(kind)
+            if kind == "sqlite":
+                premigrate(state_root)
+            with database(kind, state_root) as (env, _):
+                ran[kind] = json.loads(run(CHILD, env, str(ROOT / "examples" / "support"), "hinted", "unhinted",
+                                           timeout=240))
+        return ran[kind][group]
     return of
 
 

@@ -8,11 +8,15 @@ PostgreSQL: exactly one racer wins each change, so counters add up.
 from __future__ import annotations
 
 import contextlib
+import json
+import sqlite3
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 from django.db import connection
 
@@ -21,7 +25,7 @@ from sessions.host import Host, HostError
 from sessions.models import KVEntry, Session
 from tests.sessions.test_concurrent_appends import database
 from tests.sessions.test_schedules import write_agent
-from tests.support import ROOT
+from tests.support import ROOT, premigrate
 
 transactional = pytest.mark.django_db(transaction=True)
 
@@ -230,16 +234,6 @@ for _ in range(rounds):
 print("done", leader, lost, flush=True)
 """
 
-READ = """
-import django
-django.setup()
-from agents.models import Agent
-from sessions.host import Host
-from sessions.models import KVEntry
-
-kv = Host(session=None, agent=Agent.objects.get(pk=int(sys.argv[1]))).kv
-print(kv.get("counter"), kv.get("leader"), KVEntry.objects.get(key="counter").version)
-"""
 
 
 def python(code: str) -> list[str]:
@@ -252,9 +246,23 @@ def run(code: str, env: dict[str, str], *args: str) -> str:
     return done.stdout.strip()
 
 
+def stored(env: dict[str, str], agent_id: str) -> dict[str, tuple[Any, int]]:
+    """The agent's agent-wide keys as {key: (value, version)}, read straight from the table."""
+    sql = f'SELECT "key", value, version FROM {KVEntry._meta.db_table} WHERE agent_id = %s AND session_id IS NULL'
+    if env.get("DATABASE_URL"):
+        with psycopg.connect(env["DATABASE_URL"].replace("postgres://", "postgresql://")) as db:
+            return {key: (value, version) for key, value, version in db.execute(sql, [int(agent_id)])}  # jsonb: decoded
+    with contextlib.closing(sqlite3.connect(Path(env["AGENTSITE_STATE_ROOT"]) / "db.sqlite3")) as db:
+        rows = db.execute(sql.replace("%s", "?"), [int(agent_id)]).fetchall()
+    return {key: (json.loads(value), version) for key, value, version in rows}
+
+
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_racing_processes_never_lose_an_increment_and_elect_one_leader(kind, tmp_path: Path):
     racers, rounds = 4, 40
+    (tmp_path / "state").mkdir()
+    if kind == "sqlite":
+        premigrate(tmp_path / "state")  # a copy of the migrated database: SETUP's migrate has nothing to do
     with database(kind, tmp_path / "state") as (env, _):
         agent_id = run(SETUP, env, str(ROOT / "examples" / "support"))
         gate = tmp_path / "go"
@@ -272,9 +280,10 @@ def test_racing_processes_never_lose_an_increment_and_elect_one_leader(kind, tmp
                 out, err = p.communicate(timeout=90)
                 assert p.returncode == 0, err
                 outcomes.append(out.split())
-        counter, leader, version = run(READ, env, agent_id).split()
+        keys = stored(env, agent_id)
 
-    assert int(counter) == racers * rounds, "every increment counted once"
-    assert int(version) == racers * rounds
+    (counter, version), (leader, _) = keys["counter"], keys["leader"]
+    assert counter == racers * rounds, "every increment counted once"
+    assert version == racers * rounds
     winners = [name for (_, won, _), name in zip(outcomes, (f"racer-{n}" for n in range(racers))) if won == "True"]
     assert winners == [leader], "exactly one racer created the key"

@@ -15,8 +15,6 @@ import pytest
 
 from tests.support import Server, backend_env, run_server
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
 NO_POLL = {"AGENTSITE_STREAM_POLL_RUNNING": "60", "AGENTSITE_STREAM_POLL_IDLE": "60"}
 
 

@@ -147,7 +147,7 @@ def test_a_server_that_dies_mid_call_fails_that_call_and_the_next_call_starts_it
     root = write_agent(tmp_path / "notes", {"notes": stdio_entry()})
     deployment = deploy_agent_folder(root)
     start(local, "notes", call_line("notes__add", {"a": 1, "b": 1}))
-    server_pid = _server_pids(deployment.snapshot_dir())
+    server_pid = _server_pids(deployment.snapshot_dir(), notes_file)
     assert len(server_pid) == 1
 
     session_id = start(local, "notes", call_line("notes__die", {}))
@@ -156,12 +156,15 @@ def test_a_server_that_dies_mid_call_fails_that_call_and_the_next_call_starts_it
     assert "output" not in result
     assert "MCP server 'notes' failed during 'die'" in result["error"]
     assert Event.objects.filter(session_id=session_id, type="turn.completed").exists()
-    # The server exited by itself: gone once the kernel has finished it (matched by its command line and
-    # folder, not by pid alone, since a long run may hand the pid to another process).
+    # The server exited by itself: gone once the kernel has finished it (matched by its command line,
+    # folder and notes file, not by pid alone, since a long run may hand the pid to another process).
+    def still_running() -> set[int]:
+        return server_pid & _server_pids(deployment.snapshot_dir(), notes_file, live_only=True)
+
     deadline = time.monotonic() + 10
-    while server_pid & _server_pids(deployment.snapshot_dir(), live_only=True) and time.monotonic() < deadline:
+    while still_running() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not server_pid & _server_pids(deployment.snapshot_dir(), live_only=True)
+    assert not still_running()
     again = start(local, "notes", call_line("notes__add", {"a": 20, "b": 22}))
     assert results(again)[0]["output"] == {"result": 42}
 
@@ -180,15 +183,17 @@ def test_a_closed_connection_is_never_handed_out_again_while_a_busy_loop_has_not
     assert hub().call(server, cwd, "add", {"a": 20, "b": 22}) == {"result": 42}
 
 
-def _server_pids(cwd: Path, *, live_only: bool = False) -> set[int]:
-    """This agent's stdio server processes (a stdio server runs in its agent's folder); `live_only`:
-    not the ones that exited and wait to be reaped."""
+def _server_pids(cwd: Path, notes_file: Path, *, live_only: bool = False) -> set[int]:
+    """This test's stdio server processes: in its agent's folder, writing to its notes file. The folder
+    alone is not enough: the same agent files deploy to the same folder, where an earlier test's server may
+    still be closing. `live_only`: not the ones that exited and wait to be reaped."""
     found = set()
     for p in psutil.Process().children(recursive=True):
         try:
             if live_only and p.status() == psutil.STATUS_ZOMBIE:
                 continue
-            if str(SERVER) in " ".join(p.cmdline()) and Path(p.cwd()) == cwd.resolve():
+            if str(SERVER) in " ".join(p.cmdline()) and Path(p.cwd()) == cwd.resolve() \
+                    and p.environ().get("NOTES_FILE") == str(notes_file):
                 found.add(p.pid)
         except psutil.Error:
             pass

@@ -69,7 +69,9 @@ def run_server(expires_in: int):
     return proc, base
 
 
-@pytest.fixture
+# One of each per module: every test deploys its own agent, which registers its own client and gets its
+# own tokens, and counts what the server granted from what it had granted before (`grants`).
+@pytest.fixture(scope="module")
 def oauth_server():
     proc, base = run_server(expires_in=3600)
     yield base
@@ -77,7 +79,7 @@ def oauth_server():
     proc.wait(10)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def short_lived_server():
     proc, base = run_server(expires_in=2)
     yield base
@@ -141,9 +143,15 @@ def stats(base: str) -> dict:
     return httpx.get(f"{base}/test/stats", timeout=5).json()
 
 
+def grants(base: str, since: dict) -> dict:
+    """What the server granted (and refused) since it reported `since`."""
+    return {name: count - since[name] for name, count in stats(base).items()}
+
+
 @transactional
 def test_the_command_runs_the_flow_and_stores_the_tokens_as_the_agents_secrets(tmp_path, oauth_server):
     agent = deploy(tmp_path, oauth_server)
+    before = stats(oauth_server)
 
     printed = authorize_with_command()
 
@@ -159,10 +167,10 @@ def test_the_command_runs_the_flow_and_stores_the_tokens_as_the_agents_secrets(t
     assert stored.endpoint["declared"] == f"{oauth_server}/mcp" and stored.endpoint["resource"]
     assert stored.registration.client_id == Secret.objects.get(agent=agent, name=f"{PREFIX}_CLIENT_ID").reveal()
     assert stored.access_token not in printed and stored.refresh_token not in printed
-    assert stats(oauth_server)["registrations"] == 1
+    assert grants(oauth_server, before)["registrations"] == 1
 
     authorize_with_command()  # again on another port: another redirect URI, so another registration
-    assert stats(oauth_server)["codes"] == 2
+    assert grants(oauth_server, before)["codes"] == 2
 
 
 @transactional
@@ -209,6 +217,7 @@ def test_turns_and_direct_calls_use_the_stored_token(local, sync_turns, tmp_path
 @transactional
 def test_an_expiring_token_is_refreshed_and_the_new_one_is_used(local, sync_turns, tmp_path, short_lived_server):
     agent = deploy(tmp_path, short_lived_server)
+    before = stats(short_lived_server)
     authorize_with_command()
     first = read(agent, "guarded")
 
@@ -219,16 +228,17 @@ def test_an_expiring_token_is_refreshed_and_the_new_one_is_used(local, sync_turn
     assert second.access_token != first.access_token and second.refresh_token != first.refresh_token  # rotated
     assert results(session_id)[0]["output"] == {"result": second.access_token}
     assert second.expires_at > first.expires_at
-    assert stats(short_lived_server)["refreshes"] >= 1
+    assert grants(short_lived_server, before)["refreshes"] >= 1
     time.sleep(2.5)  # the first access token is now expired at the server too
     session_id = start(local, "guarded", call_line("guarded__add", {"a": 1, "b": 1}))
     assert results(session_id)[0]["output"] == {"result": 2}
-    assert stats(short_lived_server)["refused_refreshes"] == 0
+    assert grants(short_lived_server, before)["refused_refreshes"] == 0
 
 
 @transactional
 def test_a_second_refresher_uses_the_first_ones_tokens(tmp_path, short_lived_server):
     agent = deploy(tmp_path, short_lived_server)
+    before = stats(short_lived_server)
     authorize_with_command()
     seen = read(agent, "guarded").access_token
     server = load_agent_folder(tmp_path / "guarded").mcp[0]
@@ -237,12 +247,13 @@ def test_a_second_refresher_uses_the_first_ones_tokens(tmp_path, short_lived_ser
     second = refresh(agent, server, seen=seen)  # it read `seen` before the first stored the new one
 
     assert first == second == read(agent, "guarded").access_token
-    assert stats(short_lived_server)["refreshes"] == 1
+    assert grants(short_lived_server, before)["refreshes"] == 1
 
 
 @transactional
 def test_concurrent_refreshers_make_one_refresh(tmp_path, short_lived_server):
     agent = deploy(tmp_path, short_lived_server)
+    before = stats(short_lived_server)
     authorize_with_command()
     seen = read(agent, "guarded").access_token
     server = load_agent_folder(tmp_path / "guarded").mcp[0]
@@ -262,13 +273,15 @@ def test_concurrent_refreshers_make_one_refresh(tmp_path, short_lived_server):
         thread.join(30)
 
     assert len(got) == 3 and set(got) == {read(agent, "guarded").access_token}
-    assert stats(short_lived_server)["refreshes"] == 1 and stats(short_lived_server)["refused_refreshes"] == 0
+    granted = grants(short_lived_server, before)
+    assert granted["refreshes"] == 1 and granted["refused_refreshes"] == 0
 
 
 @transactional
 def test_a_revoked_authorization_withdraws_the_tools_and_says_to_run_the_command(local, sync_turns, tmp_path,
                                                                                    oauth_server):
     agent = deploy(tmp_path, oauth_server)
+    before = stats(oauth_server)
     authorize_with_command()
     session_id = start(local, "guarded", call_line("guarded__add", {"a": 1, "b": 1}))
     assert results(session_id)[0]["output"] == {"result": 2}
@@ -278,7 +291,7 @@ def test_a_revoked_authorization_withdraws_the_tools_and_says_to_run_the_command
 
     session_id = start(local, "guarded", call_line("guarded__add", {"a": 1, "b": 1}))
     assert "unknown tool 'guarded__add'" in results(session_id)[0]["error"]
-    assert stats(oauth_server)["refused_refreshes"] == 1  # one refresh was tried
+    assert grants(oauth_server, before)["refused_refreshes"] == 1  # one refresh was tried
     stored = read(agent, "guarded")
     assert stored.access_token is None and stored.refresh_token is None
     info = local.get("/guarded/v1/info").json()

@@ -4,8 +4,8 @@ Each test runs commands through `shell` (the direct tool route, and once a
 model turn) and checks what a user would see: the answers hold no secret of
 the server's environment, nothing outside the session's workspace is read or
 written, runaway processes, files and sleepers are stopped, and the server's
-port cannot be reached. One server serves the slow tries; the last tests start
-their own to show /info with the sandbox off or unavailable.
+port cannot be reached. One server serves the slow tries; the last tests ask /info
+in this process, with the sandbox turned off or without bubblewrap on the PATH.
 """
 from __future__ import annotations
 
@@ -16,15 +16,15 @@ import shlex
 import sys
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import psutil
 import pytest
 
+from agents.discovery import deploy_agent_folder
 from agents.workspaces import sandbox
-from tests.support import Server, run_server, unmount_under
+from tests.support import ROOT, Server, run_server, unmount_under
 
 SECRETS = {"OPENAI_API_KEY": "sk-test-secret-123", "GITHUB_WEBHOOK_SECRET": "gh-secret-456",
            "SLACK_SIGNING_SECRET": "slack-secret-789"}
@@ -93,36 +93,18 @@ def bare_path(root: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory) -> Iterator[dict[str, Server]]:
-    """Started together: `main` with the examples (notes has shell) plus `quota` (64 MiB workspace, a tool
-    script) and `hasty` (2 s commands); `off` with AGENTSITE_SANDBOX=off; `bare` with no bubblewrap."""
+def server(tmp_path_factory) -> Iterator[Server]:
+    """The examples (notes has shell) plus `quota` (64 MiB workspace, a tool script) and `hasty` (2 s commands)."""
     state = tmp_path_factory.mktemp("sandbox-state")
     agents = tmp_path_factory.mktemp("sandbox-agents")
     agent_folder(agents, "quota", QUOTA_AGENT,
                  {"peek.py": PEEK_TOOL.format(database=str(state / "db.sqlite3"), state_root=str(state))})
     agent_folder(agents, "hasty", HASTY_AGENT)
-    others = tmp_path_factory.mktemp("sandbox-others")
-    # As root, the main server's sandboxed workspaces are filesystems of their own (agents.workspaces.disks).
-    plans = {"main": (state, ("--agents", str(agents)), {**ENV, "AGENTSITE_WORKSPACE_DISKS": "auto"}),
-             "off": (others / "off", (), {**ENV, "AGENTSITE_SANDBOX": "off"}),
-             "bare": (others / "bare", (), {**ENV, "PATH": bare_path(others / "bin")})}
     with contextlib.ExitStack() as stack:
-        stack.callback(unmount_under, state)  # last, once the servers have stopped
-
-        def start(name: str) -> Server:
-            root, args, env = plans[name]
-            inner = contextlib.ExitStack()
-            stack.callback(inner.close)
-            return inner.enter_context(run_server(root, *args, env=env, ready_timeout=90))
-
-        with ThreadPoolExecutor(len(plans)) as pool:
-            started = dict(zip(plans, pool.map(start, plans)))
-        yield started
-
-
-@pytest.fixture(scope="module")
-def server(servers) -> Server:
-    return servers["main"]
+        stack.callback(unmount_under, state)  # last, once the server has stopped
+        # As root, its sandboxed workspaces are filesystems of their own (agents.workspaces.disks).
+        yield stack.enter_context(run_server(state, "--agents", str(agents),
+                                             env={**ENV, "AGENTSITE_WORKSPACE_DISKS": "auto"}, ready_timeout=90))
 
 
 @pytest.fixture(scope="module")
@@ -407,17 +389,25 @@ def test_info_shows_the_sandbox_active_without_network_and_with_limits(server, c
     assert quota["limits"]["diskBytes"] == 64 * MiB
 
 
-def test_info_shows_the_sandbox_off_when_turned_off(servers):
-    with servers["off"].client() as client:
-        runtime = client.get("/notes/v1/info").json()["runtime"]
+@pytest.mark.django_db
+def test_info_shows_the_sandbox_off_when_turned_off(local, settings):
+    settings.AGENTSITE_SANDBOX = "off"
+    deploy_agent_folder(ROOT / "examples" / "notes")
+    runtime = local.get("/notes/v1/info").json()["runtime"]
     assert runtime["sandbox"]["mode"] == "off" and runtime["sandbox"]["active"] is False
     assert "shell" in runtime["workspaceTools"]
 
 
-def test_a_host_without_bubblewrap_offers_no_shell(servers):
-    with servers["bare"].client() as client:
-        info = client.get("/notes/v1/info").json()
-    sandbox = info["runtime"]["sandbox"]
-    assert sandbox["active"] is False and sandbox["mode"] == "on" and "bwrap" in sandbox["reason"]
+@pytest.mark.django_db
+def test_a_host_without_bubblewrap_offers_no_shell(local, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", bare_path(tmp_path / "bin"))
+    sandbox._probe.cache_clear()  # probed once per process: again, on this PATH
+    try:
+        deploy_agent_folder(ROOT / "examples" / "notes")
+        info = local.get("/notes/v1/info").json()
+    finally:
+        sandbox._probe.cache_clear()
+    described = info["runtime"]["sandbox"]
+    assert described["active"] is False and described["mode"] == "on" and "bwrap" in described["reason"]
     assert "shell" not in info["runtime"]["workspaceTools"]
     assert "shell" not in [t["name"] for t in info["offeredTools"]]
