@@ -56,9 +56,11 @@ def notes_file(tmp_path, monkeypatch) -> Path:
 
 def stdio_entry(**extra) -> dict:
     # Trusted: these tests are about connections, and the notes file lies outside the agent folder
-    # (the sandboxed default is tests/sessions/test_mcp_sandbox.py).
+    # (the sandboxed default is tests/sessions/test_mcp_sandbox.py). The server imports the MCP SDK
+    # (about a second of CPU): on a machine loaded twenty deep its start passed the default 15 s to
+    # connect, which no test here is about.
     return {"command": "python", "args": [str(SERVER), "stdio"], "env": {"NOTES_FILE": "${NOTES_FILE}"},
-            "sandbox": False, **extra}
+            "sandbox": False, "connectTimeout": 90, **extra}
 
 
 @pytest.fixture
