@@ -30,6 +30,7 @@ def serve_settings(argv: list[str]) -> dict[str, str]:
 def main() -> None:
     # Django's start makes over 100,000 objects that live as long as the process: collecting garbage while
     # it imports took a seventh of its CPU. The collector is back on once Django is set up (fetch_command).
+    collecting = gc.isenabled()
     gc.disable()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
     os.environ.update(serve_settings(sys.argv))
@@ -40,7 +41,8 @@ def main() -> None:
 
     class CommandLine(ManagementUtility):
         def fetch_command(self, subcommand: str):
-            gc.enable()  # Django is set up: the command runs with the collector on
+            if collecting:  # Django is set up: the command runs with the collector as it was
+                gc.enable()
             return super().fetch_command(subcommand)
 
     try:
@@ -49,7 +51,8 @@ def main() -> None:
         # The message says what to set; a traceback through Django's loader would bury it.
         sys.exit(str(exc))
     finally:
-        gc.enable()
+        if collecting:
+            gc.enable()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from agentsite.production import ProductionSettingsMissing
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 # Without collecting garbage while Django imports the apps: it makes over 100,000 objects that live on,
 # and collecting took a seventh of the start's CPU (manage.py does the same).
+collecting = gc.isenabled()
 gc.disable()
 try:
     # Django must be set up before anything imports models (consumers do).
@@ -18,7 +19,8 @@ except (ProductionSettingsMissing, LimitSettingInvalid) as exc:
     # The server's own traceback would bury what to set; exit with the message alone.
     raise SystemExit(str(exc)) from None
 finally:
-    gc.enable()
+    if collecting:
+        gc.enable()
 
 from django.conf import settings  # noqa: E402
 from django.core.exceptions import ImproperlyConfigured  # noqa: E402

@@ -207,7 +207,7 @@ def personal_token() -> Policy:
             lockout.token_refused(info, presented)  # a 429 once this client's wrong tokens are over a limit
             raise Refused("unknown, revoked or expired personal token")
         token.touch()
-        return user_principal(token.user, operator=token.user.is_staff or token.in_operators,
+        return user_principal(token.user, operator=is_operator(token.user, in_group=token.in_operators),
                               token=token.id, agents=token.agents)
 
     return policy

@@ -231,20 +231,28 @@ def document_security(result, generator, request, public):
 
 class Generator(SchemaGenerator):
     """drf-spectacular's document of the code (its settings' hooks applied), made once per process and
-    language (about 0.1 s of CPU each time), then `document_security` on a copy for each request."""
+    language (about 0.1 s of CPU each time), then `document_security` on a copy for each request.
+
+    What is kept may depend only on the code and the settings (a changed setting forgets it): everything
+    that depends on the caller or the deployed agents is added per request. A generator given its own
+    URL patterns (`spectacular --urlconf`) makes its document afresh."""
 
     made: dict[tuple, dict[str, Any]] = {}
     lock = threading.Lock()
 
     def get_schema(self, request=None, public=False):
+        # normalize_result_object builds new dicts and lists: the copy this request changes.
+        result = document_security(normalize_result_object(self.of_the_code(request, public)), self, request, public)
+        return sanitize_result_object(normalize_result_object(result))
+
+    def of_the_code(self, request, public: bool) -> dict[str, Any]:
+        if self.patterns is not None or self.urlconf is not None:
+            return super().get_schema(request=request, public=public)
         key = (public, self.api_version or getattr(request, "version", None), translation.get_language())
         with self.lock:
             if key not in self.made:
                 self.made[key] = super().get_schema(request=request, public=public)
-            made = self.made[key]
-        # normalize_result_object builds new dicts and lists: the copy this request changes.
-        result = document_security(normalize_result_object(made), self, request, public)
-        return sanitize_result_object(normalize_result_object(result))
+            return self.made[key]
 
 
 def forget_documents(**kwargs) -> None:

@@ -14,9 +14,12 @@ from typing import Any
 OPERATORS_GROUP = "operators"
 
 
-def is_operator(user) -> bool:
-    """Whether a Django user is an operator: staff, or a member of the operators group."""
-    return bool(user.is_staff or user.groups.filter(name=OPERATORS_GROUP).exists())
+def is_operator(user, in_group: bool | None = None) -> bool:
+    """Whether a Django user is an operator: staff, or a member of the operators group (`in_group`,
+    when the caller has read it already)."""
+    if user.is_staff:
+        return True
+    return bool(user.groups.filter(name=OPERATORS_GROUP).exists() if in_group is None else in_group)
 
 
 @dataclass(frozen=True)

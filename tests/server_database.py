@@ -22,12 +22,15 @@ def on_server_database(state_root: Path, db_blocker, env: dict[str, str] | None 
     deployments' files) and its AGENTSITE_SECRETS_KEYS are the server's, until the block ends.
 
     `db_blocker` is pytest-django's `django_db_blocker`: these tests have no test database of their own.
-    The test database's connection, if this process has one, is set aside, not closed.
+    The test database's connection, if this process has one, is set aside, not closed. Django's connections
+    are per thread: only this thread's code in the block reaches the server's database, and this process's
+    cache and channel layer stay its own (the rows written here need neither).
     """
     env = env or {}
     config = copy.deepcopy(connections["default"].settings_dict)
     if env.get("DATABASE_URL"):
-        config.update(OPTIONS={}, **dj_database_url.parse(env["DATABASE_URL"]))
+        parsed = dj_database_url.parse(env["DATABASE_URL"])
+        config.update(parsed, OPTIONS=parsed.get("OPTIONS", {}))  # none of the test database's (SQLite's)
     else:
         config["NAME"] = str(Path(state_root) / "db.sqlite3")
     wrapper = load_backend(config["ENGINE"]).DatabaseWrapper(config, "default")

@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+from importlib import metadata
 from pathlib import Path
 from typing import Iterator
 
@@ -59,7 +60,8 @@ def _run_root() -> Path:
 
 
 def _migrations_digest(*also: Path) -> str:
-    digest = hashlib.sha256()
+    """Names what the migrations make: the project's, and the installed Django's and django-q2's."""
+    digest = hashlib.sha256(f"django {metadata.version('django')} django-q2 {metadata.version('django-q2')}".encode())
     for migration in [*sorted(ROOT.glob("*/migrations/*.py")), *also]:
         digest.update(str(migration.relative_to(ROOT)).encode() + b"\0" + migration.read_bytes())
     return digest.hexdigest()[:12]
@@ -165,6 +167,12 @@ def migrated_postgres_template() -> str:
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(hashtext('agentsite-tests-template'))")
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            # Templates of earlier migrations go, but for the two newest (another checkout's run may be
+            # copying one): a developer's server would otherwise gather one per change of migrations.
+            older = conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'agentsite\\_template\\_%%' "
+                                 "ORDER BY oid DESC OFFSET 2").fetchall()
+            for (old,) in older:
+                conn.execute(f'DROP DATABASE IF EXISTS "{old}" WITH (FORCE)')
             building = f"{name}_building"
             conn.execute(f'DROP DATABASE IF EXISTS "{building}" WITH (FORCE)')
             conn.execute(f'CREATE DATABASE "{building}"')

@@ -154,14 +154,13 @@ class Started:
 
 
 async def _discover(url: str, provider: OAuthClientProvider) -> None:
+    import httpx2  # the HTTP client too: it takes a quarter of a second to import
     from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
     from mcp_types.version import LATEST_PROTOCOL_VERSION
 
     initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": LATEST_PROTOCOL_VERSION, "capabilities": {},
         "clientInfo": {"name": CLIENT_NAME, "version": "1"}}}
-    import httpx2  # the HTTP client too: it takes a quarter of a second to import
-
     headers = {"Accept": "application/json, text/event-stream", MCP_PROTOCOL_VERSION_HEADER: LATEST_PROTOCOL_VERSION}
     async with httpx2.AsyncClient(auth=provider, timeout=TIMEOUT) as http:
         try:

@@ -165,7 +165,11 @@ class Topology:
 
     def start(self) -> "Topology":
         # One command, as an operator runs it: it migrates the database first when it needs it.
-        self.manage("deployer", "deploy", *map(str, self.agents))
+        if self.agents:
+            self.manage("deployer", "deploy", *map(str, self.agents))
+        else:
+            self.manage("deployer", "migrate", "--noinput")
+            self.manage("deployer", "createcachetable")
         if not self.share_deployer:
             shutil.rmtree(self.folder / "deployer")
         for proc in self.procs.values():
@@ -257,6 +261,8 @@ def topology(folder: Path, *, agents: list[Path], private: bool = False, env: di
     a throwaway one (the tests pass a copy of an already migrated one)."""
     with contextlib.ExitStack() as stack:
         pg = redis = None
+        if private and database_url:
+            raise ValueError("a private cluster makes its own database: pass database_url or private, not both")
         if private:
             pg = PrivatePostgres()
             stack.callback(pg.remove)

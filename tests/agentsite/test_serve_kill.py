@@ -20,6 +20,7 @@ import httpx
 import psutil
 import pytest
 
+from agents.serving import stop_server
 from sessions.eventlog.doorbell import bell_dir_for
 from tests.agentsite.test_serve import alive
 from tests.sessions.test_live_stream import is_type, postgres_database, read_ndjson, redis_database
@@ -37,6 +38,7 @@ class Servers:
         self.stack, self.root = stack, root
         self.envs: dict[str, dict[str, str]] = {}
         self.running: dict[str, Server] = {}
+        self.taken: dict[str, Server] = {}
 
     def env(self, name: str) -> dict[str, str]:
         if name not in self.envs:
@@ -52,9 +54,13 @@ class Servers:
 
     def take(self, name: str) -> Server:
         """The backend's running server, started if there is none; it is the caller's to kill."""
+        stale = self.taken.pop(name, None)
+        if stale is not None and stale.process.poll() is None:
+            stop_server(stale.process, grace=20)  # its test failed before killing it: never two on one state root
         server = self.running.pop(name, None)
         if server is None or server.process.poll() is not None:
             server = self.stack.enter_context(run_server(self.state(name), env=self.env(name)))
+        self.taken[name] = server
         return server
 
     def restart(self, name: str, port: int) -> Server:

@@ -22,7 +22,7 @@ import pytest
 from cryptography.fernet import Fernet
 
 from tests.sessions.test_live_stream import is_type, read_ndjson
-from tests.support import ROOT, child_env, free_port, premigrate
+from tests.support import ROOT, child_env, free_port
 
 UNITS = ROOT / "deploy" / "systemd"
 ENV_EXAMPLE = ROOT / "deploy" / "agentsite.env.example"
@@ -119,8 +119,7 @@ def test_the_units_commands_migrate_deploy_and_serve_a_session(tmp_path):
         assert done.returncode == 0, (line, done.stdout, done.stderr)
         return done.stdout
 
-    state.mkdir()
-    premigrate(state)  # a copy of the run's migrated database: the unit's migrate runs and has nothing to do
+    state.mkdir()  # empty, as on a new install: the prepare unit's migrate and createcachetable make it
     # As installed, the environment file names no agent folder: the examples are not deployed.
     said = [prepare(line, envs["prepare"]) for line in units["prepare"]["ExecStart"]]
     assert "AGENTSITE_AGENT_DIRS" not in file_values and "nothing deployed" in said[-1]

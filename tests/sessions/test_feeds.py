@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.sessions.test_concurrent_appends import database, run
-from tests.support import ROOT, premigrate
+from tests.support import ROOT
 
 CHILD = "import django\ndjango.setup()\nfrom tests.sessions.feeds_child import main\nmain()\n"
 
@@ -26,10 +26,7 @@ def outcomes(tmp_path_factory):
 
     def of(kind: str, group: str) -> dict[str, Any]:
         if kind not in ran:  # both groups in one child: one start, one migrated database
-            state_root = tmp_path_factory.mktemp(kind)
-            if kind == "sqlite":
-                premigrate(state_root)
-            with database(kind, state_root) as (env, _):
+            with database(kind, tmp_path_factory.mktemp(kind), migrated=True) as (env, _):
                 ran[kind] = json.loads(run(CHILD, env, str(ROOT / "examples" / "support"), "hinted", "unhinted",
                                            timeout=240))
         return ran[kind][group]

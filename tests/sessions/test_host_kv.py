@@ -25,7 +25,7 @@ from sessions.host import Host, HostError
 from sessions.models import KVEntry, Session
 from tests.sessions.test_concurrent_appends import database
 from tests.sessions.test_schedules import write_agent
-from tests.support import ROOT, premigrate
+from tests.support import ROOT
 
 transactional = pytest.mark.django_db(transaction=True)
 
@@ -260,10 +260,8 @@ def stored(env: dict[str, str], agent_id: str) -> dict[str, tuple[Any, int]]:
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_racing_processes_never_lose_an_increment_and_elect_one_leader(kind, tmp_path: Path):
     racers, rounds = 4, 40
-    (tmp_path / "state").mkdir()
-    if kind == "sqlite":
-        premigrate(tmp_path / "state")  # a copy of the migrated database: SETUP's migrate has nothing to do
-    with database(kind, tmp_path / "state") as (env, _):
+    # A copy of a migrated database: SETUP's migrate has nothing to do.
+    with database(kind, tmp_path / "state", migrated=True) as (env, _):
         agent_id = run(SETUP, env, str(ROOT / "examples" / "support"))
         gate = tmp_path / "go"
         processes = [subprocess.Popen(python(RACER) + [agent_id, f"racer-{n}", str(rounds), str(gate)], cwd=ROOT,

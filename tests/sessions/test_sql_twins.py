@@ -9,7 +9,6 @@ as stored afterwards.
 """
 from __future__ import annotations
 
-import contextlib
 import importlib
 import inspect
 import json
@@ -20,8 +19,8 @@ import pytest
 
 import sessions.sql
 from tests.sessions.sql_twin_cases import CASES
-from tests.sessions.test_concurrent_appends import run, writer_env
-from tests.support import ROOT, postgres_database, premigrate
+from tests.sessions.test_concurrent_appends import database, run
+from tests.support import ROOT
 
 CHILD = "import django\ndjango.setup()\nfrom tests.sessions.sql_twin_cases import main\nmain()\n"
 VENDORS = {"sqlite": "sqlite", "postgresql": "postgres"}
@@ -34,13 +33,7 @@ def outcomes(tmp_path_factory):
     def of(vendor: str) -> dict[str, Any]:
         if vendor not in ran:
             # Each database starts as a copy of a migrated one: the child's `migrate` has nothing to do.
-            with contextlib.ExitStack() as stack:
-                state_root = tmp_path_factory.mktemp(vendor)
-                if vendor == "sqlite":
-                    premigrate(state_root)
-                    env = writer_env(state_root, None)
-                else:
-                    env = writer_env(state_root, stack.enter_context(postgres_database(migrated=True)))
+            with database(VENDORS[vendor], tmp_path_factory.mktemp(vendor), migrated=True) as (env, _):
                 ran[vendor] = json.loads(run(CHILD, env, str(ROOT / "examples" / "support"), timeout=180))
         return ran[vendor]
     return of
