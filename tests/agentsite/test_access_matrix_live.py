@@ -14,42 +14,41 @@ import json
 import secrets
 import socket
 import ssl
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import httpx
 import pytest
+from django.contrib.auth.models import Group, User
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
+from agents.discovery import deploy_agent_folder
+from sessions.models import PersonalToken
+from sessions.principal import OPERATORS_GROUP
 from tests.agentsite.nginx_support import nginx_binary, run_nginx
 from tests.channels_app.access_matrix import CALLERS, FAMILIES, SESSION, Family
-from tests.support import ROOT, Server, backend_env, child_env, free_port, run_server
+from tests.server_database import on_server_database
+from tests.support import ROOT, Server, backend_env, free_port, run_server
 
 FERNET_KEY = "7oHTbu0fbxZyP3GDBy6-yn-n_p_1XsYM0J7X5TClHzs="
 METRICS_TOKEN = "scraper-secret-live-0123456789abcdef"
 
-# The cast in the server's own database: two agents, three people, their tokens (printed as JSON).
-CAST = """
-import json
-from django.contrib.auth.models import Group, User
-from agents.discovery import deploy_agent_folder
-from sessions.models import PersonalToken
-from sessions.principal import OPERATORS_GROUP
-for name in ("support", "notes"):
-    deploy_agent_folder(ROOT / "examples" / name)
-mia, max_, olga = (User.objects.create_user(n, password="pw") for n in ("mia", "max", "olga"))
-olga.groups.add(Group.objects.get_or_create(name=OPERATORS_GROUP)[0])
-print(json.dumps({
-    "owner": PersonalToken.issue(mia, "t")[1], "member": PersonalToken.issue(max_, "t")[1],
-    "operator": PersonalToken.issue(olga, "t")[1],
-    "scoped_here": PersonalToken.issue(olga, "here", agents=["support"])[1],
-    "scoped_elsewhere": PersonalToken.issue(olga, "elsewhere", agents=["notes"])[1],
-}))
-"""
+
+
+def cast() -> dict[str, str]:
+    """The cast in the server's own database: two agents, three people, and their tokens."""
+    for name in ("support", "notes"):
+        deploy_agent_folder(ROOT / "examples" / name)
+    mia, max_, olga = (User.objects.create_user(n, password="pw") for n in ("mia", "max", "olga"))
+    olga.groups.add(Group.objects.get_or_create(name=OPERATORS_GROUP)[0])
+    return {
+        "owner": PersonalToken.issue(mia, "t")[1], "member": PersonalToken.issue(max_, "t")[1],
+        "operator": PersonalToken.issue(olga, "t")[1],
+        "scoped_here": PersonalToken.issue(olga, "here", agents=["support"])[1],
+        "scoped_elsewhere": PersonalToken.issue(olga, "elsewhere", agents=["notes"])[1],
+    }
 
 
 @dataclass
@@ -94,7 +93,7 @@ class Site:
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres+redis"])
-def site(request, tmp_path_factory) -> Iterator[Site]:
+def site(request, tmp_path_factory, django_db_blocker) -> Iterator[Site]:
     nginx_binary()
     backend = request.param
     https_port, http_port, server_port = free_port(), free_port(), free_port()
@@ -109,13 +108,8 @@ def site(request, tmp_path_factory) -> Iterator[Site]:
                                                 "--no-schedules", env=env, port=server_port, ready_headers=as_proxied))
         ca = stack.enter_context(run_nginx(tmp / "nginx", https_port=https_port, http_port=http_port,
                                            upstream_port=server_port))
-        done = subprocess.run([sys.executable, str(ROOT / "manage.py"), "shell", "-c",
-                               f"from pathlib import Path; ROOT = Path({str(ROOT)!r})\n{CAST}"],
-                              cwd=ROOT, capture_output=True, text=True, timeout=120,
-                              env=child_env(AGENTSITE_STATE_ROOT=str(server.state_root), AGENTSITE_ENV="production",
-                                            **env))
-        assert done.returncode == 0, done.stderr
-        tokens = {"anonymous": None, **json.loads(done.stdout.strip().splitlines()[-1]), "metrics": METRICS_TOKEN}
+        with on_server_database(server.state_root, django_db_blocker, env):
+            tokens = {"anonymous": None, **cast(), "metrics": METRICS_TOKEN}
         with httpx.Client(base_url=public, verify=str(ca), timeout=30) as client:
             created = client.post("/support/v1/session", json={"message": "hello"},
                                   headers={"Authorization": f"Bearer {tokens['owner']}"})

@@ -22,10 +22,13 @@ from typing import Iterator
 
 import httpx
 import pytest
+from django.contrib.auth.models import User
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from tests.agentsite.nginx_support import nginx_binary, run_nginx
+from tests.command_line import run_command_line
+from tests.server_database import on_server_database
 from tests.support import ROOT, Server, child_env, free_port, read_stream_until, run_server
 
 FERNET_KEY = "7oHTbu0fbxZyP3GDBy6-yn-n_p_1XsYM0J7X5TClHzs="  # a fixed, valid Fernet key
@@ -34,15 +37,13 @@ WAITING = "session.waiting"
 PASSWORD = "ada-logs-in-over-tls-1"
 
 
-def personal_token(state_root, env: dict[str, str]) -> str:
-    """A user and a personal token (`createtoken`) in the server's own database (its state root)."""
-    script = ("from django.contrib.auth.models import User; from django.core.management import call_command; "
-              f"User.objects.create_user('ada', password={PASSWORD!r}); "
-              "call_command('createtoken', 'ada', '--name', 'nginx')")
-    done = subprocess.run([sys.executable, str(ROOT / "manage.py"), "shell", "-c", script], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60, env=child_env(AGENTSITE_STATE_ROOT=str(state_root), **env))
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip().splitlines()[-1]
+def personal_token(state_root, env: dict[str, str], db_blocker) -> str:
+    """A user and a personal token (`createtoken`, its command line in this process) in the server's own database."""
+    with on_server_database(state_root, db_blocker, env):
+        User.objects.create_user("ada", password=PASSWORD)
+        code, out, err = run_command_line("createtoken", "ada", "--name", "nginx")
+    assert code == 0, out + err
+    return out.strip().splitlines()[-1]
 
 
 def read_sse_until(client: httpx.Client, url: str, until_type: str, headers: dict[str, str]) -> list[dict]:
@@ -81,7 +82,7 @@ class Site:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Iterator[Site]:
+def site(tmp_path_factory, django_db_blocker) -> Iterator[Site]:
     """`serve --production --server uvicorn` behind nginx over TLS, with a person who has a personal token."""
     nginx_binary()
     https_port, http_port, server_port = free_port(), free_port(), free_port()
@@ -100,7 +101,7 @@ def site(tmp_path_factory) -> Iterator[Site]:
                                                 ready_headers=as_proxied))
         ca = stack.enter_context(run_nginx(tmp / "nginx", https_port=https_port, http_port=http_port,
                                            upstream_port=server_port))
-        token = personal_token(server.state_root, {**env, "AGENTSITE_ENV": "production"})
+        token = personal_token(server.state_root, env, django_db_blocker)
         yield Site(server, public, https_port, http_port, ca, token)
 
 

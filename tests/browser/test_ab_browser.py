@@ -4,37 +4,31 @@ experiment's and sees a chart per metric with each variant's mean."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
 from typing import Iterator
 
 import httpx
 import pytest
+from django.contrib.auth.models import User
 
-from tests.browser.test_playground_browser import WAIT_MS, chromium, expect
+from tests.browser.test_playground_browser import expect
+from tests.server_database import on_server_database
 from tests.sessions.experiment_support import write_ab_agent
-from tests.support import ROOT, Server, child_env, run_server
+from tests.support import Server, run_server
 
 TOKEN = "ab-page-caller-token"
 PASSWORD = "a-members-password-1"
-SETUP = f"""
-from django.contrib.auth.models import User
-User.objects.create_user("mia", password={PASSWORD!r})
-"""
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[Server]:
+def server(tmp_path_factory, django_db_blocker) -> Iterator[Server]:
     agents = tmp_path_factory.mktemp("ab-agents")
     write_ab_agent(agents, agents / "samples.jsonl")
     state = tmp_path_factory.mktemp("ab-state")
     with run_server(state, "--no-examples", "--agents", str(agents), "--bearer-token", TOKEN) as server:
-        made = subprocess.run([sys.executable, str(ROOT / "manage.py"), "shell", "-c", SETUP], cwd=ROOT,
-                              capture_output=True, text=True, timeout=60,
-                              env=child_env(AGENTSITE_STATE_ROOT=str(state)))
-        assert made.returncode == 0, made.stderr
+        with on_server_database(state, django_db_blocker):
+            User.objects.create_user("mia", password=PASSWORD)
         headers = {"Authorization": f"Bearer {TOKEN}"}
         for variant in ("terse", "terse", "control", "control"):
             created = httpx.post(f"{server.base_url}/abtest/v1/session", headers=headers, timeout=10,
@@ -48,26 +42,23 @@ def server(tmp_path_factory) -> Iterator[Server]:
         yield server
 
 
-def test_a_member_opens_the_experiments_page_and_sees_a_chart_per_metric(server):
+def test_a_member_opens_the_experiments_page_and_sees_a_chart_per_metric(new_context, server):
     errors: list[str] = []
-    with chromium() as browser:
-        context = browser.new_context(base_url=server.base_url, viewport={"width": 1280, "height": 900})
-        context.set_default_timeout(WAIT_MS)
-        page = context.new_page()
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.goto("/playground/abtest")
-        page.wait_for_url(re.compile(r"/accounts/login/"))
-        page.fill("#id_username", "mia")
-        page.fill("#id_password", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url(re.compile(r"/playground/abtest$"))
+    page = new_context(base_url=server.base_url, viewport={"width": 1280, "height": 900}).new_page()
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto("/playground/abtest")
+    page.wait_for_url(re.compile(r"/accounts/login/"))
+    page.fill("#id_username", "mia")
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"/playground/abtest$"))
 
-        page.click("a.experiment")
-        page.wait_for_url(re.compile(r"/playground/abtest/abs/tone$"))
-        expect(page.locator("section.ab-metric")).to_have_count(9)  # 8 built-in metrics and one derived
-        expect(page.locator('tr[data-variant="terse"] td').nth(2)).to_have_text("2")
-        calls = page.locator('section[data-metric="toolCalls"]')
-        expect(calls.locator("svg.ab-intervals circle.mean")).to_have_count(2)
-        expect(calls.locator("svg.ab-time polyline")).to_have_count(2)
-        expect(calls.locator("p.ab-diff")).to_contain_text("terse − control: 0.00")
+    page.click("a.experiment")
+    page.wait_for_url(re.compile(r"/playground/abtest/abs/tone$"))
+    expect(page.locator("section.ab-metric")).to_have_count(9)  # 8 built-in metrics and one derived
+    expect(page.locator('tr[data-variant="terse"] td').nth(2)).to_have_text("2")
+    calls = page.locator('section[data-metric="toolCalls"]')
+    expect(calls.locator("svg.ab-intervals circle.mean")).to_have_count(2)
+    expect(calls.locator("svg.ab-time polyline")).to_have_count(2)
+    expect(calls.locator("p.ab-diff")).to_contain_text("terse − control: 0.00")
     assert errors == []

@@ -6,23 +6,19 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 import time
 from typing import Iterator
 
 import httpx
 import pytest
+from django.contrib.auth.models import Group, User
 
-from tests.browser.test_playground_browser import ARTIFACTS, WAIT_MS, chromium, expect
-from tests.support import ROOT, Server, child_env, run_server
+from tests.browser.test_playground_browser import ARTIFACTS, expect
+from tests.server_database import on_server_database
+from tests.support import ROOT, Server, run_server
 
 TOKEN = "dashboard-caller-token"
 PASSWORD = "an-operators-password-1"
-SETUP = f"""
-from django.contrib.auth.models import Group, User
-User.objects.create_user("olga", password={PASSWORD!r}).groups.add(Group.objects.get_or_create(name="operators")[0])
-"""
 pytestmark = pytest.mark.timeout(90)
 
 
@@ -42,59 +38,53 @@ def run_turn(server: Server, message: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[tuple[Server, dict[str, dict]]]:
+def server(tmp_path_factory, django_db_blocker) -> Iterator[tuple[Server, dict[str, dict]]]:
     """The server, and the turns run on it by name."""
     agents = tmp_path_factory.mktemp("dashboard-agents")
     shutil.copytree(ROOT / "examples" / "support" / "agent", agents / "desk" / "agent")
     state = tmp_path_factory.mktemp("dashboard-state")
     with run_server(state, "--agents", str(agents), "--bearer-token", TOKEN) as server:
-        made = subprocess.run([sys.executable, str(ROOT / "manage.py"), "shell", "-c", SETUP], cwd=ROOT,
-                              capture_output=True, text=True, timeout=60,
-                              env=child_env(AGENTSITE_STATE_ROOT=str(state)))
-        assert made.returncode == 0, made.stderr
+        with on_server_database(state, django_db_blocker):
+            User.objects.create_user("olga", password=PASSWORD).groups.add(Group.objects.get_or_create(name="operators")[0])
         turns = {"quick": run_turn(server, "Hello!"), "slow": run_turn(server, "/sleep 1500\nThat took a while."),
                  "failing": run_turn(server, "/fail the model is down")}
         yield server, turns
 
 
-def test_an_operator_sees_the_turns_charted_and_follows_the_slowest_to_its_waterfall(server):
+def test_an_operator_sees_the_turns_charted_and_follows_the_slowest_to_its_waterfall(new_context, server):
     server, turns = server
     assert [turns[n]["status"] for n in ("quick", "slow", "failing")] == ["completed", "completed", "failed"]
     slow = turns["slow"]
     errors: list[str] = []
-    with chromium() as browser:
-        context = browser.new_context(base_url=server.base_url, viewport={"width": 1280, "height": 900})
-        context.set_default_timeout(WAIT_MS)
-        page = context.new_page()
-        page.on("pageerror", lambda error: errors.append(str(error)))
+    page = new_context(base_url=server.base_url, viewport={"width": 1280, "height": 900}).new_page()
+    page.on("pageerror", lambda error: errors.append(str(error)))
 
-        page.goto("/admin/dashboard/")
-        page.wait_for_url(re.compile(r"/accounts/login/\?next=/admin/dashboard/"))
-        page.fill("#id_username", "olga")
-        page.fill("#id_password", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url(re.compile(r"/admin/dashboard/$"))
+    page.goto("/admin/dashboard/")
+    page.wait_for_url(re.compile(r"/accounts/login/\?next=/admin/dashboard/"))
+    page.fill("#id_username", "olga")
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"/admin/dashboard/$"))
 
-        expect(page.locator("svg.chart")).to_have_count(4)
-        for name, count in (("turns", "3"), ("completed", "2"), ("failed", "1")):
-            expect(page.locator(f'[data-figure="{name}"] b')).to_have_text(count)
-        chart = page.locator("#turns-over-time svg.chart")
-        expect(chart.locator('rect[data-status="completed"]')).not_to_have_count(0)
-        expect(chart.locator('rect[data-status="failed"]')).not_to_have_count(0)
-        expect(page.locator('#duration-over-time polyline[data-line="totalP95"]')).to_have_count(1)
-        expect(page.locator("#tokens svg.chart g[data-row]")).to_have_count(1)
-        expect(page.locator("#failures tr.failure")).to_contain_text("the model is down")
-        first = page.locator("#slowest tbody tr").first
-        expect(first).to_have_attribute("data-turn", slow["id"])
-        assert page.locator("#turns-over-time svg.chart").bounding_box()["width"] > 500  # drawn, not collapsed
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "admin-dashboard.png"), full_page=True)
+    expect(page.locator("svg.chart")).to_have_count(4)
+    for name, count in (("turns", "3"), ("completed", "2"), ("failed", "1")):
+        expect(page.locator(f'[data-figure="{name}"] b')).to_have_text(count)
+    chart = page.locator("#turns-over-time svg.chart")
+    expect(chart.locator('rect[data-status="completed"]')).not_to_have_count(0)
+    expect(chart.locator('rect[data-status="failed"]')).not_to_have_count(0)
+    expect(page.locator('#duration-over-time polyline[data-line="totalP95"]')).to_have_count(1)
+    expect(page.locator("#tokens svg.chart g[data-row]")).to_have_count(1)
+    expect(page.locator("#failures tr.failure")).to_contain_text("the model is down")
+    first = page.locator("#slowest tbody tr").first
+    expect(first).to_have_attribute("data-turn", slow["id"])
+    assert page.locator("#turns-over-time svg.chart").bounding_box()["width"] > 500  # drawn, not collapsed
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "admin-dashboard.png"), full_page=True)
 
-        first.locator("a").first.click()
-        page.wait_for_url(re.compile(rf"/playground/desk/session/{slow['sessionId']}/trace#{slow['id']}$"))
-        waterfall = page.locator(f'section[data-turn="{slow["id"]}"] .waterfall')
-        expect(waterfall).to_be_visible()
-        expect(waterfall.locator('.lane[data-kind="model"]')).to_have_count(1)
-        expect(waterfall.locator(".totals")).to_contain_text("total")
-        context.close()
+    first.locator("a").first.click()
+    page.wait_for_url(re.compile(rf"/playground/desk/session/{slow['sessionId']}/trace#{slow['id']}$"))
+    waterfall = page.locator(f'section[data-turn="{slow["id"]}"] .waterfall')
+    expect(waterfall).to_be_visible()
+    expect(waterfall.locator('.lane[data-kind="model"]')).to_have_count(1)
+    expect(waterfall.locator(".totals")).to_contain_text("total")
     assert not errors, f"the pages raised: {errors}"

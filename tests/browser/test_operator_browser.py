@@ -19,7 +19,7 @@ from django.contrib.auth.models import Group, User
 
 from sessions.models import PersonalToken, Schedule
 from sessions.timers.schedules import fire_schedule_now
-from tests.browser.test_playground_browser import WAIT_MS, chromium, expect
+from tests.browser.test_playground_browser import expect
 from tests.server_database import on_server_database
 from tests.support import ROOT, Server, run_server
 
@@ -54,18 +54,10 @@ def server(tmp_path_factory, django_db_blocker) -> Iterator[tuple[Server, str, s
         yield server, token, scheduled
 
 
-@pytest.fixture
-def browser(server):
-    with chromium() as launched:
-        yield launched
-
-
-def logged_in(browser, base_url: str, username: str, path: str, errors: list[str]):
+def logged_in(new_context, base_url: str, username: str, path: str, errors: list[str]):
     """A page of a new browser context, logged in as `username` through the login page, at `path`;
     whatever the page raises goes to `errors`."""
-    context = browser.new_context(base_url=base_url, viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(WAIT_MS)
-    page = context.new_page()
+    page = new_context(base_url=base_url, viewport={"width": 1280, "height": 900}).new_page()
     page.on("pageerror", lambda error: errors.append(f"{username}: {error}"))
     page.goto(path)
     page.wait_for_url(re.compile(r"/accounts/login/\?next="))
@@ -83,13 +75,13 @@ def start_as_mia(server: Server, token: str, message: str) -> str:
     return created.json()["sessionId"]
 
 
-def test_an_operator_follows_decides_and_stops_a_members_session_and_a_member_cannot(browser, server):
+def test_an_operator_follows_decides_and_stops_a_members_session_and_a_member_cannot(new_context, server):
     server, token, scheduled = server
     parked = start_as_mia(server, token, '/call cancel_order {"order_id": "A102"}')
     slow = start_as_mia(server, token, "/sleep 60000\nToo late.")
 
     errors: list[str] = []
-    page = logged_in(browser, server.base_url, "olga", "/playground/desk", errors)
+    page = logged_in(new_context, server.base_url, "olga", "/playground/desk", errors)
     expect(page.locator("table.sessions tbody tr")).to_have_count(0)
     page.click("#all-sessions")
     page.wait_for_url(re.compile(r"/playground/desk\?all=1$"))
@@ -129,7 +121,7 @@ def test_an_operator_follows_decides_and_stops_a_members_session_and_a_member_ca
     expect(page.locator(".msg.user")).to_contain_text("Sweep the order queue.")
 
     # A member sees none of them and is refused each.
-    member = logged_in(browser, server.base_url, "max", "/playground/desk", errors)
+    member = logged_in(new_context, server.base_url, "max", "/playground/desk", errors)
     expect(member.locator("#no-sessions")).to_be_visible()
     expect(member.locator("#all-sessions")).to_have_count(0)
     member.goto("/playground/desk?all=1")

@@ -75,7 +75,7 @@ def server(tmp_path_factory) -> Iterator[Server]:
 
 @contextlib.contextmanager
 def chromium():
-    """Debian's Chromium, headless, for one fixture of the browser tests (a failure if it is missing)."""
+    """Debian's Chromium, headless, for the browser fixture of tests/browser/conftest.py (a failure if it is missing)."""
     if not CHROMIUM.exists():
         pytest.fail(MISSING)
     from playwright.sync_api import sync_playwright
@@ -86,12 +86,6 @@ def chromium():
             yield browser
         finally:
             browser.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture

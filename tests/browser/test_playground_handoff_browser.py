@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.browser.test_playground_browser import ARTIFACTS, browser, expect, page  # noqa: F401
+from tests.browser.test_playground_browser import ARTIFACTS, expect, page  # noqa: F401
 from tests.providers.loopback import LoopbackModelServer, Reply
 from tests.support import Server, run_server
 

@@ -14,7 +14,7 @@ from typing import Iterator
 import pytest
 from django.contrib.auth.models import User
 
-from tests.browser.test_playground_browser import WAIT_MS, chromium, expect
+from tests.browser.test_playground_browser import expect
 from tests.command_line import run_command_line
 from tests.server_database import on_server_database
 from tests.support import Server, run_server
@@ -41,11 +41,8 @@ def server(tmp_path_factory, django_db_blocker) -> Iterator[Server]:
 
 
 @pytest.fixture
-def page(server):
-    with chromium() as browser:
-        context = browser.new_context(base_url=server.base_url, viewport={"width": 1400, "height": 900})
-        context.set_default_timeout(WAIT_MS)
-        yield context.new_page()
+def page(new_context, server):
+    return new_context(base_url=server.base_url, viewport={"width": 1400, "height": 900}).new_page()
 
 
 def row(page, version: int):

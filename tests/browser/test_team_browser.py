@@ -7,42 +7,39 @@ The server takes a bearer token, so a loopback browser is nobody until it logs i
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from typing import Iterator
 
 import pytest
 
-from tests.browser.test_playground_browser import WAIT_MS, chromium, expect
-from tests.support import ROOT, Server, child_env, run_server
+from tests.browser.test_playground_browser import expect
+from tests.command_line import run_command_line
+from tests.server_database import on_server_database
+from tests.support import Server, run_server
 
 PASSWORD = "a-team-password-1"
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[Server]:
+def server(tmp_path_factory, django_db_blocker) -> Iterator[Server]:
     agents = tmp_path_factory.mktemp("team-agents")
     (agents / "greeter" / "agent").mkdir(parents=True)
     (agents / "greeter" / "agent" / "instructions.md").write_text("Greet the user.\n")
     state = tmp_path_factory.mktemp("team-state")
-    with run_server(state, "--agents", str(agents), "--bearer-token", "not-for-browsers") as server:
-        made = subprocess.run(
-            [sys.executable, str(ROOT / "manage.py"), "createsuperuser", "--noinput"], cwd=ROOT, capture_output=True,
-            text=True, timeout=60, env=child_env(AGENTSITE_STATE_ROOT=str(state), DJANGO_SUPERUSER_USERNAME="dana",
-                                                 DJANGO_SUPERUSER_EMAIL="dana@example.com",
-                                                 DJANGO_SUPERUSER_PASSWORD=PASSWORD),
-        )
-        assert made.returncode == 0, made.stderr
+    # No turn runs: the server needs no workers.
+    with run_server(state, "--agents", str(agents), "--no-workers", "--bearer-token", "not-for-browsers") as server:
+        # `createsuperuser --noinput` as an operator runs it, its command line in this process.
+        with on_server_database(state, django_db_blocker), pytest.MonkeyPatch.context() as patch:
+            for name, value in (("USERNAME", "dana"), ("EMAIL", "dana@example.com"), ("PASSWORD", PASSWORD)):
+                patch.setenv(f"DJANGO_SUPERUSER_{name}", value)
+            code, out, err = run_command_line("createsuperuser", "--noinput")
+            assert code == 0, out + err
         yield server
 
 
 @pytest.fixture
-def page(server):
-    with chromium() as browser:
-        context = browser.new_context(base_url=server.base_url)
-        context.set_default_timeout(WAIT_MS)
-        yield context.new_page()
+def page(new_context, server):
+    return new_context(base_url=server.base_url).new_page()
 
 
 def test_a_person_logs_in_uses_the_playground_and_opens_the_admins_team_pages(page):

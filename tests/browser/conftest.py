@@ -1,0 +1,34 @@
+"""One headless Chromium per browser test module, and fresh browser contexts (their own cookies, storage
+and cache) per test, so the tests stay independent.
+
+Not one per test process: while Playwright's sync API is open, its event loop counts as running in this
+thread, and Django's ORM then refuses to run here (SynchronousOnlyOperation), for every later module
+on the same worker too. So the browser starts after the module's server and its rows are set up, and
+closes with the module."""
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.test_playground_browser import WAIT_MS, chromium
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    with chromium() as launched:
+        yield launched
+
+
+@pytest.fixture
+def new_context(browser):
+    """`browser.new_context(**options)` with the bounded wait; each context it made closes when the test ends."""
+    opened = []
+
+    def new(**options):
+        context = browser.new_context(**options)
+        context.set_default_timeout(WAIT_MS)
+        opened.append(context)
+        return context
+
+    yield new
+    for context in opened:
+        context.close()
