@@ -227,6 +227,9 @@ Q_CLUSTER = {
     "ack_failures": True,
     "save_limit": -1,
     "catch_up": False,
+    # Schedules and reminders fire from our own ticker (sessions/timers); django-q2's
+    # scheduler would only query its empty Schedule table every 30 s in every cluster.
+    "scheduler": False,
     "label": "Tasks",
 }
 if REDIS_URL:
