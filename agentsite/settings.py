@@ -227,6 +227,9 @@ Q_CLUSTER = {
     "ack_failures": True,
     "save_limit": -1,
     "catch_up": False,
+    # Schedules and reminders fire from our own ticker (sessions/timers); django-q2's
+    # scheduler would only query its empty Schedule table every 30 s in every cluster.
+    "scheduler": False,
     "label": "Tasks",
 }
 if REDIS_URL:
@@ -361,6 +364,9 @@ if len(AGENTSITE_HOST_ID) > 80:  # it goes in `host:pid` columns of 100 characte
 AGENTSITE_HOST_LEASE_SECONDS = float(os.environ.get("AGENTSITE_HOST_LEASE_SECONDS", "15"))
 # How often the qcluster process looks for turns of dead workers.
 AGENTSITE_SWEEP_SECONDS = float(os.environ.get("AGENTSITE_SWEEP_SECONDS", "1"))
+# A turn still queued this long may have lost its task (a queue that restarted): the sweep enqueues it again,
+# at most once per this interval. Shorter recovers sooner; longer adds fewer duplicate tasks under a deep backlog.
+AGENTSITE_REQUEUE_SECONDS = float(os.environ.get("AGENTSITE_REQUEUE_SECONDS", "30"))
 # A release's files are stored in the database when it is deployed (so any host can run it): a deploy whose
 # agent/ folder is larger than this once packed (tar.gz) is refused.
 AGENTSITE_RELEASE_MAX_BYTES = int(os.environ.get("AGENTSITE_RELEASE_MAX_BYTES", str(20 * 1024 * 1024)))

@@ -8,7 +8,7 @@ at once in this process, found by its path as a worker finds it.
 With Redis as the broker, a Redis that is restarting refuses connections for
 a moment: an enqueue is tried again for up to ENQUEUE_RETRY_SECONDS. Past that,
 a turn is left to the recovery sweep, which enqueues again every turn queued
-for longer than its REQUEUE_AFTER_SECONDS (sessions.turn.recovery): its row has
+for longer than AGENTSITE_REQUEUE_SECONDS (sessions.turn.recovery): its row has
 committed, so the caller's 201 stands and the turn runs once the queue is
 back. Any other task raises `QueueUnavailable` (HTTP 503): never returning as
 if it were queued.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -34,7 +35,6 @@ from sessions.turn.tools import result_payload
 log = logging.getLogger(__name__)
 
 LOST_ERROR = "worker lost: the process running this turn stopped"
-REQUEUE_AFTER_SECONDS = 30
 
 
 def fail_lost_turn(turn: Turn) -> bool:
@@ -97,8 +97,8 @@ def sweep(now=None) -> int:
                 ended += fail_lost_turn(turn)
             except SessionGone:
                 pass
-    stale = now - timezone.timedelta(seconds=REQUEUE_AFTER_SECONDS)
-    retry_at = now + timezone.timedelta(seconds=REQUEUE_AFTER_SECONDS)
+    stale = now - timezone.timedelta(seconds=settings.AGENTSITE_REQUEUE_SECONDS)
+    retry_at = now + timezone.timedelta(seconds=settings.AGENTSITE_REQUEUE_SECONDS)
     active_queued = Session.objects.filter(active_turn__status=Turn.Status.QUEUED).values_list("active_turn_id", flat=True)
     for turn_id in active_queued:
         requeue_lost_task(turn_id, now, stale, retry_at)

@@ -100,7 +100,7 @@ def site(request, tmp_path_factory, django_db_blocker) -> Iterator[Site]:
     public = f"https://localhost:{https_port}"
     tmp = tmp_path_factory.mktemp(f"doors-{backend.replace('+', '-')}")
     with contextlib.ExitStack() as stack:
-        env = {**backend_env(stack, backend), "AGENTSITE_SECRET_KEY": secrets.token_urlsafe(50),
+        env = {**backend_env(stack, backend, migrated=True), "AGENTSITE_SECRET_KEY": secrets.token_urlsafe(50),
                "AGENTSITE_SECRETS_KEYS": FERNET_KEY, "AGENTSITE_PUBLIC_URL": public,
                "AGENTSITE_TRUSTED_PROXIES": "127.0.0.1", "AGENTSITE_METRICS_TOKEN": METRICS_TOKEN}
         as_proxied = {"Host": f"localhost:{https_port}", "X-Forwarded-Proto": "https", "X-Forwarded-For": "127.0.0.1"}

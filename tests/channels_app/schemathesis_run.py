@@ -62,7 +62,7 @@ HYPOTHESIS_STORAGE = ROOT / ".hypothesis"
 def seeded_server(root: Path, backend: str) -> Iterator[tuple[Server, Seeds]]:
     """A server on `backend` ("sqlite" or "postgres+redis") with the seeds' rows made through its API."""
     with contextlib.ExitStack() as stack:
-        env = {**SERVE_ENV, **backend_env(stack, backend)}
+        env = {**SERVE_ENV, **backend_env(stack, backend, migrated=True)}
         server = stack.enter_context(run_server(root, *SERVE_ARGS, env=env, ready_timeout=240))
         yield server, seed(server, env)
 

@@ -49,7 +49,7 @@ def server(request, tmp_path_factory) -> Iterator[Server]:
     log = agents / "lifecycle.log"
     (agents / "starter" / "agent" / "channels" / "pinger.py").write_text(STARTER.format(log=str(log)))
     with contextlib.ExitStack() as stack:
-        env = backend_env(stack, request.param)
+        env = backend_env(stack, request.param, migrated=True)
         root = tmp_path_factory.mktemp(f"channels-{request.param.replace('+', '-')}")
         server = stack.enter_context(run_server(root, "--agents", str(agents), env=env))
         server.lifecycle_log = log

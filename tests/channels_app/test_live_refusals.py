@@ -49,7 +49,7 @@ def server(request, tmp_path_factory) -> Iterator[Server]:
     (agents / "desk" / "agent" / "instructions.md").write_text("You manage accounts.\n")
     (tools / "close_account.py").write_text(GATED_TOOL.format(path=str(ledger)))
     with contextlib.ExitStack() as stack:
-        env = backend_env(stack, request.param)
+        env = backend_env(stack, request.param, migrated=True)
         root = tmp_path_factory.mktemp(f"state-{request.param.replace('+', '-')}")
         server = stack.enter_context(run_server(root, "--agents", str(agents), env=env))
         server.ledger = ledger

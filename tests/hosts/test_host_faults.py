@@ -32,7 +32,7 @@ COSTS: dict[str, float] = {}
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     env = {"AGENTSITE_TURN_LEASE_SECONDS": str(LEASE_SECONDS), "AGENTSITE_HOST_LEASE_SECONDS": str(LEASE_SECONDS),
-           "AGENTSITE_SWEEP_SECONDS": str(SWEEP_SECONDS),
+           "AGENTSITE_SWEEP_SECONDS": str(SWEEP_SECONDS), "AGENTSITE_REQUEUE_SECONDS": str(LEASE_SECONDS),
            "AGENTSITE_SCHEDULES": "0"}
     with topology(tmp_path_factory.mktemp("faults"), agents=[AGENTS / "streamer"], private=True, env=env) as found:
         TOPOLOGY["topo"] = found[0]

@@ -32,7 +32,7 @@ def server(request, tmp_path_factory) -> Iterator[Server]:
     with contextlib.ExitStack() as stack:
         env = {}
         if request.param == "postgres+redis":
-            env["DATABASE_URL"] = stack.enter_context(postgres_database())
+            env["DATABASE_URL"] = stack.enter_context(postgres_database(migrated=True))
             env["REDIS_URL"] = stack.enter_context(redis_database())
         root = tmp_path_factory.mktemp(f"state-{request.param.replace('+', '-')}")
         yield stack.enter_context(run_server(root, env=env))

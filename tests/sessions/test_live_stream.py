@@ -45,7 +45,7 @@ def server(request, tmp_path_factory) -> Iterator[Server]:
     (agents / "slow" / "agent" / "agent.py").write_text(SLOW_AGENT)
     (agents / "slow" / "agent" / "instructions.md").write_text("Echo the user, slowly.\n")
     with contextlib.ExitStack() as stack:
-        env = backend_env(stack, backend)
+        env = backend_env(stack, backend, migrated=True)
         root = tmp_path_factory.mktemp(f"state-{backend.replace('+', '-')}-{web}")
         server = stack.enter_context(run_server(root, "--agents", str(agents), "--server", web, env=env))
         server.backend = backend
@@ -378,7 +378,7 @@ def test_a_websocket_left_idle_still_gets_the_next_turn(server, client):
     try:
         assert [ws.event() for _ in first] == first
         # Idle, on purpose: on Redis longer than redis-py's default socket timeout (5 s).
-        time.sleep(1 if server.backend == "sqlite" else 7)
+        time.sleep(1 if server.backend == "sqlite" else 6)
         follow = client.post(f"/support/v1/session/{session_id}/message", json={"message": "two", "continuationToken": token})
         assert follow.status_code == 202, follow.text
         later = [ws.event()]

@@ -21,7 +21,7 @@ NO_POLL = {"AGENTSITE_STREAM_POLL_RUNNING": "60", "AGENTSITE_STREAM_POLL_IDLE": 
 @pytest.fixture(scope="module", params=["sqlite", "postgres+redis"])
 def server(request, tmp_path_factory) -> Iterator[Server]:
     with contextlib.ExitStack() as stack:
-        env = {**backend_env(stack, request.param), **NO_POLL}
+        env = {**backend_env(stack, request.param, migrated=True), **NO_POLL}
         root = tmp_path_factory.mktemp(f"state-{request.param.replace('+', '-')}")
         yield stack.enter_context(run_server(root, env=env))
 

@@ -1,14 +1,13 @@
 """PostgreSQL + Redis while django-q2 keeps replacing its workers, and while connections die.
 
 django-q2 forks a replacement worker from its sentinel process after a
-worker has run `recycle` tasks. The sentinel talks to the database too (its
-scheduler runs every 30 s), so a replacement must never use a connection it
+worker has run `recycle` tasks. A replacement must never use a connection it
 inherited: parent and child would interleave their messages on one socket.
-The first test runs concurrent sessions for longer than the sentinel's first
-scheduler run with a worker replaced every few turns, and checks that no two
-processes ever hold one PostgreSQL connection, that every turn completed and
-that the server log is clean. The second kills a running turn's database
-connections, then every connection of the server, as a database restart would.
+The first test runs concurrent sessions, a worker replaced every few turns,
+until more than ten workers have run turns, and checks that no two processes
+ever hold one PostgreSQL connection, that every turn completed and that the
+server log is clean. The second kills a running turn's database connections,
+then every connection of the server, as a database restart would.
 """
 from __future__ import annotations
 
@@ -28,8 +27,10 @@ from tests.support import Server, postgres_database, redis_database, run_server
 
 RECYCLE = 4
 CLIENTS = 6
-# The sentinel's scheduler first runs 30 s after start; replacements forked after that inherit its connection.
-DURATION = 42
+TURNS = 100
+WORKERS = 10
+# Only a bound on a stuck run: the test stops as soon as TURNS turns ran on more than WORKERS workers.
+BOUND = 120
 LOG_ERRORS = re.compile(
     r"Traceback|ProgrammingError|OperationalError|PIPELINE|pipeline mode|couldn't get a connection"
     r"|recovery sweep failed|timer tick failed|Failed '",
@@ -79,15 +80,20 @@ def shared_database_sockets(server: Server) -> dict[int, list[int]]:
     return {port: sorted(pids) for port, pids in holders.items() if len(pids) > 1}
 
 
+def workers_that_ran_turns(server: Server) -> int:
+    with psycopg.connect(server.database) as conn:
+        return conn.execute("SELECT count(DISTINCT claimed_by) FROM agent_sessions_turn").fetchone()[0]
+
+
 def test_concurrent_turns_survive_worker_replacement(pg_server):
     outcomes: list[tuple[int, list[str] | str]] = []
     lock = threading.Lock()
-    deadline = time.monotonic() + DURATION
+    stop = threading.Event()
     counter = iter(range(10**6))
 
     def client_loop() -> None:
         with pg_server.client(timeout=20) as client:
-            while time.monotonic() < deadline:
+            while not stop.is_set():
                 n = next(counter)
                 try:
                     result: list[str] | str = one_turn(client, n)
@@ -100,21 +106,22 @@ def test_concurrent_turns_survive_worker_replacement(pg_server):
     for thread in threads:
         thread.start()
     shared: list[dict[int, list[int]]] = []
-    while any(thread.is_alive() for thread in threads):
+    bound = time.monotonic() + BOUND
+    while not stop.wait(1):
         if found := shared_database_sockets(pg_server):
             shared.append(found)
-        time.sleep(1)
+        if (len(outcomes) > TURNS and workers_that_ran_turns(pg_server) > WORKERS) or time.monotonic() > bound:
+            stop.set()
     for thread in threads:
         thread.join()
 
     assert shared == [], "processes share PostgreSQL connections"
     failed = [(n, r) for n, r in outcomes if not isinstance(r, list) or "turn.completed" not in r]
-    assert len(outcomes) > 100
+    assert len(outcomes) > TURNS
     assert failed == []
     with psycopg.connect(pg_server.database) as conn:
-        workers = conn.execute("SELECT count(DISTINCT claimed_by) FROM agent_sessions_turn").fetchone()[0]
         unfinished = conn.execute("SELECT count(*) FROM agent_sessions_turn WHERE status <> 'completed'").fetchone()[0]
-    assert workers > 10, "workers were not replaced"
+    assert workers_that_ran_turns(pg_server) > WORKERS, "workers were not replaced"
     assert unfinished == 0
     errors = [line for line in pg_server.output().splitlines() if LOG_ERRORS.search(line)]
     assert errors == []
