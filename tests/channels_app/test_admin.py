@@ -393,3 +393,9 @@ def test_handoffs_and_agent_messages_are_listed_read_only(operator, busy_session
         assert operator.post(reverse(f"admin:agent_sessions_{path}_delete", args=[quote(row.id)]),
                              {"post": "yes"}).status_code == 403
     assert Handoff.objects.filter(pk=handoff.pk).exists() and AgentMessage.objects.filter(pk=message.pk).exists()
+
+
+def test_django_q2s_scheduled_tasks_are_not_offered_for_they_would_never_run(operator):
+    assert "/admin/django_q/schedule/" not in operator.get("/admin/").content.decode()
+    assert operator.get("/admin/django_q/schedule/").status_code == 404
+    assert operator.get("/admin/django_q/failure/").status_code == 200  # the queue's own pages stay
