@@ -8,7 +8,6 @@ class ChannelsAppConfig(AppConfig):
     def ready(self) -> None:
         from django.contrib.auth.signals import user_login_failed
 
-        from channels_app import schema  # noqa: F401  registers the OpenAPI auth extension
         from channels_app.lockout import count_failed_login
 
         # A wrong password at a login page counts toward its client's lockout (channels_app.lockout).

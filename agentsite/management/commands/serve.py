@@ -36,6 +36,7 @@ from django.core.management.base import BaseCommand, CommandError
 from agentsite.production import ALLOW_ALL_REFUSED
 from agentsite.supervise import exec_supervisor
 from agents.discovery import AgentFolderError, deploy_release, find_agent_folders
+from agents.management.database import migrate_if_needed
 from agents.models import Agent
 from channels_app.proxies import trusted_networks
 from sessions.metrics.families import clear_dead_processes
@@ -107,9 +108,10 @@ class Command(BaseCommand):
             raise CommandError(f"daphne shares a listening socket over IPv4 only: serve {opts['host']} with "
                                "--server uvicorn, or an IPv4 address, for more than one web process")
 
-        call_command("migrate", interactive=False, verbosity=0)
-        # The database cache tables (the rate counters' without Redis; a no-op when they exist).
-        call_command("createcachetable", verbosity=0)
+        # `migrate` only when a migration is pending: on a migrated database the plan is far cheaper than the command.
+        if not migrate_if_needed():
+            # The database cache tables (the rate counters' without Redis; a no-op when they exist).
+            call_command("createcachetable", verbosity=0)
         if opts["production"]:
             # Under STATIC_ROOT in the state root, where WhiteNoise serves them from.
             call_command("collectstatic", interactive=False, verbosity=0)
