@@ -32,3 +32,10 @@ def new_context(browser):
     yield new
     for context in opened:
         context.close()
+
+
+def sign_in(page, username: str, password: str) -> None:
+    """Fill the login form the page is on and submit it (the caller waits for where it should land)."""
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")

@@ -11,6 +11,7 @@ import httpx
 import pytest
 from django.contrib.auth.models import User
 
+from tests.browser.conftest import sign_in
 from tests.browser.test_playground_browser import expect
 from tests.server_database import on_server_database
 from tests.sessions.experiment_support import write_ab_agent
@@ -48,9 +49,7 @@ def test_a_member_opens_the_experiments_page_and_sees_a_chart_per_metric(new_con
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto("/playground/abtest")
     page.wait_for_url(re.compile(r"/accounts/login/"))
-    page.fill("#id_username", "mia")
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
+    sign_in(page, "mia", PASSWORD)
     page.wait_for_url(re.compile(r"/playground/abtest$"))
 
     page.click("a.experiment")

@@ -13,6 +13,7 @@ import httpx
 import pytest
 from django.contrib.auth.models import Group, User
 
+from tests.browser.conftest import sign_in
 from tests.browser.test_playground_browser import ARTIFACTS, expect
 from tests.server_database import on_server_database
 from tests.support import ROOT, Server, run_server
@@ -61,9 +62,7 @@ def test_an_operator_sees_the_turns_charted_and_follows_the_slowest_to_its_water
 
     page.goto("/admin/dashboard/")
     page.wait_for_url(re.compile(r"/accounts/login/\?next=/admin/dashboard/"))
-    page.fill("#id_username", "olga")
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
+    sign_in(page, "olga", PASSWORD)
     page.wait_for_url(re.compile(r"/admin/dashboard/$"))
 
     expect(page.locator("svg.chart")).to_have_count(4)

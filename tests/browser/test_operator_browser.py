@@ -19,6 +19,7 @@ from django.contrib.auth.models import Group, User
 
 from sessions.models import PersonalToken, Schedule
 from sessions.timers.schedules import fire_schedule_now
+from tests.browser.conftest import sign_in
 from tests.browser.test_playground_browser import expect
 from tests.server_database import on_server_database
 from tests.support import ROOT, Server, run_server
@@ -61,9 +62,7 @@ def logged_in(new_context, base_url: str, username: str, path: str, errors: list
     page.on("pageerror", lambda error: errors.append(f"{username}: {error}"))
     page.goto(path)
     page.wait_for_url(re.compile(r"/accounts/login/\?next="))
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
+    sign_in(page, username, PASSWORD)
     expect(page.locator("#who")).to_have_text(username)
     return page
 

@@ -14,6 +14,7 @@ from typing import Iterator
 import pytest
 from django.contrib.auth.models import User
 
+from tests.browser.conftest import sign_in
 from tests.browser.test_playground_browser import expect
 from tests.command_line import run_command_line
 from tests.server_database import on_server_database
@@ -51,9 +52,7 @@ def row(page, version: int):
 
 def test_an_operator_activates_the_older_release_and_reads_what_changed(page):
     page.goto("/accounts/login/?next=/admin/agents/deployment/")
-    page.fill("#id_username", "olga")
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
+    sign_in(page, "olga", PASSWORD)
     page.wait_for_url(re.compile(r"/admin/agents/deployment/$"))
     expect(row(page, 2).locator("img[alt=True]")).to_be_visible()  # the active release
     expect(row(page, 1).locator("img[alt=False]")).to_be_visible()
