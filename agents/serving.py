@@ -4,20 +4,44 @@ evals run without it."""
 from __future__ import annotations
 
 import contextlib
+import random
 import signal
 import socket
 import subprocess
 import time
+from pathlib import Path
 from typing import Callable, Mapping
 
 import httpx
 
 
+LOWEST_PORT = 10000  # below: the well-known ports of the services a machine runs (5432, 6379, 8000...)
+
+
+def _ephemeral_low() -> int:
+    """Where the kernel's range of ports for outgoing connections starts (Linux; elsewhere: its usual start)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 nothing listens on now, for a server about to be started.
+
+    Taken below the kernel's range for outgoing connections: a port from that range (what binding
+    port 0 gives) can be taken by any connection another process opens before the server binds it.
+    """
+    high = _ephemeral_low()
+    candidates = random.sample(range(LOWEST_PORT, high), min(50, high - LOWEST_PORT)) if high > LOWEST_PORT else []
+    for port in [*candidates, 0]:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise OSError("no free TCP port on 127.0.0.1")
 
 
 class NotServing(RuntimeError):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ from agents.discovery import deploy_agent_folder, load_agent_folder
 from agents.mcpauth.stored import read, secret_prefix
 from agents.mcpauth.tokens import refresh
 from agents.models import Agent, OAuthFlow, Secret
+from agents.serving import free_port
 from sessions.mcp.tools import hub
 from tests.sessions.test_mcp import call_line, results, start, write_agent
 
@@ -46,12 +46,6 @@ def forget_connections() -> None:
     hub().connections.clear()
     hub().known_tools.clear()
     hub().last_attempt.clear()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_server(expires_in: int):
