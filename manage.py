@@ -1,30 +1,8 @@
 #!/usr/bin/env python
 """Django's command-line utility for agentsite."""
-import argparse
 import gc
 import os
 import sys
-from pathlib import Path
-
-
-def serve_settings(argv: list[str]) -> dict[str, str]:
-    """The environment `serve --state-root DIR` and `serve --production` ask for.
-
-    Settings load once, before the command parses its arguments: set here, they load as asked
-    the first time, and serve need not start itself again to reload them (a second Django start).
-    """
-    if len(argv) < 2 or argv[1] != "serve":
-        return {}
-    parser = argparse.ArgumentParser(prog="manage.py serve", add_help=False, allow_abbrev=False)
-    parser.add_argument("--state-root")
-    parser.add_argument("--production", action="store_true")
-    known, _ = parser.parse_known_args(argv[2:])
-    wanted = {}
-    if known.state_root:
-        wanted["AGENTSITE_STATE_ROOT"] = str(Path(known.state_root).resolve())
-    if known.production:
-        wanted["AGENTSITE_ENV"] = "production"
-    return wanted
 
 
 def main() -> None:
@@ -33,7 +11,11 @@ def main() -> None:
     collecting = gc.isenabled()
     gc.disable()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
-    os.environ.update(serve_settings(sys.argv))
+    # serve's flags that change a setting, in the environment before the settings load (serve forks its
+    # children from this process, so its settings are theirs).
+    from agentsite.serve_environment import from_argv
+
+    os.environ.update(from_argv(sys.argv, os.environ))
     from django.core.management import ManagementUtility
 
     from agentsite.limits import LimitSettingInvalid

@@ -1,11 +1,9 @@
-"""Children that die with their parent: `python -m agentsite.lifeline --parent PID <command>`.
+"""Children that die with their parent (`start_child`).
 
-serve starts daphne and the qcluster in sessions of their own, so a kill -9
-of serve (or the OOM killer) would leave them serving. Each child is started
-through this module, which ties the process to serve and then runs the
-command (`-m module args` or `script args`) in the same interpreter, so the
-at-fork hook below is in place when the qcluster forks. (Popen's preexec_fn
-could make the tie too, but it is unsafe in a process with threads.)
+serve forks its web processes and the qcluster into sessions of their own, so
+a kill -9 of serve (or the OOM killer) would leave them serving. Each child is
+forked through this module, which ties it to serve before it runs anything,
+with the at-fork hook below in place when the qcluster forks.
 
 On Linux the tie is PR_SET_PDEATHSIG: the kernel sends SIGKILL when the
 parent dies, however it dies, even if this process is stuck in C code, with
@@ -19,11 +17,14 @@ from __future__ import annotations
 
 import ctypes
 import os
-import runpy
 import signal
 import sys
 import threading
 import time
+import traceback
+from typing import Callable
+
+import setproctitle
 
 PR_SET_PDEATHSIG = 1
 WATCHDOG_SECONDS = 0.5
@@ -71,21 +72,34 @@ def tie_descendants() -> None:
     os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
 
 
-def main(argv: list[str]) -> None:
-    """`--parent PID -m module args...` or `--parent PID script args...`."""
-    if len(argv) < 3 or argv[0] != "--parent":
-        sys.exit("usage: python -m agentsite.lifeline --parent PID (-m module | script) [args...]")
-    tie_to_parent(int(argv[1]))
-    tie_descendants()
-    command = argv[2:]
-    if command[0] == "-m":
-        sys.argv = command[1:]
-        runpy.run_module(command[1], run_name="__main__", alter_sys=True)
-    else:
-        sys.argv = command
-        sys.path[0] = os.path.dirname(os.path.abspath(command[0]))
-        runpy.run_path(command[0], run_name="__main__")
+def start_child(title: str, run: Callable[[], object], cwd: str) -> int:
+    """Fork a child that runs `run()` tied to this process, and return its pid (in this process).
 
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+    The child is the leader of a session of its own (so a signal to serve's terminal or group reaches
+    it only through serve), dies with this process, ties its own forks to itself, shows `title` as its
+    command line (never this process's arguments: serve's hold bearer tokens), runs in `cwd`, and
+    writes its output unbuffered. It leaves by SystemExit with run's result, so its exit handlers run
+    as in any process; it never returns into the caller's code.
+    """
+    parent = os.getpid()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    code: object = 1
+    try:
+        os.setsid()
+        tie_to_parent(parent)
+        tie_descendants()
+        setproctitle.setproctitle(title)
+        os.chdir(cwd)
+        for stream in (sys.stdout, sys.stderr):
+            stream.reconfigure(line_buffering=True, write_through=True)
+        code = run()
+    except SystemExit as exc:
+        code = exc.code
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    raise SystemExit(code)

@@ -164,6 +164,8 @@ def _database_from_env() -> dict:
     else:
         config = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(STATE_ROOT / "db.sqlite3")}
     if config["ENGINE"] == "django.db.backends.sqlite3":
+        if config["NAME"] != ":memory:":  # a relative path names the file in the folder these settings load in
+            config["NAME"] = str(Path(config["NAME"]).resolve())
         # IMMEDIATE: every atomic() takes the write lock up front, so concurrent
         # writers queue on the busy timeout instead of failing with "locked".
         config["OPTIONS"] = {

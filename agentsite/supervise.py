@@ -1,41 +1,61 @@
-"""serve's supervisor: starts the web server and the workers, stops both together.
+"""serve's supervisor: waits on the web processes and the workers, stops them together.
 
-`manage.py serve` prepares (migrations, deployments, the environment) and
-then replaces itself with this module through exec, so the process that
-waits for the whole life of the server holds no Django, no models and no
-deployed agents: a few MB instead of about 80. Its pid stays serve's, which
-is the parent every child's lifeline is tied to.
+`manage.py serve` prepares (migrations, deployments), forks its children from
+its own set-up process (agentsite.lifeline.start_child: Django is loaded once
+and its pages are shared), and then replaces itself with this module through
+exec, so the process that waits for the whole life of the server holds no
+Django, no models and no deployed agents: a few MB instead of about 80. Its
+pid stays serve's, which is the parent every child is tied to, and the
+children stay its children across the exec.
 
-    python -m agentsite.supervise '<json: {"commands": {...}, "cwd": ..., "banner": [...], "pass_fds": {...}}>'
+    python -m agentsite.supervise '<json: {"children": {"web": PID, ...}, "banner": [...]}>'
 
-It is started in `cwd`, the project's folder, where `-m` finds it whatever
-folder serve was started from.
-
-The children's environment is the supervisor's own, set by the exec: never
-on the command line, which any local user can read (API keys live there).
-A child named in `pass_fds` inherits those descriptors (serve's listening
-socket, which the supervisor got across the exec); every other descriptor
-is closed in the children.
+Its environment is the one serve gives the exec; never its command line, which
+any local user can read, holds a secret (the children's pids and the banner only).
 """
 from __future__ import annotations
 
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 
 GRACE_SECONDS = 10
 
 
-def supervise(commands: dict[str, list[str]], cwd: str, banner: list[str],
-              pass_fds: dict[str, list[int]] | None = None) -> int:
-    # Forked from the main thread: a child's lifeline tie fires when the forking thread ends.
-    children = {
-        name: subprocess.Popen(cmd, cwd=cwd, start_new_session=True, pass_fds=(pass_fds or {}).get(name, ()))
-        for name, cmd in commands.items()
-    }
+class Child:
+    """A child forked before the exec: waited on by pid (a Popen knows only what it started itself)."""
+
+    def __init__(self, name: str, pid: int):
+        self.name, self.pid, self.returncode = name, pid, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float) -> bool:
+        """Whether it exited within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def signal_group(self, sig: int) -> None:
+        """`sig` to the child's session (it leads one): itself and what it forked."""
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def supervise(pids: dict[str, int], banner: list[str]) -> int:
+    children = [Child(name, pid) for name, pid in pids.items()]
     stopping = False
 
     def stop(signum, frame):
@@ -48,9 +68,9 @@ def supervise(commands: dict[str, list[str]], cwd: str, banner: list[str],
 
     exit_code = 0
     while not stopping:
-        for name, child in children.items():
+        for child in children:
             if child.poll() is not None:
-                print(f"{name} exited with status {child.returncode}; stopping", file=sys.stderr, flush=True)
+                print(f"{child.name} exited with status {child.returncode}; stopping", file=sys.stderr, flush=True)
                 exit_code = child.returncode or 1
                 stopping = True
         time.sleep(0.2)
@@ -58,43 +78,36 @@ def supervise(commands: dict[str, list[str]], cwd: str, banner: list[str],
     return exit_code
 
 
-def shutdown(children: dict[str, subprocess.Popen]) -> None:
+def shutdown(children: list[Child]) -> None:
     # SIGTERM the child only, not its group: qcluster's main process stops
     # its sentinel and workers through a shared multiprocessing Event, and
     # a sentinel killed by the group signal while holding that Event's lock
     # leaves qcluster blocked forever in stop_event.set().
-    for child in children.values():
+    for child in children:
         if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
+            os.kill(child.pid, signal.SIGTERM)
     deadline = time.monotonic() + GRACE_SECONDS
-    for child in children.values():
-        try:
-            child.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            _signal_group(child, signal.SIGKILL)
-            child.wait()
-    for child in children.values():  # leftovers of a group (qcluster's workers)
-        _signal_group(child, signal.SIGKILL)
+    for child in children:
+        if not child.wait(timeout=max(0.1, deadline - time.monotonic())):
+            child.signal_group(signal.SIGKILL)
+            child.wait(timeout=GRACE_SECONDS)
+    for child in children:  # leftovers of a group (qcluster's workers)
+        child.signal_group(signal.SIGKILL)
     print("agentsite stopped", flush=True)
 
 
-def _signal_group(child: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(child.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+def exec_supervisor(children: dict[str, int], env: dict[str, str], cwd: str, banner: list[str]) -> None:
+    """Replace this process with the supervisor of `children` (name: pid), which never returns.
 
-
-def exec_supervisor(commands: dict[str, list[str]], env: dict[str, str], cwd: str, banner: list[str],
-                    pass_fds: dict[str, list[int]] | None = None) -> None:
-    """Replace this process with the supervisor (never returns); descriptors in `pass_fds` must be inheritable."""
+    It is started in `cwd`, the project's folder, where `-m` finds it whatever folder serve was started from.
+    """
     sys.stdout.flush()
     sys.stderr.flush()
-    spec = json.dumps({"commands": commands, "cwd": cwd, "banner": banner, "pass_fds": pass_fds or {}})
+    spec = json.dumps({"children": children, "banner": banner})
     os.chdir(cwd)
     os.execve(sys.executable, [sys.executable, "-m", "agentsite.supervise", spec], env)
 
 
 if __name__ == "__main__":
     plan = json.loads(sys.argv[1])
-    sys.exit(supervise(plan["commands"], plan["cwd"], plan["banner"], plan.get("pass_fds")))
+    sys.exit(supervise(plan["children"], plan["banner"]))

@@ -125,8 +125,8 @@ def test_sigint_stops_daphne_qcluster_and_its_workers_with_exit_code_0(tmp_path)
         serve = psutil.Process(server.process.pid)
         tree = serve.children(recursive=True)
         direct = serve.children()
-        web = [p for p in direct if "daphne" in p.cmdline()]
-        cluster = [p for p in direct if "qcluster" in p.cmdline()]
+        web = [p for p in direct if "daphne" in " ".join(p.cmdline())]
+        cluster = [p for p in direct if "qcluster" in " ".join(p.cmdline())]
         assert len(web) == 1 and len(cluster) == 1, [p.cmdline() for p in direct]
         # qcluster's sentinel, and under it the workers, monitor and pusher.
         assert len(cluster[0].children(recursive=True)) >= 4

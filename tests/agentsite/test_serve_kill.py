@@ -90,7 +90,7 @@ def wait_for(condition, what: str, timeout: float = 30):
 def cluster_processes(server: Server) -> set[int]:
     """pids of the qcluster sentinel's children: the workers, the pusher and the monitor."""
     serve = psutil.Process(server.process.pid)
-    [cluster] = [p for p in serve.children() if "qcluster" in p.cmdline()]
+    [cluster] = [p for p in serve.children() if "qcluster" in " ".join(p.cmdline())]
     return {c.pid for sentinel in cluster.children() for c in sentinel.children()}
 
 
@@ -189,7 +189,7 @@ def test_when_daphne_dies_serve_stops_the_workers_and_exits_non_zero(servers):
     serve = psutil.Process(server.process.pid)
     wait_for(lambda: len(serve.children(recursive=True)) >= 7, "the cluster to start")
     tree = serve.children(recursive=True)
-    [web] = [p for p in serve.children() if "daphne" in p.cmdline()]
+    [web] = [p for p in serve.children() if "daphne" in " ".join(p.cmdline())]
     web.kill()
     assert server.process.wait(timeout=60) != 0
     gone, still = psutil.wait_procs(tree, timeout=10)
@@ -197,12 +197,13 @@ def test_when_daphne_dies_serve_stops_the_workers_and_exits_non_zero(servers):
     assert "web exited" in server.output()
 
 
-def test_a_child_whose_parent_is_already_gone_does_not_start(tmp_path):
-    script = tmp_path / "touch.py"
-    script.write_text("import pathlib, sys\npathlib.Path(sys.argv[1]).touch()\n")
+TIED = ("import pathlib, sys; from agentsite.lifeline import tie_to_parent; "
+        "tie_to_parent(int(sys.argv[1])); pathlib.Path(sys.argv[2]).touch()")
 
+
+def test_a_child_whose_parent_is_already_gone_does_not_run(tmp_path):
     def run_tied_to(parent: int, marker: Path) -> int:
-        command = [sys.executable, "-m", "agentsite.lifeline", "--parent", str(parent), str(script), str(marker)]
+        command = [sys.executable, "-c", TIED, str(parent), str(marker)]
         return subprocess.run(command, cwd=ROOT, env=child_env(), timeout=30).returncode
 
     assert run_tied_to(os.getpid(), tmp_path / "ran") == 0

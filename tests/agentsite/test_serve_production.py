@@ -57,7 +57,7 @@ def test_serve_refuses_dev_mode_in_production_and_several_web_processes_without_
 
 
 def web_processes(serve_pid: int) -> list[psutil.Process]:
-    return [p for p in psutil.Process(serve_pid).children() if "agentsite.webserver" in p.cmdline()]
+    return [p for p in psutil.Process(serve_pid).children() if "(uvicorn)" in " ".join(p.cmdline())]
 
 
 @contextlib.contextmanager
@@ -93,7 +93,9 @@ def test_two_web_processes_under_production_each_serve_a_session_and_stop_with_s
         assert httpx.get(f"{server.base_url}/static/admin/css/base.css", timeout=10).status_code == 200
 
         first, second = web_processes(server.process.pid)
-        assert first.cmdline() == second.cmdline()  # one command, one inherited socket
+        # One socket, serve's, inherited by both: each listens on the port.
+        assert [{c.laddr.port for c in p.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+                for p in (first, second)] == [{port}, {port}]
         # Each web process alone: a session started and followed through one, continued through the other.
         with paused(first), server.client(headers=AUTH) as client:
             created = client.post("/support/v1/session", json={"message": "hello first"})

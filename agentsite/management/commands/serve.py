@@ -6,17 +6,18 @@ workers (qcluster) together; `--production` for a server a team uses.
    deploy the --agents folders, after the example agents outside production
    (in production only with --examples); say what each start deployed, from
    where, and which agents deployed earlier are served too.
-2. Plan N web server processes (`--web-processes`), each accepting on that
-   one socket, and `manage.py qcluster` as child processes, each in its own
-   process group, with the auth and mode switches passed in the environment.
-   All run under agentsite.lifeline, so they and every process they fork die
-   with serve, even when serve is killed with SIGKILL.
+2. Fork N web server processes (`--web-processes`), each accepting on that
+   one socket, and the qcluster, from this set-up process: Django, the URLs
+   and the deployed agents are loaded once, and the children share those
+   pages. Each leads a session of its own, is tied by agentsite.lifeline so
+   it and every process it forks die with serve (even when serve is killed
+   with SIGKILL), and runs in the project's folder. The flags that change a
+   setting were in the environment before the settings loaded
+   (agentsite.serve_environment), so the children's settings are right.
 3. Replace itself (exec, same pid) with agentsite.supervise, a small process
-   without Django that starts them, prints the URLs and waits. The supervisor
-   and the children run in the project's folder, whatever the caller's: their
-   imports are the project's, never a module of the caller's folder. Paths
+   without Django that prints the URLs and waits on the children. Paths
    given relative to the caller's folder (arguments, path settings in the
-   environment) are made absolute before that. Ctrl-C or
+   environment) are made absolute for what the children start. Ctrl-C or
    SIGTERM stops every child (SIGTERM, then SIGKILL after a grace period);
    if one child dies, the others are stopped.
 """
@@ -27,20 +28,23 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import Callable
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
 
+from agentsite.lifeline import start_child
 from agentsite.production import ALLOW_ALL_REFUSED
+from agentsite.serve_environment import environment
 from agentsite.supervise import exec_supervisor
 from agents.discovery import AgentFolderError, deploy_release, find_agent_folders
 from agents.management.database import migrate_if_needed
 from agents.models import Agent
 from channels_app.proxies import trusted_networks
 from sessions.metrics.families import clear_dead_processes
-from sessions.models import hash_token
 
 WEB_SERVERS = ("daphne", "uvicorn")
 # uvicorn's default backlog (it calls listen() again with it); daphne adopts the socket as it is.
@@ -78,15 +82,15 @@ class Command(BaseCommand):
                                  "required), collect the static files, uvicorn unless --server says otherwise")
 
     def handle(self, *args, **opts):
-        _restart_with_settings(opts)
         if opts["production"] and opts["dev"]:
             raise CommandError("--dev is for a server on one's own machine: not with --production")
-        if opts["allow_anonymous"] and settings.AGENTSITE_ENV == "production":
+        if opts["allow_anonymous"] and (opts["production"] or settings.AGENTSITE_ENV == "production"):
             raise CommandError(f"--allow-anonymous {ALLOW_ALL_REFUSED}")
         if opts["bearer_token"] and opts["allow_anonymous"]:
             raise CommandError("choose --bearer-token or --allow-anonymous, not both")
         if opts["examples"] and opts["no_examples"]:
             raise CommandError("choose --examples or --no-examples, not both")
+        _restart_with_settings(opts)
         web_processes = opts["web_processes"]
         if web_processes < 1:
             raise CommandError("--web-processes takes a number of processes, 1 or more")
@@ -119,38 +123,21 @@ class Command(BaseCommand):
         # A new server's metrics count from zero: the files of a previous run's processes go.
         clear_dead_processes()
 
-        env = dict(os.environ, AGENTSITE_STATE_ROOT=str(settings.STATE_ROOT), PYTHONUNBUFFERED="1",
-                   # Every web process runs the custom channels' on_start as it starts
-                   # (agentsite.asgi), as it would on the first request to a channel anyway.
-                   AGENTSITE_MOUNT_CHANNELS="1")
-        if opts["bearer_token"]:
-            env["AGENTSITE_AUTH"] = "bearer"
-            # Children get only the digests; the tokens never leave this process's arguments.
-            env["AGENTSITE_BEARER_TOKEN_HASHES"] = ",".join(hash_token(t) for t in opts["bearer_token"])
-        elif opts["allow_anonymous"]:
-            env["AGENTSITE_AUTH"] = "allow_all"
-        if opts["dev"]:
-            env["AGENTSITE_DEV"] = "1"
-        if opts["no_schedules"]:
-            env["AGENTSITE_SCHEDULES"] = "0"
-        if opts["workers"]:
-            env["AGENTSITE_WORKERS"] = str(opts["workers"])
-        env.update(_absolute_paths(env))
-
-        manage = str(Path(settings.BASE_DIR) / "manage.py")
-        # Same pid after the exec below: the supervisor is the parent the children are tied to.
-        lifeline = [sys.executable, "-m", "agentsite.lifeline", "--parent", str(os.getpid())]
-        if shared:
-            listener.set_inheritable(True)  # kept across the exec, and handed to each web process
-            web = (["-m", "agentsite.webserver", str(listener.fileno())] if server == "uvicorn"
-                   else ["-m", "daphne", "--fd", str(listener.fileno()), "agentsite.asgi:application"])
-        else:
-            web = ["-m", "daphne", "-b", opts["host"], "-p", str(opts["port"]), "agentsite.asgi:application"]
+        # What the children's own child processes (tool scripts, MCP servers) inherit.
+        os.environ.update(PYTHONUNBUFFERED="1", **_absolute_paths(os.environ))
+        if not shared:
+            listener.close()  # daphne binds the port itself, in the child
         names = ["web"] if web_processes == 1 else [f"web-{n}" for n in range(1, web_processes + 1)]
-        commands = {name: [*lifeline, *web] for name in names}
+        # No database connection crosses the fork: an SQLite file open in the parent (its locks and shared
+        # memory are the process's) gives the child's own connection to it "disk I/O error".
+        connections.close_all()
+        # Forked from this set-up process: Django, the URLs and the agents' code are loaded once,
+        # and the children share those pages instead of each loading its own.
+        children = {name: start_child(f"agentsite {name} ({server})", _web(server, listener, opts), settings.BASE_DIR)
+                    for name in names}
         if not opts["no_workers"]:
-            # The checks ran in this process a moment ago: the cluster need not load the URL conf to run them again.
-            commands["workers"] = [*lifeline, manage, "qcluster", "--skip-checks"]
+            # The checks ran in this process a moment ago: the cluster need not run them again.
+            children["workers"] = start_child("agentsite workers (qcluster)", _workers, settings.BASE_DIR)
         host = f"[{opts['host']}]" if ":" in opts["host"] else opts["host"]
         base = f"http://{host}:{opts['port']}"
         banner = [
@@ -165,8 +152,8 @@ class Command(BaseCommand):
                else f"{opts['workers'] or settings.Q_CLUSTER['workers']} turn workers"),
             "Press Ctrl-C to stop.",
         ]
-        inherited = {name: [listener.fileno()] for name in names} if shared else {}
-        exec_supervisor(commands, env, str(settings.BASE_DIR), banner, inherited)
+        # The listening socket is not inheritable: the supervisor holds none, the web processes do.
+        exec_supervisor(children, dict(os.environ), str(settings.BASE_DIR), banner)
 
     def deploy(self, opts) -> None:
         """Deploy this start's folders and say, for each agent served, which release from where."""
@@ -191,6 +178,29 @@ class Command(BaseCommand):
         for agent in earlier:
             self.stdout.write(f"agent {agent.slug}: v{agent.active_deployment.version} deployed earlier "
                               f"from {agent.active_deployment.origin() or '(no source recorded)'}")
+
+
+def _web(server: str, listener: socket.socket, opts) -> Callable[[], object]:
+    """What a web process runs: daphne or uvicorn, serving agentsite.asgi."""
+    def run():
+        # Every web process runs the custom channels' on_start as it starts (agentsite.asgi),
+        # as it would on the first request to a channel anyway.
+        os.environ["AGENTSITE_MOUNT_CHANNELS"] = "1"
+        if server == "uvicorn":
+            from agentsite.webserver import serve_on
+
+            return serve_on(listener.fileno())
+        from daphne.cli import CommandLineInterface
+
+        # Twisted adopts a listening descriptor as IPv4 only: on IPv6 daphne binds the port itself.
+        bind = (["--fd", str(listener.fileno())] if listener.family == socket.AF_INET
+                else ["-b", opts["host"], "-p", str(opts["port"])])
+        return CommandLineInterface().run([*bind, "agentsite.asgi:application"])
+    return run
+
+
+def _workers() -> None:
+    call_command("qcluster", skip_checks=True)
 
 
 def examples_dir() -> Path:
@@ -232,17 +242,12 @@ def _absolute_paths(env: dict[str, str]) -> dict[str, str]:
 def _restart_with_settings(opts) -> None:
     """Start this command again (exec, same pid) when the settings it was loaded with are not the asked-for ones.
 
-    Settings are read once, at startup: a state root or the production switch
-    given on the command line must be in the environment before they load.
-    manage.py puts them there (`serve_settings`); this covers other ways in (django-admin).
-    In production they refuse to load without the settings production needs,
-    and manage.py prints what to set.
+    Settings are read once, at startup, and the children forked later keep them: every flag that
+    changes one must be in the environment before they load (agentsite.serve_environment). manage.py
+    puts them there; this covers other ways in (django-admin). In production they refuse to load
+    without the settings production needs, and manage.py prints what to set.
     """
-    wanted: dict[str, str] = {}
-    if opts["state_root"] and Path(opts["state_root"]).resolve() != Path(settings.STATE_ROOT):
-        wanted["AGENTSITE_STATE_ROOT"] = str(Path(opts["state_root"]).resolve())
-    if opts["production"] and settings.AGENTSITE_ENV != "production":
-        wanted["AGENTSITE_ENV"] = "production"
+    wanted = {key: value for key, value in environment(**opts).items() if os.environ.get(key) != value}
     if wanted:
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **wanted})
 
