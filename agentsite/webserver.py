@@ -1,4 +1,4 @@
-"""uvicorn on a listening socket serve bound: `python -m agentsite.webserver FD`.
+"""uvicorn on a listening socket serve bound (`serve_on`, in each web process serve forks).
 
 `manage.py serve` binds the port itself and hands the socket to each web
 process (`--web-processes N`), so N processes accept on one port.
@@ -17,7 +17,6 @@ AGENTSITE_TRUSTED_PROXIES only, channels_app.proxies).
 from __future__ import annotations
 
 import socket
-import sys
 
 import uvicorn
 
@@ -30,8 +29,3 @@ def serve_on(fd: int) -> None:
                             proxy_headers=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[listener])
 
-
-if __name__ == "__main__":
-    if len(sys.argv) != 2 or not sys.argv[1].isdigit():
-        sys.exit("usage: python -m agentsite.webserver FD")
-    serve_on(int(sys.argv[1]))

@@ -186,6 +186,7 @@ def _web(server: str, listener: socket.socket, opts) -> Callable[[], object]:
         # Every web process runs the custom channels' on_start as it starts (agentsite.asgi),
         # as it would on the first request to a channel anyway.
         os.environ["AGENTSITE_MOUNT_CHANNELS"] = "1"
+        # Imported here, in the child: daphne's import installs Twisted's reactor for the process.
         if server == "uvicorn":
             from agentsite.webserver import serve_on
 
