@@ -8,10 +8,10 @@ Django, no models and no deployed agents: a few MB instead of about 80. Its
 pid stays serve's, which is the parent every child is tied to, and the
 children stay its children across the exec.
 
-    python -m agentsite.supervise '<json: {"children": {"web": PID, ...}, "banner": [...]}>'
+    python -m agentsite.supervise '<json: {"children": {"web": PID, ...}}>'
 
 Its environment is the one serve gives the exec; never its command line, which
-any local user can read, holds a secret (the children's pids and the banner only).
+any local user can read, holds a secret (the children's names and pids only).
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ class Child:
             pass
 
 
-def supervise(pids: dict[str, int], banner: list[str]) -> int:
+def supervise(pids: dict[str, int]) -> int:
     children = [Child(name, pid) for name, pid in pids.items()]
     stopping = False
 
@@ -64,7 +64,6 @@ def supervise(pids: dict[str, int], banner: list[str]) -> int:
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
-    print("\n".join(banner), flush=True)
 
     exit_code = 0
     while not stopping:
@@ -96,18 +95,18 @@ def shutdown(children: list[Child]) -> None:
     print("agentsite stopped", flush=True)
 
 
-def exec_supervisor(children: dict[str, int], env: dict[str, str], cwd: str, banner: list[str]) -> None:
+def exec_supervisor(children: dict[str, int], env: dict[str, str], cwd: str) -> None:
     """Replace this process with the supervisor of `children` (name: pid), which never returns.
 
     It is started in `cwd`, the project's folder, where `-m` finds it whatever folder serve was started from.
     """
     sys.stdout.flush()
     sys.stderr.flush()
-    spec = json.dumps({"children": children, "banner": banner})
+    spec = json.dumps({"children": children})
     os.chdir(cwd)
     os.execve(sys.executable, [sys.executable, "-m", "agentsite.supervise", spec], env)
 
 
 if __name__ == "__main__":
     plan = json.loads(sys.argv[1])
-    sys.exit(supervise(plan["children"], plan["banner"]))
+    sys.exit(supervise(plan["children"]))

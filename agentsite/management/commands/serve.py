@@ -128,16 +128,14 @@ class Command(BaseCommand):
         if not shared:
             listener.close()  # daphne binds the port itself, in the child
         names = ["web"] if web_processes == 1 else [f"web-{n}" for n in range(1, web_processes + 1)]
-        # No database connection crosses the fork: an SQLite file open in the parent (its locks and shared
-        # memory are the process's) gives the child's own connection to it "disk I/O error".
+        # No database connection, and no thread, crosses the fork: an SQLite file open in the parent (its
+        # locks and shared memory are the process's) gives the child's own connection to it "disk I/O
+        # error", and a PostgreSQL pool's threads, caught mid-connect, could leave a lock held forever
+        # in the child. This process uses the database no more.
         connections.close_all()
-        # Forked from this set-up process: Django, the URLs and the agents' code are loaded once,
-        # and the children share those pages instead of each loading its own.
-        children = {name: start_child(f"agentsite {name} ({server})", _web(server, listener, opts), settings.BASE_DIR)
-                    for name in names}
-        if not opts["no_workers"]:
-            # The checks ran in this process a moment ago: the cluster need not run them again.
-            children["workers"] = start_child("agentsite workers (qcluster)", _workers, settings.BASE_DIR)
+        for connection in connections.all(initialized_only=True):
+            if connection.alias in getattr(type(connection), "_connection_pools", {}):  # (`.pool` would open one)
+                connection.close_pool()
         host = f"[{opts['host']}]" if ":" in opts["host"] else opts["host"]
         base = f"http://{host}:{opts['port']}"
         banner = [
@@ -152,8 +150,17 @@ class Command(BaseCommand):
                else f"{opts['workers'] or settings.Q_CLUSTER['workers']} turn workers"),
             "Press Ctrl-C to stop.",
         ]
+        # Said before the children start: once they do, the server may answer before anything else is written.
+        self.stdout.write("\n".join(banner))
+        # Forked from this set-up process: Django, the URLs and the agents' code are loaded once,
+        # and the children share those pages instead of each loading its own.
+        children = {name: start_child(f"agentsite {name} ({server})", _web(server, listener, opts), settings.BASE_DIR)
+                    for name in names}
+        if not opts["no_workers"]:
+            # The checks ran in this process a moment ago: the cluster need not run them again.
+            children["workers"] = start_child("agentsite workers (qcluster)", _workers, settings.BASE_DIR)
         # The listening socket is not inheritable: the supervisor holds none, the web processes do.
-        exec_supervisor(children, dict(os.environ), str(settings.BASE_DIR), banner)
+        exec_supervisor(children, dict(os.environ), str(settings.BASE_DIR))
 
     def deploy(self, opts) -> None:
         """Deploy this start's folders and say, for each agent served, which release from where."""
