@@ -64,7 +64,7 @@ def from_argv(argv: list[str], environ: Mapping[str, str]) -> dict[str, str]:
         known, _ = parser.parse_known_args(argv[2:])
     except ValueError:  # a malformed flag: serve's own parser says what is wrong
         return {}
-    production = known.production or environ.get("AGENTSITE_ENV") == "production"
+    production = known.production or environ.get("AGENTSITE_ENV", "").strip().lower() == "production"
     if known.allow_anonymous and (known.bearer_token or production):
         known.allow_anonymous, known.bearer_token = False, []
     return environment(**vars(known))

@@ -32,7 +32,11 @@ class Child:
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped already (SIGCHLD ignored by whatever started serve): gone
+                self.returncode = 0
+                return self.returncode
             if pid:
                 self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode

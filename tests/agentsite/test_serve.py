@@ -130,6 +130,9 @@ def test_sigint_stops_daphne_qcluster_and_its_workers_with_exit_code_0(tmp_path)
         assert len(web) == 1 and len(cluster) == 1, [p.cmdline() for p in direct]
         # qcluster's sentinel, and under it the workers, monitor and pusher.
         assert len(cluster[0].children(recursive=True)) >= 4
+        # Only the web process listens: once it stops, the port refuses connections.
+        assert [c.status for c in cluster[0].net_connections("tcp")].count(psutil.CONN_LISTEN) == 0
+        assert [c.status for c in web[0].net_connections("tcp")].count(psutil.CONN_LISTEN) == 1
 
         assert server.stop(signal.SIGINT, timeout=60) == 0
         gone, still = psutil.wait_procs(tree, timeout=20)

@@ -14,8 +14,9 @@ workers (qcluster) together; `--production` for a server a team uses.
    with SIGKILL), and runs in the project's folder. The flags that change a
    setting were in the environment before the settings loaded
    (agentsite.serve_environment), so the children's settings are right.
-3. Replace itself (exec, same pid) with agentsite.supervise, a small process
-   without Django that prints the URLs and waits on the children. Paths
+3. Write the URLs, fork, then replace itself (exec, same pid) with
+   agentsite.supervise, a small process without Django that waits on the
+   children. Paths
    given relative to the caller's folder (arguments, path settings in the
    environment) are made absolute for what the children start. Ctrl-C or
    SIGTERM stops every child (SIGTERM, then SIGKILL after a grace period);
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -154,12 +156,19 @@ class Command(BaseCommand):
         self.stdout.write("\n".join(banner))
         # Forked from this set-up process: Django, the URLs and the agents' code are loaded once,
         # and the children share those pages instead of each loading its own.
-        children = {name: start_child(f"agentsite {name} ({server})", _web(server, listener, opts), settings.BASE_DIR)
-                    for name in names}
-        if not opts["no_workers"]:
-            # The checks ran in this process a moment ago: the cluster need not run them again.
-            children["workers"] = start_child("agentsite workers (qcluster)", _workers, settings.BASE_DIR)
-        # The listening socket is not inheritable: the supervisor holds none, the web processes do.
+        children: dict[str, int] = {}
+        try:
+            for name in names:
+                children[name] = start_child(f"agentsite {name} ({server})", _web(server, listener, opts),
+                                             settings.BASE_DIR)
+            if not opts["no_workers"]:
+                # The checks ran in this process a moment ago: the cluster need not run them again.
+                children["workers"] = start_child("agentsite workers (qcluster)", _workers(listener), settings.BASE_DIR)
+        except OSError as exc:  # out of processes or memory
+            for pid in children.values():
+                os.kill(pid, signal.SIGTERM)
+            raise CommandError(f"cannot start the server's processes: {exc.strerror or exc}") from None
+        # The listening socket is not inheritable: the supervisor holds none, only the web processes do.
         exec_supervisor(children, dict(os.environ), str(settings.BASE_DIR))
 
     def deploy(self, opts) -> None:
@@ -197,7 +206,7 @@ def _web(server: str, listener: socket.socket, opts) -> Callable[[], object]:
         if server == "uvicorn":
             from agentsite.webserver import serve_on
 
-            return serve_on(listener.fileno())
+            return serve_on(listener.detach())  # uvicorn's socket owns the descriptor from here
         from daphne.cli import CommandLineInterface
 
         # Twisted adopts a listening descriptor as IPv4 only: on IPv6 daphne binds the port itself.
@@ -207,8 +216,13 @@ def _web(server: str, listener: socket.socket, opts) -> Callable[[], object]:
     return run
 
 
-def _workers() -> None:
-    call_command("qcluster", skip_checks=True)
+def _workers(listener: socket.socket) -> Callable[[], object]:
+    """What the workers' process runs: the qcluster, without the port (once the web processes stop,
+    the port must refuse connections, not take them into a backlog nobody reads)."""
+    def run():
+        listener.close()
+        call_command("qcluster", skip_checks=True)
+    return run
 
 
 def examples_dir() -> Path:
