@@ -7,6 +7,8 @@ on the same worker too. So the browser starts after the module's server and its 
 closes with the module."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.browser.test_playground_browser import WAIT_MS, chromium
@@ -39,3 +41,16 @@ def sign_in(page, username: str, password: str) -> None:
     page.fill("#id_username", username)
     page.fill("#id_password", password)
     page.click("button[type=submit]")
+
+
+def open_signed_in(new_context, base_url: str, path: str, username: str, password: str, *, login: str):
+    """A new page on `path`, which sends an anonymous visitor to the login form (its URL matches `login`),
+    signed in as `username` and back on `path`; with the list the page's script errors are collected in."""
+    errors: list[str] = []
+    page = new_context(base_url=base_url, viewport={"width": 1280, "height": 900}).new_page()
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(path)
+    page.wait_for_url(re.compile(login))
+    sign_in(page, username, password)
+    page.wait_for_url(re.compile(re.escape(path) + "$"))
+    return page, errors

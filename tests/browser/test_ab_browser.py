@@ -11,7 +11,7 @@ import httpx
 import pytest
 from django.contrib.auth.models import User
 
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import open_signed_in
 from tests.browser.test_playground_browser import expect
 from tests.server_database import on_server_database
 from tests.sessions.experiment_support import write_ab_agent
@@ -44,13 +44,8 @@ def server(tmp_path_factory, django_db_blocker) -> Iterator[Server]:
 
 
 def test_a_member_opens_the_experiments_page_and_sees_a_chart_per_metric(new_context, server):
-    errors: list[str] = []
-    page = new_context(base_url=server.base_url, viewport={"width": 1280, "height": 900}).new_page()
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto("/playground/abtest")
-    page.wait_for_url(re.compile(r"/accounts/login/"))
-    sign_in(page, "mia", PASSWORD)
-    page.wait_for_url(re.compile(r"/playground/abtest$"))
+    page, errors = open_signed_in(new_context, server.base_url, "/playground/abtest", "mia", PASSWORD,
+                                  login=r"/accounts/login/")
 
     page.click("a.experiment")
     page.wait_for_url(re.compile(r"/playground/abtest/abs/tone$"))

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from django.contrib.auth.models import Group, User
 
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import open_signed_in
 from tests.browser.test_playground_browser import ARTIFACTS, expect
 from tests.server_database import on_server_database
 from tests.support import ROOT, Server, run_server
@@ -56,14 +56,8 @@ def test_an_operator_sees_the_turns_charted_and_follows_the_slowest_to_its_water
     server, turns = server
     assert [turns[n]["status"] for n in ("quick", "slow", "failing")] == ["completed", "completed", "failed"]
     slow = turns["slow"]
-    errors: list[str] = []
-    page = new_context(base_url=server.base_url, viewport={"width": 1280, "height": 900}).new_page()
-    page.on("pageerror", lambda error: errors.append(str(error)))
-
-    page.goto("/admin/dashboard/")
-    page.wait_for_url(re.compile(r"/accounts/login/\?next=/admin/dashboard/"))
-    sign_in(page, "olga", PASSWORD)
-    page.wait_for_url(re.compile(r"/admin/dashboard/$"))
+    page, errors = open_signed_in(new_context, server.base_url, "/admin/dashboard/", "olga", PASSWORD,
+                                  login=r"/accounts/login/\?next=/admin/dashboard/")
 
     expect(page.locator("svg.chart")).to_have_count(4)
     for name, count in (("turns", "3"), ("completed", "2"), ("failed", "1")):
