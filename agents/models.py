@@ -53,6 +53,10 @@ class Agent(models.Model):
     active_deployment = models.ForeignKey(
         "Deployment", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Why the folder a reloading server watches does not validate now (its last good release still
+    # serves): [{"path", "message"}, ...], empty when it does.
+    folder_problems = models.JSONField(default=list, blank=True)
+    folder_problems_since = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -67,6 +71,27 @@ class Agent(models.Model):
     @property
     def model_id(self) -> str:
         return self.active_deployment.manifest.get("model", "") if self.active_deployment else ""
+
+    def note_folder_problems(self, problems: list[dict[str, str]]) -> bool:
+        """Record why the watched folder fails to validate; whether it validated until now.
+
+        The time kept is the first failure's, until a fix clears it (`clear_folder_problems`). Both
+        stamp `updated_at`, so copies of the row kept by processes are read again (current_version).
+        """
+        rows, now = Agent.objects.filter(pk=self.pk), timezone.now()
+        first = rows.filter(folder_problems_since=None).update(folder_problems=problems, folder_problems_since=now,
+                                                               updated_at=now)
+        if not first:
+            rows.update(folder_problems=problems, updated_at=now)
+        self.refresh_from_db(fields=["folder_problems", "folder_problems_since"])
+        return bool(first)
+
+    def clear_folder_problems(self) -> bool:
+        """The watched folder validates again; whether it had problems recorded."""
+        changed = Agent.objects.filter(pk=self.pk).exclude(folder_problems_since=None).update(
+            folder_problems=[], folder_problems_since=None, updated_at=timezone.now())
+        self.folder_problems, self.folder_problems_since = [], None
+        return bool(changed)
 
     def previous_release(self) -> Deployment | None:
         """The release that was active before the active one: of the others, the one activated last.

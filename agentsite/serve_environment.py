@@ -2,8 +2,8 @@
 
 serve forks its web processes and turn workers from its own, set-up process,
 so the settings it loads are theirs: every flag that changes a setting
-(`--state-root`, `--production`, the auth switches, `--dev`, `--no-schedules`,
-`--workers`) must be in the environment before the settings load. manage.py
+(`--state-root`, `--production`, the auth switches, `--dev`, `--reload`,
+`--no-schedules`, `--workers`) must be in the environment before the settings load. manage.py
 puts it there (`from_argv`); serve checks that it is (`environment`) and
 starts itself again with it when it came in some other way (django-admin).
 No Django here: manage.py calls this before Django starts.
@@ -23,7 +23,7 @@ def token_digest(token: str) -> str:
 
 def environment(*, state_root: str | None = None, production: bool = False, bearer_token: list[str] | None = None,
                 allow_anonymous: bool = False, dev: bool = False, no_schedules: bool = False,
-                workers: int | None = None, **_other) -> dict[str, str]:
+                workers: int | None = None, reload: bool = False, no_reload: bool = False, **_other) -> dict[str, str]:
     """The variables the flags set (keyword names as serve's options): only those a flag asks for."""
     wanted: dict[str, str] = {}
     if state_root:
@@ -37,6 +37,10 @@ def environment(*, state_root: str | None = None, production: bool = False, bear
         wanted["AGENTSITE_AUTH"] = "allow_all"
     if dev:
         wanted["AGENTSITE_DEV"] = "1"
+    if no_reload:
+        wanted["AGENTSITE_RELOAD"] = "0"
+    elif reload or dev:
+        wanted["AGENTSITE_RELOAD"] = "1"
     if no_schedules:
         wanted["AGENTSITE_SCHEDULES"] = "0"
     if workers:
@@ -60,6 +64,8 @@ def from_argv(argv: list[str], environ: Mapping[str, str]) -> dict[str, str]:
     parser.add_argument("--dev", action="store_true")
     parser.add_argument("--no-schedules", action="store_true")
     parser.add_argument("--workers", type=int)
+    parser.add_argument("--reload", action="store_true")
+    parser.add_argument("--no-reload", action="store_true")
     try:
         known, _ = parser.parse_known_args(argv[2:])
     except ValueError:  # a malformed flag: serve's own parser says what is wrong

@@ -316,6 +316,8 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["client_mistakes"],
                              **({"formatter": "json"} if LOG_FORMAT == "json" else {})}},
     "root": {"handlers": ["console"], "level": os.environ.get("AGENTSITE_LOG_LEVEL", "WARNING")},
+    # Under serve --dev / --reload, "v5 deployed" is the line the author saving a file waits for.
+    "loggers": {"agents.discovery.watching": {"level": os.environ.get("AGENTSITE_LOG_LEVEL", "INFO")}},
 }
 # OpenTelemetry is configured from the standard OTEL_* variables (sessions.tracing.setup). Where
 # operators look a trace up: a URL with `{traceId}` in it (a Jaeger or Tempo page), linked from
@@ -332,6 +334,8 @@ AGENTSITE_BEARER_TOKEN_HASHES = [h for h in os.environ.get("AGENTSITE_BEARER_TOK
 AGENTSITE_METRICS_TOKEN_HASH = (hashlib.sha256(os.environ["AGENTSITE_METRICS_TOKEN"].strip().encode()).hexdigest()
                                 if os.environ.get("AGENTSITE_METRICS_TOKEN", "").strip() else "")
 AGENTSITE_DEV = _env_bool("AGENTSITE_DEV")
+# serve --dev / --reload: the served agent folders are deployed again when they change (agents.discovery.watching).
+AGENTSITE_RELOAD = _env_bool("AGENTSITE_RELOAD")
 # Fernet keys for agents' secrets, comma-separated: the first encrypts, all decrypt (agents.secrets.keys).
 # Required in production; in development an empty value means a key made in the state root.
 AGENTSITE_SECRETS_KEYS = os.environ.get("AGENTSITE_SECRETS_KEYS", "")

@@ -32,8 +32,9 @@ from sessions.workspaces.store import list_files, workspace_size
 
 
 def dev_mode(request: HttpRequest) -> dict[str, Any]:
-    """Template context: dev mode shows buttons that fire timers by hand."""
-    return {"dev_mode": settings.AGENTSITE_DEV}
+    """Template context: dev mode shows buttons that fire timers by hand; a reloading server
+    says on the agent's pages when its folder became a new release (or stopped validating)."""
+    return {"dev_mode": settings.AGENTSITE_DEV, "reloading": settings.AGENTSITE_RELOAD}
 
 
 def _agent(slug: str) -> Agent | None:
@@ -71,7 +72,7 @@ def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
     )
     manifest = agent.active_deployment.manifest
     return render(request, "playground/agent.html", {
-        "agent": agent, "manifest": manifest, "sessions": sessions, "tools": _tool_rows(manifest),
+        "agent": agent, "release": agent.active_deployment, "manifest": manifest, "sessions": sessions, "tools": _tool_rows(manifest),
         "models": agent.active_deployment.models,
         "channels": _channel_rows(manifest), "every": every, "operator": is_operator(principal), "principal": principal,
         "oauth_servers": [m for m in with_status(agent, manifest.get("mcp", [])) if m.get("oauth")],
@@ -163,7 +164,7 @@ def session_page(request: HttpRequest, slug: str, session_id: str) -> HttpRespon
     models = session.deployment.models
     bound = session.bound_model
     return render(request, "playground/session.html", {
-        "agent": session.agent, "session": session, "manifest": manifest, "tools": _tool_rows(manifest),
+        "agent": session.agent, "release": session.deployment, "session": session, "manifest": manifest, "tools": _tool_rows(manifest),
         "model": bound,  # the session's selection, which may differ from the release's default
         "following": following, "models": models,
         # "Switch model…": to whoever the handoff route admits (the owner and operators), on a chat

@@ -46,6 +46,7 @@ urlpatterns = [
     path("<slug:slug>/v1/abs", experiments.ExperimentListView.as_view(), name="abs"),
     path("<slug:slug>/v1/abs/<str:name>", experiments.ExperimentResultsView.as_view(), name="ab"),
     path("<slug:slug>/v1/info", agents.AgentInfoView.as_view(), name="agent-info"),
+    path("<slug:slug>/v1/release", agents.AgentReleaseView.as_view(), name="agent-release"),
     path("<slug:slug>/v1/health", agents.AgentHealthView.as_view(), name="agent-health"),
 ]
 

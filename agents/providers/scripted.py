@@ -11,6 +11,8 @@ line; every other line is echoed back:
     /sleep <ms>          wait before answering (interruptible)
     /fail <message>      fail the model call with <message>
     /tools               reply with the names of the tools this request offers
+    /system              reply with the system prompt this request carries (the
+                         agent's instructions, skills, ...)
     /next                end this step: the directives after it are the next
                          step's, once this step's tool results are back
 
@@ -116,6 +118,8 @@ class ScriptedProvider:
                 reply = rest
             elif command == "/tools":
                 reply = "Tools: " + (", ".join(sorted(t.name for t in request.tools)) or "none")
+            elif command == "/system":
+                reply = request.system
             elif command == "/sleep":
                 try:
                     _sleep(float(rest) / 1000, request)

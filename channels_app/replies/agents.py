@@ -67,6 +67,43 @@ class DeploymentDetail(DeploymentRef):
         )
 
 
+class FolderProblem(Reply):
+    path: str  # the file (or folder) at fault, as the validation names it
+    message: str  # what is wrong and the fix
+
+
+class FolderError(Reply):
+    """The folder a reloading server watches fails to validate: the active release still serves."""
+
+    since: datetime  # the first failing save of this run of them
+    problems: list[FolderProblem]
+
+    @classmethod
+    def of(cls, agent: Agent) -> FolderError | None:
+        if agent.folder_problems_since is None:
+            return None
+        return cls(since=agent.folder_problems_since,
+                   problems=[FolderProblem(**problem) for problem in agent.folder_problems])
+
+
+class ReleaseState(Reply):
+    """Which release new sessions start on now, and whether the watched folder validates (the
+    playground asks every second under `serve --dev` or `--reload`, to say "v4 deployed")."""
+
+    slug: str
+    version: int | None
+    content_hash: str
+    activated_at: datetime | None
+    reloading: bool  # this server deploys the agent's folder again when it changes
+    folder_error: FolderError | None = None
+
+    @classmethod
+    def of(cls, agent: Agent, reloading: bool) -> ReleaseState:
+        d = agent.active_deployment
+        return cls(slug=agent.slug, version=d.version if d else None, content_hash=d.content_hash if d else "",
+                   activated_at=d.activated_at if d else None, reloading=reloading, folder_error=FolderError.of(agent))
+
+
 class AgentHealth(Reply):
     status: Literal["ok"]
     agent: str
@@ -132,3 +169,5 @@ class AgentInfo(Reply):
     # Every tool the model is offered: name, family (server | workspace | builtin | mcp), input schema.
     offered_tools: list[ToolDescription] = []
     mcp: list[McpServerDescription] = []
+    # Under serve --dev / --reload: why the agent's folder does not validate now (null when it does).
+    folder_error: FolderError | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from pydantic.alias_generators import to_camel
 from rest_framework.request import Request
@@ -21,7 +22,7 @@ from channels_app.doors import LISTING
 from channels_app.ownership import get_agent
 from channels_app.pagination import AgentPages, paginate
 from channels_app.replies.agents import (
-    AgentHealth, AgentInfo, AgentList, AgentSummary, ChannelRef, DeploymentDetail, Health,
+    AgentHealth, AgentInfo, AgentList, AgentSummary, ChannelRef, DeploymentDetail, FolderError, Health, ReleaseState,
 )
 from channels_app.schema import list_parameters, refusals
 from sessions.instants import iso_z
@@ -79,6 +80,7 @@ class AgentInfoView(APIView):
             runtime=runtime_now(manifest.get("runtime")), offered_tools=offered_tools(deployment),
             mcp=with_status(agent, manifest.get("mcp", [])),
             deployment=DeploymentDetail.of(deployment) if deployment else None,
+            folder_error=FolderError.of(agent),
         )
 
 
@@ -121,6 +123,14 @@ def offered_tools(deployment: Deployment | None) -> list[dict[str, Any]]:
 
 def _not_run(subagent: str, task: str, call_id: str) -> str:
     raise RuntimeError("listing only")
+
+
+class AgentReleaseView(APIView):
+    @extend_schema(summary="The release new sessions start on, and whether the watched folder validates",
+                   responses={200: ReleaseState, **refusals(400, 401, 403, 404)})
+    def get(self, request: Request, slug: str) -> Response:
+        agent = get_agent(slug)
+        return Response(ReleaseState.of(agent, settings.AGENTSITE_RELOAD))
 
 
 class AgentHealthView(APIView):

@@ -12,7 +12,11 @@ def test_the_flags_that_change_a_setting_become_the_variables_the_settings_read(
         "AGENTSITE_STATE_ROOT": str((tmp_path / "s").resolve()), "AGENTSITE_AUTH": "bearer",
         # Only digests, the form the bearer policy compares (sessions.models.hash_token).
         "AGENTSITE_BEARER_TOKEN_HASHES": f"{hash_token('t-1')},{hash_token('t-2')}",
-        "AGENTSITE_DEV": "1", "AGENTSITE_SCHEDULES": "0", "AGENTSITE_WORKERS": "4"}
+        "AGENTSITE_DEV": "1", "AGENTSITE_RELOAD": "1", "AGENTSITE_SCHEDULES": "0", "AGENTSITE_WORKERS": "4"}
+    # Reloading comes with --dev, or alone with --reload; --no-reload turns it off under --dev.
+    assert from_argv(["manage.py", "serve", "--reload"], {}) == {"AGENTSITE_RELOAD": "1"}
+    assert from_argv(["manage.py", "serve", "--dev", "--no-reload"], {}) == {"AGENTSITE_DEV": "1",
+                                                                            "AGENTSITE_RELOAD": "0"}
     assert from_argv(["manage.py", "serve", "--allow-anonymous"], {}) == {"AGENTSITE_AUTH": "allow_all"}
     assert from_argv(["manage.py", "serve", "--state-root", "rel"], {}) == {
         "AGENTSITE_STATE_ROOT": str(Path("rel").resolve())}

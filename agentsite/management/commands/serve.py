@@ -9,7 +9,9 @@ workers (qcluster) together; `--production` for a server a team uses.
 2. Fork N web server processes (`--web-processes`), each accepting on that
    one socket, and the qcluster, from this set-up process: Django, the URLs
    and the deployed agents are loaded once, and the children share those
-   pages. Each leads a session of its own, is tied by agentsite.lifeline so
+   pages; under --dev or --reload, a process that watches the served
+   folders and deploys each again when it changes (agents.discovery.watching).
+   Each leads a session of its own, is tied by agentsite.lifeline so
    it and every process it forks die with serve (even when serve is killed
    with SIGKILL), and runs in the project's folder. The flags that change a
    setting were in the environment before the settings loaded
@@ -43,6 +45,7 @@ from agentsite.production import ALLOW_ALL_REFUSED
 from agentsite.serve_environment import environment
 from agentsite.supervise import exec_supervisor
 from agents.discovery import AgentFolderError, deploy_release, find_agent_folders
+from agents.discovery.watching import Watched, watch
 from agents.management.database import migrate_if_needed
 from agents.models import Agent
 from channels_app.proxies import trusted_networks
@@ -60,6 +63,9 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--dev", action="store_true", help="development mode: schedules and reminders fire only by hand")
+        parser.add_argument("--reload", action="store_true",
+                            help="deploy a served agent folder again when it changes (on under --dev)")
+        parser.add_argument("--no-reload", action="store_true", help="with --dev: do not watch the agent folders")
         parser.add_argument("--no-schedules", action="store_true", help="do not fire cron schedules (reminders still fire)")
         parser.add_argument("--agents", nargs="+", default=[], metavar="DIR",
                             help="agent folders (or folders of them) to deploy besides the examples")
@@ -92,6 +98,8 @@ class Command(BaseCommand):
             raise CommandError("choose --bearer-token or --allow-anonymous, not both")
         if opts["examples"] and opts["no_examples"]:
             raise CommandError("choose --examples or --no-examples, not both")
+        if opts["reload"] and opts["no_reload"]:
+            raise CommandError("choose --reload or --no-reload, not both")
         _restart_with_settings(opts)
         web_processes = opts["web_processes"]
         if web_processes < 1:
@@ -121,7 +129,7 @@ class Command(BaseCommand):
         if opts["production"]:
             # Under STATIC_ROOT in the state root, where WhiteNoise serves them from.
             call_command("collectstatic", interactive=False, verbosity=0)
-        self.deploy(opts)
+        watched = self.deploy(opts)
         # A new server's metrics count from zero: the files of a previous run's processes go.
         clear_dead_processes()
 
@@ -143,13 +151,17 @@ class Command(BaseCommand):
         banner = [
             f"agentsite serving on {base}  (state: {settings.STATE_ROOT})",
             *([f"  public     {settings.AGENTSITE_PUBLIC_URL}  (production)"] if opts["production"] else []),
+            f"  playground {base}/playground/",
             f"  agents     {base}/v1/agents",
             f"  API docs   {base}/api/docs/",
+            f"  docs       {base}/docs/",
             f"  admin      {base}/admin/",
             f"  health     {base}/healthz",
             f"  processes  {web_processes} web ({server}), "
             + ("no turn workers (run `manage.py qcluster`)" if opts["no_workers"]
                else f"{opts['workers'] or settings.Q_CLUSTER['workers']} turn workers"),
+            *([f"  reload     watching {', '.join(str(d) for d in watched.dirs)}"]
+              if settings.AGENTSITE_RELOAD and watched.dirs else []),
             "Press Ctrl-C to stop.",
         ]
         # Said before the children start: once they do, the server may answer before anything else is written.
@@ -164,6 +176,9 @@ class Command(BaseCommand):
             if not opts["no_workers"]:
                 # The checks ran in this process a moment ago: the cluster need not run them again.
                 children["workers"] = start_child("agentsite workers (qcluster)", _workers(listener), settings.BASE_DIR)
+            if settings.AGENTSITE_RELOAD and watched.dirs:
+                children["reload"] = start_child("agentsite reload (watching agent folders)",
+                                                 _reload(listener, watched), settings.BASE_DIR)
         except OSError as exc:  # out of processes or memory
             for pid in children.values():
                 os.kill(pid, signal.SIGTERM)
@@ -171,15 +186,17 @@ class Command(BaseCommand):
         # The listening socket is not inheritable: the supervisor holds none, only the web processes do.
         exec_supervisor(children, dict(os.environ), str(settings.BASE_DIR))
 
-    def deploy(self, opts) -> None:
+    def deploy(self, opts) -> Watched:
         """Deploy this start's folders and say, for each agent served, which release from where."""
         dirs = agent_dirs(opts)
+        watched = Watched([d.resolve() for d in dirs])
         deployed: set[str] = set()
         try:
             for root in find_agent_folders(dirs):
                 done = deploy_release(root)
                 d = done.deployment
                 deployed.add(d.agent.slug)
+                watched.slugs[root] = d.agent.slug
                 self.stdout.write(f"agent {d.agent.slug}: v{d.version} ({d.manifest.get('model')}) from {root}"
                                   + (" (unchanged)" if done.reused else ""))
         except AgentFolderError as exc:
@@ -194,6 +211,7 @@ class Command(BaseCommand):
         for agent in earlier:
             self.stdout.write(f"agent {agent.slug}: v{agent.active_deployment.version} deployed earlier "
                               f"from {agent.active_deployment.origin() or '(no source recorded)'}")
+        return watched
 
 
 def _web(server: str, listener: socket.socket, opts) -> Callable[[], object]:
@@ -222,6 +240,14 @@ def _workers(listener: socket.socket) -> Callable[[], object]:
     def run():
         listener.close()
         call_command("qcluster", skip_checks=True)
+    return run
+
+
+def _reload(listener: socket.socket, watched: Watched) -> Callable[[], object]:
+    """What the reloading process runs: the watch over the served folders, without the port."""
+    def run():
+        listener.close()
+        watch(watched)
     return run
 
 

@@ -1,0 +1,94 @@
+"""What the reloading process does with a change (agents.discovery.watching), in process.
+
+The live loop (a served folder saved, a new session on the new release) is in
+tests/agentsite/test_serve_reload.py; here: which folders a change names, a folder added
+to a folder of agents, and the problems kept on the agent from the first failing save to
+the fix.
+"""
+from __future__ import annotations
+
+import logging
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from agents.discovery import find_agent_folders
+from agents.discovery.watching import Watched, redeploy, watch
+from agents.models import Agent
+from tests.agents.folder_support import GOOD_TOOL, make_agent, minimal
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def watched_over(*dirs: Path) -> Watched:
+    watched = Watched([d.resolve() for d in dirs])
+    for root in find_agent_folders(list(dirs)):
+        watched.slugs[root] = redeploy(root, watched).slug
+    return watched
+
+
+def test_a_change_names_its_agent_folder_and_an_agent_added_beside_it(tmp_path):
+    first = make_agent(tmp_path / "agents", minimal(), name="first")
+    watched = watched_over(tmp_path / "agents")
+    assert watched.roots_of([str(first / "agent" / "instructions.md")]) == [first.resolve()]
+    assert watched.roots_of([str(tmp_path / "agents" / "notes.txt")]) == []  # beside the agents, not in one
+
+    second = make_agent(tmp_path / "agents", minimal(), name="second")
+    assert watched.roots_of([str(second / "agent" / "instructions.md")]) == [second.resolve()]
+    outcome = redeploy(second.resolve(), watched)
+    assert outcome.deployed is not None and outcome.slug == "second"
+    assert Agent.objects.get(slug="second").active_deployment.version == 1
+
+
+def test_problems_are_kept_from_the_first_failing_save_to_the_fix(tmp_path):
+    root = make_agent(tmp_path, minimal(**{"agent/tools/weather.py": GOOD_TOOL}), name="weather").resolve()
+    watched = watched_over(root)
+    tool = root / "agent" / "tools" / "weather.py"
+
+    tool.write_text("def weather(:\n")
+    failed = redeploy(root, watched)
+    assert failed.deployed is None and [p.path for p in failed.problems] == ["agent/tools/weather.py"]
+    agent = Agent.objects.get(slug="weather")
+    assert agent.active_deployment.version == 1  # the last good release still serves
+    assert agent.folder_problems == [{"path": "agent/tools/weather.py", "message": failed.problems[0].message}]
+    since = agent.folder_problems_since
+
+    tool.write_text("x = 1\n")  # broken another way: the problems change, the time stays the first failure's
+    redeploy(root, watched)
+    agent.refresh_from_db()
+    assert "define exactly one tool" in agent.folder_problems[0]["message"]
+    assert agent.folder_problems_since == since
+
+    tool.write_text(textwrap.dedent(GOOD_TOOL).replace("sunny", "rainy"))
+    fixed = redeploy(root, watched)
+    agent.refresh_from_db()
+    assert fixed.deployed is not None and fixed.deployed.deployment.version == 2
+    assert (agent.folder_problems, agent.folder_problems_since, agent.active_deployment.version) == ([], None, 2)
+
+
+def test_the_watch_deploys_a_save_and_ignores_the_state_root_inside_a_served_folder(tmp_path, settings, caplog):
+    caplog.set_level(logging.INFO, logger="agents.discovery.watching")
+    root = make_agent(tmp_path, minimal(), name="inside").resolve()
+    settings.STATE_ROOT = str(root / ".agentsite")  # `serve --agents .` from the agent's own folder
+    (root / ".agentsite").mkdir()
+    watched = watched_over(root)
+    stop = threading.Event()
+    watching = threading.Thread(target=watch, args=(watched,), kwargs={"stop_event": stop})
+    watching.start()
+    try:
+        time.sleep(0.3)  # the watch is set up (a change before it would be missed, not misread)
+        (root / ".agentsite" / "db-journal").write_text("written by the server")
+        time.sleep(0.5)  # apart from the save: were it seen, it would be deployed (again) on its own
+        (root / "agent" / "instructions.md").write_text("You help with the rain.")
+        deadline = time.monotonic() + 20
+        while Agent.objects.get(slug="inside").active_deployment.version < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        watching.join(10)
+    agent = Agent.objects.get(slug="inside")
+    assert agent.active_deployment.version == 2
+    assert [r.getMessage().split(" from ")[0] for r in caplog.records] == ["agent inside: v2 deployed"]
