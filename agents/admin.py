@@ -80,7 +80,8 @@ def _rollback(modeladmin: admin.ModelAdmin, request: HttpRequest, agents) -> Non
 class AgentAdmin(admin.ModelAdmin):
     list_display = ("slug", "name", "active_deployment", "updated_at")
     search_fields = ("slug", "name", "description")
-    readonly_fields = ("created_at", "updated_at")
+    # The watched folder's problems are the reloading server's to write (agents.discovery.watching).
+    readonly_fields = ("created_at", "updated_at", "folder_problems", "folder_problems_since")
     inlines = [SecretInline, DeploymentInline]
     actions = ["roll_back"]
 

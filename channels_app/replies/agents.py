@@ -94,7 +94,7 @@ class ReleaseState(Reply):
     version: int | None
     content_hash: str
     activated_at: datetime | None
-    reloading: bool  # this server deploys the agent's folder again when it changes
+    reloading: bool  # the server runs with reload on (serve --dev / --reload): the folders it serves are watched
     folder_error: FolderError | None = None
 
     @classmethod
