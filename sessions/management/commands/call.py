@@ -37,13 +37,13 @@ class Command(BaseCommand):
                             help="approve a needs_approval tool's call yourself and run it now")
 
     def handle(self, *args, slug, folder, tool, input, session, approve, **options):
-        migrate_if_needed()
-        target = find_target(slug, folder)
-        agent, slug = target.agent, target.agent.slug
         try:
             payload = json.loads(input)
         except json.JSONDecodeError as exc:
             raise CommandError(f"--input is not JSON: {exc}") from None
+        migrate_if_needed()
+        target = find_target(slug, folder)
+        agent, slug = target.agent, target.agent.slug
         bound = None
         if session:
             bound = Session.objects.select_related("agent", "deployment").filter(pk=session, agent=agent).first()
