@@ -137,10 +137,15 @@ def test_an_invalid_folder_is_one_line_naming_the_file_and_fix(tmp_path):
 
 
 @pytest.mark.django_db
-def test_call_dir_runs_the_folders_tool(tmp_path):
-    code, out, err = run_command_line("call", "--dir", str(folder(tmp_path)), "lookup_order",
-                                      "--input", '{"order_id": "A101"}')
+def test_call_dir_runs_the_folders_tool_and_the_slug_the_deployed_one(support_agent, tmp_path):
+    changed = folder(tmp_path)
+    tool = changed / "agent" / "tools" / "lookup_order.py"
+    tool.write_text(tool.read_text().replace('"status": "shipped"', '"status": "lost at sea"'))
 
+    code, out, err = run_command_line("call", "--dir", str(changed), "lookup_order", "--input", '{"order_id": "A101"}')
+    assert code == 0, err
+    assert json.loads(out)["output"]["status"] == "lost at sea"
+    code, out, err = run_command_line("call", "support", "lookup_order", "--input", '{"order_id": "A101"}')
     assert code == 0, err
     assert json.loads(out)["output"]["status"] == "shipped"
 
