@@ -105,6 +105,9 @@ class DeploymentAdmin(admin.ModelAdmin):
     def has_add_permission(self, request) -> bool:
         return False  # a release is made by deploying a folder or a repository
 
+    def get_queryset(self, request):
+        return super().get_queryset(request).releases()  # scratch copies are no release to activate or compare
+
     def get_actions(self, request):
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)  # a session may still run on any release
@@ -125,7 +128,7 @@ class DeploymentAdmin(admin.ModelAdmin):
     @admin.display(description="compare")
     def compare(self, obj: Deployment) -> str:
         """A link to what changed since the version before (for v1, to the version after)."""
-        others = obj.agent.deployments.exclude(pk=obj.pk)
+        others = obj.agent.deployments.releases().exclude(pk=obj.pk)
         other = others.filter(version__lt=obj.version).order_by("-version").first() or others.order_by("version").first()
         if other is None:
             return "-"
@@ -159,12 +162,12 @@ class DeploymentAdmin(admin.ModelAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         new = get_object_or_404(Deployment.objects.select_related("agent"), pk=pk)
-        versions = list(new.agent.deployments.order_by("-version").values_list("version", flat=True))
+        versions = list(new.agent.deployments.releases().order_by("-version").values_list("version", flat=True))
         raw = request.GET.get("with", "")
         # By default the version before (for the first, the one after), as the list's link.
         others = [v for v in versions if v != new.version]
         wanted = int(raw) if raw.isdigit() else next((v for v in others if v < new.version), others[-1] if others else None)
-        old = new.agent.deployments.filter(version=wanted).first() if wanted is not None else None
+        old = new.agent.deployments.releases().filter(version=wanted).first() if wanted is not None else None
         old_label, new_label = (f"v{old.version}" if old else ""), f"v{new.version}"
         sections = [{"name": s.name, "changed": s.changed, "table": s.table(old_label, new_label) if s.changed else ""}
                     for s in diff_releases(old, new)] if old else []

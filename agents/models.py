@@ -102,6 +102,12 @@ class Agent(models.Model):
                 .order_by("-activated_at", "-version").first())
 
 
+class DeploymentQuerySet(models.QuerySet):
+    def releases(self) -> DeploymentQuerySet:
+        """The releases an operator lists and activates: not the scratch copies `run --dir` makes."""
+        return self.filter(scratch=False)
+
+
 class Deployment(models.Model):
     class Status(models.TextChoices):
         VALIDATING = "validating"
@@ -128,13 +134,19 @@ class Deployment(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.VALIDATING)
     created_at = models.DateTimeField(auto_now_add=True)
     activated_at = models.DateTimeField(null=True, blank=True)
+    scratch = models.BooleanField(default=False, help_text="A folder loaded by `run`, `info` or `call --dir`: "
+                                  "version 0, never activated, not listed among the releases.")
+
+    objects = DeploymentQuerySet.as_manager()
 
     class Meta:
         ordering = ["agent", "-version"]
-        constraints = [models.UniqueConstraint(fields=["agent", "version"], name="deployment_version_unique")]
+        # Scratch copies all take version 0: they must not use up the numbers of real releases.
+        constraints = [models.UniqueConstraint(fields=["agent", "version"], condition=models.Q(scratch=False),
+                                               name="deployment_version_unique")]
 
     def __str__(self) -> str:
-        return f"{self.agent.slug} v{self.version}"
+        return f"{self.agent.slug} scratch copy" if self.scratch else f"{self.agent.slug} v{self.version}"
 
     def origin(self) -> str:
         """Where the release came from, in one line: the folder, or URL@ref (commit) and the path inside."""
@@ -162,8 +174,11 @@ class Deployment(models.Model):
 
         One conditional update of the agent's row moves its pointer and takes the release's name and
         description: of two activations of the same release, the second changes no row and hears False
-        (already active), and the release keeps the stamp of the activation that won.
+        (already active), and the release keeps the stamp of the activation that won. A scratch copy
+        is never activated (False).
         """
+        if self.scratch:  # a folder tried from the command line never becomes what others reach
+            return False
         manifest = self.manifest or {}
         with transaction.atomic():
             won = (Agent.objects.filter(pk=self.agent_id).exclude(active_deployment=self)

@@ -1,7 +1,8 @@
 """`manage.py init`: a new agent project to start from, one template per kind of agent.
 
 Each template is a working agent folder (it validates and answers with the offline
-`scripted` model) plus a README that says how to run it and where to go next:
+`scripted` model), one eval case that passes (`evals/<name>_eval.py`, run by
+`manage.py eval`) and a README that says how to run it and where to go next:
 
 - chat: instructions and `agent.py`, nothing else;
 - tools: one typed tool the model may call;
@@ -11,6 +12,7 @@ Each template is a working agent folder (it validates and answers with the offli
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
@@ -168,6 +170,30 @@ TRY = {
     "webhook": "Hello!",
 }
 
+EVAL = '''\
+"""One case `manage.py eval {path}` runs: a message, and gates on what the agent did.
+
+`scripted:echo` follows `/call <tool> <json>` as written. Once agent/agent.py names a real
+model, ask in words instead, e.g. {words!r},
+and keep the gates: they check what the agent did, not its wording.
+"""
+from agents.sdk import includes
+
+
+def test(t):
+    t.send({message!r})
+    t.succeeded(){tool_gate}
+    t.check(t.reply, includes({expected!r}))
+'''
+# Per template: the eval file's name, what a real model would be asked, the tool it must call
+# (none for chat and webhook) and what the reply must include.
+EVALS = {
+    "chat": ("greeting", "Hello!", "", "Hello!"),
+    "tools": ("convert", "What is 21 degrees Celsius in Fahrenheit?", "convert_temperature", "69.8"),
+    "notes": ("remember", "Remember to buy milk.", "note", "buy milk"),
+    "webhook": ("reply", "Hello!", "", "Hello!"),
+}
+
 README = '''\
 # {name}
 
@@ -178,6 +204,8 @@ An agent for agentsite, made with `manage.py init --template {template}`. {descr
   agent/
     instructions.md      the system prompt
     agent.py             the model and settings (`scripted:echo` answers offline){extra_tree}
+  evals/
+    {eval_name}_eval.py{eval_pad}one case: a message and gates on the turn (`manage.py eval`)
 ```
 
 ## Run it
@@ -186,6 +214,8 @@ From the agentsite checkout (every command works from any directory):
 
 ```bash
 .venv/bin/python manage.py validate {path}            # problems name the file and the fix
+.venv/bin/python manage.py run --dir {path} -m {try_shell}   # one turn, not deployed
+.venv/bin/python manage.py eval {path}                # its evals, on a server of their own
 .venv/bin/python manage.py serve --agents {path}      # serve it beside the examples
 ```
 
@@ -231,6 +261,8 @@ def project_files(slug: str, template: str, path: str) -> dict[str, str]:
     """Relative path → text of a new project of `template` for the agent `slug`."""
     name = slug.replace("-", " ").replace("_", " ").title()
     description = DESCRIPTIONS[template]
+    eval_name, words, tool, expected = EVALS[template]
+    tool_gate = f"\n    t.called_tool({tool!r})" if tool else ""
     files = {
         "agent/instructions.md": INSTRUCTIONS[template].format(name=name),
         "agent/agent.py": AGENT_PY.format(name=name, description=description),
@@ -238,7 +270,11 @@ def project_files(slug: str, template: str, path: str) -> dict[str, str]:
             name=name, template=template, description=description, slug=slug, path=path,
             extra_tree=EXTRA_TREE[template].format(slug=slug), try_message=TRY[template],
             try_json=json.dumps(TRY[template]).replace("'", "'\\''"),
-            extra_section=WEBHOOK_SECTION.format(slug=slug) if template == "webhook" else ""),
+            extra_section=WEBHOOK_SECTION.format(slug=slug) if template == "webhook" else "",
+            eval_name=eval_name, eval_pad=" " * max(1, 21 - len(f"{eval_name}_eval.py")),
+            try_shell=shlex.quote(TRY[template])),
+        f"evals/{eval_name}_eval.py": EVAL.format(path=path, words=words, message=TRY[template],
+                                                  tool_gate=tool_gate, expected=expected),
     }
     if template == "tools":
         files["agent/tools/convert_temperature.py"] = CONVERT_TOOL

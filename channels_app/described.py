@@ -29,6 +29,17 @@ OPEN = ConfigDict(extra="allow", json_schema_extra=optional_keys)
 
 
 @with_config(OPEN)
+class ToolSource(TypedDict, total=False):
+    """Where a tool comes from: `file` (`path`, relative to the agent folder), `mcp` (`server`, its
+    name) or `builtin` (`feature`: workspace, skills, subagents, reminders, messaging, ...)."""
+
+    kind: str
+    path: str
+    server: str
+    feature: str
+
+
+@with_config(OPEN)
 class ToolDescription(TypedDict, total=False):
     """A tool: as the release declares it (`tools`) or as the model is offered it (`offeredTools`)."""
 
@@ -40,6 +51,7 @@ class ToolDescription(TypedDict, total=False):
     timeArgs: list[str]
     execution: str
     family: str
+    source: ToolSource
     inputSchema: JSONObject
     file: str
 

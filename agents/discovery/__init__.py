@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from agents.discovery.bundles import ReleaseTooLarge, ReleaseUnavailable, release_folder
 from agents.discovery.folder import agent_dir, content_hash, default_model, load_agent_folder
-from agents.discovery.loaded import AgentFolderError, LoadedAgent, LoadedSubagent, Problem
+from agents.discovery.loaded import AgentFolderError, LoadedAgent, LoadedSubagent, Problem, tool_file
 from agents.discovery.releases import (
     Deployed,
     Source,
@@ -16,9 +16,11 @@ from agents.discovery.releases import (
     find_agent_folders,
     load_deployment,
     release,
+    scratch_release,
 )
 
 __all__ = [
-    "AgentFolderError", "LoadedAgent", "ReleaseTooLarge", "ReleaseUnavailable", "release_folder", "LoadedSubagent", "Problem", "agent_dir", "content_hash", "default_model",
+    "AgentFolderError", "LoadedAgent", "ReleaseTooLarge", "ReleaseUnavailable", "release_folder", "LoadedSubagent", "Problem", "tool_file", "agent_dir", "content_hash", "default_model",
     "Deployed", "Source", "deploy_agent_folder", "deploy_release", "find_agent_folders", "load_agent_folder", "load_deployment", "release",
+    "scratch_release",
 ]

@@ -32,9 +32,9 @@ def find_agent(slug: str) -> Agent:
 
 def find_release(agent: Agent, version: int | str) -> Deployment:
     number = int(version) if str(version).isdigit() else None
-    found = agent.deployments.filter(version=number).first() if number is not None else None
+    found = agent.deployments.releases().filter(version=number).first() if number is not None else None
     if found is None:
-        known = ", ".join(f"v{v}" for v in agent.deployments.order_by("version").values_list("version", flat=True))
+        known = ", ".join(f"v{v}" for v in agent.deployments.releases().order_by("version").values_list("version", flat=True))
         raise ReleaseError("deployment_not_found",
                            f"agent {agent.slug!r} has no release {version!r} (releases: {known or 'none'})")
     found.agent = agent

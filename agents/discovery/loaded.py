@@ -27,6 +27,12 @@ class Problem:
         return f"{self.path}: {self.message}"
 
 
+def tool_file(name: str) -> str:
+    """The file of an agent's tool, relative to its folder: one tool per file, named by it. (The
+    manifest says it as `file`; /info adds each tool's `source` when read, so older releases have it.)"""
+    return f"agent/tools/{name}.py"
+
+
 class AgentFolderError(Exception):
     def __init__(self, root: Path, problems: list[Problem]):
         self.root = root
@@ -110,7 +116,7 @@ class LoadedAgent:
                     "execution": t.execution,
                     "family": "server" if t.execution == "server" else "agent",
                     "inputSchema": t.input_schema(),
-                    "file": f"agent/tools/{name}.py",
+                    "file": tool_file(name),
                 }
                 for name, t in sorted(self.tools.items())
             ],

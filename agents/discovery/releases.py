@@ -62,7 +62,7 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
     source = source or Source(str(loaded.root))
     agent, _ = AgentRow.objects.get_or_create(slug=loaded.slug)
     # The manifest counts too: the default model can change with the environment.
-    same = [d for d in agent.deployments.filter(content_hash=loaded.content_hash).order_by("-version")
+    same = [d for d in agent.deployments.releases().filter(content_hash=loaded.content_hash).order_by("-version")
             if d.manifest == manifest and list(d.allowed_domains) == domains]
     if same:
         earlier = same[0]
@@ -72,33 +72,71 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
         deployment_activated.send(sender=Deployment, agent=agent, deployment=earlier, loaded=loaded)
         return Deployed(earlier, reused=True)
 
-    bundle = pack_checked(loaded.root)
-    location = snapshot_location(loaded.slug, loaded.content_hash)
-    unpack(bundle, Path(settings.STATE_ROOT) / location, loaded.content_hash, loaded.slug)
-
+    bundle = _pack(loaded)  # outside the transaction: the write lock is not held while files are packed
     with transaction.atomic():
         agent = AgentRow.objects.select_for_update().get(pk=agent.pk)
-        version = (agent.deployments.order_by("-version").values_list("version", flat=True).first() or 0) + 1
-        deployment = Deployment.objects.create(
-            agent=agent,
-            version=version,
-            source=source.location,
-            source_kind=source.kind,
-            source_ref=source.ref,
-            source_commit=source.commit,
-            source_path=source.path,
-            deployed_by=deployed_by,
-            allowed_domains=domains,
-            validation=[{"path": w.path, "message": w.message} for w in loaded.warnings],
-            snapshot_path=location,
-            content_hash=loaded.content_hash,
-            manifest=manifest,
-            status=Deployment.Status.VALIDATING,
-        )
-        store_bundle(deployment, bundle)
+        version = (agent.deployments.releases().order_by("-version").values_list("version", flat=True).first()
+                   or 0) + 1
+        deployment = _record(agent, loaded, bundle, version=version, source=source, deployed_by=deployed_by,
+                             allowed_domains=domains)
         deployment.activate()
         deployment_activated.send(sender=Deployment, agent=agent, deployment=deployment, loaded=loaded)
     return Deployed(deployment, reused=False)
+
+
+def scratch_release(root: Path | str) -> Deployment:
+    """A folder as a release that is never activated: `run`, `info` and `call --dir` try it as it is now.
+
+    The folder is loaded and validated like a deploy (AgentFolderError if it does
+    not), and recorded as a scratch copy of its agent (`Deployment.scratch`: version
+    0, not listed, not activatable), reused while its content and manifest are the
+    same. The agent's row is made if it has none, without an active release, so
+    other callers, the agent list and the agent's sessions see nothing new; the
+    copy reads the agent's secrets, as its deployed releases do.
+    """
+    loaded = load_agent_folder(root)
+    manifest = loaded.manifest()
+    agent, _ = AgentRow.objects.get_or_create(slug=loaded.slug)
+    for earlier in agent.deployments.filter(scratch=True, content_hash=loaded.content_hash):
+        if earlier.manifest == manifest:
+            earlier.agent = agent
+            return earlier
+    bundle = _pack(loaded)
+    with transaction.atomic():
+        return _record(agent, loaded, bundle, version=0, source=Source(str(loaded.root)), deployed_by="scratch",
+                       scratch=True)
+
+
+def _pack(loaded: LoadedAgent) -> bytes:
+    """The folder packed (ReleaseTooLarge over the limit) and unpacked under this host's state root."""
+    bundle = pack_checked(loaded.root)
+    location = snapshot_location(loaded.slug, loaded.content_hash)
+    unpack(bundle, Path(settings.STATE_ROOT) / location, loaded.content_hash, loaded.slug)
+    return bundle
+
+
+def _record(agent: AgentRow, loaded: LoadedAgent, bundle: bytes, *, version: int, source: Source,
+            deployed_by: str, allowed_domains: Sequence[str] = (), scratch: bool = False) -> Deployment:
+    """The release row with its files."""
+    deployment = Deployment.objects.create(
+        agent=agent,
+        version=version,
+        scratch=scratch,
+        source=source.location,
+        source_kind=source.kind,
+        source_ref=source.ref,
+        source_commit=source.commit,
+        source_path=source.path,
+        deployed_by=deployed_by,
+        allowed_domains=list(allowed_domains),
+        validation=[{"path": w.path, "message": w.message} for w in loaded.warnings],
+        snapshot_path=snapshot_location(loaded.slug, loaded.content_hash),
+        content_hash=loaded.content_hash,
+        manifest=loaded.manifest(),
+        status=Deployment.Status.VALIDATING,
+    )
+    store_bundle(deployment, bundle)
+    return deployment
 
 
 def refuse_unenforceable_domains(loaded: LoadedAgent) -> None:

@@ -166,7 +166,8 @@ class AgentInfo(Reply):
     schedules: list[ScheduleDescription]
     deployment: DeploymentDetail | None
     runtime: RuntimeDescription | None = None
-    # Every tool the model is offered: name, family (server | workspace | builtin | mcp), input schema.
+    # Every tool the model is offered: name, family (server | workspace | builtin | mcp), source (a file,
+    # an MCP server or a built-in feature), input schema.
     offered_tools: list[ToolDescription] = []
     mcp: list[McpServerDescription] = []
     # Under serve --dev / --reload: why the agent's folder does not validate now (null when it does).

@@ -1,7 +1,6 @@
 """The agents on this server: list, info, liveness."""
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from django.conf import settings
@@ -27,9 +26,8 @@ from channels_app.replies.agents import (
 from channels_app.schema import list_parameters, refusals
 from sessions.instants import iso_z
 from sessions.models import Schedule
-from sessions.turn.toolset import toolset
+from sessions.turn.toolset import declared_tools, offered_tools
 
-log = logging.getLogger(__name__)
 
 
 class AgentListView(APIView):
@@ -68,7 +66,7 @@ class AgentInfoView(APIView):
             model=manifest.get("model", ""), models=deployment.models if deployment else [],
             fallback=manifest.get("fallback", []), peers=manifest.get("peers", []),
             params=manifest.get("params", {}), max_steps=manifest.get("maxSteps"),
-            tools=manifest.get("tools", []), skills=manifest.get("skills", []),
+            tools=declared_tools(manifest), skills=manifest.get("skills", []),
             subagents=manifest.get("subagents", []), channels=[ChannelRef(id="http", kind="http")] + [
                 ChannelRef(id=c["id"], kind=c["kind"], description=c.get("description", ""),
                            routes=c.get("routes", []), events=c.get("events", []), auth=c.get("auth"),
@@ -104,25 +102,6 @@ def channel_config(deployment: Deployment, channel_id: str) -> dict[str, Any] | 
     if found is None or found.channel.config is None:
         return None
     return {to_camel(name): value for name, value in found.channel.config.describe().items()}
-
-
-def offered_tools(deployment: Deployment | None) -> list[dict[str, Any]]:
-    """Every tool the model is offered in a session of this release (a per-session factory's
-    workspace tools are known only in the session), each with its family and input schema."""
-    if deployment is None:
-        return []
-    try:
-        loaded = load_deployment(deployment)
-    except Exception:  # a release that no longer loads still has its manifest
-        log.exception("cannot load %s for its tools", deployment)
-        return [{**t, "family": t.get("family", "server")} for t in deployment.manifest.get("tools", [])
-                if t.get("execution", "server") == "server"]
-    with acting_for(deployment.agent.slug):  # the MCP servers' credentials are the agent's (an OAuth token too)
-        return toolset(loaded, None, delegate=_not_run).describe()
-
-
-def _not_run(subagent: str, task: str, call_id: str) -> str:
-    raise RuntimeError("listing only")
 
 
 class AgentReleaseView(APIView):

@@ -61,7 +61,7 @@ class DeploymentListView(APIView):
         except ReleaseError as exc:
             raise refused(exc) from None
         active = agent.active_deployment_id
-        return paginate(ReleasePages, agent.deployments.all(), request, self, lambda d: Release.of(d, active))
+        return paginate(ReleasePages, agent.deployments.releases(), request, self, lambda d: Release.of(d, active))
 
 
 class DeploymentDetailView(APIView):

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from agents.definitions import Tool
 from agents.discovery import LoadedAgent, load_deployment
 from agents.mcp import SEPARATOR
-from agents.models import Agent
+from agents.models import Agent, Deployment
 from agents.secrets.store import acting_for
 from agents.workspaces.filesystems import VERBS
 from sessions import tracing
@@ -90,10 +90,12 @@ class Parked:
 
 
 def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | None = None,
-              approved_by: Principal | None = None, origin: dict[str, Any] | None = None) -> dict[str, Any]:
+              approved_by: Principal | None = None, origin: dict[str, Any] | None = None,
+              deployment: Deployment | None = None) -> dict[str, Any]:
     """`run_call`'s outcome as the SDK's `ctx.call_tool` and `manage.py call` give it: the tool route's body,
     except that a tool that raised raises here (AdmissionError `tool_error`), for the Python caller to handle."""
-    outcome = run_call(agent, name, raw_input, session=session, approved_by=approved_by, origin=origin)
+    outcome = run_call(agent, name, raw_input, session=session, approved_by=approved_by, origin=origin,
+                       deployment=deployment)
     if isinstance(outcome, Finished) and outcome.failed:
         raise AdmissionError("tool_error", outcome.error or "the tool failed", 422)
     if isinstance(outcome, Parked):
@@ -110,21 +112,25 @@ def call_tool(agent: Agent, name: str, raw_input: Any, *, session: Session | Non
 
 
 def run_call(agent: Agent, name: str, raw_input: Any, *, session: Session | None = None,
-             approved_by: Principal | None = None, origin: dict[str, Any] | None = None) -> Finished | Parked:
+             approved_by: Principal | None = None, origin: dict[str, Any] | None = None,
+             deployment: Deployment | None = None) -> Finished | Parked:
     """Run one tool call, or park it for approval when bound to a session.
 
     `approved_by` is a principal approving the call in advance (the operator
     of `manage.py call --approve`). The tool reads the agent's credentials.
     `origin`: the agents' root and hops of the turn the caller acts for (a channel's handler of an
     agents' turn), passed on to what the tool starts (sessions.messaging.limits).
+    `deployment`: the release to call without a session (a scratch copy of `manage.py call --dir`);
+    the agent's active one by default.
     """
     with acting_for(agent.slug):
-        return _run_call(agent, name, raw_input, session, approved_by, origin or {})
+        return _run_call(agent, name, raw_input, session, approved_by, origin or {}, deployment)
 
 
 def _run_call(agent: Agent, name: str, raw_input: Any, session: Session | None,
-              approved_by: Principal | None, origin: dict[str, Any]) -> Finished | Parked:
-    deployment = session.deployment if session else agent.active_deployment
+              approved_by: Principal | None, origin: dict[str, Any],
+              deployment: Deployment | None = None) -> Finished | Parked:
+    deployment = session.deployment if session else (deployment or agent.active_deployment)
     if deployment is None:
         raise AdmissionError("agent_not_deployed", f"agent {agent.slug!r} has no active deployment", 409)
     loaded = load_deployment(deployment)

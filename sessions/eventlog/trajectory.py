@@ -1,6 +1,7 @@
-"""The trajectory of a session: replies, tool calls and usage, read from its events."""
+"""The trajectory of a session: replies, tool calls and usage, read from its events; `transcript`, the same as text."""
 from __future__ import annotations
 
+import json
 from typing import Any, Iterable
 
 from sessions.models import EventType, Session, Turn
@@ -85,3 +86,34 @@ def build_trajectory(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "totalUsage": total,
         "turns": turns,
     }
+
+
+def transcript(trajectory: dict[str, Any], limit: int = 2000) -> str:
+    """A trajectory as a person reads it: each turn's input, tool calls with their results, the reply,
+    then the session's status. Long tool inputs and outputs are cut at `limit` characters."""
+    lines: list[str] = []
+    for turn in trajectory["turns"]:
+        lines.append(f"> {turn['input'] or ''}")
+        for call in turn["toolCalls"]:
+            lines.append(f"  tool {call['toolName']} {_short(call.get('input'), limit)}")
+            if "error" in call:
+                lines.append(f"    error: {_short(call['error'], limit)}")
+            elif "output" in call:
+                stubbed = " (stubbed: dry run)" if call.get("stubbed") else ""
+                lines.append(f"    -> {_short(call['output'], limit)}{stubbed}")
+            else:
+                lines.append("    (no result: awaiting approval)")
+        if turn["reply"]:
+            lines.append(turn["reply"])
+        if turn["error"]:
+            lines.append(f"error: {turn['error']}")
+        lines.append("")
+    usage = trajectory.get("totalUsage") or {}
+    tokens = f", {usage.get('inputTokens', 0)} tokens in, {usage.get('outputTokens', 0)} out" if usage else ""
+    lines.append(f"status: {trajectory['status']} (session {trajectory['sessionId']}{tokens})")
+    return "\n".join(lines)
+
+
+def _short(value: Any, limit: int) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"

@@ -97,6 +97,10 @@ class McpTool(Tool):
     def input_schema(self) -> dict[str, Any]:
         return self.schema
 
+    def source(self) -> dict[str, str]:
+        """Where /info says the tool comes from: its server."""
+        return {"kind": "mcp", "server": self.server}
+
 
 _loop = LoopThread("mcp")  # its own: a slow server never delays wake-ups
 

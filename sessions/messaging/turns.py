@@ -61,4 +61,4 @@ def register() -> None:
     """What messages between agents add to a turn (sessions.apps): the `agent` trigger's sender and
     reply, and the built-ins list_agents, send_message and read_notifications."""
     extensions.add_trigger(Turn.Trigger.AGENT, extensions.Trigger(received=received, answered=record_reply))
-    extensions.add_builtin_tools(messaging_tools)
+    extensions.add_builtin_tools("messaging", messaging_tools)

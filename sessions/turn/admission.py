@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from django.db import transaction
 
-from agents.models import Agent
+from agents.models import Agent, Deployment
 from sessions.eventlog import wakeups
 from sessions.turn import extensions, lifecycle
 from sessions.eventlog.events import act_on
@@ -65,8 +65,10 @@ def start_session(
     channel_state: dict[str, Any] | None = None,
     model: str = "",
     origin: dict[str, Any] | None = None,
+    deployment: Deployment | None = None,
 ) -> Admitted:
-    """Create a session on the agent's active deployment and queue its first turn.
+    """Create a session on the agent's active deployment (or on `deployment`, a scratch copy that
+    `manage.py run --dir` made) and queue its first turn.
 
     `workspace_files` ({path, content, encoding}, checked by the channel) are
     written into the session's workspace when the turn starts. A custom
@@ -76,7 +78,7 @@ def start_session(
     `model_not_allowed` otherwise); blank: its A/B variant's, else the release's default.
     `origin`: who sent the first message, when another agent did (sessions.messaging).
     """
-    deployment = agent.active_deployment
+    deployment = deployment or agent.active_deployment
     if deployment is None:
         raise AdmissionError("agent_not_deployed", f"agent {agent.slug!r} has no active deployment", 409)
     check_model(deployment, model)

@@ -58,7 +58,7 @@ def builtin_tools(loaded: LoadedAgent, delegate: Callable[[str, str, str], str] 
     `remind_me` and `cancel_reminder` when the agent opts in, and first those
     features registered (with peers: `list_agents`, `send_message` and `read_notifications`)."""
     tools: dict[str, Tool] = {}
-    for source in extensions.builtin_sources:
+    for _, source in extensions.builtin_sources:
         tools.update(source(loaded))
     if loaded.config.reminders_tool:
         tools["remind_me"] = Tool("Set a reminder that wakes this conversation later with a prompt: exactly one of "
@@ -99,6 +99,19 @@ def builtin_tools(loaded: LoadedAgent, delegate: Callable[[str, str, str], str] 
         tools["delegate"] = Tool(f"Delegate a task to a specialist subagent and get its answer. Subagents: {roster}",
                                  DelegateInput, delegate_tool)
     return tools
+
+
+# The part of the agent that brings each of the engine's own built-ins (what /info names as their source).
+OWN_FEATURES = {"remind_me": "reminders", "cancel_reminder": "reminders", "load_skill": "skills",
+                "read_skill_file": "skills", "delegate": "subagents"}
+
+
+def builtin_features(loaded: LoadedAgent) -> dict[str, str]:
+    """Each built-in's feature, by tool name: the engine's own, then those features registered."""
+    features = dict(OWN_FEATURES)
+    for feature, source in extensions.builtin_sources:
+        features.update(dict.fromkeys(source(loaded), feature))
+    return features
 
 
 def tool_specs(tools: dict[str, Tool]) -> list[ToolSpec]:

@@ -110,7 +110,7 @@ class Variants:
 
 
 triggers: dict[str, Trigger] = {}
-builtin_sources: list[Callable[[Any], dict[str, Any]]] = []
+builtin_sources: list[tuple[str, Callable[[Any], dict[str, Any]]]] = []
 tool_families: list[tuple[str, Callable[[Any], dict[str, Any]]]] = []
 recovery_steps: list[tuple[str, Callable[[Any], object]]] = []
 observers: list[TurnObserver] = []
@@ -121,10 +121,11 @@ def add_trigger(trigger: str, handler: Trigger) -> None:
     triggers[trigger] = handler
 
 
-def add_builtin_tools(source: Callable[[Any], dict[str, Any]]) -> None:
-    """`source(loaded)`: the built-ins it gives that agent, named; offered before the engine's own."""
-    if source not in builtin_sources:
-        builtin_sources.append(source)
+def add_builtin_tools(feature: str, source: Callable[[Any], dict[str, Any]]) -> None:
+    """`source(loaded)`: the built-ins `feature` gives that agent, named; offered before the engine's own.
+    /info names `feature` as where they come from."""
+    if (feature, source) not in builtin_sources:
+        builtin_sources.append((feature, source))
 
 
 def add_tool_family(family: str, source: Callable[[Any], dict[str, Any]]) -> None:

@@ -151,7 +151,7 @@ def test_info_of_an_unknown_agent_fails_saying_how_to_deploy(db):
 
 @pytest.mark.django_db(transaction=True)
 def test_run_prints_the_json_trajectory_with_reply_tool_calls_and_usage(support_agent):
-    out, _ = run("run", "support", "--message", '/call lookup_order {"order_id": "A101"}')
+    out, _ = run("run", "support", "--json", "--message", '/call lookup_order {"order_id": "A101"}')
 
     trajectory = json.loads(out)
     assert trajectory["status"] == "waiting"
@@ -169,7 +169,7 @@ def test_run_prints_the_json_trajectory_with_reply_tool_calls_and_usage(support_
 
 @pytest.mark.django_db(transaction=True)
 def test_run_a_plain_message_replies_with_the_echo(support_agent):
-    trajectory = json.loads(run("run", "support", "-m", "hello")[0])
+    trajectory = json.loads(run("run", "support", "--json", "-m", "hello")[0])
 
     assert trajectory["reply"] == "You said: hello"
     assert trajectory["toolCalls"] == []
@@ -178,7 +178,7 @@ def test_run_a_plain_message_replies_with_the_echo(support_agent):
 
 @pytest.mark.django_db(transaction=True)
 def test_run_in_task_mode_reports_the_failure_of_the_model(support_agent):
-    trajectory = json.loads(run("run", "support", "--mode", "task", "-m", "/fail boom")[0])
+    trajectory = json.loads(run("run", "support", "--json", "--mode", "task", "-m", "/fail boom")[0])
 
     assert trajectory["status"] == "failed"
     assert trajectory["error"] == "boom"
@@ -187,7 +187,7 @@ def test_run_in_task_mode_reports_the_failure_of_the_model(support_agent):
 
 @pytest.mark.django_db(transaction=True)
 def test_run_with_dry_run_records_the_option(support_agent):
-    trajectory = json.loads(run("run", "support", "--dry-run", "-m", "hello")[0])
+    trajectory = json.loads(run("run", "support", "--json", "--dry-run", "-m", "hello")[0])
 
     assert Session.objects.get(pk=trajectory["sessionId"]).options == {"dryRun": True}
 
@@ -208,7 +208,7 @@ def test_run_of_an_agent_with_no_deployment_fails_saying_so(db):
 
 @pytest.mark.django_db(transaction=True)
 def test_trajectory_of_a_stored_session_matches_what_run_printed(support_agent):
-    printed = json.loads(run("run", "support", "-m", '/call lookup_order {"order_id": "A100"}')[0])
+    printed = json.loads(run("run", "support", "--json", "-m", '/call lookup_order {"order_id": "A100"}')[0])
 
     out, _ = run("trajectory", "--session", printed["sessionId"])
 
@@ -217,7 +217,7 @@ def test_trajectory_of_a_stored_session_matches_what_run_printed(support_agent):
 
 @pytest.mark.django_db(transaction=True)
 def test_trajectory_reads_an_ndjson_file_of_events(support_agent, tmp_path):
-    printed = json.loads(run("run", "support", "-m", "hello")[0])
+    printed = json.loads(run("run", "support", "--json", "-m", "hello")[0])
     dump = tmp_path / "events.ndjson"
     events = Event.objects.filter(session_id=printed["sessionId"]).order_by("index")
     dump.write_text("".join(json.dumps(e.envelope()) + "\n" for e in events))

@@ -38,7 +38,7 @@ def test_deploy_on_a_fresh_state_root_migrates_it_and_prints_the_release(tmp_pat
 
 
 @pytest.mark.parametrize("args, says", [
-    (("info", "support"), "no deployed agent 'support'"),
+    (("info", "support"), "no agent 'support'"),
     (("call", "support", "lookup_order"), "no agent 'support'"),
     (("run", "support", "-m", "hi"), "no agent 'support'"),
     (("trajectory", "--session", "ses_missing"), "no session 'ses_missing'"),

@@ -8,9 +8,11 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from agents.discovery import deploy_agent_folder
-from agents.scaffold import TEMPLATES
+from agents.scaffold import TEMPLATES, TRY
 from sessions.eventlog.events import read_events
 from sessions.models import KVEntry
+from tests.command_line import run_command_line
+from tests.evals.projects import manage
 
 transactional = pytest.mark.django_db(transaction=True)
 
@@ -96,7 +98,39 @@ def test_the_webhook_template_answers_a_thread_through_its_channel(tmp_path, loc
     assert reply(read_events(thread["sessionId"])) == "You said: Hello!"
 
 
+CALLS = {"chat": [], "tools": ["convert_temperature"], "notes": ["note"], "webhook": []}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_a_fresh_project_of_every_template_passes_its_eval(tmp_path, template):
+    path = tmp_path / f"my-{template}"
+    run("init", str(path), "--template", template)
+
+    done = manage("eval", str(path), "--json")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert (report["passed"], report["total"]) == (True, 1)
+    assert report["cases"][0]["toolCalls"] == CALLS[template]
+
+
+@transactional
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_a_fresh_project_of_every_template_runs_its_readme_message_without_a_deploy(tmp_path, template):
+    path = tmp_path / f"my-{template}"
+    run("init", str(path), "--template", template)
+    assert f"manage.py run --dir {path} -m " in (path / "README.md").read_text()
+
+    code, out, err = run_command_line("run", "--dir", str(path), "-m", TRY[template])
+
+    assert code == 0, err
+    assert out.splitlines()[-1].startswith("status: waiting")
+    assert "error:" not in out
+
+
 def test_every_template_is_tested():
+    assert set(CALLS) == set(TEMPLATES)
     assert TEMPLATES == ("chat", "tools", "notes", "webhook")
 
 

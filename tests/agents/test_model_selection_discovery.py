@@ -142,7 +142,7 @@ def test_a_turn_in_another_process_runs_on_the_default_the_release_was_deployed_
         running = {"AGENTSITE_STATE_ROOT": str(tmp_path / "host-b"), "DATABASE_URL": database,
                    "AGENTSITE_DEFAULT_MODEL": "scripted:echo",
                    "OPENAI_BASE_URL": server.url + "/v1", "OPENAI_API_KEY": "sk-running-host"}
-        ran = manage(running, "run", slug, "-m", "which model are you?")
+        ran = manage(running, "run", slug, "--json", "-m", "which model are you?")
 
         assert ran.returncode == 0, ran.stderr
         trajectory = json.loads(ran.stdout)

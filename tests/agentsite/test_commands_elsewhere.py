@@ -59,7 +59,7 @@ def test_validate_deploy_run_and_trajectory_from_another_folder_read_paths_relat
     assert deployed.returncode == 0, deployed.stderr
     assert "greeter: v1 " in deployed.stdout and str(elsewhere / "mine" / "greeter") in deployed.stdout
 
-    ran = manage(elsewhere, state, "run", "greeter", "-m", "hello")
+    ran = manage(elsewhere, state, "run", "greeter", "--json", "-m", "hello")
     assert ran.returncode == 0, ran.stderr
     trajectory = json.loads(ran.stdout)
     assert "You said: hello" in json.dumps(trajectory)

@@ -349,6 +349,7 @@ def test_info_lists_the_servers_and_their_tools_without_secrets(local, tmp_path,
     body = response.json()
     offered = {t["name"]: t for t in body["offeredTools"]}
     assert offered["notes__add"]["family"] == "mcp"
+    assert offered["notes__add"]["source"] == {"kind": "mcp", "server": "notes"}
     assert offered["notes__add"]["inputSchema"]["required"] == ["a", "b"]
     assert offered["notes__note"]["effect"] == "write" and offered["notes__add"]["effect"] == "read"
     assert body["mcp"] == [{"name": "notes", "transport": "stdio", "command": "python", "args": [str(SERVER), "stdio"],

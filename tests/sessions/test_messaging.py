@@ -264,6 +264,8 @@ def test_the_tools_are_offered_only_to_an_agent_with_peers(alice):
     librarian = {t["name"] for t in alice.get("/librarian/v1/info").json()["offeredTools"]}
     assert {n: concierge.get(n) for n in ("list_agents", "send_message", "read_notifications")} == {
         "list_agents": "builtin", "send_message": "builtin", "read_notifications": "builtin"}
+    [sent] = [t["source"] for t in alice.get("/concierge/v1/info").json()["offeredTools"] if t["name"] == "send_message"]
+    assert sent == {"kind": "builtin", "feature": "messaging"}
     assert librarian == {"find_book"}
 
 

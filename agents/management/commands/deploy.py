@@ -12,6 +12,7 @@ from agents.discovery.repository import RepositoryError, check_repository_url, c
 from agents.redaction import without_credentials
 from agents.integrations.outbound import DomainError, check_allowed_domains
 from agents.management.database import migrate_if_needed
+from agents.management.target import folder_error
 
 
 def deployer() -> str:
@@ -107,14 +108,6 @@ class Command(BaseCommand):
             return [self.deploy(root, Source(shown, "repo", ref, commit, str(root.relative_to(folder))
                                              if root != folder else ""), domains)
                     for root in roots]
-
-
-def folder_error(exc: AgentFolderError) -> str:
-    """One line for one problem (a missing folder says only that), else a line per problem."""
-    if len(exc.problems) == 1:
-        [problem] = exc.problems
-        return str(problem) if problem.path == str(exc.root) else f"{exc.root}: invalid: {problem}"
-    return f"{exc.root}: invalid\n" + "\n".join(f"  {p}" for p in exc.problems)
 
 
 def _json(value: Any) -> str:

@@ -38,7 +38,7 @@ class Command(BaseCommand):
             agent = find_agent(slug)
         except ReleaseError as exc:
             raise CommandError(exc.message) from None
-        releases = list(agent.deployments.order_by("-version"))
+        releases = list(agent.deployments.releases().order_by("-version"))
         if json:
             self.stdout.write(_dumps({"agent": agent.slug, "deployments": [
                 describe_release(d, agent.active_deployment_id) for d in releases]}))

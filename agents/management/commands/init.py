@@ -8,7 +8,8 @@ from agents.scaffold import TEMPLATES, ScaffoldError, scaffold
 
 
 class Command(BaseCommand):
-    help = "Write a new agent project to start from (never over an existing non-empty folder)."
+    help = ("Write a new agent project to start from, with one passing eval (never over an existing "
+            "non-empty folder).")
 
     def add_arguments(self, parser):
         parser.add_argument("path", help="the project's folder; its name is the agent's slug")
@@ -24,5 +25,6 @@ class Command(BaseCommand):
         root = written[0].parents[1]
         for file in written:
             self.stdout.write(f"  {file.relative_to(root)}")
-        self.stdout.write(f"{root}: a {template} agent. Next: manage.py validate {root}, then "
-                          f"manage.py serve --agents {root} and open /playground/{root.name.lower()}")
+        self.stdout.write(f"{root}: a {template} agent. Next: manage.py validate {root}, manage.py eval {root} "
+                          f"(its evals/), then manage.py serve --agents {root} and open "
+                          f"/playground/{root.name.lower()}")

@@ -3,6 +3,8 @@
 Bad input is in tests/channels_app/test_bad_*.py, who may do what in test_auth_policies.py."""
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 
@@ -40,6 +42,37 @@ def test_info_describes_the_agent_and_its_tools_with_json_schemas(local, support
     assert info["deployment"]["version"] == 1
     assert info["deployment"]["status"] == "running"
     assert info["deployment"]["contentHash"] == support_agent.active_deployment.content_hash
+
+
+@pytest.mark.django_db
+def test_info_names_where_each_tool_comes_from(local, support_agent):
+    info = local.get("/support/v1/info").json()
+
+    lookup = {"kind": "file", "path": "agent/tools/lookup_order.py"}
+    assert [t["source"] for t in info["tools"] if t["name"] == "lookup_order"] == [lookup]
+    assert {t["name"]: t["source"] for t in info["offeredTools"]}["lookup_order"] == lookup
+
+
+@pytest.mark.django_db
+def test_info_of_a_release_whose_manifest_predates_tool_files_still_names_their_sources(local, support_agent,
+                                                                                       caplog):
+    # A release deployed before manifests named each tool's file, whose files are gone: /info reads the manifest.
+    release = support_agent.active_deployment
+    release.manifest = {**release.manifest, "tools": [{k: v for k, v in t.items() if k != "file"}
+                                                      for t in release.manifest["tools"]]}
+    release.content_hash = "0" * 64  # a release this process never loaded
+    release.save(update_fields=["manifest", "content_hash"])
+    release.bundle.delete()
+    shutil.rmtree(release.snapshot_dir())
+
+    response = local.get("/support/v1/info")
+
+    assert response.status_code == 200, response.content
+    assert "cannot load support v1 for its tools" in caplog.text
+    info = response.json()
+    expected = {"kind": "file", "path": "agent/tools/cancel_order.py"}
+    assert info["tools"][0]["source"] == expected and "file" not in info["tools"][0]
+    assert info["offeredTools"][0]["name"] == "cancel_order" and info["offeredTools"][0]["source"] == expected
 
 
 @pytest.mark.django_db
