@@ -210,11 +210,11 @@ def path_problems(paths: Any) -> list[str]:
             problems.append(f"paths: {raw!r} is not absolute: write the whole path, from /")
             continue
         real = path.resolve()
-        if not real.exists():
-            problems.append(f"paths: {raw} does not exist on this host: create it or remove it from paths")
-        elif real == state_root or state_root in real.parents or real in state_root.parents:
+        if real == state_root or state_root in real.parents or real in state_root.parents:
             problems.append(f"paths: {raw} is or holds the server's state root ({state_root}), which no "
                             "sandboxed process may see: give a folder outside it")
+        elif not real.exists():
+            problems.append(f"paths: {raw} does not exist on this host: create it or remove it from paths")
     return problems
 
 

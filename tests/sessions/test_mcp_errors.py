@@ -136,3 +136,21 @@ def test_mcp_test_fails_with_the_reason_a_server_cannot_start(tmp_path, missing_
         call_command("mcp", "test", "broken", "broken", stdout=io.StringIO())
     with pytest.raises(CommandError, match=r"declares no MCP server 'other' \(it declares: broken\)"):
         call_command("mcp", "test", "broken", "other", stdout=io.StringIO())
+
+
+@pytest.mark.parametrize("given, problem", [
+    ("relative/dir", "is not absolute: write the whole path, from /"),
+    ("/no/such/folder-9151", "does not exist on this host: create it or remove it from paths"),
+    ("{state}", "is or holds the server's state root"),
+    ("{state}/workspaces", "is or holds the server's state root"),
+    ("/", "is or holds the server's state root"),
+])
+def test_paths_must_be_existing_absolute_paths_outside_the_state_root(tmp_path, settings, given, problem):
+    from agents.discovery import AgentFolderError, load_agent_folder
+
+    root = write_agent(tmp_path / "paths", {"files": {"command": "python", "args": ["x.py"],
+                                                      "paths": [given.format(state=settings.STATE_ROOT)]}})
+
+    with pytest.raises(AgentFolderError) as raised:
+        load_agent_folder(root)
+    assert any("agent/mcp.json" in str(p) and problem in str(p) for p in raised.value.problems), raised.value.problems

@@ -16,7 +16,7 @@ import pytest
 
 from agents.discovery import deploy_agent_folder
 from tests.sessions.mcp_packages import NPM_FILESYSTEM, UVX_TIME, reference_servers
-from tests.sessions.test_mcp import transactional, write_agent
+from tests.sessions.test_mcp import SERVER, transactional, write_agent
 from tests.sessions.test_mcp_sandbox import fresh_connections  # noqa: F401 (autouse)
 
 pytestmark = pytest.mark.network
@@ -130,3 +130,49 @@ def test_an_npm_server_run_with_npx_reads_the_folder_it_is_given(local, tmp_path
 
     assert "files__read_text_file" in offered(local)
     assert "hello-marker-8086" in text(call(local, "files__read_text_file", path=str(shared / "hello.txt")))
+
+
+SECRET = "sk-installed-server-secret-0451"
+
+
+@transactional
+def test_a_hostile_server_in_a_virtual_environment_still_sees_nothing_else(local, tmp_path, servers, monkeypatch,
+                                                                          settings):
+    """The notes server's `peek` and `poke`, run by the environment's Python with the network and a
+    `paths` mount, as much as a declaration can give: still no secret, state, other workspace, other
+    folder's package cache, or anything else of the home directory its environment lives in."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    deploy(tmp_path, time={"command": "uvx", "args": [UVX_TIME]})  # another folder's servers, with a package cache
+    assert "time__get_current_time" in offered(local)
+    their_cache = next((Path(settings.STATE_ROOT) / "mcp-cache").glob("*/uv"))
+    assert any(their_cache.iterdir())
+    workspace = Path(settings.AGENTSITE_WORKSPACES_ROOT) / "someone-else"
+    workspace.mkdir(parents=True, exist_ok=True)
+    (workspace / "theirs.txt").write_text("workspace-marker-31")
+    beside = servers.parent / "beside-the-environment.txt"
+    beside.write_text("home-marker-42")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    root = write_agent(tmp_path / "notes", {"notes": {**SLOW_START, "command": str(servers / "bin" / "python"),
+                                                      "args": ["agent/servers/notes_server.py", "stdio"],
+                                                      "network": True, "paths": [str(shared)]}})
+    (root / "agent" / "servers").mkdir()
+    (root / "agent" / "servers" / "notes_server.py").write_text(SERVER.read_text())
+    deploy_agent_folder(root)
+
+    def peek(path) -> str:
+        response = local.post("/notes/v1/tools/notes__peek/call", json.dumps({"input": {"path": str(path)}}),
+                              content_type="application/json")
+        assert response.status_code == 200, response.content
+        return response.json()["output"]["result"]
+
+    for path in ("/proc/1/environ", "/proc/self/environ"):
+        assert SECRET not in peek(path)
+    for path in (settings.DATABASES["default"]["NAME"], workspace / "theirs.txt", beside, their_cache,
+                 next(their_cache.iterdir())):
+        assert peek(path).startswith("refused"), path
+    assert peek(servers / "pyvenv.cfg").startswith("home =")  # its own environment it reads
+    response = local.post("/notes/v1/tools/notes__poke/call",
+                          json.dumps({"input": {"path": str(servers / "bin" / "pwned")}}), content_type="application/json")
+    assert response.json()["output"]["result"].startswith("refused")
+    assert not (servers / "bin" / "pwned").exists()
