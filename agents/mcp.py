@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from django.conf import settings
-
 from agents.secrets.lookup import credentials
+from agents.workspaces.installs import hidden
 
 SERVER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,31}$")
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -199,10 +198,10 @@ def server_problems(server: McpServer) -> list[str]:
 
 
 def path_problems(paths: Any) -> list[str]:
-    """What is wrong with a declaration's `paths`: each an absolute, existing host path outside the state root."""
+    """What is wrong with a declaration's `paths`: each an absolute, existing host path that holds nothing
+    of the server's state, its workspaces or a home directory (agents.workspaces.installs.hidden)."""
     if not isinstance(paths, (list, tuple)) or not all(isinstance(p, str) for p in paths):
         return ["paths is a list of absolute paths (strings)"]
-    state_root = Path(settings.STATE_ROOT).resolve()
     problems = []
     for raw in paths:
         path = Path(raw)
@@ -210,9 +209,9 @@ def path_problems(paths: Any) -> list[str]:
             problems.append(f"paths: {raw!r} is not absolute: write the whole path, from /")
             continue
         real = path.resolve()
-        if real == state_root or state_root in real.parents or real in state_root.parents:
-            problems.append(f"paths: {raw} is or holds the server's state root ({state_root}), which no "
-                            "sandboxed process may see: give a folder outside it")
+        if reason := hidden(real):
+            problems.append(f"paths: {raw} {reason}, which no sandboxed process may see: give a folder of "
+                            "its own instead")
         elif not real.exists():
             problems.append(f"paths: {raw} does not exist on this host: create it or remove it from paths")
     return problems

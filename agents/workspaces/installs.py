@@ -111,19 +111,27 @@ def _under_usr(path: Path) -> bool:
 
 
 def refused(path: Path) -> None:
-    """Raise InstallError if `path` may not be shown to a sandboxed process: the root or a top folder, a home
-    directory or a folder holding one, or the state root or the workspaces, or anything inside them."""
+    """Raise InstallError if `path` may not be shown to a sandboxed process as an installation."""
     if len(path.parts) < 3:
         raise InstallError(f"{path} is a top-level folder: install the program into a folder of its own "
                            "(a virtual environment, /opt/NAME)")
+    if reason := hidden(path):
+        raise InstallError(f"{path} {reason}: install the program into a folder of its own (a virtual "
+                           "environment) outside it, and give that path")
+
+
+def hidden(path: Path) -> str:
+    """Why no sandboxed process may see `path` (a real path), or "": it is or holds the state root, the
+    workspaces or a home directory, or lies inside the state root or the workspaces."""
+    if path == Path("/"):
+        return "is the root of the filesystem"
     for guarded in (Path(settings.STATE_ROOT).resolve(), Path(settings.AGENTSITE_WORKSPACES_ROOT).resolve()):
         if path == guarded or guarded in path.parents or path in guarded.parents:
-            raise InstallError(f"{path} is or holds the server's state ({guarded}), which no sandboxed process "
-                               "may see: install the program outside it")
+            return f"is or holds the server's state root or workspaces ({guarded})"
     for home in _homes():
         if path == home or path in home.parents:
-            raise InstallError(f"{path} is or holds the home directory {home}: install the program into a "
-                               "folder of its own (a virtual environment) and give that path")
+            return f"is or holds the home directory {home}"
+    return ""
 
 
 def _homes() -> set[Path]:

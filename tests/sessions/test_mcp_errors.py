@@ -141,9 +141,10 @@ def test_mcp_test_fails_with_the_reason_a_server_cannot_start(tmp_path, missing_
 @pytest.mark.parametrize("given, problem", [
     ("relative/dir", "is not absolute: write the whole path, from /"),
     ("/no/such/folder-9151", "does not exist on this host: create it or remove it from paths"),
-    ("{state}", "is or holds the server's state root"),
-    ("{state}/workspaces", "is or holds the server's state root"),
-    ("/", "is or holds the server's state root"),
+    ("{state}", "is or holds the server's state root or workspaces"),
+    ("{state}/workspaces", "is or holds the server's state root or workspaces"),
+    ("/", "is the root of the filesystem"),
+    ("/root", "is or holds the home directory /root"),
 ])
 def test_paths_must_be_existing_absolute_paths_outside_the_state_root(tmp_path, settings, given, problem):
     from agents.discovery import AgentFolderError, load_agent_folder
