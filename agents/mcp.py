@@ -25,7 +25,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from agents.secrets.lookup import credentials
 from agents.workspaces.installs import hidden
@@ -37,6 +37,24 @@ KNOWN_KEYS = {"command", "args", "env", "url", "headers", "needsApproval", "time
               "network", "oauth", "advertise", "paths"}
 # A command run through a package runner fetches its package when it starts: it gets the network and a cache.
 PACKAGE_RUNNERS = ("uvx", "npx")
+
+
+# Why this process cannot reach an agent's servers, by name: sessions.mcp.check registers how it finds out
+# (it owns the connections, and agents imports nothing above it), so the admin can show it.
+_unreachable_readers: list[Callable[[Any], dict[str, str]]] = []
+
+
+def add_unreachable_reader(reader: Callable[[Any], dict[str, str]]) -> None:
+    if reader not in _unreachable_readers:
+        _unreachable_readers.append(reader)
+
+
+def unreachable(agent: Any) -> dict[str, str]:
+    """The servers of `agent`'s active release this process cannot start or reach, with why."""
+    found: dict[str, str] = {}
+    for reader in _unreachable_readers:
+        found.update(reader(agent))
+    return found
 
 
 class McpError(Exception):

@@ -155,3 +155,20 @@ def test_paths_must_be_existing_absolute_paths_outside_the_state_root(tmp_path, 
     with pytest.raises(AgentFolderError) as raised:
         load_agent_folder(root)
     assert any("agent/mcp.json" in str(p) and problem in str(p) for p in raised.value.problems), raised.value.problems
+
+
+@transactional
+def test_the_admin_and_the_playground_show_why_a_server_cannot_start(local, tmp_path, missing_interpreter):
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    agent = deploy_agent_folder(broken_folder(tmp_path, missing_interpreter)).agent
+    admin = Client()
+    admin.force_login(get_user_model().objects.create_superuser("root", "root@example.com", "x"))
+
+    page = admin.get(f"/admin/agents/agent/{agent.pk}/change/").content.decode()
+    assert 'class="mcp-servers"' in page and "could not be started" in page
+    assert "‘no-such-interpreter’: No such file or directory" in page
+    playground = local.get("/playground/broken").content.decode()
+    assert 'class="mcp-error" data-server="broken"' in playground
+    assert "‘no-such-interpreter’: No such file or directory" in playground
