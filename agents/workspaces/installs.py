@@ -19,6 +19,9 @@ from pathlib import Path
 from django.conf import settings
 
 SHEBANG_BYTES = 256
+# The host's configuration (the server's settings and secrets: /etc/agentsite/agentsite.env, readable by the
+# server's user, whom a sandbox keeps when the server is not root), its processes and its devices.
+SYSTEM_PLACES = tuple(Path(p) for p in ("/etc", "/proc", "/sys", "/dev", "/run", "/var/run", "/boot"))
 
 
 class InstallError(Exception):
@@ -122,9 +125,13 @@ def refused(path: Path) -> None:
 
 def hidden(path: Path) -> str:
     """Why no sandboxed process may see `path` (a real path), or "": it is or holds the state root, the
-    workspaces or a home directory, or lies inside the state root or the workspaces."""
+    workspaces or a home directory, lies inside the state root or the workspaces, or is the host's own
+    (SYSTEM_PLACES)."""
     if path == Path("/"):
         return "is the root of the filesystem"
+    for place in SYSTEM_PLACES:
+        if path == place or place in path.parents:
+            return f"is in {place}, the host's own (its settings, secrets, processes or devices)"
     for guarded in (Path(settings.STATE_ROOT).resolve(), Path(settings.AGENTSITE_WORKSPACES_ROOT).resolve()):
         if path == guarded or guarded in path.parents or path in guarded.parents:
             return f"is or holds the server's state root or workspaces ({guarded})"

@@ -145,6 +145,8 @@ def test_mcp_test_fails_with_the_reason_a_server_cannot_start(tmp_path, missing_
     ("{state}/workspaces", "is or holds the server's state root or workspaces"),
     ("/", "is the root of the filesystem"),
     ("/root", "is or holds the home directory /root"),
+    ("/etc/passwd", "is in /etc, the host's own"),
+    ("/proc/self/environ", "is in /proc, the host's own"),
 ])
 def test_paths_must_be_existing_absolute_paths_outside_the_state_root(tmp_path, settings, given, problem):
     from agents.discovery import AgentFolderError, load_agent_folder
