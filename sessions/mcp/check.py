@@ -9,7 +9,7 @@ from agents.discovery import load_deployment
 from agents.mcp import McpServer, McpUnavailable, add_unreachable_reader
 from agents.models import Agent
 from agents.secrets.store import acting_for
-from sessions.mcp.tools import hub
+from sessions.mcp.tools import hub, refused_by_domains
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,9 @@ def unreachable_servers(agent: Agent) -> dict[str, str]:
     found = {}
     with acting_for(agent.slug):  # their ${VAR}s are the agent's secrets
         for server in loaded.mcp:
+            if refused := refused_by_domains(server, loaded.allowed_domains):  # never reached, as in a turn
+                found[server.name] = refused
+                continue
             try:
                 hub().tools(server, loaded.root)
             except McpUnavailable as exc:
