@@ -63,6 +63,14 @@ def test_the_time_server_from_pypi_runs_by_its_scripts_path(local, tmp_path, ser
 
 
 @transactional
+def test_a_script_reached_through_a_symlinked_folder_runs_where_it_is_named(local, tmp_path, servers):
+    (tmp_path / "linked").symlink_to(servers, target_is_directory=True)
+    deploy(tmp_path, time={"command": str(tmp_path / "linked" / "bin" / "mcp-server-time")})
+
+    assert "UTC" in text(call(local, "time__get_current_time", timezone="UTC"))
+
+
+@transactional
 def test_the_git_server_reads_a_repository_it_is_given_in_paths(local, tmp_path, servers):
     repo = tmp_path / "repo"
     repo.mkdir()
