@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict
 from agents.definitions import Tool
 from agents.discovery import LoadedAgent
 from agents.integrations.outbound import domain_admits
-from agents.mcp import SEPARATOR, McpServer, McpToolError, McpUnavailable, expand
+from agents.mcp import SEPARATOR, VARIABLE, McpServer, McpToolError, McpUnavailable, expand
 from agents.redaction import without_credentials
 from agents.mcpauth import NotAuthorized, bearer_token, rejected
 from sessions.mcp.launch import StderrTail, stdio_parameters, stdio_transport
@@ -56,6 +56,7 @@ class Resolved:
     args: tuple[str, ...]
     url: str
     headers: dict[str, str]
+    secrets: tuple[str, ...] = ()  # the values its ${VAR}s stood for: masked wherever the server's words are shown
 
     def fingerprint(self) -> str:
         """A digest that changes when any value does: a connection opened with other credentials is replaced."""
@@ -69,9 +70,12 @@ def resolve(server: McpServer) -> Resolved:
     Raises McpUnavailable naming what is missing; a value never appears in the message.
     """
     try:
+        names = {name for text in (*server.env.values(), *server.args, server.url, *server.headers.values())
+                 for name in VARIABLE.findall(text)}
         resolved = Resolved(env={k: expand(v) for k, v in server.env.items()},
                             args=tuple(expand(a) for a in server.args), url=expand(server.url),
-                            headers={k: expand(v) for k, v in server.headers.items()})
+                            headers={k: expand(v) for k, v in server.headers.items()},
+                            secrets=tuple(expand(f"${{{name}}}") for name in sorted(names)))
         if server.oauth:
             resolved.headers["Authorization"] = f"Bearer {bearer_token(server)}"
     except KeyError as exc:  # expand(): "X is not set: ..."
@@ -130,7 +134,7 @@ class Connection:
         s, values = self.server, self.resolved
         if s.command:
             parameters = stdio_parameters(s, self.cwd, values.env, values.args)
-            self.stderr = StderrTail(secrets=(*values.env.values(), *values.args))
+            self.stderr = StderrTail(secrets=values.secrets)
             return stdio_transport(parameters, self.stderr)
         import httpx2
 
