@@ -48,9 +48,10 @@ class Installation:
             self.aliases.append((str(real), str(named)))
 
 
-def installation(program: str) -> Installation:
-    """The paths `program` (an absolute path; a bare name is found on the sandbox's PATH, under /usr) needs."""
-    found = Installation()
+def installation(program: str, found: Installation | None = None) -> Installation:
+    """The paths `program` (an absolute path; a bare name is found on the sandbox's PATH, under /usr) needs,
+    added to `found` when given."""
+    found = Installation() if found is None else found
     path = Path(program)
     if path.is_absolute():
         _program(path, found, script=True)

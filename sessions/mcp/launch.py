@@ -54,7 +54,7 @@ def stdio_parameters(server: McpServer, cwd: Path, env: dict[str, str], args: tu
     found, inside_env, writable = Installation(), {}, ()
     try:
         if server.runner:
-            command, inside_env, writable = _runner(server.runner, cwd, found)
+            command, inside_env, writable = _runner(server, cwd, found)
         else:
             found = installation(command)
         for raw in server.paths:  # checked at deploy; checked again, the host may have changed since
@@ -70,23 +70,25 @@ def stdio_parameters(server: McpServer, cwd: Path, env: dict[str, str], args: tu
     return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(cwd))
 
 
-def _runner(name: str, cwd: Path, found: Installation) -> tuple[str, dict[str, str], tuple[str, ...]]:
-    """`uvx` or `npx`: the program, its environment and its writable cache."""
+def _runner(server: McpServer, cwd: Path, found: Installation) -> tuple[str, dict[str, str], tuple[str, ...]]:
+    """`uvx` or `npx` (by name, or the absolute path of one): the program, its environment and its cache."""
+    name, declared = server.runner, Path(server.command)
     cache = package_cache(cwd, "uv" if name == "uvx" else "npm")
     if name == "npx":
-        program = shutil.which("npx", path=sandbox.base_environment()["PATH"])
+        program = str(declared) if declared.is_absolute() else shutil.which("npx", path=sandbox.base_environment()["PATH"])
         if program is None:
             raise LaunchError("npx is not installed on this host: install Node.js (Debian's nodejs and npm)")
+        installation(program, found)
         # The host's trust store, as uv's below: a registry reached through the operator's TLS proxy is trusted.
         trust = {"NODE_EXTRA_CA_CERTS": SYSTEM_CERTIFICATES} if os.path.isfile(SYSTEM_CERTIFICATES) else {}
         return program, {"npm_config_cache": str(cache), "npm_config_update_notifier": "false",
                          "npm_config_fund": "false", "npm_config_audit": "false", **trust}, (str(cache),)
-    uvx = _beside_python("uvx")
-    uv = _beside_python("uv")
-    if uvx is None or uv is None:
+    uvx = declared if declared.is_absolute() else _beside_python("uvx")
+    uv = uvx.resolve().parent / "uv" if uvx is not None else None  # what uvx runs: uv beside its real path
+    if uvx is None or uv is None or not uv.is_file():
         raise LaunchError("uv is not installed on this host: pip install uv (into the server's environment) or "
                           "put uv and uvx on the PATH")
-    for program in (uvx, uv):  # single binaries: the files alone (uvx runs the uv beside it)
+    for program in (uvx, uv):  # single binaries: the files alone
         found.add(program)
     # uv runs the server's own interpreter (python_paths shows it) and never downloads one.
     return str(uvx), {"UV_CACHE_DIR": str(cache), "UV_PYTHON": sys.executable, "UV_PYTHON_DOWNLOADS": "never",
