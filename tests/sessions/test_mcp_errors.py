@@ -87,6 +87,19 @@ def test_a_missing_program_is_named_with_the_fix(local, tmp_path):
     assert f"{tmp_path}/venv/bin/not-installed does not exist on this host" in server["error"]
 
 
+@transactional
+def test_a_program_in_the_state_root_is_refused_with_the_reason(local, tmp_path, settings):
+    script = broken_script(tmp_path, "#!/bin/sh\nexit 0\n")
+    inside = Path(settings.STATE_ROOT) / "programs" / "bin" / "server"
+    inside.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(script, inside)
+    deploy_agent_folder(broken_folder(tmp_path, inside))
+
+    (server,) = info_of(local, "broken")["mcp"]
+    assert f"{inside} is or holds the server's state root or workspaces" in server["error"]
+    assert "install the program into a folder of its own" in server["error"]
+
+
 def validate(*args: str) -> tuple[str, str, str]:
     out, err = io.StringIO(), io.StringIO()
     try:

@@ -71,6 +71,17 @@ def test_a_script_reached_through_a_symlinked_folder_runs_where_it_is_named(loca
 
 
 @transactional
+def test_a_script_outside_the_environment_runs_with_the_interpreter_its_shebang_names(local, tmp_path, servers):
+    script = tmp_path / "opt" / "time" / "bin" / "time-server"
+    script.parent.mkdir(parents=True)
+    script.write_text(f"#!{servers}/bin/python\nfrom mcp_server_time import main\nmain()\n")
+    script.chmod(0o755)
+    deploy(tmp_path, time={"command": str(script)})
+
+    assert "UTC" in text(call(local, "time__get_current_time", timezone="UTC"))
+
+
+@transactional
 def test_the_git_server_reads_a_repository_it_is_given_in_paths(local, tmp_path, servers):
     repo = tmp_path / "repo"
     repo.mkdir()
