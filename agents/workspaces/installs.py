@@ -6,8 +6,9 @@ file, and that interpreter's prefix). Any other script needs itself and the
 interpreter its `#!` line names, with that interpreter's installation. Each
 path is bound at its real place (symlinks resolved) and, where the program
 names it by another path, there too. A path that is or holds a home
-directory, the state root or the workspaces is never given: InstallError
-says which, and what to do instead.
+directory, the state root or the workspaces, or lies in the host's own
+places (/etc, /proc, ...), is never given: InstallError says which, and
+what to do instead.
 """
 from __future__ import annotations
 
@@ -40,7 +41,9 @@ class Installation:
         named, real = Path(os.path.abspath(path)), path.resolve()
         if _under_usr(real) and _under_usr(named):
             return  # the sandbox shows /usr already
-        refused(real)
+        if reason := hidden(real):
+            raise InstallError(f"{real} {reason}, which no sandboxed process may see: install the program into a "
+                               "folder of its own (a virtual environment) outside it, and give that path")
         if str(real) not in self.readable:
             self.readable.append(str(real))
         # A name under /usr is a link there already, which leads to the real place.
@@ -72,7 +75,11 @@ def _program(path: Path, found: Installation, *, script: bool) -> None:
             found.add(base)
         return
     # A script alone is enough of itself (its folder may be someone's ~/bin); an interpreter needs its prefix.
-    found.add(path if script else (real.parent.parent if real.parent.name == "bin" else real.parent))
+    prefix = real.parent.parent if real.parent.name == "bin" else real.parent
+    if not script and len(prefix.parts) < 3 and not _under_usr(prefix):
+        raise InstallError(f"the interpreter {path} is installed straight under {prefix}, which is too much to "
+                           "show a sandboxed process: install it into a folder of its own (/opt/NAME)")
+    found.add(path if script else prefix)
     interpreter = _shebang(real) if script else None
     if interpreter is not None and interpreter.name != "env":  # `env NAME` finds NAME on the PATH inside
         _program(interpreter, found, script=False)
@@ -112,16 +119,6 @@ def _shebang(script: Path) -> Path | None:
 
 def _under_usr(path: Path) -> bool:
     return path.parts[:2] == ("/", "usr")
-
-
-def refused(path: Path) -> None:
-    """Raise InstallError if `path` may not be shown to a sandboxed process as an installation."""
-    if len(path.parts) < 3:
-        raise InstallError(f"{path} is a top-level folder: install the program into a folder of its own "
-                           "(a virtual environment, /opt/NAME)")
-    if reason := hidden(path):
-        raise InstallError(f"{path} {reason}: install the program into a folder of its own (a virtual "
-                           "environment) outside it, and give that path")
 
 
 def hidden(path: Path) -> str:

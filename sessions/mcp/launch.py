@@ -55,7 +55,7 @@ def stdio_parameters(server: McpServer, cwd: Path, env: dict[str, str], args: tu
     try:
         if server.runner:
             command, inside_env, writable = _runner(server, cwd, found)
-        else:
+        elif command != sys.executable:  # the server's own Python: python_paths() shows it
             found = installation(command)
         for raw in server.paths:  # checked at deploy; checked again, the host may have changed since
             if problems := path_problems([raw]):

@@ -97,7 +97,7 @@ def test_a_program_in_the_state_root_is_refused_with_the_reason(local, tmp_path,
 
     (server,) = info_of(local, "broken")["mcp"]
     assert f"{inside} is or holds the server's state root or workspaces" in server["error"]
-    assert "install the program into a folder of its own" in server["error"]
+    assert "install the program into a folder of its own (a virtual environment) outside it" in server["error"]
 
 
 def validate(*args: str) -> tuple[str, str, str]:
