@@ -19,7 +19,7 @@ from tests.sessions.mcp_packages import NPM_FILESYSTEM, UVX_TIME, reference_serv
 from tests.sessions.test_mcp import SERVER, transactional, write_agent
 from tests.sessions.test_mcp_sandbox import fresh_connections  # noqa: F401 (autouse)
 
-pytestmark = pytest.mark.network
+pytestmark = [pytest.mark.network, pytest.mark.timeout(600)]  # the first run builds the environment
 # Loading a package's modules, or fetching it, takes seconds on a loaded machine; none of these is about time.
 SLOW_START = {"connectTimeout": 120, "timeout": 60}
 
