@@ -51,6 +51,7 @@ def call(local, tool: str, **arguments) -> dict:
 
 
 def text(output: dict) -> str:
+    """A tool's output as one string, whatever shape the server gives it (text blocks or structured content)."""
     return json.dumps(output)
 
 
@@ -59,7 +60,8 @@ def test_the_time_server_from_pypi_runs_by_its_scripts_path(local, tmp_path, ser
     deploy(tmp_path, time={"command": str(servers / "bin" / "mcp-server-time")})
 
     assert {"time__get_current_time", "time__convert_time"} <= offered(local)
-    assert '"timezone": "UTC"' in text(call(local, "time__get_current_time", timezone="UTC")).replace('\\"', '"')
+    now = call(local, "time__get_current_time", timezone="UTC")
+    assert now["timezone"] == "UTC" and now["datetime"].endswith("+00:00")
 
 
 @transactional
@@ -67,7 +69,7 @@ def test_a_script_reached_through_a_symlinked_folder_runs_where_it_is_named(loca
     (tmp_path / "linked").symlink_to(servers, target_is_directory=True)
     deploy(tmp_path, time={"command": str(tmp_path / "linked" / "bin" / "mcp-server-time")})
 
-    assert "UTC" in text(call(local, "time__get_current_time", timezone="UTC"))
+    assert call(local, "time__get_current_time", timezone="UTC")["timezone"] == "UTC"
 
 
 @transactional
@@ -78,7 +80,7 @@ def test_a_script_outside_the_environment_runs_with_the_interpreter_its_shebang_
     script.chmod(0o755)
     deploy(tmp_path, time={"command": str(script)})
 
-    assert "UTC" in text(call(local, "time__get_current_time", timezone="UTC"))
+    assert call(local, "time__get_current_time", timezone="UTC")["timezone"] == "UTC"
 
 
 @transactional
@@ -135,7 +137,7 @@ def test_a_server_run_with_uvx_fetches_its_package_and_answers(local, tmp_path):
     deploy(tmp_path, time={"command": "uvx", "args": [UVX_TIME]})
 
     assert "time__get_current_time" in offered(local)
-    assert "UTC" in text(call(local, "time__get_current_time", timezone="UTC"))
+    assert call(local, "time__get_current_time", timezone="UTC")["timezone"] == "UTC"
     info = {m["name"]: m for m in local.get("/tools/v1/info").json()["mcp"]}
     assert info["time"]["network"] is True and "error" not in info["time"]
 
