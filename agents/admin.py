@@ -17,9 +17,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from agents.discovery.activation import ReleaseError, activate_release, rollback_target
+from agents.mcp import unreachable
 from agents.models import Agent, Deployment, Secret, secret_name_problem, secret_value_problem
 from agents.releasediff import diff_releases
 
@@ -81,9 +82,21 @@ class AgentAdmin(admin.ModelAdmin):
     list_display = ("slug", "name", "active_deployment", "updated_at")
     search_fields = ("slug", "name", "description")
     # The watched folder's problems are the reloading server's to write (agents.discovery.watching).
-    readonly_fields = ("created_at", "updated_at", "folder_problems", "folder_problems_since")
+    readonly_fields = ("created_at", "updated_at", "folder_problems", "folder_problems_since", "mcp_servers")
     inlines = [SecretInline, DeploymentInline]
     actions = ["roll_back"]
+
+    @admin.display(description="MCP servers")
+    def mcp_servers(self, obj: Agent) -> str:
+        """The active release's MCP servers, each started (or listed before) by this process, with why one cannot be."""
+        manifest = obj.active_deployment.manifest if obj.active_deployment else {}
+        declared = [m["name"] for m in manifest.get("mcp", [])]
+        if not declared:
+            return "-"
+        errors = unreachable(obj)
+        return format_html("<ul class=\"mcp-servers\">{}</ul>", format_html_join(
+            "", "<li>{}: {}</li>", ((name, format_html('<span class="errornote">{}</span>', errors[name])
+                                      if name in errors else "ok") for name in declared)))
 
     @admin.action(description="Roll back the selected agents to the release active before", permissions=["change"])
     def roll_back(self, request, queryset) -> None:

@@ -7,7 +7,10 @@
     }}
 
 A server is either a command started over stdio (run in the agent folder)
-or a streamable-HTTP URL. `${VAR}` in `env`, `args`, `headers` and `url` is
+or a streamable-HTTP URL. A command may be an installed script's absolute
+path (its installation is what the sandbox shows it, sessions.mcp.launch),
+`uvx NAME` or `npx -y PACKAGE` (network and a package cache of the folder's
+own), and `paths` adds host paths it may read. `${VAR}` in `env`, `args`, `headers` and `url` is
 read when the connection opens, from the agent's secrets and then the server's
 environment (agents.secrets.lookup), so no secret is stored in the folder.
 Its tools reach the model as `<server>__<tool>`, unless `"advertise": false`
@@ -22,15 +25,36 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from agents.secrets.lookup import credentials
+from agents.workspaces.installs import hidden
 
 SERVER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,31}$")
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 SEPARATOR = "__"  # between the server's name and its tool's in the name the model sees
 KNOWN_KEYS = {"command", "args", "env", "url", "headers", "needsApproval", "timeout", "connectTimeout", "sandbox",
-              "network", "oauth", "advertise"}
+              "network", "oauth", "advertise", "paths"}
+# A command run through a package runner fetches its package when it starts: it gets the network and a cache.
+PACKAGE_RUNNERS = ("uvx", "npx")
+
+
+# Why this process cannot reach an agent's servers, by name: sessions.mcp.check registers how it finds out
+# (it owns the connections, and agents imports nothing above it), so the admin can show it.
+_unreachable_readers: list[Callable[[Any], dict[str, str]]] = []
+
+
+def add_unreachable_reader(reader: Callable[[Any], dict[str, str]]) -> None:
+    if reader not in _unreachable_readers:
+        _unreachable_readers.append(reader)
+
+
+def unreachable(agent: Any) -> dict[str, str]:
+    """The servers of `agent`'s active release this process cannot start or reach, with why."""
+    found: dict[str, str] = {}
+    for reader in _unreachable_readers:
+        found.update(reader(agent))
+    return found
 
 
 class McpError(Exception):
@@ -75,10 +99,22 @@ class McpServer:
     oauth: bool = False
     # False: the model is not offered its tools; the agent's tools call them through ctx.host.mcp.
     advertise: bool = True
+    # Host folders or files a sandboxed server may read besides the agent folder (absolute paths).
+    paths: tuple[str, ...] = ()
 
     @property
     def transport(self) -> str:
         return "stdio" if self.command else "http"
+
+    @property
+    def runner(self) -> str:
+        """`uvx` or `npx` when the command is one of them: the server's package is fetched when it starts."""
+        name = Path(self.command).name if isinstance(self.command, str) else ""
+        return name if name in PACKAGE_RUNNERS else ""
+
+    @property
+    def uses_network(self) -> bool:
+        return self.network is True or bool(self.runner)
 
     def tool_needs_approval(self, tool: str) -> bool:
         return self.needs_approval if isinstance(self.needs_approval, bool) else tool in self.needs_approval
@@ -90,23 +126,25 @@ class McpServer:
                 "envKeys": sorted(self.env), "headerKeys": sorted(self.headers),
                 "needsApproval": self.needs_approval if isinstance(self.needs_approval, bool) else list(self.needs_approval),
                 "timeout": self.timeout, "oauth": self.oauth, "advertise": self.advertise,
-                **({"sandbox": self.sandbox, "network": self.network} if self.command else {})}
+                **({"sandbox": self.sandbox, "network": self.uses_network, "paths": list(self.paths)}
+                   if self.command else {})}
 
 
 def mcp_stdio(name: str, command: str, args: list[str] | tuple[str, ...] = (), *, env: dict[str, str] | None = None,
               needs_approval: bool | list[str] | tuple[str, ...] = False, timeout: float = 30.0,
               connect_timeout: float = 15.0, sandbox: bool = True, network: bool = False,
-              advertise: bool = True) -> McpServer:
+              advertise: bool = True, paths: list[str] | tuple[str, ...] = ()) -> McpServer:
     """A server the agent starts as a subprocess and talks to over stdin/stdout.
 
     It runs sandboxed: it sees the agent folder read-only, a private /tmp and
-    no network unless `network=True`. `sandbox=False` trusts it with the
-    server's user and filesystem. `advertise=False`: only the agent's tools
-    reach it (`ctx.host.mcp.call`), the model is not offered its tools.
+    no network unless `network=True` (`uvx` and `npx` get it, and a package
+    cache). `paths`: absolute host paths it may also read. `sandbox=False`
+    trusts it with the server's user and filesystem. `advertise=False`: only
+    the agent's tools reach it (`ctx.host.mcp.call`), the model is not offered its tools.
     """
     return McpServer(name=name, command=command, args=tuple(args), env=dict(env or {}),
                      needs_approval=_approval(needs_approval), timeout=timeout, connect_timeout=connect_timeout,
-                     sandbox=sandbox, network=network, advertise=advertise)
+                     sandbox=sandbox, network=network, advertise=advertise, paths=tuple(paths))
 
 
 def mcp_http(name: str, url: str, *, headers: dict[str, str] | None = None,
@@ -171,6 +209,29 @@ def server_problems(server: McpServer) -> list[str]:
                         "authorization: remove it from headers")
     if not isinstance(server.needs_approval, bool) and not all(isinstance(t, str) for t in server.needs_approval):
         problems.append(f"server {server.name!r}: needsApproval is true, false or a list of tool names")
+    if server.paths and server.url:
+        problems.append(f"server {server.name!r}: paths apply to a command (stdio) server only")
+    problems.extend(f"server {server.name!r}: {problem}" for problem in path_problems(server.paths))
+    return problems
+
+
+def path_problems(paths: Any) -> list[str]:
+    """What is wrong with a declaration's `paths`: each an absolute, existing host path that holds nothing
+    of the server's state, its workspaces or a home directory (agents.workspaces.installs.hidden)."""
+    if not isinstance(paths, (list, tuple)) or not all(isinstance(p, str) for p in paths):
+        return ["paths is a list of absolute paths (strings)"]
+    problems = []
+    for raw in paths:
+        path = Path(raw)
+        if "\x00" in raw or not path.is_absolute():
+            problems.append(f"paths: {raw!r} is not absolute: write the whole path, from /")
+            continue
+        real = path.resolve()
+        if reason := hidden(real):
+            problems.append(f"paths: {raw} {reason}, which no sandboxed process may see: give a folder of "
+                            "its own instead")
+        elif not real.exists():
+            problems.append(f"paths: {raw} does not exist on this host: create it or remove it from paths")
     return problems
 
 
@@ -198,6 +259,7 @@ def load_mcp_json(path: Path) -> tuple[list[McpServer], list[str]]:
             timeout=entry.get("timeout", 30.0), connect_timeout=entry.get("connectTimeout", 15.0),
             sandbox=entry.get("sandbox", True), network=entry.get("network", False),
             oauth=entry.get("oauth", False), advertise=entry.get("advertise", True),
+            paths=tuple(entry["paths"]) if isinstance(entry.get("paths"), list) else entry.get("paths", ()),
         )
         if not isinstance(server.command, str) or not isinstance(server.url, str):
             problems.append(f"server {name!r}: command and url are strings")

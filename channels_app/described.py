@@ -154,6 +154,12 @@ class McpServerDescription(TypedDict, total=False):
     advertise: bool
     oauth: bool
     authorization: McpAuthorization
+    # A command (stdio) server's: sandboxed, with the network, and the host paths it may read besides its folder.
+    sandbox: bool
+    network: bool
+    paths: list[str]
+    # Why this process could not start or reach the server (with the first lines of its stderr), until it can.
+    error: str
 
 
 @with_config(OPEN)

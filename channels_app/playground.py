@@ -25,6 +25,7 @@ from channels_app.experiments_page import ab_page
 from channels_app.ownership import get_owned_session
 from channels_app.replies.artifacts import artifact_path
 from sessions.evals.capture import case_file_text, case_id_for
+from sessions.mcp.check import unreachable_servers
 from sessions.models import Artifact, Event, EventType, Reminder, Session
 from sessions.tracing.links import trace_url
 from sessions.eventlog.trajectory import fold_turn_outcome
@@ -76,6 +77,7 @@ def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
         "models": agent.active_deployment.models,
         "channels": _channel_rows(manifest), "every": every, "operator": is_operator(principal), "principal": principal,
         "oauth_servers": [m for m in with_status(agent, manifest.get("mcp", [])) if m.get("oauth")],
+        "mcp_errors": sorted(unreachable_servers(agent).items()),
     })
 
 

@@ -93,6 +93,9 @@ class Mounts:
 
     writable: tuple[str, ...] = ()
     readable: tuple[str, ...] = ()
+    # (host path, the path it is seen at inside), read-only: an installation reached through a symlink
+    # is seen where its programs name it (agents.workspaces.installs).
+    aliases: tuple[tuple[str, str], ...] = ()
     network: bool = False
     limits: Limits = field(default_factory=Limits)
     file_limit: int | None = None  # bytes one file may reach (default: limits.disk)
@@ -218,6 +221,8 @@ def command(argv: list[str], *, cwd: str, mounts: Mounts) -> list[str]:
             jail += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             jail += ["--ro-bind", str(path), str(path)]
+    # Made 0700 by bubblewrap as root otherwise: the dropped uid could read none of the files below.
+    jail += ["--perms", "0755", "--dir", "/etc"]
     for name in ETC_FILES + (NETWORK_ETC_FILES if mounts.network else ()):
         if os.path.lexists(f"/etc/{name}"):
             jail += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
@@ -225,10 +230,12 @@ def command(argv: list[str], *, cwd: str, mounts: Mounts) -> list[str]:
     for scratch in ("/tmp", "/dev/shm"):
         jail += ["--perms", "1777", "--size", str(SCRATCH_BYTES), "--tmpfs", scratch]
     readable = [path for path in mounts.readable if not path.startswith("/usr/")]
-    for parent in _parents([*readable, *mounts.writable]):
+    for parent in _parents([*readable, *mounts.writable, *(target for _, target in mounts.aliases)]):
         jail += ["--perms", "0755", "--dir", parent]  # made 0700 otherwise when bubblewrap runs as root
     for path in readable:
         jail += ["--ro-bind", path, path]
+    for source, target in mounts.aliases:
+        jail += ["--ro-bind", source, target]
     for path in mounts.writable:
         jail += ["--bind", path, path]
     # The root itself is a memory-backed tmpfs: nothing may be written to it once built.

@@ -25,6 +25,7 @@ from channels_app.replies.agents import (
 )
 from channels_app.schema import list_parameters, refusals
 from sessions.instants import iso_z
+from sessions.mcp.tools import hub
 from sessions.models import Schedule
 from sessions.turn.toolset import declared_tools, offered_tools
 
@@ -61,6 +62,7 @@ class AgentInfoView(APIView):
                             "fireCount": s.fire_count}
             for s in Schedule.objects.filter(agent=agent, active=True)
         }
+        offered = offered_tools(deployment)  # first: it reaches the MCP servers, whose errors mcp_now shows
         return AgentInfo(
             slug=agent.slug, name=agent.name or agent.slug, description=agent.description,
             model=manifest.get("model", ""), models=deployment.models if deployment else [],
@@ -75,8 +77,8 @@ class AgentInfoView(APIView):
                 for c in manifest.get("channels", [])
             ],
             schedules=[{**s, **schedule_state.get(s["id"], {})} for s in manifest.get("schedules", [])],
-            runtime=runtime_now(manifest.get("runtime")), offered_tools=offered_tools(deployment),
-            mcp=with_status(agent, manifest.get("mcp", [])),
+            runtime=runtime_now(manifest.get("runtime")), offered_tools=offered,
+            mcp=mcp_now(agent, deployment, manifest.get("mcp", [])),
             deployment=DeploymentDetail.of(deployment) if deployment else None,
             folder_error=FolderError.of(agent),
         )
@@ -94,6 +96,18 @@ def runtime_now(runtime: dict[str, Any] | None) -> dict[str, Any] | None:
     limits = runtime.get("limits") or Limits().describe()
     return {**runtime, "workspaceTools": tools,
             "sandbox": state.describe(network=bool(runtime.get("network")), limits=limits)}
+
+
+def mcp_now(agent: Agent, deployment: Deployment | None, described: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The declared MCP servers, each one this process could not reach with the reason as its `error`."""
+    servers = with_status(agent, described)
+    if deployment is None:
+        return servers
+    try:
+        root = load_deployment(deployment).root
+    except Exception:  # offered_tools logged it
+        return servers
+    return [{**m, "error": error} if (error := hub().error(m["name"], root)) else m for m in servers]
 
 
 def channel_config(deployment: Deployment, channel_id: str) -> dict[str, Any] | None:

@@ -22,7 +22,6 @@ import hashlib
 import json
 import logging
 import os
-import sys
 import threading
 import time
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -36,16 +35,17 @@ from pydantic import BaseModel, ConfigDict
 from agents.definitions import Tool
 from agents.discovery import LoadedAgent
 from agents.integrations.outbound import domain_admits
-from agents.mcp import SEPARATOR, McpServer, McpToolError, McpUnavailable, expand
+from agents.mcp import SEPARATOR, VARIABLE, McpServer, McpToolError, McpUnavailable, expand
 from agents.redaction import without_credentials
 from agents.mcpauth import NotAuthorized, bearer_token, rejected
-from agents.workspaces import sandbox
+from sessions.mcp.launch import StderrTail, stdio_parameters, stdio_transport
 from sessions.plumbing.loopthread import LoopThread, submit
 from sessions.turn import extensions
 
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 2.0
+STDERR_WAIT = 2.0  # for a server that failed to start to finish writing why
 MAX_NAME = 64  # providers refuse longer tool names
 
 
@@ -56,6 +56,7 @@ class Resolved:
     args: tuple[str, ...]
     url: str
     headers: dict[str, str]
+    secrets: tuple[str, ...] = ()  # the values its ${VAR}s stood for: masked wherever the server's words are shown
 
     def fingerprint(self) -> str:
         """A digest that changes when any value does: a connection opened with other credentials is replaced."""
@@ -69,9 +70,12 @@ def resolve(server: McpServer) -> Resolved:
     Raises McpUnavailable naming what is missing; a value never appears in the message.
     """
     try:
+        names = {name for text in (*server.env.values(), *server.args, server.url, *server.headers.values())
+                 for name in VARIABLE.findall(text)}
         resolved = Resolved(env={k: expand(v) for k, v in server.env.items()},
                             args=tuple(expand(a) for a in server.args), url=expand(server.url),
-                            headers={k: expand(v) for k, v in server.headers.items()})
+                            headers={k: expand(v) for k, v in server.headers.items()},
+                            secrets=tuple(expand(f"${{{name}}}") for name in sorted(names)))
         if server.oauth:
             resolved.headers["Authorization"] = f"Bearer {bearer_token(server)}"
     except KeyError as exc:  # expand(): "X is not set: ..."
@@ -126,28 +130,16 @@ class Connection:
         self.ready = asyncio.Event()
         self.stop = asyncio.Event()
         self.task: Any = None  # the future of run() on the MCP loop
+        self.stderr: StderrTail | None = None  # a stdio server's
 
     def _target(self) -> Any:
-        from mcp.client.stdio import StdioServerParameters
         from mcp.client.streamable_http import streamable_http_client
 
         s, values = self.server, self.resolved
         if s.command:
-            env = dict(values.env)
-            command = sys.executable if s.command in ("python", "python3") else s.command
-            argv = [command, *values.args]
-            if not s.sandbox:
-                return StdioServerParameters(command=command, args=argv[1:], env=env, cwd=str(self.cwd))
-            state = sandbox.status()
-            if not state.active and state.mode == "on":
-                raise RuntimeError(f"{state.reason}: the server is not started (declare \"sandbox\": false to "
-                                   "run it unsandboxed, as the server's user)")
-            if state.active:
-                mounts = sandbox.Mounts(readable=(*sandbox.python_paths(), str(self.cwd)), network=s.network,
-                                        user=sandbox.runs_as(self.cwd))
-                argv = sandbox.command(argv, cwd=str(self.cwd), mounts=mounts)
-                env = {**sandbox.base_environment(), "HOME": "/tmp", "TMPDIR": "/tmp", **env}
-            return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(self.cwd))
+            parameters = stdio_parameters(s, self.cwd, values.env, values.args)
+            self.stderr = StderrTail(secrets=values.secrets)
+            return stdio_transport(parameters, self.stderr)
         import httpx2
 
         http = httpx2.AsyncClient(headers=values.headers, event_hooks={"response": [self._note_refusal]},
@@ -170,6 +162,9 @@ class Connection:
                 await self.stop.wait()
         except BaseException as exc:  # noqa: BLE001 (any failure ends this connection; the next use opens another)
             self.error = _describe(exc)
+            if self.stderr is not None and not self.opened:  # it never started: its own words say why
+                said = await self.stderr.finish(STDERR_WAIT)
+                self.error += f" — stderr: {said}" if said else ""
             if not isinstance(exc, (Exception, asyncio.CancelledError)):
                 raise
         finally:
@@ -185,6 +180,8 @@ def _describe(exc: BaseException) -> str:
     """The innermost useful message of an exception (the SDK wraps failures in exception groups)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    if isinstance(exc, FileNotFoundError) and exc.filename:
+        return f"{exc.filename} not found"
     return str(exc) or type(exc).__name__
 
 
@@ -195,6 +192,7 @@ class Hub:
         self.connections: dict[tuple[str, str], Connection] = {}
         self.last_attempt: dict[tuple[str, str], float] = {}
         self.known_tools: dict[tuple[str, str], list[Any]] = {}
+        self.errors: dict[tuple[str, str], str] = {}  # why a server could not be reached, until it is
         self.lock = threading.Lock()
         self.pid = os.getpid()
 
@@ -206,7 +204,22 @@ class Hub:
             future.cancel()
             raise
 
-    def connect(self, server: McpServer, cwd: Path, *, retried: bool = False) -> Connection:
+    def connect(self, server: McpServer, cwd: Path) -> Connection:
+        """An open connection to `server`, opening it if needed; raises McpUnavailable, whose message
+        is kept as the server's `error` (shown by /info) until it is reached."""
+        key = (str(cwd), server.name)
+        try:
+            conn = self._connect(server, cwd)
+        except McpUnavailable as exc:
+            self.errors[key] = str(exc)
+            raise
+        self.errors.pop(key, None)
+        return conn
+
+    def error(self, server_name: str, cwd: Path) -> str:
+        return self.errors.get((str(cwd), server_name), "")
+
+    def _connect(self, server: McpServer, cwd: Path, *, retried: bool = False) -> Connection:
         """An open connection to `server`, opening it if needed; raises McpUnavailable.
 
         The credentials are read on every use: a connection opened with values
@@ -233,11 +246,13 @@ class Hub:
             self._run(asyncio.wait_for(conn.ready.wait(), server.connect_timeout), server.connect_timeout + 1)
         except (asyncio.TimeoutError, FutureTimeout):
             self.close(key)
-            raise McpUnavailable(f"MCP server {server.name!r} did not start within {server.connect_timeout:g} s") from None
+            said = conn.stderr.text() if conn.stderr is not None else ""
+            raise McpUnavailable(f"MCP server {server.name!r} did not start within {server.connect_timeout:g} s"
+                                 + (f" — stderr: {said}" if said else "")) from None
         if conn.client is None:
             if server.oauth and conn.refused and not retried:
                 self._refused(server, conn)
-                return self.connect(server, cwd, retried=True)
+                return self._connect(server, cwd, retried=True)
             raise McpUnavailable(f"MCP server {server.name!r} could not be started: {conn.error or 'it stopped'}")
         self.known_tools[key] = conn.tools
         return conn

@@ -355,5 +355,5 @@ def test_info_lists_the_servers_and_their_tools_without_secrets(local, tmp_path,
     assert body["mcp"] == [{"name": "notes", "transport": "stdio", "command": "python", "args": [str(SERVER), "stdio"],
                             "envKeys": ["NOTES_FILE", "TOKEN"], "headerKeys": [], "needsApproval": False,
                             "timeout": 30.0, "oauth": False, "advertise": True, "sandbox": False,
-                            "network": False}]
+                            "network": False, "paths": []}]
     assert "do-not-show" not in response.content.decode() and "${SECRET_TOKEN}" not in response.content.decode()

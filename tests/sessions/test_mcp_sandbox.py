@@ -32,6 +32,7 @@ def fresh_connections():
     hub().connections.clear()
     hub().known_tools.clear()  # the same folder deploys to the same path in every test
     hub().last_attempt.clear()
+    hub().errors.clear()
 
 
 @pytest.fixture
