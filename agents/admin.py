@@ -66,6 +66,9 @@ class DeploymentInline(admin.TabularInline):
     can_delete = False
     show_change_link = True
 
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(scratch=False)  # `run --dir` copies are no releases
+
 
 def _rollback(modeladmin: admin.ModelAdmin, request: HttpRequest, agents) -> None:
     for agent in agents:

@@ -226,11 +226,16 @@ def path_problems(paths: Any) -> list[str]:
         if "\x00" in raw or not path.is_absolute():
             problems.append(f"paths: {raw!r} is not absolute: write the whole path, from /")
             continue
-        real = path.resolve()
+        try:
+            real = path.resolve()
+            exists = real.exists()
+        except OSError as exc:  # a folder on the way the server may not enter
+            problems.append(f"paths: {raw} cannot be read by the server ({exc.strerror}): give a path it can read")
+            continue
         if reason := hidden(real):
             problems.append(f"paths: {raw} {reason}, which no sandboxed process may see: give a folder of "
                             "its own instead")
-        elif not real.exists():
+        elif not exists:
             problems.append(f"paths: {raw} does not exist on this host: create it or remove it from paths")
     return problems
 

@@ -35,7 +35,7 @@ def find_in_file(path: Path, module_name: str, kind: type[T], report: Callable[[
     """
     try:
         module = import_file(path, module_name)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a file that calls exit() when imported is a broken file too
         report(f"failed to import: {type(exc).__name__}: {exc}")
         return None
     return [value for key, value in vars(module).items() if isinstance(value, kind) and name in (None, key)]

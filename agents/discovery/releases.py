@@ -53,6 +53,8 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
        was validated whatever happens to the source later, and unpacked under
        this host's state root; it is recorded as the next version, which
        becomes the active one.
+    4. What a reloading server recorded of the agent's folder failing to
+       validate is cleared: this deploy validated (Agent.clear_folder_problems).
     """
     loaded = load_agent_folder(root, slug)
     manifest = loaded.manifest()
@@ -70,6 +72,7 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
             store_bundle(earlier, pack_checked(loaded.root))
         earlier.activate()  # changes nothing when it is the active release already
         deployment_activated.send(sender=Deployment, agent=agent, deployment=earlier, loaded=loaded)
+        agent.clear_folder_problems()  # what a failed save said no longer holds: this deploy validated
         return Deployed(earlier, reused=True)
 
     bundle = _pack(loaded)  # outside the transaction: the write lock is not held while files are packed
@@ -81,6 +84,7 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
                              allowed_domains=domains)
         deployment.activate()
         deployment_activated.send(sender=Deployment, agent=agent, deployment=deployment, loaded=loaded)
+    agent.clear_folder_problems()
     return Deployed(deployment, reused=False)
 
 
@@ -142,15 +146,16 @@ def _record(agent: AgentRow, loaded: LoadedAgent, bundle: bytes, *, version: int
 def refuse_unenforceable_domains(loaded: LoadedAgent) -> None:
     """Fail closed: the sandbox cannot hold a network to a list of domains.
 
-    A shell with network, or a stdio MCP server with network (or unsandboxed),
-    could reach any host, whatever the release's allowed domains say.
+    A shell with network, or a stdio MCP server with network (declared, or as
+    `uvx` and `npx` always have it, or unsandboxed), could reach any host,
+    whatever the release's allowed domains say.
     """
     problems = []
     if isinstance(loaded.runtime, LocalRuntime) and loaded.runtime.network:
         problems.append(Problem("agent/agent.py", "allowed domains cannot be enforced on the shell's network: "
                                 "drop local_runtime(network=True) or deploy without --allow-domain"))
     for server in loaded.mcp:
-        if server.command and (server.network or not server.sandbox):
+        if server.command and (server.uses_network or not server.sandbox):
             problems.append(Problem("agent/mcp.json", f"allowed domains cannot be enforced on MCP server "
                                     f"{server.name!r}'s network: declare it sandboxed without network, or "
                                     "deploy without --allow-domain"))

@@ -7,8 +7,14 @@ deploy` would: new sessions start on it, sessions already started keep
 theirs, and content equal to an earlier release activates that one again.
 A folder that stops validating is not deployed: the last good release keeps
 serving, and its problems are recorded on the agent (`/info`, the
-playground) and logged until a save fixes them. A folder of agent folders is
-looked through again on a change, so an agent added to it is deployed too.
+playground) and logged until a save fixes them.
+
+Only each agent folder's `agent/` is watched (a release is made of it alone),
+never the rest of a folder served: a state root inside it (`serve --agents .`)
+or a project's other files would cost a watch per folder. A folder of agent
+folders is looked through every second, so an agent added to it is deployed
+and watched too. Nothing that goes wrong in here stops the server: a save
+that cannot be deployed is logged, and a watch that fails is started again.
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ from watchfiles import DefaultFilter
 from watchfiles import watch as changes
 
 from agents.discovery.loaded import AgentFolderError, Problem
+from agents.discovery.folder import agent_dir
 from agents.discovery.releases import Deployed, Source, deploy_release, find_agent_folders
 from agents.models import Agent
 
@@ -33,6 +40,8 @@ log = logging.getLogger(__name__)
 # STEP_MS together are one, and one deploy follows DEBOUNCE_MS after the first at the latest.
 STEP_MS = 50
 DEBOUNCE_MS = 1600
+LOOK_MS = 1000  # how often the folders are looked through for agents added, removed or replaced
+RETRY_SECONDS = 2.0  # after the watch itself failed (the host's limit on watches, a folder unreadable)
 DEPLOYED_BY = "reload"
 
 
@@ -53,19 +62,35 @@ class Watched:
     slugs: dict[Path, str] = field(default_factory=dict)  # agent folder → the slug of its last good release
 
     def roots_of(self, changed: Iterable[str]) -> list[Path]:
-        """The agent folders holding the changed paths, new ones in a folder of them included."""
+        """The agent folders holding the changed paths."""
         paths = [Path(p) for p in changed]
-        if any(not any(p.is_relative_to(root) for root in self.slugs) for p in paths):
-            try:
-                for root in find_agent_folders(self.dirs):  # a new agent folder, or one renamed
-                    self.slugs.setdefault(root, "")
-            except AgentFolderError:  # a given folder was removed: what is left is still watched
-                pass
         return sorted(root for root in self.slugs if any(p.is_relative_to(root) for p in paths))
+
+    def added(self) -> list[Path]:
+        """Agent folders that appeared in a folder of them since last asked (now watched too)."""
+        try:
+            found = find_agent_folders(self.dirs)
+        except (AgentFolderError, OSError):  # a given folder was removed, or is unreadable: the rest is watched
+            found = [d for d in self.dirs if agent_dir(d).is_dir()]
+        new = [root for root in found if root not in self.slugs]
+        for root in new:
+            self.slugs[root] = ""
+        return new
+
+    def watched_paths(self) -> dict[Path, int]:
+        """Each agent folder's `agent/` that exists, with its inode: one replaced (a branch checked out)
+        is a new folder to watch."""
+        paths = {}
+        for root in self.slugs:
+            try:
+                paths[agent_dir(root)] = agent_dir(root).stat().st_ino
+            except OSError:  # removed: watched again if it comes back
+                continue
+        return paths
 
 
 def redeploy(root: Path, watched: Watched) -> Outcome:
-    """Deploy `root` again; record (and clear) its problems on its agent."""
+    """Deploy `root` again, or record why not on its agent (a deploy clears what was recorded)."""
     started = time.monotonic()
     outcome = Outcome(root, watched.slugs.get(root, ""))
     try:
@@ -73,10 +98,8 @@ def redeploy(root: Path, watched: Watched) -> Outcome:
     except AgentFolderError as exc:
         outcome.problems = exc.problems
     outcome.seconds = time.monotonic() - started
-    if outcome.deployed is not None:
-        agent = outcome.deployed.deployment.agent
-        watched.slugs[root] = outcome.slug = agent.slug
-        agent.clear_folder_problems()
+    if outcome.deployed is not None:  # deploy_release cleared the agent's problems
+        watched.slugs[root] = outcome.slug = outcome.deployed.deployment.agent.slug
     elif outcome.slug:
         agent = Agent.objects.filter(slug=outcome.slug).first()
         if agent is not None:
@@ -100,13 +123,40 @@ def report(outcome: Outcome) -> None:
 
 def watch(watched: Watched, *, stop_event: Any = None) -> None:
     """Deploy each changed folder again, until `stop_event` is set (or the process is stopped)."""
-    # The state root may sit inside a folder served (`serve --agents .`): its writes are not edits.
+    while stop_event is None or not stop_event.is_set():
+        try:
+            _watch_until_the_folders_change(watched, stop_event)
+        except Exception:
+            log.exception("watching the agent folders failed; watching again in %g s", RETRY_SECONDS)
+            time.sleep(RETRY_SECONDS)
+
+
+def _watch_until_the_folders_change(watched: Watched, stop_event: Any) -> None:
+    """One watch over the agent folders as they are now; it ends when one is added, removed or replaced."""
+    paths = watched.watched_paths()
+    if not paths:
+        time.sleep(LOOK_MS / 1000)
+        _deploy_each(watched.added(), watched)
+        return
+    # The state root may sit inside an agent/ folder too: its writes are not edits.
     ignored = DefaultFilter(ignore_paths=[str(Path(settings.STATE_ROOT).resolve())])
-    for batch in changes(*watched.dirs, watch_filter=ignored, step=STEP_MS, debounce=DEBOUNCE_MS,
-                         stop_event=stop_event, raise_interrupt=False):
+    for batch in changes(*paths, watch_filter=ignored, step=STEP_MS, debounce=DEBOUNCE_MS, stop_event=stop_event,
+                         raise_interrupt=False, rust_timeout=LOOK_MS, yield_on_timeout=True):
         close_old_connections()  # a long idle connection may have been closed by the database
-        for root in watched.roots_of(path for _, path in batch):
-            try:
-                report(redeploy(root, watched))
-            except Exception:  # the database went away, a disk filled up: the next save tries again
-                log.exception("agent folder %s: reload failed", root)
+        _deploy_each(watched.roots_of(path for _, path in batch), watched)
+        added = watched.added()
+        _deploy_each(added, watched)
+        now = watched.watched_paths()
+        if added or now != paths:
+            # A folder replaced (or back) since: its files changed where this watch was not looking.
+            _deploy_each([root for root in watched.slugs if agent_dir(root) in now and root not in added
+                          and now[agent_dir(root)] != paths.get(agent_dir(root))], watched)
+            return
+
+
+def _deploy_each(roots: list[Path], watched: Watched) -> None:
+    for root in roots:
+        try:
+            report(redeploy(root, watched))
+        except (Exception, SystemExit):  # a tool's module that exits on import; the database gone: the next save tries again
+            log.exception("agent folder %s: reload failed", root)

@@ -72,7 +72,7 @@ def _program(path: Path, found: Installation, *, script: bool) -> None:
         found.add(prefix)
         base = _base_interpreter(prefix)
         if base is not None:
-            found.add(base)
+            _program(base, found, script=False)
         return
     # A script alone is enough of itself (its folder may be someone's ~/bin); an interpreter needs its prefix.
     prefix = real.parent.parent if real.parent.name == "bin" else real.parent
@@ -92,17 +92,23 @@ def _environment(program: Path) -> Path | None:
 
 
 def _base_interpreter(prefix: Path) -> Path | None:
-    """The installation of the interpreter a virtual environment was made from (its `home` is that one's bin/)."""
+    """The interpreter a virtual environment was made from: `executable` in its pyvenv.cfg, else the
+    python in its `home`. Its own installation is what is shown, found from the interpreter's real
+    place: `home` may be a folder of links (~/.local/bin), which is not shown whole."""
+    values = {}
     for line in (prefix / "pyvenv.cfg").read_text(encoding="utf-8", errors="replace").splitlines():
         key, _, value = line.partition("=")
-        if key.strip() == "home" and value.strip():
-            home = Path(value.strip())
-            if not home.is_absolute() or not home.is_dir():
-                raise InstallError(f"{prefix}/pyvenv.cfg names {home} as its interpreter's folder, which does "
-                                   "not exist: make the environment again (python -m venv --clear)")
-            real = home.resolve()
-            return real.parent if real.name == "bin" else real
-    return None
+        values[key.strip()] = value.strip()
+    if values.get("executable"):
+        interpreter = Path(values["executable"])
+    elif values.get("home"):
+        interpreter = Path(values["home"]) / "python3"
+    else:
+        return None
+    if not interpreter.is_absolute() or not interpreter.exists():
+        raise InstallError(f"{prefix}/pyvenv.cfg names {interpreter} as its interpreter, which does not exist: "
+                           "make the environment again (python -m venv --clear)")
+    return interpreter
 
 
 def _shebang(script: Path) -> Path | None:
@@ -130,16 +136,26 @@ def hidden(path: Path) -> str:
     for place in SYSTEM_PLACES:
         if path == place or place in path.parents:
             return f"is in {place}, the host's own (its settings, secrets, processes or devices)"
-    for guarded in (Path(settings.STATE_ROOT).resolve(), Path(settings.AGENTSITE_WORKSPACES_ROOT).resolve()):
+    for guarded in _server_places():
         if path == guarded or guarded in path.parents or path in guarded.parents:
             return f"is or holds the server's state root or workspaces ({guarded})"
     for home in _homes():
-        if path == home or path in home.parents:
+        if path == home or path in home.parents:  # a folder inside one is fine: a virtual environment
             return f"is or holds the home directory {home}"
     return ""
 
 
+def _server_places() -> list[Path]:
+    """The state root, the workspaces and a SQLite database's folder (which may lie elsewhere)."""
+    places = [Path(settings.STATE_ROOT).resolve(), Path(settings.AGENTSITE_WORKSPACES_ROOT).resolve()]
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] == "django.db.backends.sqlite3" and str(database["NAME"]) != ":memory:":
+        places.append(Path(database["NAME"]).resolve().parent)
+    return places
+
+
 def _homes() -> set[Path]:
+    # /home itself always: accounts from LDAP or sssd may not be listed by getpwall.
     homes = {Path(entry.pw_dir) for entry in pwd.getpwall() if entry.pw_dir.startswith("/")}
-    homes |= {Path(os.path.expanduser("~")), Path("/root")}
+    homes |= {Path(os.path.expanduser("~")), Path("/root"), Path("/home")}
     return {home for home in homes if len(home.parts) > 1 and not _under_usr(home)}

@@ -4,6 +4,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
+from django.conf import settings
+
 from agents.models import Agent, Deployment
 from channels_app.described import (
     AuthPolicyDescription, JSONObject, JSONValue, McpServerDescription, RuntimeDescription, ScheduleDescription,
@@ -80,7 +82,8 @@ class FolderError(Reply):
 
     @classmethod
     def of(cls, agent: Agent) -> FolderError | None:
-        if agent.folder_problems_since is None:
+        """Only while the server watches its folders: without them nobody would clear it on a fix."""
+        if agent.folder_problems_since is None or not settings.AGENTSITE_RELOAD:
             return None
         return cls(since=agent.folder_problems_since,
                    problems=[FolderProblem(**problem) for problem in agent.folder_problems])

@@ -39,7 +39,8 @@ from agents.discovery import LoadedAgent, load_deployment
 from agents.mcp import McpApprovalRequired, McpNotFound, McpServer, McpUnavailable
 from agents.secrets.store import acting_for
 from sessions.host.providers import bound_release
-from sessions.mcp.tools import hub, refused_by_domains
+from sessions.mcp.declared import refused_by_domains
+from sessions.mcp.tools import hub
 from sessions.models import Session, ToolCall
 
 DRY_RUN_NOTE = "Operation acknowledged (dry run: the MCP tool was not called)."

@@ -9,13 +9,17 @@ from agents.discovery import load_deployment
 from agents.mcp import McpServer, McpUnavailable, add_unreachable_reader
 from agents.models import Agent
 from agents.secrets.store import acting_for
-from sessions.mcp.tools import hub, refused_by_domains
+from sessions.mcp.declared import refused_by_domains
+from sessions.mcp.tools import hub
 
 log = logging.getLogger(__name__)
 
 
-def check_server(server: McpServer, cwd: Path) -> tuple[list[str], str]:
-    """Start (or reach) `server` as a turn would and list its tools: (their names, "") or ([], why not)."""
+def check_server(server: McpServer, cwd: Path, domains: tuple[str, ...] = ()) -> tuple[list[str], str]:
+    """Start (or reach) `server` as a turn would and list its tools: (their names, "") or ([], why not).
+    A server out of the release's allowed `domains` is never reached, as in a turn."""
+    if refused := refused_by_domains(server, domains):
+        return [], refused
     try:
         connection = hub().connect(server, cwd)
     except McpUnavailable as exc:

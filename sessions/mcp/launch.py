@@ -4,8 +4,8 @@ In the sandbox a server sees the agent folder and the server's Python, and
 besides them only what its declaration needs: the installation of a program
 given by its absolute path (agents.workspaces.installs), the declared
 `paths`, and for `uvx` and `npx` the network and a package cache of the
-folder's own (`<state root>/mcp-cache/<folder digest>/uv|npm`, writable by
-that server alone). Its stderr goes to the server log as before, and its
+agent's own (`<state root>/mcp-cache/agent-<slug>/uv|npm`, shared by its
+releases, writable by its servers alone). Its stderr goes to the server log as before, and its
 first lines are kept (StderrTail): a server that cannot start says why.
 """
 from __future__ import annotations
@@ -63,8 +63,10 @@ def stdio_parameters(server: McpServer, cwd: Path, env: dict[str, str], args: tu
             found.add(Path(raw))
     except InstallError as exc:
         raise LaunchError(str(exc)) from None
+    # A server with a package cache writes it as the cache's uid, shared by the agent's releases.
+    user = sandbox.runs_as(Path(writable[0]).parent if writable else cwd)
     mounts = sandbox.Mounts(readable=(*sandbox.python_paths(), str(cwd), *found.readable), aliases=tuple(found.aliases),
-                            writable=writable, network=server.uses_network, user=sandbox.runs_as(cwd))
+                            writable=writable, network=server.uses_network, user=user)
     argv = sandbox.command([command, *args], cwd=str(cwd), mounts=mounts)
     env = {**sandbox.base_environment(), "HOME": "/tmp", "TMPDIR": "/tmp", **inside_env, **env}
     return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(cwd))
@@ -103,16 +105,23 @@ def _beside_python(name: str) -> Path | None:
 
 
 def package_cache(cwd: Path, kind: str) -> Path:
-    """The package cache of one agent folder's servers: another folder's servers never see it.
+    """The package cache of one agent's servers: every release of the agent shares it (a save under
+    `serve --dev` does not download the packages again), another agent's servers never see it. A
+    folder that is no release (`validate --check-mcp DIR`) has one of its own.
 
-    When the server runs as root the sandbox writes as the folder's own uid (sandbox.runs_as), so the
+    When the server runs as root the sandbox writes as the cache's own uid (sandbox.runs_as), so the
     cache is that uid's; the folders above it stay root's and are never shown inside.
     """
-    digest = hashlib.sha256(str(cwd).encode()).hexdigest()[:16]
-    cache = Path(settings.STATE_ROOT) / "mcp-cache" / digest / kind
+    releases = (Path(settings.STATE_ROOT) / "deployments").resolve()
+    place = cwd.resolve()
+    if place.parent.parent == releases:  # <state root>/deployments/<slug>/<content>: a release of <slug>
+        owner = f"agent-{place.parent.name}"
+    else:
+        owner = f"folder-{hashlib.sha256(str(place).encode()).hexdigest()[:16]}"
+    cache = Path(settings.STATE_ROOT) / "mcp-cache" / owner / kind
     cache.mkdir(parents=True, exist_ok=True, mode=0o700)
     if os.geteuid() == 0:
-        uid, gid = sandbox.runs_as(cwd)
+        uid, gid = sandbox.runs_as(cache.parent)
         if cache.stat().st_uid != uid:
             os.chown(cache, uid, gid)
     return cache
@@ -161,12 +170,16 @@ class StderrTail:
         return self.text()
 
     def text(self) -> str:
-        lines = self.kept.decode(errors="replace").strip().splitlines()[:KEPT_LINES]
-        text = "\n".join(lines)[:KEPT_CHARACTERS]
-        for secret in sorted(self.secrets, key=len, reverse=True):
-            if len(secret) >= 6:
-                text = text.replace(secret, "***")
-        return scrub(text)
+        lines = masked(self.kept.decode(errors="replace"), self.secrets).strip().splitlines()[:KEPT_LINES]
+        return "\n".join(lines)[:KEPT_CHARACTERS]  # cut once masked: no secret shows its first characters
+
+
+def masked(text: str, secrets: tuple[str, ...]) -> str:
+    """`text` with the values of a server's ${VAR}s and any URL's credentials replaced."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= 6:
+            text = text.replace(secret, "***")
+    return scrub(text)
 
 
 def _pass_on(data: bytes) -> None:

@@ -18,8 +18,6 @@ is tried again at most every RETRY_SECONDS.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 import os
 import threading
@@ -28,17 +26,15 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
 from agents.definitions import Tool
 from agents.discovery import LoadedAgent
-from agents.integrations.outbound import domain_admits
-from agents.mcp import SEPARATOR, VARIABLE, McpServer, McpToolError, McpUnavailable, expand
-from agents.redaction import without_credentials
-from agents.mcpauth import NotAuthorized, bearer_token, rejected
-from sessions.mcp.launch import StderrTail, stdio_parameters, stdio_transport
+from agents.mcp import SEPARATOR, McpServer, McpToolError, McpUnavailable
+from agents.mcpauth import NotAuthorized, rejected
+from sessions.mcp.declared import Resolved, refused_by_domains, resolve
+from sessions.mcp.launch import StderrTail, masked, stdio_parameters, stdio_transport
 from sessions.plumbing.loopthread import LoopThread, submit
 from sessions.turn import extensions
 
@@ -47,42 +43,6 @@ log = logging.getLogger(__name__)
 RETRY_SECONDS = 2.0
 STDERR_WAIT = 2.0  # for a server that failed to start to finish writing why
 MAX_NAME = 64  # providers refuse longer tool names
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """A declaration with its `${VAR}`s (and OAuth token) filled in: what one connection was opened with."""
-    env: dict[str, str]
-    args: tuple[str, ...]
-    url: str
-    headers: dict[str, str]
-    secrets: tuple[str, ...] = ()  # the values its ${VAR}s stood for: masked wherever the server's words are shown
-
-    def fingerprint(self) -> str:
-        """A digest that changes when any value does: a connection opened with other credentials is replaced."""
-        blob = json.dumps([self.env, self.args, self.url, self.headers], sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def resolve(server: McpServer) -> Resolved:
-    """The values `server` is opened with, read now from the agent's credentials (this thread's scope).
-
-    Raises McpUnavailable naming what is missing; a value never appears in the message.
-    """
-    try:
-        names = {name for text in (*server.env.values(), *server.args, server.url, *server.headers.values())
-                 for name in VARIABLE.findall(text)}
-        resolved = Resolved(env={k: expand(v) for k, v in server.env.items()},
-                            args=tuple(expand(a) for a in server.args), url=expand(server.url),
-                            headers={k: expand(v) for k, v in server.headers.items()},
-                            secrets=tuple(expand(f"${{{name}}}") for name in sorted(names)))
-        if server.oauth:
-            resolved.headers["Authorization"] = f"Bearer {bearer_token(server)}"
-    except KeyError as exc:  # expand(): "X is not set: ..."
-        raise McpUnavailable(f"MCP server {server.name!r} cannot be reached: {exc.args[0]}") from None
-    except NotAuthorized as exc:
-        raise McpUnavailable(str(exc)) from None
-    return resolved
 
 
 class McpArguments(BaseModel):
@@ -161,7 +121,7 @@ class Connection:
                 self.ready.set()
                 await self.stop.wait()
         except BaseException as exc:  # noqa: BLE001 (any failure ends this connection; the next use opens another)
-            self.error = _describe(exc)
+            self.error = masked(_describe(exc), self.resolved.secrets)  # an SDK error may quote the URL
             if self.stderr is not None and not self.opened:  # it never started: its own words say why
                 said = await self.stderr.finish(STDERR_WAIT)
                 self.error += f" — stderr: {said}" if said else ""
@@ -299,7 +259,8 @@ class Hub:
             if server.oauth and conn.refused and not retried:  # refused, so not run: safe to try once more
                 self._refused(server, conn)
                 return self.call(server, cwd, tool, arguments, retried=True)
-            raise McpUnavailable(f"MCP server {server.name!r} failed during {tool!r}: {_describe(exc)}") from None
+            raise McpUnavailable(f"MCP server {server.name!r} failed during {tool!r}: "
+                                 f"{masked(_describe(exc), conn.resolved.secrets)}") from None
         return _result(result)
 
 
@@ -365,20 +326,6 @@ def find_mcp_tool(servers: list[McpServer], cwd: Path, name: str, domains: tuple
     server_name, separator, _ = name.partition(SEPARATOR)
     server = next((s for s in servers if s.name == server_name), None) if separator else None
     return mcp_tools([server], cwd, domains).get(name) if server else None
-
-
-def refused_by_domains(server: McpServer, domains: tuple[str, ...]) -> str:
-    """Why an HTTP server is out of the release's allowed domains, or "" when it is not."""
-    if not domains or server.command:
-        return ""
-    try:
-        host = urlsplit(expand(server.url)).hostname or ""
-    except KeyError as exc:  # an unset variable in the URL: connecting would say so
-        return str(exc.args[0]) if exc.args else ""
-    if domain_admits(domains, host):
-        return ""
-    return (f"MCP server {server.name!r} is refused: {host or without_credentials(server.url)} is not one of the "
-            "agent's allowed domains")
 
 
 def _tool(server: McpServer, cwd: Path, remote: Any) -> McpTool:

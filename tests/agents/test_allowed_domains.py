@@ -11,6 +11,7 @@ from agents.integrations.outbound import guard
 from sessions.turn.admission import AdmissionError
 from sessions.direct.calls import call_tool
 from sessions.host import Host
+from sessions.mcp.declared import refused_by_domains
 from sessions.mcp.tools import hub, mcp_tools
 from tests.agents.integrations.fakeapi import Answer, FakeAPI
 
@@ -147,6 +148,22 @@ def test_allowed_domains_with_shell_networking_are_refused_at_deploy(tmp_path):
         deploy_release(root, allowed_domains=["api.example.com"])
     assert "local_runtime(network=True)" in str(raised.value.problems[0])
     assert deploy_release(root).deployment.version == 1  # without a list, as before
+
+
+@pytest.mark.django_db
+def test_allowed_domains_with_a_uvx_or_npx_server_are_refused_at_deploy(tmp_path):
+    """Such a server fetches its package, so it always has the network, which no list of domains holds."""
+    root = tmp_path / "runner"
+    (root / "agent").mkdir(parents=True)
+    (root / "agent" / "instructions.md").write_text("Time.\n")
+    (root / "agent" / "mcp.json").write_text(json.dumps({"mcpServers": {
+        "time": {"command": "uvx", "args": ["mcp-server-time"]}}}))
+
+    with pytest.raises(AgentFolderError) as raised:
+        deploy_release(root, allowed_domains=["api.example.com"])
+    assert "MCP server 'time'" in str(raised.value.problems[0])
+    assert refused_by_domains(load_agent_folder(root).mcp[0], ("api.example.com",)).startswith(
+        "MCP server 'time' is refused: the agent's allowed domains cannot be enforced on its network")
 
 
 @pytest.mark.django_db

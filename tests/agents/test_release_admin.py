@@ -5,9 +5,10 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
+from agents.discovery.releases import scratch_release
 from agents.models import Agent, Deployment
 from sessions.models import Schedule
-from tests.agents.release_support import three_releases
+from tests.agents.release_support import three_releases, write_release
 
 CHANGELIST = "/admin/agents/deployment/"
 
@@ -117,3 +118,14 @@ def test_the_first_release_is_compared_with_the_one_after(operator, releases):
     page = operator.get(f"{CHANGELIST}{releases[0].pk}/diff/").content.decode()
 
     assert "Changed from v2 to v1: instructions, schedules, files." in page
+
+
+def test_a_scratch_copy_of_a_folder_is_not_among_the_agents_releases(operator, releases, tmp_path):
+    """What `run --dir` tried (version 0, never activated) is on neither release page of the admin."""
+    copy = scratch_release(write_release(tmp_path / "draft" / "helper", "You help.\nBe a draft."))
+    assert copy.scratch and copy.agent.slug == "helper"
+
+    agent_page = operator.get(f"/admin/agents/agent/{copy.agent_id}/change/").content.decode()
+    assert all(f"/admin/agents/deployment/{d.pk}/change/" in agent_page for d in releases)
+    assert f"/admin/agents/deployment/{copy.pk}/change/" not in agent_page
+    assert f"/admin/agents/deployment/{copy.pk}/change/" not in operator.get(CHANGELIST).content.decode()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.discovery import find_agent_folders
+from agents.discovery import deploy_release, find_agent_folders
 from agents.discovery.watching import Watched, redeploy, watch
 from agents.models import Agent
 from tests.agents.folder_support import GOOD_TOOL, make_agent, minimal
@@ -37,6 +37,7 @@ def test_a_change_names_its_agent_folder_and_an_agent_added_beside_it(tmp_path):
     assert watched.roots_of([str(tmp_path / "agents" / "notes.txt")]) == []  # beside the agents, not in one
 
     second = make_agent(tmp_path / "agents", minimal(), name="second")
+    assert watched.added() == [second.resolve()] and watched.added() == []
     assert watched.roots_of([str(second / "agent" / "instructions.md")]) == [second.resolve()]
     outcome = redeploy(second.resolve(), watched)
     assert outcome.deployed is not None and outcome.slug == "second"
@@ -92,3 +93,68 @@ def test_the_watch_deploys_a_save_and_ignores_the_state_root_inside_a_served_fol
     agent = Agent.objects.get(slug="inside")
     assert agent.active_deployment.version == 2
     assert [r.getMessage().split(" from ")[0] for r in caplog.records] == ["agent inside: v2 deployed"]
+
+
+def wait_for(condition, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def version(slug: str) -> int | None:
+    return Agent.objects.filter(slug=slug).values_list("active_deployment__version", flat=True).first()
+
+
+def test_the_watch_deploys_an_agent_added_a_folder_replaced_and_outlives_a_tool_that_exits(tmp_path):
+    agents = tmp_path / "agents"
+    first = make_agent(agents, minimal(), name="first").resolve()
+    watched = watched_over(agents)
+    stop = threading.Event()
+    watching = threading.Thread(target=watch, args=(watched,), kwargs={"stop_event": stop})
+    watching.start()
+    try:
+        make_agent(agents, minimal(), name="second")  # added beside it: deployed within the second's look
+        wait_for(lambda: version("second") == 1)
+        assert version("second") == 1
+
+        (first / "agent" / "tools").mkdir()
+        (first / "agent" / "tools" / "bye.py").write_text("raise SystemExit(3)\n")
+        wait_for(lambda: Agent.objects.get(slug="first").folder_problems)
+        assert "failed to import: SystemExit: 3" in Agent.objects.get(slug="first").folder_problems[0]["message"]
+
+        # Replaced whole, as a checkout of another branch does: the new folder is deployed and watched.
+        replacement = make_agent(tmp_path / "elsewhere", minimal(**{"agent/instructions.md": "Branch two."}),
+                                 name="first")
+        old = first.with_name("first-old")
+        first.rename(old)
+        replacement.rename(first)
+        wait_for(lambda: version("first") == 2)
+        assert version("first") == 2 and Agent.objects.get(slug="first").folder_problems == []
+        (first / "agent" / "instructions.md").write_text("Branch two, edited.")
+        wait_for(lambda: version("first") == 3)
+        assert version("first") == 3
+    finally:
+        stop.set()
+        watching.join(10)
+    assert not watching.is_alive()
+
+
+def test_a_deploy_that_validates_clears_the_problems_and_they_show_only_while_folders_are_watched(tmp_path, settings,
+                                                                                                 local):
+    root = make_agent(tmp_path, minimal(), name="stale").resolve()
+    watched = watched_over(root)
+    (root / "agent" / "agent.py").write_text("agent = \n")
+    redeploy(root, watched)
+    client = local
+    settings.AGENTSITE_RELOAD = True
+    [problem] = client.get("/stale/v1/info").json()["folderError"]["problems"]
+    assert problem["path"] == "agent/agent.py"
+    settings.AGENTSITE_RELOAD = False  # a server that does not watch would never clear them
+    assert client.get("/stale/v1/info").json()["folderError"] is None
+    assert client.get("/stale/v1/release").json()["folderError"] is None
+
+    (root / "agent" / "agent.py").unlink()  # fixed while no server watched, then deployed by hand
+    deploy_release(root)
+    settings.AGENTSITE_RELOAD = True
+    assert client.get("/stale/v1/release").json()["folderError"] is None
+    assert Agent.objects.get(slug="stale").folder_problems == []

@@ -12,6 +12,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from agents.discovery import deploy_agent_folder
+from sessions.mcp.launch import KEPT_CHARACTERS, StderrTail, masked
 from tests.sessions.test_mcp import SERVER, transactional, write_agent
 from tests.sessions.test_mcp_sandbox import fresh_connections  # noqa: F401 (autouse)
 
@@ -158,6 +159,7 @@ def test_mcp_test_fails_with_the_reason_a_server_cannot_start(tmp_path, missing_
     ("{state}/workspaces", "is or holds the server's state root or workspaces"),
     ("/", "is the root of the filesystem"),
     ("/root", "is or holds the home directory /root"),
+    ("/home", "is or holds the home directory /home"),  # always: accounts may come from a directory service
     ("/etc/passwd", "is in /etc, the host's own"),
     ("/proc/self/environ", "is in /proc, the host's own"),
 ])
@@ -187,3 +189,12 @@ def test_the_admin_and_the_playground_show_why_a_server_cannot_start(local, tmp_
     playground = local.get("/playground/broken").content.decode()
     assert 'class="mcp-error" data-server="broken"' in playground
     assert "‘no-such-interpreter’: No such file or directory" in playground
+
+
+def test_an_error_that_quotes_a_secret_shows_it_masked_whole():
+    secret = "sk-the-query-key-6021"
+    said = masked(f"Redirect to https://mcp.example.com/mcp/?api_key={secret} not followed", (secret,))
+    assert secret not in said and "api_key=***" in said
+    tail = StderrTail(secrets=(secret,))
+    tail.kept.extend(b"x" * (KEPT_CHARACTERS - 5) + secret.encode())  # the secret across the cut
+    assert secret[:5] not in tail.text() and tail.text().endswith("x***")

@@ -148,6 +148,9 @@ def test_call_dir_runs_the_folders_tool_and_the_slug_the_deployed_one(support_ag
     code, out, err = run_command_line("call", "support", "lookup_order", "--input", '{"order_id": "A101"}')
     assert code == 0, err
     assert json.loads(out)["output"]["status"] == "shipped"
+    # A session runs its own release's tools, never the folder's: the two together are refused.
+    code, out, err = run_command_line("call", "--dir", str(changed), "lookup_order", "--session", "ses_x")
+    assert (code, out) == (1, "") and "--session runs a tool of the session's own release: not with --dir" in err
 
 
 # -- info: where each tool comes from ----------------------------------------------------------

@@ -41,6 +41,10 @@ class Command(BaseCommand):
             payload = json.loads(input)
         except json.JSONDecodeError as exc:
             raise CommandError(f"--input is not JSON: {exc}") from None
+        if folder and session:
+            # A session runs the release it started on: the folder's tools would not be the ones called.
+            raise CommandError("--session runs a tool of the session's own release: not with --dir (name the "
+                               "agent's slug)")
         migrate_if_needed()
         target = find_target(slug, folder)
         agent, slug = target.agent, target.agent.slug

@@ -54,7 +54,7 @@ class Command(BaseCommand):
             raise CommandError(f"agent {slug!r} declares no MCP server {name!r} (it declares: {names})")
         try:
             with acting_for(slug):  # its ${VAR}s are the agent's secrets, as in a turn
-                tools, error = check_server(server, loaded.root)
+                tools, error = check_server(server, loaded.root, loaded.allowed_domains)
         finally:
             stop_all()
         if error:

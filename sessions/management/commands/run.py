@@ -91,11 +91,10 @@ def files_to_send(deployment: Deployment, paths: list[str]) -> list[dict[str, An
             raise CommandError(f"--file {raw}: no such file")
         if path.name in sent:
             raise CommandError(f"--file {raw}: a file named {path.name!r} is sent already (names must differ)")
-        data = path.read_bytes()
         limit = settings.AGENTSITE_WORKSPACE_FILE_MAX_BYTES
-        if len(data) > limit:
-            raise CommandError(f"--file {raw} is {len(data)} bytes, more than {limit} "
-                               "(AGENTSITE_WORKSPACE_FILE_MAX_BYTES)")
+        if (size := path.stat().st_size) > limit:  # asked before it is read: a large file is never loaded
+            raise CommandError(f"--file {raw} is {size} bytes, more than {limit} (AGENTSITE_WORKSPACE_FILE_MAX_BYTES)")
+        data = path.read_bytes()
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
