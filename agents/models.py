@@ -107,6 +107,15 @@ class DeploymentQuerySet(models.QuerySet):
         """The releases an operator lists and activates: not the scratch copies `run --dir` makes."""
         return self.filter(scratch=False)
 
+    def prune_scratch(self, agent_id: int, keep: int) -> int:
+        """Forget the agent's scratch copies but the newest `keep`, and those a session runs on (its
+        release is kept for its whole life); how many went. Their unpacked files stay: a folder is
+        named by its content, which a release may share."""
+        copies = self.filter(agent_id=agent_id, scratch=True).order_by("-created_at", "-pk")
+        kept = list(copies.values_list("pk", flat=True)[:keep])
+        gone, _ = copies.exclude(pk__in=kept).filter(sessions__isnull=True).delete()
+        return gone
+
 
 class Deployment(models.Model):
     class Status(models.TextChoices):

@@ -18,6 +18,9 @@ from agents.signals import deployment_activated
 from agents.workspaces.runtimes import LocalRuntime
 
 
+SCRATCH_KEPT = 5  # an agent's scratch copies kept besides those its sessions run on
+
+
 @dataclass(frozen=True)
 class Source:
     """Where a release came from: a folder, or a repository (URL without credentials, ref, commit, path)."""
@@ -107,8 +110,10 @@ def scratch_release(root: Path | str) -> Deployment:
             return earlier
     bundle = _pack(loaded)
     with transaction.atomic():
-        return _record(agent, loaded, bundle, version=0, source=Source(str(loaded.root)), deployed_by="scratch",
+        copy = _record(agent, loaded, bundle, version=0, source=Source(str(loaded.root)), deployed_by="scratch",
                        scratch=True)
+    Deployment.objects.prune_scratch(agent.pk, keep=SCRATCH_KEPT)  # an author trying edit after edit
+    return copy
 
 
 def _pack(loaded: LoadedAgent) -> bytes:

@@ -109,6 +109,21 @@ def test_a_scratch_copy_cannot_be_activated(support_agent, tmp_path):
     assert Agent.objects.get(slug="support").active_deployment.version == 1
 
 
+@pytest.mark.django_db(transaction=True)
+def test_an_agents_newest_scratch_copies_are_kept_and_those_a_session_runs_on(tmp_path):
+    root = folder(tmp_path, "drafts", instructions="Draft 0.")
+    first = ran("--dir", str(root), "-m", "hello")  # a session runs on this copy: kept whatever follows
+    for n in range(1, 8):
+        (root / "agent" / "instructions.md").write_text(f"Draft {n}.")
+        assert run_command_line("info", "--dir", str(root))[0] == 0
+
+    copies = Deployment.objects.filter(agent__slug="drafts", scratch=True)
+    assert copies.count() == 6  # the newest five, and the one the session runs on
+    session = Session.objects.get(pk=first["sessionId"])
+    assert copies.filter(pk=session.deployment_id).exists()
+    assert "Draft 7." in copies.latest("created_at").manifest["instructions"]
+
+
 # -- which agent -----------------------------------------------------------------------------
 
 @pytest.mark.django_db
