@@ -22,9 +22,9 @@ REDIS_HOST = "127.0.0.1:6379"
 TOOL_MESSAGE = '/call lookup_order {"order_id": "A100"}'
 
 FULL = {"warmup": 10, "w1": 300, "w2": 300, "w2_window": 50, "w3_clients": 16, "w3_seconds": 20.0, "w4": 100,
-        "idle_seconds": 2.0, "rss_every": 50}
+        "w5": 20, "w5_tokens": 200, "w5_gap_ms": 10.0, "idle_seconds": 2.0, "rss_every": 50}
 QUICK = {"warmup": 3, "w1": 30, "w2": 40, "w2_window": 10, "w3_clients": 16, "w3_seconds": 4.0, "w4": 10,
-         "idle_seconds": 1.0, "rss_every": 10}
+         "w5": 5, "w5_tokens": 200, "w5_gap_ms": 10.0, "idle_seconds": 1.0, "rss_every": 10}
 
 TURN_TIMEOUT = 30.0          # one turn (create → session.waiting), seconds
 WORKLOAD_DEADLINE = 600.0    # any one sequential workload, seconds

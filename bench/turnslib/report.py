@@ -43,6 +43,12 @@ def print_table(reports: list[dict[str, Any]]) -> None:
             w2 = ws["W2"]
             print(f"{rep['config']:9}W2 first-{w2['window']} p50 {w2['first_p50_ms']} ms, last-{w2['window']} p50 "
                   f"{w2['last_p50_ms']} ms (x{w2['last_over_first']}); follow-up POST p50 {w2['post_rtt_ms']['p50']} ms")
+        if "W5" in ws:
+            w5 = ws["W5"]
+            print(f"{rep['config']:9}W5 {w5['tokens']} chunks {w5['gap_ms']:g} ms apart: first token +{w5['first_token_ms']['p50']} ms"
+                  f" p50, last token +{w5['last_token_lag_ms']['p50']} ms p50; {w5['deltas_per_turn']} delta lines read,"
+                  f" {w5['events_per_turn']} events stored a turn; the SDK alone {w5['sdk_alone_cpu_ms']} ms CPU a stream"
+                  f" (server x{w5['server_over_sdk']})")
         for label in ("W1", "W4", "W3"):
             if label in ws and "breakdown_ms" in ws[label]:
                 b = ws[label]["breakdown_ms"]
@@ -79,6 +85,11 @@ def print_table(reports: list[dict[str, Any]]) -> None:
         if (w4 := workloads.get("W4")) and w1 and w1["latency_ms"]["p50"] and w4["latency_ms"]["p50"]:
             ratio = round(w4["latency_ms"]["p50"] / w1["latency_ms"]["p50"], 2)
             checks.append((f"W4 p50 within 1.3x of W1: x{ratio}", ratio <= 1.3))
+        if (w5 := workloads.get("W5")) and w5.get("server_over_sdk") is not None:
+            checks.append((f"W5 server CPU <= 2x the SDK's reading the stream: x{w5['server_over_sdk']}",
+                           w5["server_over_sdk"] <= 2))
+            first = w5["first_token_ms"]["p50"]
+            checks.append((f"W5 first token <= 10 ms after the model sent it (p50): {first} ms", first <= 10))
         for text, ok in checks:
             print(f"target {rep['config']:9} {text} -> {'meets' if ok else 'MISSES'}")
     print("=" * 154)

@@ -17,6 +17,7 @@ import psutil
 
 from turnslib.config import (AGENT, FULL, QUICK, REDIS_HOST, ROOT, BenchError, Config, pg_create, pg_drop,
                              redis_cleanup, redis_pick_db)
+from turnslib.paced import PacedModel, write_agent
 from turnslib.report import print_table
 from turnslib.server import Server, child_env
 from turnslib.stats import rss_growth
@@ -41,6 +42,7 @@ def run_config(name: str, counts: dict[str, Any], args: argparse.Namespace, tmp:
     server: Server | None = None
     report: dict[str, Any] = {"config": name}
     bench: Bench | None = None
+    paced: PacedModel | None = None
     try:
         if name == "pg":
             cfg.pg_db = pg_create()
@@ -64,6 +66,10 @@ def run_config(name: str, counts: dict[str, Any], args: argparse.Namespace, tmp:
             os.sched_setaffinity(0, set(range(1, os.cpu_count() or 2)) or {0})
         print(f"  web pid {server.pid('web')} on {server.base_url}, worker pid {server.pid('worker')}")
         bench = Bench(cfg, server, counts, args.agent)
+        if not args.only or "W5" in args.only:
+            paced = PacedModel(counts["w5_tokens"], counts["w5_gap_ms"]).__enter__()
+            print("  " + server.manage("deploy", str(write_agent(tmp / f"{name}-agents", paced))).strip())
+            bench.paced = paced
         bench.quiet_wait = args.quiet_wait
         bench.one_request = args.one_request
         if args.profile:
@@ -77,7 +83,7 @@ def run_config(name: str, counts: dict[str, Any], args: argparse.Namespace, tmp:
         bench.warmup()
         bench.sample_rss("after warm-up")
         # W3 last: it is the one that can leave the server worse off (e.g. out of database connections).
-        steps = [("W1", bench.w1), ("W2", bench.w2), ("W4", bench.w4), ("W3", bench.w3)]
+        steps = [("W1", bench.w1), ("W2", bench.w2), ("W4", bench.w4), ("W5", bench.w5), ("W3", bench.w3)]
         for label, step in steps:
             if args.only and label not in args.only:
                 continue
@@ -99,6 +105,8 @@ def run_config(name: str, counts: dict[str, Any], args: argparse.Namespace, tmp:
     finally:
         if bench is not None:
             report["rss_growth"] = rss_growth(bench.rss_series)
+        if paced is not None:
+            paced.__exit__(None, None, None)
         if server is not None:
             server.stop()
             report["log_errors"] = server.log_errors()
@@ -127,7 +135,7 @@ def main(description: str) -> int:
                         " W4 calls support's lookup_order tool)")
     parser.add_argument("--quick", action="store_true", help="smaller counts, for a smoke run")
     parser.add_argument("--out", help="JSON output path (default bench/results/turns-<timestamp>.json)")
-    parser.add_argument("--only", nargs="+", choices=["W1", "W2", "W3", "W4"], help="run only these workloads")
+    parser.add_argument("--only", nargs="+", choices=["W1", "W2", "W3", "W4", "W5"], help="run only these workloads")
     parser.add_argument("--limits", action="store_true",
                         help="keep the default running-turn cap (4 per principal) on; rates stay off")
     parser.add_argument("--workers", type=int, help="django-q worker processes (AGENTSITE_WORKERS; default: settings)")
@@ -149,11 +157,15 @@ def main(description: str) -> int:
     parser.add_argument("--pin", action="store_true", help="server processes on CPU 0, this client on the others"
                         " (PostgreSQL and Redis stay unpinned)")
     parser.add_argument("--w1", type=int, metavar="N", help="W1's number of sequential sessions (default 300)")
+    parser.add_argument("--w5", type=int, metavar="N", help="W5's number of sequential streamed turns (default 20)")
+    parser.add_argument("--w5-tokens", type=int, metavar="N", help="W5: chunks of one word the model streams (200)")
+    parser.add_argument("--w5-gap-ms", type=float, metavar="MS", help="W5: the model's pause between chunks (10)")
     args = parser.parse_args()
 
     counts = dict(QUICK if args.quick else FULL)
-    if args.w1:
-        counts["w1"] = args.w1
+    for key in ("w1", "w5", "w5_tokens", "w5_gap_ms"):
+        if getattr(args, key) is not None:
+            counts[key] = getattr(args, key)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     out_path = Path(args.out) if args.out else ROOT / "bench" / "results" / f"turns-{stamp}.json"
 

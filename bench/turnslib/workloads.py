@@ -1,4 +1,4 @@
-"""The workloads W1 to W4 of one configuration, each measured for latency, CPU, memory and idle cost."""
+"""The workloads W1 to W5 of one configuration, each measured for latency, CPU, memory and idle cost."""
 from __future__ import annotations
 
 import asyncio
@@ -15,6 +15,7 @@ import psutil
 
 from turnslib.config import (AGENT, HTTP_TIMEOUT, PYTHON, TOOL_MESSAGE, TURN_TIMEOUT, WORKLOAD_DEADLINE, BenchError,
                              Config, turn_times)
+from turnslib.paced import PacedModel, sdk_alone, streamed_turn, w5_block
 from turnslib.server import Server, busy_seconds, pg_backend_cpu, wait_quiet
 from turnslib.stats import pct, r1, summary
 from turnslib.turn import (TurnResult, adiagnose, anew_session_turn, diagnose, new_session_turn, note,
@@ -33,6 +34,7 @@ class Bench:
         self.quiet_wait = 0.0
         self.profile_dir: Path | None = None
         self.one_request = False  # W1 and W4 create and stream in one request (--one-request)
+        self.paced: PacedModel | None = None  # W5's model, when the paced agent is deployed
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.server.base_url, timeout=HTTP_TIMEOUT)
@@ -290,6 +292,35 @@ class Bench:
             return out
         return self.measured("W3", run)
 
+    def w5(self) -> dict[str, Any]:
+        """Sequential turns of the paced agent: a real provider's streamed reply (turnslib.paced)."""
+        model, n = self.paced, self.counts["w5"]
+        assert model is not None
+
+        with self.client() as client:  # outside the measure: it loads the release and the provider's client
+            streamed_turn(client, model)
+            self.sessions += 1
+
+        def run() -> dict[str, Any]:
+            turns: list[dict[str, Any]] = []
+            latency: list[float] = []
+            with self.client() as client:
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    s0 = time.perf_counter()
+                    turns.append(streamed_turn(client, model))
+                    latency.append((time.perf_counter() - s0) * 1000)
+                    self.sessions += 1
+                busy = time.perf_counter() - t0
+            return {"turns": n, "turns_ok": len(turns), "errors": [],
+                    "latency_ms": {k: r1(v) for k, v in summary(latency).items()},
+                    "turns_per_s": round(len(turns) / busy, 2), "tokens": model.tokens,
+                    "gap_ms": model.gap * 1000, **w5_block(turns)}
+        out = self.measured("W5", run)
+        out["sdk_alone_cpu_ms"] = r1(sdk_alone(model, min(n, 10)))
+        server_ms = out["cpu_ms_per_turn"]["total"]
+        out["server_over_sdk"] = round(server_ms / out["sdk_alone_cpu_ms"], 2) if out["sdk_alone_cpu_ms"] else None
+        return out
 
 
 def stop_profilers(procs: list[subprocess.Popen]) -> None:
