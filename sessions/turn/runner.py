@@ -7,8 +7,9 @@ wraps the loop (a turn's start, parking and settling; a subagent's
 `subagent.called`/`subagent.completed`).
 
 Events are buffered and written in batches: text deltas are coalesced for a
-few tens of ms, and a batch is written when a step starts (so a step's tool
-results and the next step's start commit together) and before tools run.
+few tens of ms (after a streaming model's first, which is written at once),
+and a batch is written when a step starts (so a step's tool results and the
+next step's start commit together) and before tools run.
 """
 from __future__ import annotations
 
@@ -50,6 +51,11 @@ SUBAGENT_EVENTS = frozenset({
 
 
 INTERRUPT_CHECK_SECONDS = 0.05
+# A model call whose first output comes later than this after it started streams as a real model
+# does: that first delta is written at once (coalescing starts after it), so the reader's first
+# token does not wait out the flush window. One quicker (an in-process model, a reply at once)
+# is coalesced whole, with no write of its own.
+FIRST_OUTPUT_AT_ONCE = 0.005
 
 
 class Interrupted(Exception):
@@ -276,19 +282,24 @@ class Runner:
         calls: list[ToolCall] = []
         usage: Usage = None  # unknown until the provider reports some
         self.first_output = None
+        started, first_written = time.monotonic(), False
         for event in provider.stream(request):
             if self.should_stop():
                 raise Interrupted()
             if self.first_output is None and not isinstance(event, ProviderUsage):
                 self.first_output = time.monotonic()
-            if isinstance(event, TextDelta):
+            if isinstance(event, (TextDelta, ReasoningDelta)):
                 delta = clean_text(event.text)  # a model's NUL or lone surrogate would not store
-                text.append(delta)
-                self.emitter.emit(EventType.MESSAGE_APPENDED, {"delta": delta})
-            elif isinstance(event, ReasoningDelta):
-                delta = clean_text(event.text)
-                reasoning.append(delta)
-                self.emitter.emit(EventType.REASONING_APPENDED, {"delta": delta})
+                if isinstance(event, TextDelta):
+                    text.append(delta)
+                    self.emitter.emit(EventType.MESSAGE_APPENDED, {"delta": delta})
+                else:
+                    reasoning.append(delta)
+                    self.emitter.emit(EventType.REASONING_APPENDED, {"delta": delta})
+                if not first_written:
+                    first_written = True
+                    if time.monotonic() - started >= FIRST_OUTPUT_AT_ONCE:
+                        self.emitter.flush()
             elif isinstance(event, ReasoningSignature):
                 signature.append(event.signature)
             elif isinstance(event, ToolCall):
