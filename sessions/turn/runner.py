@@ -51,10 +51,11 @@ SUBAGENT_EVENTS = frozenset({
 
 
 INTERRUPT_CHECK_SECONDS = 0.05
-# A model call whose first output comes later than this after it started streams as a real model
-# does: that first delta is written at once (coalescing starts after it), so the reader's first
-# token does not wait out the flush window. One quicker (an in-process model, a reply at once)
-# is coalesced whole, with no write of its own.
+# A model call that waited longer than this for its first output (time not spent on this thread's
+# CPU: the network, the model thinking) streams as a real model does: that first delta is written
+# at once (coalescing starts after it), so the reader's first token does not wait out the flush
+# window. A call that had its reply at hand (an in-process model, however long the history it
+# read first) is coalesced whole, with no write of its own.
 FIRST_OUTPUT_AT_ONCE = 0.005
 
 
@@ -282,7 +283,7 @@ class Runner:
         calls: list[ToolCall] = []
         usage: Usage = None  # unknown until the provider reports some
         self.first_output = None
-        started, first_written = time.monotonic(), False
+        started, started_cpu, first_written = time.monotonic(), time.thread_time(), False
         for event in provider.stream(request):
             if self.should_stop():
                 raise Interrupted()
@@ -298,7 +299,8 @@ class Runner:
                     self.emitter.emit(EventType.REASONING_APPENDED, {"delta": delta})
                 if not first_written:
                     first_written = True
-                    if time.monotonic() - started >= FIRST_OUTPUT_AT_ONCE:
+                    waited = (time.monotonic() - started) - (time.thread_time() - started_cpu)
+                    if waited >= FIRST_OUTPUT_AT_ONCE:
                         self.emitter.flush()
             elif isinstance(event, ReasoningSignature):
                 signature.append(event.signature)
