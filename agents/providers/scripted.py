@@ -54,6 +54,7 @@ def _sleep(seconds: float, request: ModelRequest) -> None:
 
 class ScriptedProvider:
     name = "scripted"
+    in_process = True  # its whole reply is at hand at once, unless its params make it wait (sessions.turn.runner)
 
     def endpoint(self, params: dict[str, Any]) -> Endpoint:
         return Endpoint(self.name, "", configured=True)

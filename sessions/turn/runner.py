@@ -51,11 +51,11 @@ SUBAGENT_EVENTS = frozenset({
 
 
 INTERRUPT_CHECK_SECONDS = 0.05
-# A model call that waited longer than this for its first output (time not spent on this thread's
-# CPU: the network, the model thinking) streams as a real model does: that first delta is written
-# at once (coalescing starts after it), so the reader's first token does not wait out the flush
-# window. A call that had its reply at hand (an in-process model, however long the history it
-# read first) is coalesced whole, with no write of its own.
+# The first delta of a model that streams is written at once (coalescing starts after it), so a
+# reader's first token does not wait out the flush window: every model over the network, and an
+# in-process one that waited longer than this for it off this thread's CPU (the scripted model's
+# latency). An in-process model that had its reply at hand, however long the history it read
+# first, is coalesced whole, with no write of its own.
 FIRST_OUTPUT_AT_ONCE = 0.005
 
 
@@ -284,6 +284,7 @@ class Runner:
         usage: Usage = None  # unknown until the provider reports some
         self.first_output = None
         started, started_cpu, first_written = time.monotonic(), time.thread_time(), False
+        in_process = getattr(provider, "in_process", False)
         for event in provider.stream(request):
             if self.should_stop():
                 raise Interrupted()
@@ -300,7 +301,7 @@ class Runner:
                 if not first_written:
                     first_written = True
                     waited = (time.monotonic() - started) - (time.thread_time() - started_cpu)
-                    if waited >= FIRST_OUTPUT_AT_ONCE:
+                    if not in_process or waited >= FIRST_OUTPUT_AT_ONCE:
                         self.emitter.flush()
             elif isinstance(event, ReasoningSignature):
                 signature.append(event.signature)

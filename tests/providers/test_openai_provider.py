@@ -127,3 +127,16 @@ def test_model_text_the_databases_cannot_store_is_cleaned_and_the_turn_completes
     text = Event.objects.get(session_id=session_id, type="message.completed").data["text"]
     assert text == "nul \ufffd and surrogate \ufffd end"
     assert Session.objects.get(pk=session_id).conversation[-1]["content"] == text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_streamed_replys_first_delta_is_written_on_its_own(local, agent_on_model, openai_server, sync_turns, settings):
+    """The reader's first token does not wait out the coalescing window; the rest coalesce."""
+    settings.AGENTSITE_DELTA_FLUSH_SECONDS = 5.0  # nothing else would be written before the reply ends
+    agent_on_model("openai:gpt-test")
+    openai_server.replies.append(Reply(events=oa_text("One, two, three, four, five, six.", pieces=6)))
+
+    session = start(local, "remote", "count")
+
+    deltas = [e.data["delta"] for e in Event.objects.filter(session_id=session, type="message.appended").order_by("index")]
+    assert deltas == ["One, ", "two, three, four, five, six."]
