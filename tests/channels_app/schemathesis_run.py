@@ -97,6 +97,11 @@ def schemathesis_command(server: Server, seeds: Seeds, folder: Path, phase: str)
         # The fuzzing phase's check reads what the run sent from its HAR; the others read nothing of it.
         *(("--report", "har", "--report-har-path", str(folder / "run.har")) if phase == "fuzzing" else ()),
         "--checks", "all",
+        # A follow-up names its session by the token in its body (the FollowUpByToken link): after a
+        # scenario deletes that session, its 404 (`session_not_found`, the contract) reads to the
+        # resource check as a created resource gone missing, since the check ties a DELETE only to
+        # paths below it. The created session's own routes stay checked by every other check.
+        *(("--exclude-checks", "ensure_resource_availability") if phase == "stateful" else ()),
         "--max-examples", str(MAX_EXAMPLES),
         "--phases", phase,
         # As schemathesis.toml says why; its setting alone did not reach the fuzzing phase's check.
