@@ -153,11 +153,8 @@ def test_allowed_domains_with_shell_networking_are_refused_at_deploy(tmp_path):
 @pytest.mark.django_db
 def test_allowed_domains_with_a_uvx_or_npx_server_are_refused_at_deploy(tmp_path):
     """Such a server fetches its package, so it always has the network, which no list of domains holds."""
-    root = tmp_path / "runner"
-    (root / "agent").mkdir(parents=True)
-    (root / "agent" / "instructions.md").write_text("Time.\n")
-    (root / "agent" / "mcp.json").write_text(json.dumps({"mcpServers": {
-        "time": {"command": "uvx", "args": ["mcp-server-time"]}}}))
+    root = fetcher(tmp_path, **{"mcp.json": json.dumps({"mcpServers": {
+        "time": {"command": "uvx", "args": ["mcp-server-time"]}}})})
 
     with pytest.raises(AgentFolderError) as raised:
         deploy_release(root, allowed_domains=["api.example.com"])
