@@ -15,10 +15,17 @@ or a project's other files would cost a watch per folder. A folder of agent
 folders is looked through every second, so an agent added to it is deployed
 and watched too. Nothing that goes wrong in here stops the server: a save
 that cannot be deployed is logged, and a watch that fails is started again.
+
+Events alone can miss a save: one made while a watch is being set up again
+(after an agent was added), or a file written into a directory so new that
+no watch is on it yet. So each folder's files are also compared, by name,
+size and time, with what they were when it was last deployed, every second
+the folders are quiet; a folder whose files differ is deployed again.
 """
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +33,7 @@ from typing import Any, Iterable
 
 from django.conf import settings
 from django.db import close_old_connections
-from watchfiles import DefaultFilter
+from watchfiles import Change, DefaultFilter
 from watchfiles import watch as changes
 
 from agents.discovery.loaded import AgentFolderError, Problem
@@ -60,6 +67,15 @@ class Watched:
     """The folders given (agent folders or folders of them) and the agent each agent folder holds."""
     dirs: list[Path]
     slugs: dict[Path, str] = field(default_factory=dict)  # agent folder → the slug of its last good release
+    prints: dict[Path, frozenset | None] = field(default_factory=dict)  # its files when last deployed
+
+    def remember(self, root: Path) -> None:
+        """Note `root`'s files as they are now, before a deploy reads them (a write during it differs)."""
+        self.prints[root] = fingerprint(root)
+
+    def changed_unseen(self) -> list[Path]:
+        """Agent folders whose files differ from when they were last deployed."""
+        return sorted(root for root in self.slugs if root in self.prints and fingerprint(root) != self.prints[root])
 
     def roots_of(self, changed: Iterable[str]) -> list[Path]:
         """The agent folders holding the changed paths."""
@@ -89,9 +105,35 @@ class Watched:
         return paths
 
 
+def ignored_filter() -> DefaultFilter:
+    """What is not an edit: editors' and tools' own files, and the state root if it sits in a folder."""
+    return DefaultFilter(ignore_paths=[str(Path(settings.STATE_ROOT).resolve())])
+
+
+def fingerprint(root: Path) -> frozenset | None:
+    """The name, size and modification time of each file in `root`'s `agent/` (None when it is gone)."""
+    top = agent_dir(root)
+    if not top.is_dir():
+        return None
+    keep = ignored_filter()
+    seen = set()
+    for here, dirs, files in os.walk(top):
+        dirs[:] = [d for d in dirs if keep(Change.added, os.path.join(here, d))]
+        for name in files:
+            path = os.path.join(here, name)
+            if keep(Change.added, path):
+                try:
+                    st = os.stat(path)
+                except OSError:  # removed while looked at: the next look sees it gone
+                    continue
+                seen.add((path, st.st_size, st.st_mtime_ns))
+    return frozenset(seen)
+
+
 def redeploy(root: Path, watched: Watched) -> Outcome:
     """Deploy `root` again, or record why not on its agent (a deploy clears what was recorded)."""
     started = time.monotonic()
+    watched.remember(root)
     outcome = Outcome(root, watched.slugs.get(root, ""))
     try:
         outcome.deployed = deploy_release(root, source=Source(str(root)), deployed_by=DEPLOYED_BY)
@@ -138,12 +180,10 @@ def _watch_until_the_folders_change(watched: Watched, stop_event: Any) -> None:
         time.sleep(LOOK_MS / 1000)
         _deploy_each(watched.added(), watched)
         return
-    # The state root may sit inside an agent/ folder too: its writes are not edits.
-    ignored = DefaultFilter(ignore_paths=[str(Path(settings.STATE_ROOT).resolve())])
-    for batch in changes(*paths, watch_filter=ignored, step=STEP_MS, debounce=DEBOUNCE_MS, stop_event=stop_event,
-                         raise_interrupt=False, rust_timeout=LOOK_MS, yield_on_timeout=True):
+    for batch in changes(*paths, watch_filter=ignored_filter(), step=STEP_MS, debounce=DEBOUNCE_MS,
+                         stop_event=stop_event, raise_interrupt=False, rust_timeout=LOOK_MS, yield_on_timeout=True):
         close_old_connections()  # a long idle connection may have been closed by the database
-        _deploy_each(watched.roots_of(path for _, path in batch), watched)
+        _deploy_each(watched.roots_of(path for _, path in batch) if batch else watched.changed_unseen(), watched)
         added = watched.added()
         _deploy_each(added, watched)
         now = watched.watched_paths()

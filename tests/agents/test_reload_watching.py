@@ -95,6 +95,27 @@ def test_the_watch_deploys_a_save_and_ignores_the_state_root_inside_a_served_fol
     assert [r.getMessage().split(" from ")[0] for r in caplog.records] == ["agent inside: v2 deployed"]
 
 
+def test_a_save_made_while_no_watch_was_set_up_is_deployed_at_the_first_quiet_look(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="agents.discovery.watching")
+    root = make_agent(tmp_path, minimal(), name="between").resolve()
+    watched = watched_over(root)
+    # Saved after the last deploy and before the watch starts (as when the watch is set up again for an
+    # agent added beside it): no event will ever name it.
+    time.sleep(0.02)  # a modification time apart from the deploy's look, on file systems that keep them coarse
+    (root / "agent" / "instructions.md").write_text("Saved between two watches.")
+    stop = threading.Event()
+    watching = threading.Thread(target=watch, args=(watched,), kwargs={"stop_event": stop})
+    watching.start()
+    try:
+        wait_for(lambda: version("between") == 2)
+        time.sleep(1.5)  # another quiet look: the folder is as deployed, nothing more is deployed
+    finally:
+        stop.set()
+        watching.join(10)
+    assert version("between") == 2
+    assert [r.getMessage().split(" from ")[0] for r in caplog.records] == ["agent between: v2 deployed"]
+
+
 def wait_for(condition, timeout: float = 20) -> None:
     deadline = time.monotonic() + timeout
     while not condition() and time.monotonic() < deadline:

@@ -193,6 +193,7 @@ class Command(BaseCommand):
         deployed: set[str] = set()
         try:
             for root in find_agent_folders(dirs):
+                watched.remember(root)  # the reload process deploys what changes from here on
                 done = deploy_release(root)
                 d = done.deployment
                 deployed.add(d.agent.slug)
