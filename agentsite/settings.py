@@ -87,9 +87,9 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    "agents",  # before django_q: its qcluster command (the releases loaded before the workers fork) is run
     "django_q",
     "agentsite",
-    "agents",
     "sessions.apps.SessionsConfig",
     "channels_app",
 ]
@@ -432,7 +432,7 @@ AGENTSITE_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTSITE_MAX_MESSAGE_CHARS", 
 AGENTSITE_STREAM_POLL_RUNNING = float(os.environ.get("AGENTSITE_STREAM_POLL_RUNNING", "0.25"))
 AGENTSITE_STREAM_POLL_IDLE = float(os.environ.get("AGENTSITE_STREAM_POLL_IDLE", "5"))
 # Text deltas are coalesced for this long before they are written.
-AGENTSITE_DELTA_FLUSH_SECONDS = float(os.environ.get("AGENTSITE_DELTA_FLUSH_SECONDS", "0.03"))
+AGENTSITE_DELTA_FLUSH_SECONDS = float(os.environ.get("AGENTSITE_DELTA_FLUSH_SECONDS", "0.1"))
 # Limits of the host services agent code reaches on `ctx.host` (sessions/host/): a key-value
 # value as JSON, one stored file, one artifact, and the artifacts one session keeps.
 AGENTSITE_KV_MAX_VALUE_BYTES = int(os.environ.get("AGENTSITE_KV_MAX_VALUE_BYTES", str(64 * 1024)))

@@ -434,6 +434,10 @@ class Turn(models.Model):
         return Turn.objects.filter(session_id=session_id, status__in=Turn.IN_FLIGHT).exists()
 
     def interrupted(self) -> bool:
+        return Turn.asked_to_stop(self.pk)
+
+    @staticmethod
+    def asked_to_stop(turn_id: str) -> bool:
         # A turn deleted with its session counts as interrupted: deleting stops the
         # turn first, but the flag goes with the row before a worker can read it.
-        return not Turn.objects.filter(pk=self.pk, interrupt_requested=False).exists()
+        return not Turn.objects.filter(pk=turn_id, interrupt_requested=False).exists()

@@ -36,6 +36,7 @@ from agents.providers.transcript import for_model
 from agents.providers.base import Usage as ProviderUsage
 from sessions.eventlog.events import append_events
 from sessions.models import EventType, ToolCall as ToolCallRow
+from sessions.sql import turns as sql_turns
 from sessions.eventlog.storable import clean_text
 from sessions.turn import extensions
 from sessions.turn.extensions import ModelCall
@@ -80,7 +81,7 @@ class InterruptWatch:
         now = time.monotonic()
         if now >= self._next_check:
             self._next_check = now + INTERRUPT_CHECK_SECONDS
-            self._interrupted = self.turn.interrupted()
+            self._interrupted = sql_turns.interrupted(self.turn.pk)
         return self._interrupted
 
     def check(self) -> None:

@@ -72,6 +72,7 @@ def base_rows(folder: str) -> None:
         _turn("turn_resumed", started_at=EARLIER),
         _turn("turn_run", status="running", claimed_by="host:1", started_at=EARLIER, lease_until=AT,
               state={"step": 2}, usage={"input": 1}),
+        _turn("turn_stopping", status="running", claimed_by="host:1", started_at=EARLIER, interrupt_requested=True),
     ])
     Session.objects.filter(pk="ses_a").update(active_turn="turn_run")
     at = [datetime(2026, 1, 2, 3, 4, 5, tzinfo=tz.utc), datetime(2026, 1, 2, 3, 4, 5, 120000, tzinfo=tz.utc), AT, AT]
@@ -136,6 +137,9 @@ CASES = [
     Case("turns.read_turn", "missing", lambda: ("turn_missing",), False),
     Case("turns.read_session", "with_conversation", lambda: ("ses_a",), False),
     Case("turns.read_session", "missing", lambda: ("ses_missing",), False),
+    Case("turns.interrupted", "running", lambda: ("turn_run",), False),
+    Case("turns.interrupted", "asked_to_stop", lambda: ("turn_stopping",), False),
+    Case("turns.interrupted", "gone", lambda: ("turn_missing",), False),
     Case("queue.enqueue", "task", lambda: (_db(), "agentsite", "a payload \"é\"", AT), True),
     Case("queue.ready", "mine", lambda: (_db(), "agentsite", AT, 10), False),
     Case("queue.ready", "limited", lambda: (_db(), "agentsite", AT, 1), False),

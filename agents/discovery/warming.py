@@ -1,0 +1,48 @@
+"""What a process that forks turn workers loads first, so that each worker need not.
+
+Importing a provider's SDK costs a worker about half a second of CPU (the
+`openai` client alone), and loading a release imports its agent's modules:
+done in each worker, on its first turn, that is paid again per worker and
+per recycled worker, and that first turn waits for it. Done once in the
+process the workers are forked from, it is paid once and its pages are
+shared by every worker.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from django.db.models import F
+
+from agents.discovery.releases import load_deployment, release
+from agents.models import Deployment
+from agents.providers import get_provider
+
+log = logging.getLogger(__name__)
+
+
+def warm_active_releases() -> list[str]:
+    """Load each agent's active release and import the providers of the models it may call.
+
+    Returns the slugs warmed. A release that cannot be loaded here is left for
+    its turns to load (and to report): warming never stops the workers starting.
+    """
+    started = time.monotonic()
+    warmed = []
+    active = Deployment.objects.filter(agent__active_deployment=F("pk")).select_related("agent").order_by("agent__slug")
+    for deployment in active:
+        try:
+            release(deployment.pk, deployment.content_hash)
+            loaded = load_deployment(deployment)
+            for model_id in dict.fromkeys([loaded.model, *loaded.models, *loaded.fallback,
+                                           *(s.model for s in loaded.subagents.values())]):
+                if model_id:
+                    get_provider(model_id)
+        except Exception:  # a release unpacked elsewhere, a provider's SDK missing: its first turn says why
+            log.warning("agent %s: its release was not loaded before the workers started", deployment.agent.slug,
+                        exc_info=True)
+            continue
+        warmed.append(deployment.agent.slug)
+    log.info("loaded %d active release(s) before starting the workers, in %d ms", len(warmed),
+             (time.monotonic() - started) * 1000)
+    return warmed
