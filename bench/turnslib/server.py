@@ -175,7 +175,9 @@ class Server:
         print("  " + self.manage("deploy", str(self.agent_dir)).strip())
         commands = {
             "web": web_command(self.asgi, self.port),
-            "worker": [PYTHON, str(self.src / "manage.py"), "qcluster"],
+            # As serve starts it (agentsite/management/commands/serve.py `_workers`): serve ran the checks,
+            # which load the URL conf and every view, which a worker has no use for.
+            "worker": [PYTHON, str(self.src / "manage.py"), "qcluster", "--skip-checks"],
         }
         for name, cmd in commands.items():
             log = self.state_root / f"{name}.log"
