@@ -6,6 +6,10 @@ channel replies; the Markdown parser until /docs/ is first rendered; httpx (with
 its command line imports) until an outbound request is sent; httpx2 until an OAuth flow runs; PyJWT
 until a GitHub App signs a token.
 
+A turn worker starts without the URL conf (serve ran the checks, so its qcluster skips them): it
+never loads the HTTP layer, DRF's serializers and drf-spectacular's schema generator, nor what DRF
+brings along when it finds them installed (psycopg, requests, Pygments).
+
 The start runs without the garbage collector (manage.py, agentsite.asgi); the command that follows
 runs with it on."""
 from __future__ import annotations
@@ -38,3 +42,23 @@ def test_starting_django_the_url_conf_and_the_checks_import_none_of_the_lazy_cli
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-2:] == ["collecting: True", "[]"]
+
+
+HTTP_LAYER = ("rest_framework.serializers", "drf_spectacular.generators", "channels_app.lockout", "requests", "pygments")
+
+# What a turn worker loads before it forks: Django set up, and the qcluster.
+WORKER_SCRIPT = f"""
+import sys
+import django_q.cluster
+loaded = set(sys.modules)
+print(sorted(name for name in {HTTP_LAYER!r} if name in loaded))
+"""
+
+
+def test_a_turn_worker_starts_without_the_http_layer(tmp_path):
+    done = subprocess.run([sys.executable, "manage.py", "shell", "-c", WORKER_SCRIPT], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120,
+                          env=child_env(AGENTSITE_STATE_ROOT=str(tmp_path), DJANGO_SETTINGS_MODULE="agentsite.settings"))
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
