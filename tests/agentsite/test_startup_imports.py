@@ -4,7 +4,8 @@ second to import) waits until a process opens an MCP connection or runs an OAuth
 client until the broker, a cache or the channel layer on Redis is used; the Slack SDK until a Slack
 channel replies; the Markdown parser until /docs/ is first rendered; httpx (with rich and click, which
 its command line imports) until an outbound request is sent; httpx2 until an OAuth flow runs; PyJWT
-until a GitHub App signs a token; cryptography until a secret is encrypted or decrypted.
+until a GitHub App signs a token; cryptography until a secret is encrypted or decrypted; a
+provider's SDK (openai, anthropic) until a provider of its kind is first built (agents.providers).
 
 A turn worker starts without the URL conf (serve ran the checks, so its qcluster skips them): it
 never loads the HTTP layer, DRF's serializers and drf-spectacular's schema generator, nor what DRF
@@ -20,7 +21,7 @@ import sys
 from tests.support import ROOT, child_env
 
 LAZY = ("mcp", "mcp_types", "redis", "slack_sdk", "markdown_it", "httpx", "httpx2", "jwt", "rich", "click",
-        "cryptography")
+        "cryptography", "openai", "anthropic")
 
 # Run by `manage.py shell -c`: Django set up as every command sets it up.
 SCRIPT = f"""
