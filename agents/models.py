@@ -4,13 +4,12 @@ import re
 from datetime import timedelta
 from pathlib import Path
 
-from cryptography.fernet import InvalidToken
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connections, models, transaction
 from django.utils import timezone
 
-from agents.secrets.keys import cipher, encrypting_key
+from agents.secrets import keys
 
 SLUG_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 # The server's own top-level paths: an agent is served under /<slug>/, so it may not take one.
@@ -279,7 +278,7 @@ class Secret(models.Model):
     @classmethod
     def put(cls, agent: Agent, name: str, value: str, *, by: str = "", expires_at=None) -> bool:
         """Set `name` to `value` (encrypted with the first key); True when it was new."""
-        token = cipher().encrypt(value.encode()).decode()
+        token = keys.encrypt(value)
         _, created = cls.objects.update_or_create(
             agent=agent, name=name,
             defaults={"ciphertext": token, "set_by": by[:200], "set_at": timezone.now(), "expires_at": expires_at})
@@ -307,7 +306,7 @@ class Secret(models.Model):
     @classmethod
     def finish_refresh(cls, agent: Agent, name: str, lease, value: str, *, by: str = "", expires_at=None) -> bool:
         """Set `name` to its refreshed `value` and end the refresh, if `lease` still holds it; whether it did."""
-        token = cipher().encrypt(value.encode()).decode()
+        token = keys.encrypt(value)
         return cls.objects.filter(agent=agent, name=name, refreshing_until=lease).update(
             ciphertext=token, set_by=by[:200], set_at=timezone.now(), expires_at=expires_at, refreshing_until=None) > 0
 
@@ -318,19 +317,16 @@ class Secret(models.Model):
 
     def reveal(self) -> str:
         """The value: for the code that uses the credential, never for a view."""
-        return cipher().decrypt(self.ciphertext.encode()).decode()
+        return keys.decrypt(self.ciphertext)
 
     def reencrypt(self) -> bool:
         """Encrypt the value again with the first key unless it already is; whether the row changed.
 
-        Raises cryptography's InvalidToken when no configured key reads it.
+        Raises keys.Undecryptable when no configured key reads it.
         """
-        try:
-            encrypting_key().decrypt(self.ciphertext.encode())
+        token = keys.reencrypt(self.ciphertext)
+        if token is None:
             return False
-        except InvalidToken:
-            pass
-        token = cipher().rotate(self.ciphertext.encode()).decode()
         return Secret.objects.filter(pk=self.pk, ciphertext=self.ciphertext).update(ciphertext=token) > 0
 
 
@@ -370,8 +366,8 @@ class OAuthFlow(models.Model):
         now = timezone.now()
         cls.objects.filter(expires_at__lt=now).delete()  # abandoned flows go as new ones start
         return cls.objects.create(
-            agent=agent, server=server, state=state, verifier_ciphertext=cipher().encrypt(verifier.encode()).decode(),
-            registration_ciphertext=cipher().encrypt(registration.encode()).decode(), redirect_uri=redirect_uri,
+            agent=agent, server=server, state=state, verifier_ciphertext=keys.encrypt(verifier),
+            registration_ciphertext=keys.encrypt(registration), redirect_uri=redirect_uri,
             token_endpoint=token_endpoint, endpoint=endpoint, started_by=by[:200], created_at=now,
             expires_at=now + timedelta(seconds=cls.LIFETIME_SECONDS))
 
@@ -384,7 +380,7 @@ class OAuthFlow(models.Model):
         return cls.objects.get(agent=agent, state=state)
 
     def verifier(self) -> str:
-        return cipher().decrypt(self.verifier_ciphertext.encode()).decode()
+        return keys.decrypt(self.verifier_ciphertext)
 
     def registration(self) -> str:
-        return cipher().decrypt(self.registration_ciphertext.encode()).decode()
+        return keys.decrypt(self.registration_ciphertext)

@@ -30,6 +30,7 @@ from typing import Any, Callable
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.signals import user_login_failed
 from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -201,3 +202,9 @@ def count_failed_login(sender: Any, credentials: dict[str, Any], request: HttpRe
         return
     failed(request.META.get("REMOTE_ADDR", ""), _username(credentials),
            getattr(request, "lockout_surface", "login"))
+
+
+# Connected here rather than in the app's ready(): every login page is reached through this module
+# (throttled_login), and a process without them (a turn worker) then never loads the HTTP layer
+# (DRF, and with it psycopg, requests and Pygments) that this module's imports bring.
+user_login_failed.connect(count_failed_login, dispatch_uid="channels_app.lockout")

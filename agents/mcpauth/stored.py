@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone as tz
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from cryptography.fernet import InvalidToken
 from django.db import transaction
 from django.utils import timezone
 
 from agents.mcp import expand
 from agents.models import Agent, Secret
+from agents.secrets.keys import Undecryptable
 from agents.secrets.store import acting_for, unreadable
 
 if TYPE_CHECKING:  # the SDK is imported where a registration is read (agents.mcpauth.flows says why)
@@ -94,7 +94,7 @@ def read(agent: Agent, server_name: str) -> Stored:
             return None
         try:
             return row.reveal()
-        except InvalidToken:
+        except Undecryptable:
             raise NotAuthorized(str(unreadable(agent.slug, row.name))) from None
 
     from mcp.shared.auth import OAuthClientInformationFull

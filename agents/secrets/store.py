@@ -5,9 +5,9 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-from cryptography.fernet import InvalidToken
 
 from agents.models import Secret
+from agents.secrets.keys import Undecryptable
 from agents.secrets.lookup import Credentials, bind
 
 
@@ -41,7 +41,7 @@ class StoredCredentials(Credentials):
             return None
         try:
             return Secret(ciphertext=token).reveal()
-        except InvalidToken:
+        except Undecryptable:
             raise unreadable(self.slug, name) from None
 
 
@@ -64,6 +64,6 @@ def rotate_secrets() -> tuple[int, int]:
         total += 1
         try:
             changed += row.reencrypt()
-        except InvalidToken:
+        except Undecryptable:
             raise unreadable(row.agent.slug, row.name) from None
     return changed, total

@@ -12,6 +12,14 @@ def fmt(v: Any, width: int = 8) -> str:
     return str(v).rjust(width)
 
 
+def print_processes(config: str, label: str, trees: dict[str, list[dict[str, Any]]]) -> None:
+    """Each process's memory after the workload, beneath the table's per-tree sums."""
+    for name, procs in trees.items():
+        parts = "  ".join(f"{p['role']} {p['pss_mb']}/{p['uss_mb']}" for p in procs)
+        total = round(sum(p["pss_mb"] for p in procs), 1)
+        print(f"{config:9}{label} {name} PSS/USS MB by process: {parts}  (PSS {total})")
+
+
 def print_table(reports: list[dict[str, Any]]) -> None:
     print("\n" + "=" * 154)
     head = (f"{'config':9}{'load':5}{'ok/n':>10}{'p50':>8}{'p95':>8}{'p99':>8}{'turns/s':>9}"
@@ -57,6 +65,8 @@ def print_table(reports: list[dict[str, Any]]) -> None:
                 means = "  ".join(f"{k} {b[k]['mean']}" for k in ("create_rtt", "queue_wait", "turn_run", "delivery"))
                 print(f"{rep['config']:9}{label} where the time goes, p50 ms: {parts}")
                 print(f"{'':9}{label}   means (these add up): {means}")
+        for label, w in sorted(ws.items()):
+            print_processes(rep["config"], label, w.get("mem_by_process") or {})
         g = rep.get("rss_growth") or {}
         if g:
             print(f"{rep['config']:9}RSS over {g['sessions']} sessions: web {g.get('web_rss_mb_delta')} MB "

@@ -78,6 +78,35 @@ def tree_mem(pid: int, uss: bool = True) -> dict[str, float]:
     return out
 
 
+def role(p: psutil.Process, root: psutil.Process) -> str:
+    """What a process of a tree does, read from its command line title: django-q2 titles its own
+    (`qcluster <process> monitor|pusher|idle|processing <task>`); the cluster's process and the
+    sentinel it forks share one title (`qcluster MainProcess <name>`), told apart by which is the root."""
+    words = " ".join(p.cmdline()).split()
+    if words[:1] == ["qcluster"] and len(words) >= 3:
+        if words[1] == "MainProcess":
+            return "cluster" if p.pid == root.pid else "sentinel"
+        return words[2] if words[2] in ("monitor", "pusher") else "worker"
+    for server in ("daphne", "uvicorn"):
+        if server in words or f"({server})" in words:
+            return f"web ({server})"
+    return p.name()
+
+
+def tree_mem_by_process(pid: int) -> list[dict[str, Any]]:
+    """PSS, USS and RSS (MB) of each process of a tree, with its role."""
+    procs = tree(pid)
+    out = []
+    for p in procs:
+        try:
+            m = p.memory_full_info()
+            out.append({"role": role(p, procs[0]), "pid": p.pid, "pss_mb": round(m.pss / 2**20, 1),
+                        "uss_mb": round(m.uss / 2**20, 1), "rss_mb": round(m.rss / 2**20, 1)})
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            pass
+    return out
+
+
 def busy_seconds() -> float:
     t = psutil.cpu_times()
     return sum(getattr(t, k, 0.0) for k in ("user", "nice", "system", "irq", "softirq", "steal"))
@@ -146,7 +175,9 @@ class Server:
         print("  " + self.manage("deploy", str(self.agent_dir)).strip())
         commands = {
             "web": web_command(self.asgi, self.port),
-            "worker": [PYTHON, str(self.src / "manage.py"), "qcluster"],
+            # As serve starts it (agentsite/management/commands/serve.py `_workers`): serve ran the checks,
+            # which load the URL conf and every view, which a worker has no use for.
+            "worker": [PYTHON, str(self.src / "manage.py"), "qcluster", "--skip-checks"],
         }
         for name, cmd in commands.items():
             log = self.state_root / f"{name}.log"
@@ -204,6 +235,9 @@ class Server:
 
     def mem(self, uss: bool = True) -> dict[str, dict[str, float]]:
         return {name: tree_mem(p.pid, uss) for name, p in self.procs.items()}
+
+    def mem_by_process(self) -> dict[str, list[dict[str, Any]]]:
+        return {name: tree_mem_by_process(p.pid) for name, p in self.procs.items()}
 
     def db_handles(self, db_path: Path | None) -> dict[str, int]:
         """Open database connections of each tree: TCP connections to PostgreSQL,

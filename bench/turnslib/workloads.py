@@ -72,6 +72,7 @@ class Bench:
         out["other_cpu_pct_of_machine"] = round(max(0.0, (sys1 - sys0) - ours) / (elapsed * (psutil.cpu_count() or 1)) * 100, 1)
         self.sample_rss(f"after {name}")
         out["mem_after"] = self.server.mem(uss=True)
+        out["mem_by_process"] = self.server.mem_by_process()
         out["sessions_so_far"] = self.sessions
         # Idle CPU: what the processes burn with no traffic (broker and stream polling).
         idle_s = self.counts["idle_seconds"]

@@ -4,7 +4,12 @@ second to import) waits until a process opens an MCP connection or runs an OAuth
 client until the broker, a cache or the channel layer on Redis is used; the Slack SDK until a Slack
 channel replies; the Markdown parser until /docs/ is first rendered; httpx (with rich and click, which
 its command line imports) until an outbound request is sent; httpx2 until an OAuth flow runs; PyJWT
-until a GitHub App signs a token.
+until a GitHub App signs a token; cryptography until a secret is encrypted or decrypted; a
+provider's SDK (openai, anthropic) until a provider of its kind is first built (agents.providers).
+
+A turn worker starts without the URL conf (serve ran the checks, so its qcluster skips them): it
+never loads the HTTP layer, DRF's serializers and drf-spectacular's schema generator, nor what DRF
+brings along when it finds them installed (psycopg, requests, Pygments).
 
 The start runs without the garbage collector (manage.py, agentsite.asgi); the command that follows
 runs with it on."""
@@ -15,7 +20,8 @@ import sys
 
 from tests.support import ROOT, child_env
 
-LAZY = ("mcp", "mcp_types", "redis", "slack_sdk", "markdown_it", "httpx", "httpx2", "jwt", "rich", "click")
+LAZY = ("mcp", "mcp_types", "redis", "slack_sdk", "markdown_it", "httpx", "httpx2", "jwt", "rich", "click",
+        "cryptography", "openai", "anthropic")
 
 # Run by `manage.py shell -c`: Django set up as every command sets it up.
 SCRIPT = f"""
@@ -38,3 +44,23 @@ def test_starting_django_the_url_conf_and_the_checks_import_none_of_the_lazy_cli
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-2:] == ["collecting: True", "[]"]
+
+
+HTTP_LAYER = ("rest_framework.serializers", "drf_spectacular.generators", "channels_app.lockout", "requests", "pygments")
+
+# What a turn worker loads before it forks: Django set up, and the qcluster.
+WORKER_SCRIPT = f"""
+import sys
+import django_q.cluster
+loaded = set(sys.modules)
+print(sorted(name for name in {HTTP_LAYER!r} if name in loaded))
+"""
+
+
+def test_a_turn_worker_starts_without_the_http_layer(tmp_path):
+    done = subprocess.run([sys.executable, "manage.py", "shell", "-c", WORKER_SCRIPT], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120,
+                          env=child_env(AGENTSITE_STATE_ROOT=str(tmp_path), DJANGO_SETTINGS_MODULE="agentsite.settings"))
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
