@@ -60,16 +60,17 @@ def run_config(name: str, counts: dict[str, Any], args: argparse.Namespace, tmp:
         extra["PYTHONPATH"] = os.pathsep.join(p for p in (str(src / "bench" / "counting"),
                                                           os.environ.get("PYTHONPATH", "")) if p)
         server = Server(src, state_root, child_env(extra), asgi=args.asgi, agent_dir=src / "examples" / args.agent)
-        server.start()
+        more_agents: tuple[Path, ...] = ()
+        if not args.only or "W5" in args.only:
+            paced = PacedModel(counts["w5_tokens"], counts["w5_gap_ms"]).__enter__()
+            more_agents = (write_agent(tmp / f"{name}-agents", paced),)
+        server.start(more_agents)
         if args.pin:
             server.pin({0})
             os.sched_setaffinity(0, set(range(1, os.cpu_count() or 2)) or {0})
         print(f"  web pid {server.pid('web')} on {server.base_url}, worker pid {server.pid('worker')}")
         bench = Bench(cfg, server, counts, args.agent)
-        if not args.only or "W5" in args.only:
-            paced = PacedModel(counts["w5_tokens"], counts["w5_gap_ms"]).__enter__()
-            print("  " + server.manage("deploy", str(write_agent(tmp / f"{name}-agents", paced))).strip())
-            bench.paced = paced
+        bench.paced = paced
         bench.quiet_wait = args.quiet_wait
         bench.one_request = args.one_request
         if args.profile:

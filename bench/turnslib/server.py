@@ -170,9 +170,12 @@ class Server:
             raise BenchError(f"manage.py {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
         return done.stdout
 
-    def start(self) -> None:
+    def start(self, more_agents: tuple[Path, ...] = ()) -> None:
+        """Migrate, deploy the agent (and `more_agents`) and start the processes: as serve does, every
+        agent is deployed before the workers start, so the qcluster loads their releases before it forks."""
         self.manage("migrate", "--noinput")
-        print("  " + self.manage("deploy", str(self.agent_dir)).strip())
+        for folder in (self.agent_dir, *more_agents):
+            print("  " + self.manage("deploy", str(folder)).strip())
         commands = {
             "web": web_command(self.asgi, self.port),
             # As serve starts it (agentsite/management/commands/serve.py `_workers`): serve ran the checks,
