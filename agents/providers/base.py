@@ -15,6 +15,8 @@ is sent it back (agents.providers.transcript).
 from __future__ import annotations
 
 import hashlib
+import os
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Protocol, TypeVar, Union
 
@@ -181,14 +183,41 @@ def sdk_client(client_class: Callable[..., ClientT], params: dict[str, Any], *, 
 
     Params `api_key_env` (the variable holding the key, default `key_env`),
     `base_url` (else `base_url_env`, else the SDK's default), `max_retries`
-    (default 3) and `timeout` (seconds, default `timeout`).
+    (default 3) and `timeout` (seconds, default `timeout`). The same configuration gets the same
+    client again in a process (see CLIENTS_KEPT).
     """
-    return client_class(
-        api_key=credential(params.get("api_key_env", key_env)) or "unset",  # local servers often need no key
-        base_url=params.get("base_url") or credential(base_url_env) or None,
-        max_retries=int(params.get("max_retries", 3)),
-        timeout=float(params.get("timeout", timeout)),
+    options = (
+        client_class,
+        credential(params.get("api_key_env", key_env)) or "unset",  # local servers often need no key
+        params.get("base_url") or credential(base_url_env) or None,
+        int(params.get("max_retries", 3)),
+        float(params.get("timeout", timeout)),
     )
+    with _clients_lock:
+        client = _clients.get(options)
+        if client is None:
+            if len(_clients) >= CLIENTS_KEPT:
+                _clients.clear()  # the ones dropped close their connections as they are collected
+            client = _clients[options] = client_class(api_key=options[1], base_url=options[2],
+                                                      max_retries=options[3], timeout=options[4])
+        return client
+
+
+# One client per process and configuration, kept: each holds a pool of connections to its server, so
+# a turn's model call reuses one (no new TCP or TLS handshake, no new client to build: a few ms each).
+# A changed key or base URL is another configuration. Cleared in a forked child: sockets are not shared.
+CLIENTS_KEPT = 32
+_clients: dict[tuple, Any] = {}
+_clients_lock = threading.Lock()
+
+
+def _forget_clients() -> None:
+    global _clients_lock
+    _clients_lock = threading.Lock()  # another thread may have held it at the fork
+    _clients.clear()
+
+
+os.register_at_fork(after_in_child=_forget_clients)
 
 
 @dataclass(frozen=True)
