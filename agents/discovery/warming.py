@@ -38,7 +38,7 @@ def warm_active_releases() -> list[str]:
                                            *(s.model for s in loaded.subagents.values())]):
                 if model_id:
                     get_provider(model_id)
-        except Exception:  # a release unpacked elsewhere, a provider's SDK missing: its first turn says why
+        except (Exception, SystemExit):  # a provider's SDK missing, a module exiting: its first turn says why
             log.warning("agent %s: its release was not loaded before the workers started", deployment.agent.slug,
                         exc_info=True)
             continue

@@ -6,10 +6,10 @@ This app (agents) comes before django_q in INSTALLED_APPS, so this command is th
 """
 from __future__ import annotations
 
-from django.db import connections
 from django_q.management.commands.qcluster import Command as ClusterCommand
 
 from agents.discovery.warming import warm_active_releases
+from agents.forking import close_database_before_fork
 
 
 class Command(ClusterCommand):
@@ -17,5 +17,5 @@ class Command(ClusterCommand):
 
     def handle(self, *args, **options):
         warm_active_releases()
-        connections.close_all()  # a SQLite connection open across the cluster's forks breaks theirs
+        close_database_before_fork()  # the cluster forks next
         return super().handle(*args, **options)

@@ -38,7 +38,6 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connections
 
 from agentsite.lifeline import start_child
 from agentsite.production import ALLOW_ALL_REFUSED
@@ -46,6 +45,7 @@ from agentsite.serve_environment import environment
 from agentsite.supervise import exec_supervisor
 from agents.discovery import AgentFolderError, deploy_release, find_agent_folders
 from agents.discovery.watching import Watched, watch
+from agents.forking import close_database_before_fork
 from agents.management.database import migrate_if_needed
 from agents.models import Agent
 from channels_app.proxies import trusted_networks
@@ -138,14 +138,7 @@ class Command(BaseCommand):
         if not shared:
             listener.close()  # daphne binds the port itself, in the child
         names = ["web"] if web_processes == 1 else [f"web-{n}" for n in range(1, web_processes + 1)]
-        # No database connection, and no thread, crosses the fork: an SQLite file open in the parent (its
-        # locks and shared memory are the process's) gives the child's own connection to it "disk I/O
-        # error", and a PostgreSQL pool's threads, caught mid-connect, could leave a lock held forever
-        # in the child. This process uses the database no more.
-        connections.close_all()
-        for connection in connections.all(initialized_only=True):
-            if connection.alias in getattr(type(connection), "_connection_pools", {}):  # (`.pool` would open one)
-                connection.close_pool()
+        close_database_before_fork()  # this process uses the database no more
         host = f"[{opts['host']}]" if ":" in opts["host"] else opts["host"]
         base = f"http://{host}:{opts['port']}"
         banner = [
