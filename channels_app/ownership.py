@@ -19,11 +19,12 @@ from agents.models import Agent
 from channels_app.doors import is_operator
 from channels_app.errors import APIError
 from sessions.models import Reminder, Session
+from sessions.sql import access
 
 
 # Agents with their active deployment, by slug, as last loaded by this process.
 # Every lookup still asks the database which row is current (one narrow
-# read); only the full load, the ORM's costliest query on the
+# read, written out: sessions.sql.access); only the full load, the ORM's costliest query on the
 # create path, is skipped while the row is unchanged. A deploy, a rollback or
 # an edit moves `updated_at` or `active_deployment_id`, and so misses.
 _agents: dict[str, tuple[tuple, Agent]] = {}
@@ -32,7 +33,7 @@ _AGENTS_KEPT = 256
 
 def get_agent(slug: str) -> Agent:
     """The agent `slug` with its active deployment (404 if there is none). Treat it as read-only: it is shared."""
-    current = Agent.objects.current_version(slug)
+    current = access.agent_version(slug)
     if current is None:
         raise APIError(404, "agent_not_found", f"no agent {slug!r} on this server")
     cached = _agents.get(slug)
@@ -67,7 +68,7 @@ def check_reader(slug: str, session_id: str, principal) -> str:
     """As get_owned_session, for a reader that needs no more than the answer and
     the session's mode (which it returns): three columns, not the session with
     its agent and deployment. Operators may read any session."""
-    row = Session.objects.owner_and_mode(session_id, slug)
+    row = access.owner_and_mode(session_id, slug)
     if row is None:
         get_agent(slug)
         raise APIError(404, "session_not_found", f"no session {session_id!r} on agent {slug!r}")

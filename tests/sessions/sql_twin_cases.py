@@ -22,7 +22,7 @@ from django_q.models import OrmQ
 
 from agents.discovery import deploy_agent_folder
 from sessions.models import Event, EventType, Session, Turn
-from sessions.sql import STATEMENTS, events, feeds, queue, rows, turns  # noqa: F401  (each module registers its statements)
+from sessions.sql import STATEMENTS, access, events, feeds, queue, rows, turns  # noqa: F401  (each module registers its statements)
 
 AT = datetime(2026, 3, 4, 5, 6, 7, 123456, tzinfo=tz.utc)
 EARLIER = datetime(2026, 3, 4, 5, 0, 0, tzinfo=tz.utc)
@@ -137,6 +137,11 @@ CASES = [
     Case("turns.read_turn", "missing", lambda: ("turn_missing",), False),
     Case("turns.read_session", "with_conversation", lambda: ("ses_a",), False),
     Case("turns.read_session", "missing", lambda: ("ses_missing",), False),
+    Case("access.agent_version", "deployed", lambda: ("support",), False),
+    Case("access.agent_version", "missing", lambda: ("nobody",), False),
+    Case("access.owner_and_mode", "its_agents", lambda: ("ses_b", "support"), False),
+    Case("access.owner_and_mode", "another_agents", lambda: ("ses_b", "nobody"), False),
+    Case("access.owner_and_mode", "missing", lambda: ("ses_missing", "support"), False),
     Case("turns.interrupted", "running", lambda: ("turn_run",), False),
     Case("turns.interrupted", "asked_to_stop", lambda: ("turn_stopping",), False),
     Case("turns.interrupted", "gone", lambda: ("turn_missing",), False),
