@@ -107,6 +107,13 @@ def tree_mem_by_process(pid: int) -> list[dict[str, Any]]:
     return out
 
 
+def totals(by_process: list[dict[str, Any]]) -> dict[str, float]:
+    """A tree's memory as `tree_mem` gives it, summed from one reading of each of its processes."""
+    out: dict[str, float] = {k: round(sum(m[k] for m in by_process), 1) for k in ("rss_mb", "uss_mb", "pss_mb")}
+    out["procs"] = len(by_process)
+    return out
+
+
 def busy_seconds() -> float:
     t = psutil.cpu_times()
     return sum(getattr(t, k, 0.0) for k in ("user", "nice", "system", "irq", "softirq", "steal"))
@@ -241,6 +248,7 @@ class Server:
 
     def mem_by_process(self) -> dict[str, list[dict[str, Any]]]:
         return {name: tree_mem_by_process(p.pid) for name, p in self.procs.items()}
+
 
     def db_handles(self, db_path: Path | None) -> dict[str, int]:
         """Open database connections of each tree: TCP connections to PostgreSQL,

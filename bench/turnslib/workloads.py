@@ -16,7 +16,7 @@ import psutil
 from turnslib.config import (AGENT, HTTP_TIMEOUT, PYTHON, TOOL_MESSAGE, TURN_TIMEOUT, WORKLOAD_DEADLINE, BenchError,
                              Config, turn_times)
 from turnslib.paced import PacedModel, sdk_alone, streamed_turn, w5_block
-from turnslib.server import Server, busy_seconds, pg_backend_cpu, wait_quiet
+from turnslib.server import Server, busy_seconds, pg_backend_cpu, totals, wait_quiet
 from turnslib.stats import pct, r1, summary
 from turnslib.turn import (TurnResult, adiagnose, anew_session_turn, diagnose, new_session_turn, note,
                            one_request_turn)
@@ -71,8 +71,8 @@ class Bench:
         ours = sum(cpu1[n] - cpu0[n] for n in cpu0) + (client1 - client0)
         out["other_cpu_pct_of_machine"] = round(max(0.0, (sys1 - sys0) - ours) / (elapsed * (psutil.cpu_count() or 1)) * 100, 1)
         self.sample_rss(f"after {name}")
-        out["mem_after"] = self.server.mem(uss=True)
-        out["mem_by_process"] = self.server.mem_by_process()
+        out["mem_by_process"] = self.server.mem_by_process()  # each process's smaps read once: the trees' sums too
+        out["mem_after"] = {name: totals(procs) for name, procs in out["mem_by_process"].items()}
         out["sessions_so_far"] = self.sessions
         # Idle CPU: what the processes burn with no traffic (broker and stream polling).
         idle_s = self.counts["idle_seconds"]
