@@ -376,7 +376,7 @@ def main() -> int:
     parser.add_argument("--interval-ms", type=float, default=100.0)
     parser.add_argument("--idle-seconds", type=float, default=20.0)
     parser.add_argument("--clients", type=int, default=3, help="client processes the streams are dealt among")
-    parser.add_argument("--asgi", choices=["daphne", "uvicorn"], default="daphne", help="the web server")
+    parser.add_argument("--asgi", choices=["daphne", "uvicorn"], default="uvicorn", help="the web server (serve's default: uvicorn)")
     parser.add_argument("--profile", metavar="DIR", help="py-spy profiles of the web process in the delivery phases")
     parser.add_argument("--py-spy", help="the py-spy to use (default: beside the venv's python)")
     parser.add_argument("--src", help="the tree whose server is measured (default: this one)")

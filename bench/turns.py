@@ -2,7 +2,7 @@
 """Turn latency, throughput, CPU and memory of agentsite, end to end over HTTP.
 
 It starts the server as separate processes on a fresh state root (a temp
-dir): the web process (`daphne agentsite.asgi:application`) and the worker
+dir): the web process (uvicorn serving `agentsite.asgi:application`, as serve runs it) and the worker
 (`manage.py qcluster`), deploys examples/support (scripted model, no added
 latency) and measures:
 

@@ -151,7 +151,8 @@ def main(description: str) -> int:
     parser.add_argument("--keep-state", action="store_true", help="keep the temp state root (logs, SQLite db)")
     parser.add_argument("--profile", metavar="DIR", help="record py-spy profiles (raw collapsed stacks) of the web"
                         " process and the worker tree during each workload into DIR")
-    parser.add_argument("--asgi", choices=["daphne", "uvicorn"], default="daphne", help="the web server (uvicorn needs uvicorn, uvloop and httptools installed)")
+    parser.add_argument("--asgi", choices=["daphne", "uvicorn"], default="uvicorn",
+                        help="the web server (default uvicorn, as `manage.py serve` runs it)")
     parser.add_argument("--one-request", action="store_true",
                         help="W1 and W4 create the session and read its turn in one request (POST /session with"
                         " Accept: application/x-ndjson) instead of a create then a GET of the stream")

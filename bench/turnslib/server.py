@@ -150,7 +150,7 @@ def web_command(asgi: str, port: int) -> list[str]:
     (agentsite/management/commands/serve.py, agentsite/webserver.py), binding its own port."""
     if asgi == "uvicorn":
         return [PYTHON, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port), "--loop", "uvloop",
-                "--http", "httptools", "--ws", "websockets", "--no-access-log", "--lifespan", "off",
+                "--http", "httptools", "--ws", "websockets", "--no-access-log", "--lifespan", "off", "--no-proxy-headers",
                 "agentsite.asgi:application"]
     return [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "agentsite.asgi:application"]
 
@@ -158,7 +158,7 @@ def web_command(asgi: str, port: int) -> list[str]:
 class Server:
     """The web process and the worker process tree of one configuration."""
 
-    def __init__(self, src: Path, state_root: Path, env: dict[str, str], asgi: str = "daphne",
+    def __init__(self, src: Path, state_root: Path, env: dict[str, str], asgi: str = "uvicorn",
                  agent_dir: Path | None = None):
         self.asgi = asgi
         self.agent_dir = agent_dir or src / "examples" / AGENT

@@ -113,7 +113,7 @@ def test_agents_dir_deploys_an_extra_agent(server):
         assert next(e for e in events if e["type"] == "message.completed")["data"]["text"] == "You said: hi greeter"
 
 
-def test_sigint_stops_daphne_qcluster_and_its_workers_with_exit_code_0(tmp_path):
+def test_sigint_stops_the_web_server_qcluster_and_its_workers_with_exit_code_0(tmp_path):
     # INFO logs show django-q2's own account of its stop.
     with run_server(tmp_path / "state", env={"AGENTSITE_LOG_LEVEL": "INFO"}) as server:
         with server.client() as client:
@@ -125,7 +125,7 @@ def test_sigint_stops_daphne_qcluster_and_its_workers_with_exit_code_0(tmp_path)
         serve = psutil.Process(server.process.pid)
         tree = serve.children(recursive=True)
         direct = serve.children()
-        web = [p for p in direct if "daphne" in " ".join(p.cmdline())]
+        web = [p for p in direct if "agentsite web (uvicorn)" in " ".join(p.cmdline())]  # the default server
         cluster = [p for p in direct if "qcluster" in " ".join(p.cmdline())]
         assert len(web) == 1 and len(cluster) == 1, [p.cmdline() for p in direct]
         # qcluster's sentinel, and under it the workers, monitor and pusher.

@@ -1,6 +1,6 @@
 """A hard kill of `serve` takes its whole process tree down, and the next `serve` comes up clean.
 
-Real processes throughout: serve, daphne, the qcluster with its sentinel and
+Real processes throughout: serve, its web server, the qcluster with its sentinel and
 forked workers, killed with SIGKILL as the OOM killer would. The server a kill
 test restarts is the one the next test on that backend kills.
 """
@@ -143,7 +143,7 @@ def test_after_a_kill_9_nothing_of_serve_is_left_and_a_restart_recovers_the_runn
     serve = psutil.Process(server.process.pid)
     tree = serve.children(recursive=True)
     assert forked_later <= {p.pid for p in tree}
-    assert len(tree) >= 7, [p.cmdline() for p in tree]  # daphne, qcluster, sentinel and its 4
+    assert len(tree) >= 7, [p.cmdline() for p in tree]  # the web server, qcluster, sentinel and its 4
     for process in [serve, *tree] if victims == "whole tree" else [serve]:
         process.kill()
     server.process.wait(timeout=10)
@@ -184,12 +184,12 @@ def test_a_taken_port_fails_at_once_naming_the_port_and_starts_no_workers(tmp_pa
     assert not (state / "db.sqlite3").exists(), "nothing ran before the check"
 
 
-def test_when_daphne_dies_serve_stops_the_workers_and_exits_non_zero(servers):
+def test_when_the_web_server_dies_serve_stops_the_workers_and_exits_non_zero(servers):
     server = servers.take("sqlite")  # whichever server a kill test left running
     serve = psutil.Process(server.process.pid)
     wait_for(lambda: len(serve.children(recursive=True)) >= 7, "the cluster to start")
     tree = serve.children(recursive=True)
-    [web] = [p for p in serve.children() if "daphne" in " ".join(p.cmdline())]
+    [web] = [p for p in serve.children() if "agentsite web" in " ".join(p.cmdline())]
     web.kill()
     assert server.process.wait(timeout=60) != 0
     gone, still = psutil.wait_procs(tree, timeout=10)

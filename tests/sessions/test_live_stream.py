@@ -1,10 +1,10 @@
 """The event stream of real turns over real HTTP.
 
-A real `manage.py serve` runs: daphne answers the stream while a qcluster
-worker, another process, writes the turn's events. The module runs on the
-embedded default (SQLite, polling readers), on the scale-out configuration
-(PostgreSQL, Redis broker and channel layer), and on the embedded default
-under `serve --server uvicorn`.
+A real `manage.py serve` runs: its web server (uvicorn) answers the stream
+while a qcluster worker, another process, writes the turn's events. The module
+runs on the embedded default (SQLite, polling readers), on the scale-out
+configuration (PostgreSQL, Redis broker and channel layer), and on the
+embedded default under `serve --server daphne`.
 """
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ agent = Agent(model="scripted:echo", params={"chunk_delay_ms": 40})
 LONG_MESSAGE = " ".join(f"w{i:03d}" for i in range(150))
 
 
-@pytest.fixture(scope="module", params=[("sqlite", "daphne"), ("postgres+redis", "daphne"), ("sqlite", "uvicorn")],
-                ids=["sqlite", "postgres+redis", "sqlite-uvicorn"])
+@pytest.fixture(scope="module", params=[("sqlite", "uvicorn"), ("postgres+redis", "uvicorn"), ("sqlite", "daphne")],
+                ids=["sqlite", "postgres+redis", "sqlite-daphne"])
 def server(request, tmp_path_factory) -> Iterator[Server]:
     backend, web = request.param
     agents = tmp_path_factory.mktemp("agents")

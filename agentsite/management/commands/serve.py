@@ -1,4 +1,4 @@
-"""`manage.py serve`: the web server (daphne, or uvicorn with `--server uvicorn`) and the turn
+"""`manage.py serve`: the web server (uvicorn, or daphne with `--server daphne`) and the turn
 workers (qcluster) together; `--production` for a server a team uses.
 
 1. Bind the listening socket (a taken port fails here, before anything
@@ -81,13 +81,13 @@ class Command(BaseCommand):
         parser.add_argument("--workers", type=int, help="turn worker processes (default 2)")
         parser.add_argument("--no-workers", action="store_true", help="serve HTTP only; run `manage.py qcluster` elsewhere")
         parser.add_argument("--server", choices=WEB_SERVERS,
-                            help="the ASGI server of the web processes (default daphne, uvicorn under --production; "
-                                 "uvicorn: uvloop and httptools, less CPU per request; see bench/README.md)")
+                            help="the ASGI server of the web processes (default uvicorn, on uvloop and httptools; daphne "
+                                 "spends more CPU and memory per request: see bench/README.md)")
         parser.add_argument("--web-processes", type=int, default=1, metavar="N",
                             help="web server processes accepting on the one port (more than 1 needs REDIS_URL)")
         parser.add_argument("--production", action="store_true",
                             help="run with AGENTSITE_ENV=production (AGENTSITE_SECRET_KEY and AGENTSITE_PUBLIC_URL "
-                                 "required), collect the static files, uvicorn unless --server says otherwise")
+                                 "required) and collect the static files")
 
     def handle(self, *args, **opts):
         if opts["production"] and opts["dev"]:
@@ -108,7 +108,7 @@ class Command(BaseCommand):
             raise CommandError(f"--web-processes {web_processes} needs REDIS_URL: without Redis a session's events and "
                                "wake-ups stay inside the web process that has them (the in-memory channel layer), "
                                "so a stream on another web process would miss them; set REDIS_URL or serve with one")
-        server = opts["server"] or ("uvicorn" if opts["production"] else "daphne")
+        server = opts["server"] or "uvicorn"
         try:
             trusted_networks()  # the web process would die on a bad entry: say so here, once
         except ImproperlyConfigured as exc:
