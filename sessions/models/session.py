@@ -394,9 +394,14 @@ class Turn(models.Model):
 
         `lease_until` of a queued turn marks when it was last re-enqueued.
         """
-        return bool(Turn.objects.filter(pk=turn_id, status=Turn.Status.QUEUED).filter(
-            models.Q(lease_until__isnull=True, created_at__lt=stale) | models.Q(lease_until__lt=now)
-        ).update(lease_until=retry_at))
+        return bool(Turn.objects.filter(Turn.due_reenqueue(now, stale, ""), pk=turn_id, status=Turn.Status.QUEUED)
+                    .update(lease_until=retry_at))
+
+    @staticmethod
+    def due_reenqueue(now: datetime, stale: datetime, path: str) -> models.Q:
+        """The condition `mark_reenqueued` wins on, for a turn reached through `path` ("" for the turn itself)."""
+        return (models.Q(**{f"{path}lease_until__isnull": True, f"{path}created_at__lt": stale})
+                | models.Q(**{f"{path}lease_until__lt": now}))
 
     def end(self, status: str, *, error: str = "", usage: dict[str, int] | None = None,
             timings: dict[str, Any] | None = None) -> bool:

@@ -99,7 +99,9 @@ def sweep(now=None) -> int:
                 pass
     stale = now - timezone.timedelta(seconds=settings.AGENTSITE_REQUEUE_SECONDS)
     retry_at = now + timezone.timedelta(seconds=settings.AGENTSITE_REQUEUE_SECONDS)
-    active_queued = Session.objects.filter(active_turn__status=Turn.Status.QUEUED).values_list("active_turn_id", flat=True)
+    # Only turns already due another task: the rest would each cost a transaction a pass for nothing.
+    active_queued = Session.objects.filter(Turn.due_reenqueue(now, stale, "active_turn__"),
+                                           active_turn__status=Turn.Status.QUEUED).values_list("active_turn_id", flat=True)
     for turn_id in active_queued:
         requeue_lost_task(turn_id, now, stale, retry_at)
     if running_turn_cap():

@@ -184,6 +184,35 @@ def test_sweep_reenqueues_an_active_turn_whose_task_was_lost_once(alice, support
     assert types_after(session, start) == types, "a turn runs once"
 
 
+@transactional
+def test_a_pass_leaves_fresh_queued_turns_alone_in_one_read_however_many_there_are(alice, support_agent, sync_turns):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queue_fresh(n: int) -> list[Turn]:
+        turns = []
+        for _ in range(n):
+            session = idle_session(alice)
+            turn = Turn.objects.create(session=session, message="queued just now")
+            Session.objects.filter(pk=session.pk).update(active_turn=turn, status=Session.Status.RUNNING)
+            turns.append(turn)
+        return turns
+
+    counts = []
+    for n in (1, 4):
+        turns = queue_fresh(n)
+        with CaptureQueriesContext(connection) as pass_:
+            assert sweep() == 0
+        counts.append(len(pass_.captured_queries))
+        writes = [q["sql"] for q in pass_.captured_queries if not q["sql"].lstrip().upper().startswith("SELECT")]
+        assert writes == [], writes
+        for turn in turns:
+            turn.refresh_from_db()
+            assert turn.status == Turn.Status.QUEUED and turn.lease_until is None, "not handed out again"
+        Session.objects.filter(active_turn__in=turns).update(active_turn=None, status=Session.Status.WAITING)
+    assert counts[0] == counts[1], counts
+
+
 # --- a worker killed mid-turn: real processes -----------------------------------------
 
 SLOW_TOOL = '''\
