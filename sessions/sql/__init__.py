@@ -2,7 +2,8 @@
 
 Only the hot paths of a turn earn one (an event append and read, a turn's
 claim, load, stop flag and end, a session's insert and settle, the task queue,
-the two reads that admit a request to a session): there
+the two reads that admit a request to a session, the ticker's question
+whether a timer is due): there
 the ORM's building of a query cost more CPU than the database spent running
 it. Each value still goes through its field's own adaptation, so what is
 stored is what the ORM would store.
@@ -18,7 +19,8 @@ models' transitions; it imports no model, since the models import it),
 `events` (the event log's counter, inserts and reads), `feeds` (the shared
 feeds' read of many followed sessions at once), `turns` (a worker's
 reads of its turn and session, and of its stop flag), `queue` (the ORM broker's task queue),
-`access` (an agent's current release row, a session's owner: what every request reads).
+`access` (an agent's current release row, a session's owner: what every request reads),
+`timers` (whether any schedule or reminder is due: the ticker's question every second).
 `pg_notify` stays in sessions.eventlog.pgnotify: it writes no row, so it has no twin.
 """
 from __future__ import annotations

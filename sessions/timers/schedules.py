@@ -32,6 +32,7 @@ from sessions.direct.calls import call_tool
 from sessions.host import Host
 from sessions.models import Reminder, Schedule, Session, Turn
 from sessions.principal import Principal
+from sessions.sql import timers as sql_timers
 from sessions.timers.reminders import (  # noqa: F401 (the timers API: views, the admin and tests import it here)
     MAX_DURATION,
     ReminderContext,
@@ -152,12 +153,15 @@ def fire_due(now: datetime | None = None, *, schedules: bool | None = None) -> i
     if schedules is None:
         schedules = settings.AGENTSITE_SCHEDULES
     fired = 0
-    if schedules:
+    schedules_due, reminders_due = sql_timers.due(now)  # one cheap read: most passes find nothing due
+    if schedules and schedules_due:
         for schedule in Schedule.objects.select_related("agent__active_deployment").filter(active=True, next_fire_at__lte=now):
             if schedule.claim(schedule.next_fire_at, now):
                 fired += 1
                 metrics.timer_fired("schedule", (now - schedule.next_fire_at).total_seconds())
                 run_schedule(schedule, schedule.next_fire_at)
+    if not reminders_due:
+        return fired
     me = owner_id()
     for reminder in Reminder.objects.filter(status=Reminder.Status.ARMED, next_fire_at__lte=now):
         if reminder.is_run_form and reminder.handler_owner != me:

@@ -21,8 +21,8 @@ from django.db import connection, connections, transaction
 from django_q.models import OrmQ
 
 from agents.discovery import deploy_agent_folder
-from sessions.models import Event, EventType, Session, Turn
-from sessions.sql import STATEMENTS, access, events, feeds, queue, rows, turns  # noqa: F401  (each module registers its statements)
+from sessions.models import Event, EventType, Reminder, Schedule, Session, Turn
+from sessions.sql import STATEMENTS, access, events, feeds, queue, rows, timers, turns  # noqa: F401  (each module registers its statements)
 
 AT = datetime(2026, 3, 4, 5, 6, 7, 123456, tzinfo=tz.utc)
 EARLIER = datetime(2026, 3, 4, 5, 0, 0, tzinfo=tz.utc)
@@ -87,6 +87,16 @@ def base_rows(folder: str) -> None:
         OrmQ(key="elsewhere", payload="theirs", lock=EARLIER),
     ])
     _base["tasks"] = dict(OrmQ.objects.values_list("payload", "id"))
+    agent_id = _base["deployment"].agent_id
+    Schedule.objects.bulk_create([
+        Schedule(agent_id=agent_id, schedule_id="due", kind="markdown", cron="* * * * *", next_fire_at=AT),
+        Schedule(agent_id=agent_id, schedule_id="off", kind="markdown", cron="* * * * *", next_fire_at=EARLIER,
+                 active=False),
+    ])
+    Reminder.objects.bulk_create([
+        Reminder(agent_id=agent_id, kind="delay", spec="2h", next_fire_at=AT + timedelta(hours=2)),
+        Reminder(agent_id=agent_id, kind="delay", spec="1m", next_fire_at=EARLIER, status=Reminder.Status.DONE),
+    ])
 
 
 def _db():
@@ -145,6 +155,9 @@ CASES = [
     Case("turns.interrupted", "running", lambda: ("turn_run",), False),
     Case("turns.interrupted", "asked_to_stop", lambda: ("turn_stopping",), False),
     Case("turns.interrupted", "gone", lambda: ("turn_missing",), False),
+    Case("timers.due", "nothing_due", lambda: (EARLIER,), False),
+    Case("timers.due", "a_schedule_due", lambda: (AT,), False),
+    Case("timers.due", "both_due", lambda: (AT + timedelta(hours=3),), False),
     Case("queue.enqueue", "task", lambda: (_db(), "agentsite", "a payload \"é\"", AT), True),
     Case("queue.ready", "mine", lambda: (_db(), "agentsite", AT, 10), False),
     Case("queue.ready", "limited", lambda: (_db(), "agentsite", AT, 1), False),
