@@ -18,7 +18,7 @@ The modules: `rows` (generic conditional UPDATE and INSERT, used by the
 models' transitions; it imports no model, since the models import it),
 `events` (the event log's counter, inserts and reads), `feeds` (the shared
 feeds' read of many followed sessions at once), `turns` (a worker's
-reads of its turn and session, and of its stop flag), `queue` (the ORM broker's task queue),
+reads of its turn and session, of its stop flag and of the session's next queued turn), `queue` (the ORM broker's task queue),
 `access` (an agent's current release row, a session's owner: what every request reads),
 `timers` (whether any schedule or reminder is due: the ticker's question every second).
 `pg_notify` stays in sessions.eventlog.pgnotify: it writes no row, so it has no twin.

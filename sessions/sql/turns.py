@@ -1,4 +1,5 @@
-"""A worker's reads of the turn it claimed and of its session, and of the turn's stop flag.
+"""A worker's reads of the turn it claimed and of its session, of the turn's stop flag, and of the
+session's next queued turn.
 
 Two plain reads: building the ORM's four-table join (turn, session,
 deployment, agent) cost a worker more CPU than the database spent answering
@@ -48,6 +49,16 @@ def read_session(session_id: str) -> Session | None:
     return next(iter(Session.objects.raw(
         f"SELECT s.*, d.content_hash AS release_hash FROM {Session._meta.db_table} s "
         f"JOIN {Deployment._meta.db_table} d ON d.id = s.deployment_id WHERE s.id = %s", [session_id])), None)
+
+
+@written_out(orm=Turn.objects.session_head)
+def session_head(session_id: str) -> tuple[str, bool] | None:
+    """(id, interrupt requested) of the session's oldest queued turn: asked as every turn settles."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id, interrupt_requested FROM {Turn._meta.db_table} WHERE session_id = %s AND status = %s"
+                       " ORDER BY created_at, id LIMIT 1", [session_id, Turn.Status.QUEUED.value])
+        row = cursor.fetchone()
+    return None if row is None else (row[0], bool(row[1]))
 
 
 @written_out(orm=Turn.asked_to_stop)

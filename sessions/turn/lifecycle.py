@@ -23,6 +23,7 @@ from sessions.turn import extensions
 from sessions.eventlog.events import append_events
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.sql.rows import insert_row
+from sessions.sql.turns import session_head
 from sessions.plumbing.taskqueue import enqueue
 from sessions.turn.locks import principal_turn_lock
 from sessions.turn.usage import Usage, add_usage
@@ -92,7 +93,7 @@ def _announce_head(session: Session, hooks: Sequence[Hook] = (), only: str | Non
     """`turn.queued` for the session's next turn if the cap holds it back (the session holds no active turn)."""
     if not Session.objects.filter(pk=session.pk, active_turn__isnull=True).exists():
         return
-    head = Turn.objects.session_head(session.pk)
+    head = session_head(session.pk)
     if head is not None and head[0] == (only or head[0]):
         held_back(session.pk, head[0], hooks)
 
@@ -158,7 +159,7 @@ def dispatch_next(session_id: str, session: Session | None = None, *, winding_do
     it winds down at once. `winding_down_only`: start it only in that case.
     """
     with transaction.atomic(savepoint=False):
-        head = Turn.objects.session_head(session_id)
+        head = session_head(session_id)  # written out: every settle asks it
         if head is None:
             return None
         queued, winding_down = head

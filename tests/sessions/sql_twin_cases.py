@@ -73,6 +73,7 @@ def base_rows(folder: str) -> None:
         _turn("turn_run", status="running", claimed_by="host:1", started_at=EARLIER, lease_until=AT,
               state={"step": 2}, usage={"input": 1}),
         _turn("turn_stopping", status="running", claimed_by="host:1", started_at=EARLIER, interrupt_requested=True),
+        _turn("turn_q_stopping", session_id="ses_b", interrupt_requested=True),
     ])
     Session.objects.filter(pk="ses_a").update(active_turn="turn_run")
     at = [datetime(2026, 1, 2, 3, 4, 5, tzinfo=tz.utc), datetime(2026, 1, 2, 3, 4, 5, 120000, tzinfo=tz.utc), AT, AT]
@@ -152,6 +153,9 @@ CASES = [
     Case("access.owner_and_mode", "its_agents", lambda: ("ses_b", "support"), False),
     Case("access.owner_and_mode", "another_agents", lambda: ("ses_b", "nobody"), False),
     Case("access.owner_and_mode", "missing", lambda: ("ses_missing", "support"), False),
+    Case("turns.session_head", "oldest_queued", lambda: ("ses_a",), False),
+    Case("turns.session_head", "asked_to_stop", lambda: ("ses_b",), False),
+    Case("turns.session_head", "none_queued", lambda: ("ses_missing",), False),
     Case("turns.interrupted", "running", lambda: ("turn_run",), False),
     Case("turns.interrupted", "asked_to_stop", lambda: ("turn_stopping",), False),
     Case("turns.interrupted", "gone", lambda: ("turn_missing",), False),
