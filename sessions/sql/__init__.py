@@ -21,6 +21,7 @@ feeds' read of many followed sessions at once), `turns` (a worker's
 reads of its turn and session, of its stop flag and of the session's next queued turn), `queue` (the ORM broker's task queue),
 `access` (an agent's current release row, a session's owner: what every request reads),
 `timers` (whether any schedule or reminder is due: the ticker's question every second).
+`instances` builds model instances from such rows, as the ORM would.
 `pg_notify` stays in sessions.eventlog.pgnotify: it writes no row, so it has no twin.
 """
 from __future__ import annotations

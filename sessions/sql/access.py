@@ -8,21 +8,14 @@ ORM queries they were a seventh of a web process's CPU on a simple turn
 """
 from __future__ import annotations
 
-from typing import Any
-
-from django.db import connection, models
+from django.db import connection
 
 from agents.models import Agent
 from sessions.models import Session
 from sessions.sql import written_out
+from sessions.sql.instances import converted
 
-
-def _from_db(model: type[models.Model], name: str, value: Any) -> Any:
-    """A column's value as the ORM reads it (SQLite hands back a datetime as text)."""
-    col = model._meta.get_field(name).get_col(model._meta.db_table)
-    for convert in connection.ops.get_db_converters(col) + col.get_db_converters(connection):
-        value = convert(value, col, connection)
-    return value
+_VERSION = ("id", "active_deployment_id", "updated_at")
 
 
 @written_out(orm=Agent.objects.current_version)
@@ -32,7 +25,7 @@ def agent_version(slug: str) -> tuple | None:
         cursor.execute(f"SELECT id, active_deployment_id, updated_at FROM {Agent._meta.db_table} WHERE slug = %s",
                        [slug])
         row = cursor.fetchone()
-    return None if row is None else (row[0], row[1], _from_db(Agent, "updated_at", row[2]))
+    return None if row is None else tuple(converted(Agent, connection.alias, _VERSION, row))
 
 
 @written_out(orm=Session.objects.owner_and_mode)

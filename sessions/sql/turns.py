@@ -18,6 +18,7 @@ from django.db.models import F
 from agents.models import Deployment
 from sessions.models import Session, Turn
 from sessions.sql import written_out
+from sessions.sql.instances import columns, instance
 
 
 def _fields(row: models.Model | None) -> dict[str, Any] | None:
@@ -35,7 +36,10 @@ def _read_turn_orm(turn_id: str) -> Turn | None:
 
 @written_out(orm=_read_turn_orm, comparable=_fields)
 def read_turn(turn_id: str) -> Turn | None:
-    return next(iter(Turn.objects.raw(f"SELECT * FROM {Turn._meta.db_table} WHERE id = %s", [turn_id])), None)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {columns(Turn)} FROM {Turn._meta.db_table} WHERE id = %s", [turn_id])
+        row = cursor.fetchone()
+    return None if row is None else instance(Turn, connection.alias, row)
 
 
 def _read_session_orm(session_id: str) -> Session | None:
@@ -46,9 +50,15 @@ def _read_session_orm(session_id: str) -> Session | None:
 @written_out(orm=_read_session_orm, comparable=_fields)
 def read_session(session_id: str) -> Session | None:
     """The session, its conversation included, with `release_hash`: its deployment's content hash."""
-    return next(iter(Session.objects.raw(
-        f"SELECT s.*, d.content_hash AS release_hash FROM {Session._meta.db_table} s "
-        f"JOIN {Deployment._meta.db_table} d ON d.id = s.deployment_id WHERE s.id = %s", [session_id])), None)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {columns(Session, 's')}, d.content_hash FROM {Session._meta.db_table} s "
+                       f"JOIN {Deployment._meta.db_table} d ON d.id = s.deployment_id WHERE s.id = %s", [session_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    session = instance(Session, connection.alias, row)
+    session.release_hash = row[-1]
+    return session
 
 
 @written_out(orm=Turn.objects.session_head)
