@@ -16,6 +16,7 @@ AGENTSITE_TRUSTED_PROXIES only, channels_app.proxies).
 """
 from __future__ import annotations
 
+import signal
 import socket
 
 import uvicorn
@@ -23,7 +24,16 @@ import uvicorn
 APPLICATION = "agentsite.asgi:application"
 
 
+def _leave(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
 def serve_on(fd: int) -> None:
+    # uvicorn stops gracefully on SIGTERM or SIGINT, then raises the signal again under the handler it
+    # found: with the default one the process would die there, before its exit handlers (custom channels'
+    # on_stop, telemetry's flush) run. This one leaves as a normal exit.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _leave)
     listener = socket.socket(fileno=fd)  # family, type and protocol as the kernel has them
     config = uvicorn.Config(APPLICATION, loop="uvloop", http="httptools", ws="websockets", access_log=False,
                             proxy_headers=False, lifespan="off")
