@@ -34,18 +34,26 @@ class SessionGone(Exception):
 
 
 def append_events(
-    session_id: str, items: Iterable[tuple[str, dict[str, Any]]], turn_id: str = "", hooks: Sequence[Hook] = ()
+    session_id: str, items: Iterable[tuple[str, dict[str, Any]]], turn_id: str = "", hooks: Sequence[Hook] = (),
+    *, stop_flag: Callable[[bool], object] | None = None,
 ) -> list[Event]:
-    """Store events with the next indexes; after commit, wake readers and call the agent's hooks."""
+    """Store events with the next indexes; after commit, wake readers and call the agent's hooks.
+
+    `stop_flag`: told whether turn `turn_id` was asked to stop, read by the append's own statement.
+    """
     items = list(items)
     if not items:
         return []
     now = timezone.now()
+    stop_of = turn_id if stop_flag is not None else ""
     with transaction.atomic(savepoint=False):
         if connection.vendor == "postgresql" and len(items) <= ONE_STATEMENT_MAX:
-            first = _allocate_and_insert(session_id, items, turn_id, now)
+            allocated = _gone_if_none(session_id, sql.allocate_and_insert(session_id, items, turn_id, now, stop_of))
         else:
-            first = _allocate(session_id, len(items))
+            allocated = _gone_if_none(session_id, sql.allocate(session_id, len(items), stop_of))
+        first = allocated.first
+        if stop_flag is not None:
+            stop_flag(bool(allocated.stopped))
         events = [
             Event(session_id=session_id, index=first + i, turn_id=turn_id, type=str(type_), data=data, at=now)
             for i, (type_, data) in enumerate(items)
@@ -83,18 +91,10 @@ def run_hooks(hooks: Sequence[Hook], events: list[Event]) -> None:
 ONE_STATEMENT_MAX = 500
 
 
-def _allocate(session_id: str, count: int) -> int:
-    first = sql.allocate(session_id, count)
-    if first is None:
+def _gone_if_none(session_id: str, allocated: sql.Allocated | None) -> sql.Allocated:
+    if allocated is None:
         raise SessionGone(session_id)
-    return first
-
-
-def _allocate_and_insert(session_id: str, items: list[tuple[str, dict[str, Any]]], turn_id: str, now) -> int:
-    first = sql.allocate_and_insert(session_id, items, turn_id, now)
-    if first is None:
-        raise SessionGone(session_id)
-    return first
+    return allocated
 
 
 def append_event(session_id: str, type_: EventType, data: dict[str, Any], turn_id: str = "", hooks: Sequence[Hook] = ()) -> Event:

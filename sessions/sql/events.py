@@ -9,52 +9,76 @@ import functools
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import F
 
-from sessions.models import Event, Session
+from sessions.models import Event, Session, Turn
 from sessions.sql import written_out
 
 _COLUMNS = ("session", "index", "turn_id", "type", "data", "at")
 
 
-def _allocate_orm(session_id: str, count: int) -> int | None:
+class Allocated(NamedTuple):
+    first: int  # the first index allocated
+    # Whether turn `stop_of` was asked to stop (a turn gone counts as asked), read by the same
+    # statement: a streaming turn's appends answer its stop flag, which it would otherwise poll. None: not asked.
+    stopped: bool | None
+
+
+def _stopped_orm(stop_of: str) -> bool | None:
+    return Turn.asked_to_stop(stop_of) if stop_of else None
+
+
+def _allocate_orm(session_id: str, count: int, stop_of: str = "") -> Allocated | None:
     if not Session._base_manager.filter(pk=session_id).update(next_event_index=F("next_event_index") + count):
         return None
-    return Session._base_manager.filter(pk=session_id).values_list("next_event_index", flat=True).get() - count
+    last = Session._base_manager.filter(pk=session_id).values_list("next_event_index", flat=True).get()
+    return Allocated(last - count, _stopped_orm(stop_of))
+
+
+def _stop_flag(stop_of: str) -> tuple[str, list[Any]]:
+    """The select expression (and its parameters) of turn `stop_of`'s stop flag; NULL when not asked."""
+    if not stop_of:
+        return "NULL", []
+    return f"COALESCE((SELECT interrupt_requested FROM {Turn._meta.db_table} WHERE id = %s), TRUE)", [stop_of]
+
+
+def _allocated(first: int | None, stopped: Any) -> Allocated | None:
+    return None if first is None else Allocated(first, None if stopped is None else bool(stopped))
 
 
 @written_out(orm=_allocate_orm)
-def allocate(session_id: str, count: int) -> int | None:
-    """Bump the session's counter by `count`; the first index allocated (None: no such session)."""
+def allocate(session_id: str, count: int, stop_of: str = "") -> Allocated | None:
+    """Bump the session's counter by `count` (None: no such session); with `stop_of`, read that turn's stop flag too."""
+    flag, flag_params = _stop_flag(stop_of)
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {Session._meta.db_table} SET next_event_index = next_event_index + %s WHERE id = %s"
-            " RETURNING next_event_index",
-            [count, session_id],
+            f" RETURNING next_event_index, {flag}",
+            [count, session_id, *flag_params],
         )
         row = cursor.fetchone()
-    return None if row is None else row[0] - count
+    return None if row is None else _allocated(row[0] - count, row[1])
 
 
 def _allocate_and_insert_orm(session_id: str, items: list[tuple[str, dict[str, Any]]], turn_id: str,
-                             now: datetime) -> int | None:
-    first = _allocate_orm(session_id, len(items))
-    if first is not None:
-        Event.objects.bulk_create([Event(session_id=session_id, index=first + i, turn_id=turn_id, type=str(type_),
-                                         data=data, at=now) for i, (type_, data) in enumerate(items)])
-    return first
+                             now: datetime, stop_of: str = "") -> Allocated | None:
+    allocated = _allocate_orm(session_id, len(items), stop_of)
+    if allocated is not None:
+        Event.objects.bulk_create([Event(session_id=session_id, index=allocated.first + i, turn_id=turn_id,
+                                         type=str(type_), data=data, at=now) for i, (type_, data) in enumerate(items)])
+    return allocated
 
 
 @written_out(orm=_allocate_and_insert_orm, vendors=("postgresql",))
 def allocate_and_insert(session_id: str, items: list[tuple[str, dict[str, Any]]], turn_id: str,
-                        now: datetime) -> int | None:
-    """PostgreSQL: the counter bump and the insert in one statement (a data-modifying CTE).
+                        now: datetime, stop_of: str = "") -> Allocated | None:
+    """PostgreSQL: the counter bump and the insert in one statement (data-modifying CTEs).
 
     The UPDATE takes the session row's lock exactly as the two-statement form
-    does; an append is one round trip instead of two. The first index (None: no such session).
+    does; an append is one round trip instead of two. None: no such session.
     """
     fields = {name: Event._meta.get_field(name) for name in _COLUMNS}
     connection = connections[DEFAULT_DB_ALIAS]  # resolved once: each use of the proxy looks it up again
@@ -67,17 +91,20 @@ def allocate_and_insert(session_id: str, items: list[tuple[str, dict[str, Any]]]
                          fields["at"].get_db_prep_save(now, connection)]
     for i, (type_, data) in enumerate(items):
         params += [i, str(type_), fields["data"].get_db_prep_save(data, connection)]
+    flag, flag_params = _stop_flag(stop_of)
+    index = quote(fields["index"].column)
     sql = (
         f"WITH bumped AS (UPDATE {Session._meta.db_table} SET next_event_index = next_event_index + %s"
-        f" WHERE id = %s RETURNING next_event_index) "
-        f"INSERT INTO {Event._meta.db_table} ({columns}) "
+        f" WHERE id = %s RETURNING next_event_index), "
+        f"inserted AS (INSERT INTO {Event._meta.db_table} ({columns}) "
         f"SELECT %s, bumped.next_event_index - {len(items)} + v.i, %s, v.t, v.d, %s "
-        f"FROM bumped, (VALUES {values}) AS v(i, t, d) ORDER BY v.i RETURNING {quote(fields['index'].column)}"
+        f"FROM bumped, (VALUES {values}) AS v(i, t, d) ORDER BY v.i RETURNING {index}) "
+        f"SELECT min({index}), {flag} FROM inserted"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        indexes = [row[0] for row in cursor.fetchall()]
-    return min(indexes) if indexes else None
+        cursor.execute(sql, params + flag_params)
+        first, stopped = cursor.fetchone()
+    return _allocated(first, stopped)
 
 
 def _insert_events_orm(events: list[Event]) -> None:

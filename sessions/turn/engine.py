@@ -155,8 +155,9 @@ class TurnRunner:
         """`claimed`: when this worker's claim of the turn won (monotonic)."""
         self.turn = turn
         self.session: Session = turn.session
-        self.emitter = Emitter(self.session.id, turn.id, settings.AGENTSITE_DELTA_FLUSH_SECONDS)
         self.interrupts = InterruptWatch(turn, fresh=True)  # run_turn read the row after its claim
+        self.emitter = Emitter(self.session.id, turn.id, settings.AGENTSITE_DELTA_FLUSH_SECONDS,
+                               stop_flag=self.interrupts.observe)
         state = turn.state or {}
         self.usage_so_far = state["usage"] if "usage" in state else zero()  # a resumed turn's steps so far
         self.started = time.monotonic() - state.get("elapsedMs", 0) / 1000

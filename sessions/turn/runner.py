@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from django.db import transaction
 
@@ -51,7 +51,9 @@ SUBAGENT_EVENTS = frozenset({
 })
 
 
-INTERRUPT_CHECK_SECONDS = 0.05
+# How stale the stop flag may be while a model streams. The turn's own appends read it too (every
+# AGENTSITE_DELTA_FLUSH_SECONDS while deltas flow: Emitter.stop_flag), so a streaming turn rarely polls for it.
+INTERRUPT_CHECK_SECONDS = 0.1
 # The first delta of a model that streams is written at once (coalescing starts after it), so a
 # reader's first token does not wait out the flush window: every model over the network, and an
 # in-process one that waited longer than this for it off this thread's CPU (the scripted model's
@@ -83,6 +85,11 @@ class InterruptWatch:
             self._next_check = now + INTERRUPT_CHECK_SECONDS
             self._interrupted = sql_turns.interrupted(self.turn.pk)
         return self._interrupted
+
+    def observe(self, stopped: bool) -> None:
+        """A reading of the flag made by another statement (the turn's event appends): no poll for a while."""
+        self._interrupted = self._interrupted or stopped
+        self._next_check = time.monotonic() + INTERRUPT_CHECK_SECONDS
 
     def check(self) -> None:
         """Read the flag now (between steps, before resuming) and raise Interrupted if set."""
@@ -117,6 +124,8 @@ class Emitter:
     flush_seconds: float
     hooks: Sequence[Hook] = ()
     subagent: str | None = None
+    # Told the turn's stop flag by every append (InterruptWatch.observe), which reads it in the same statement.
+    stop_flag: Callable[[bool], object] | None = None
     buffer: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     first_buffered: float = 0.0
 
@@ -138,7 +147,7 @@ class Emitter:
     def flush(self) -> None:
         if self.buffer:
             batch, self.buffer = self.buffer, []
-            append_events(self.session_id, batch, self.turn_id, hooks=self.hooks)
+            append_events(self.session_id, batch, self.turn_id, hooks=self.hooks, stop_flag=self.stop_flag)
 
     def take(self) -> list[tuple[str, dict[str, Any]]]:
         batch, self.buffer = self.buffer, []

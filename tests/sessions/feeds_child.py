@@ -50,7 +50,7 @@ def append_one(session_id: str, text: str) -> int:
 def append_unannounced(session_id: str, text: str) -> int:
     """An append whose wake-up is lost: the event's rows, without the announce (sessions.eventlog.events)."""
     with transaction.atomic():
-        first = allocate(session_id, 1)
+        first = allocate(session_id, 1).first
         insert_events([Event(session_id=session_id, index=first, type=EventType.MESSAGE_APPENDED,
                              data={"delta": text}, turn_id="")])
     return first
