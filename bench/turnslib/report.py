@@ -56,6 +56,7 @@ def print_table(reports: list[dict[str, Any]]) -> None:
             print(f"{rep['config']:9}W5 {w5['tokens']} chunks {w5['gap_ms']:g} ms apart: first token +{w5['first_token_ms']['p50']} ms"
                   f" p50, last token +{w5['last_token_lag_ms']['p50']} ms p50; {w5['deltas_per_turn']} delta lines read,"
                   f" {w5['events_per_turn']} events stored a turn; the SDK alone {w5['sdk_alone_cpu_ms']} ms CPU a stream"
+                  f" (mean of {' and '.join(map(str, w5.get('sdk_alone_cpu_ms_readings', [])))}, before and after)"
                   f" (server x{w5['server_over_sdk']})")
         for label in ("W1", "W4", "W3"):
             if label in ws and "breakdown_ms" in ws[label]:
