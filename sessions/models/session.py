@@ -201,14 +201,17 @@ class Session(ChannelBinding):
         return self.principal_id == principal.principal_id and self.authenticator == principal.authenticator
 
     def hooks(self) -> list:
-        """The agent's hooks for events written outside a turn's run (decisions, recovery, direct calls).
+        """The agent's hooks for events written outside a turn's run (decisions, recovery, direct calls)."""
+        return Session.hooks_of(self.deployment)
 
-        A release that no longer loads has no hooks: observing must never stop an event being written.
-        """
+    @staticmethod
+    def hooks_of(deployment) -> list:
+        """The hooks of release `deployment`; a release that no longer loads has none: observing must
+        never stop an event being written."""
         try:
-            return load_deployment(self.deployment).hooks
+            return load_deployment(deployment).hooks
         except Exception:
-            logging.getLogger(__name__).exception("cannot load the hooks of %s", self.deployment_id)
+            logging.getLogger(__name__).exception("cannot load the hooks of %s", deployment.pk)
             return []
 
     # -- the execution lock (called by sessions.turn.lifecycle only) ----------------

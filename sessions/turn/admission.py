@@ -82,7 +82,7 @@ def start_session(
     if deployment is None:
         raise AdmissionError("agent_not_deployed", f"agent {agent.slug!r} has no active deployment", 409)
     check_model(deployment, model)
-    hooks = Session(agent=agent, deployment=deployment).hooks()  # loaded before the write lock is taken
+    hooks = Session.hooks_of(deployment)  # loaded before the write lock is taken
     variants = extensions.variants()
     experiments = variants.of(deployment)  # read before the write lock
     with transaction.atomic():
