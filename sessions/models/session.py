@@ -206,8 +206,7 @@ class Session(ChannelBinding):
 
     @staticmethod
     def hooks_of(deployment) -> list:
-        """The hooks of release `deployment`; a release that no longer loads has none: observing must
-        never stop an event being written."""
+        """Release `deployment`'s hooks; none if it no longer loads: observing never stops an event's write."""
         try:
             return load_deployment(deployment).hooks
         except Exception:

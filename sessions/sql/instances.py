@@ -9,37 +9,35 @@ hands back datetimes as text, booleans as integers, JSON as text).
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Sequence, TypeVar
 
 from django.db import connections, models
 
 M = TypeVar("M", bound=models.Model)
-Converter = Callable[[Any], Any]
 
 
 @functools.cache
-def _converters(model: type[models.Model], alias: str, names: tuple[str, ...]) -> tuple[tuple[int, Converter], ...]:
+def _converters(model: type[models.Model], alias: str, names: tuple[str, ...]) -> tuple[tuple[int, Any, tuple], ...]:
+    """(position, column, its converters) of each of `names` that has converters on database `alias`."""
     connection = connections[alias]
     found = []
     for i, name in enumerate(names):
         col = model._meta.get_field(name).get_col(model._meta.db_table)
         steps = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
         if steps:
-            found.append((i, functools.partial(_apply, steps, col, connection)))
+            found.append((i, col, tuple(steps)))
     return tuple(found)
-
-
-def _apply(steps: Sequence[Callable], col: Any, connection: Any, value: Any) -> Any:
-    for convert in steps:
-        value = convert(value, col, connection)
-    return value
 
 
 def converted(model: type[models.Model], alias: str, names: tuple[str, ...], row: Sequence[Any]) -> list[Any]:
     """`row`'s values of fields `names` of `model`, each as the ORM reads it."""
+    connection = connections[alias]  # this thread's: the converters are given the connection that read the row
     values = list(row)
-    for i, convert in _converters(model, alias, names):
-        values[i] = convert(values[i])
+    for i, col, steps in _converters(model, alias, names):
+        value = values[i]
+        for convert in steps:
+            value = convert(value, col, connection)
+        values[i] = value
     return values
 
 
