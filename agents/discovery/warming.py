@@ -29,20 +29,20 @@ def warm_active_releases() -> list[str]:
     """
     started = time.monotonic()
     warmed = []
-    active = Deployment.objects.filter(agent__active_deployment=F("pk")).select_related("agent").order_by("agent__slug")
-    for deployment in active:
+    active = Deployment.objects.filter(agent__active_deployment=F("pk")).order_by("agent__slug")
+    for pk, content_hash, slug in active.values_list("pk", "content_hash", "agent__slug"):
         try:
-            release(deployment.pk, deployment.content_hash)
+            deployment = release(pk, content_hash)  # the row read once, kept for the workers' turns
             loaded = load_deployment(deployment)
             for model_id in dict.fromkeys([loaded.model, *loaded.models, *loaded.fallback,
                                            *(s.model for s in loaded.subagents.values())]):
                 if model_id:
                     get_provider(model_id)
         except (Exception, SystemExit):  # a provider's SDK missing, a module exiting: its first turn says why
-            log.warning("agent %s: its release was not loaded before the workers started", deployment.agent.slug,
+            log.warning("agent %s: its release was not loaded before the workers started", slug,
                         exc_info=True)
             continue
-        warmed.append(deployment.agent.slug)
+        warmed.append(slug)
     log.info("loaded %d active release(s) before starting the workers, in %d ms", len(warmed),
              (time.monotonic() - started) * 1000)
     return warmed

@@ -5,7 +5,6 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-
 from agents.models import Secret
 from agents.secrets.keys import Undecryptable
 from agents.secrets.lookup import Credentials, bind
