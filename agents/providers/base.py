@@ -41,6 +41,9 @@ class ModelRequest:
     params: dict[str, Any] = field(default_factory=dict)
     # Polled while the provider waits, so an interrupt need not wait for the model.
     should_stop: Callable[[], bool] = lambda: False
+    # Set by an in-process provider once it has waited for its reply (the scripted model's latency):
+    # its first output is then written at once, as a network model's is (sessions.turn.runner).
+    waited: bool = False
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ def _tokens(text: str) -> int:
 
 
 def _sleep(seconds: float, request: ModelRequest) -> None:
+    request.waited = True
     deadline = time.monotonic() + seconds
     while (left := deadline - time.monotonic()) > 0:
         if request.should_stop():
@@ -54,7 +55,7 @@ def _sleep(seconds: float, request: ModelRequest) -> None:
 
 class ScriptedProvider:
     name = "scripted"
-    in_process = True  # its whole reply is at hand at once, unless its params make it wait (sessions.turn.runner)
+    in_process = True  # its whole reply is at hand at once, unless it waits (`ModelRequest.waited`)
 
     def endpoint(self, params: dict[str, Any]) -> Endpoint:
         return Endpoint(self.name, "", configured=True)

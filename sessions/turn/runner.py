@@ -54,12 +54,6 @@ SUBAGENT_EVENTS = frozenset({
 # How stale the stop flag may be while a model streams. The turn's own appends read it too (every
 # AGENTSITE_DELTA_FLUSH_SECONDS while deltas flow: Emitter.stop_flag), so a streaming turn rarely polls for it.
 INTERRUPT_CHECK_SECONDS = 0.1
-# The first delta of a model that streams is written at once (coalescing starts after it), so a
-# reader's first token does not wait out the flush window: every model over the network, and an
-# in-process one that waited longer than this for it off this thread's CPU (the scripted model's
-# latency). An in-process model that had its reply at hand, however long the history it read
-# first, is coalesced whole, with no write of its own.
-FIRST_OUTPUT_AT_ONCE = 0.005
 
 
 class Interrupted(Exception):
@@ -293,7 +287,7 @@ class Runner:
         calls: list[ToolCall] = []
         usage: Usage = None  # unknown until the provider reports some
         self.first_output = None
-        started, started_cpu, first_written = time.monotonic(), time.thread_time(), False
+        first_written = False
         in_process = getattr(provider, "in_process", False)
         for event in provider.stream(request):
             if self.should_stop():
@@ -309,9 +303,11 @@ class Runner:
                     reasoning.append(delta)
                     self.emitter.emit(EventType.REASONING_APPENDED, {"delta": delta})
                 if not first_written:
+                    # The first delta is written at once (coalescing starts after it), so a reader's first
+                    # token does not wait out the flush window: every model over the network, and an
+                    # in-process one that waited for it. One that had its reply at hand stays one write.
                     first_written = True
-                    waited = (time.monotonic() - started) - (time.thread_time() - started_cpu)
-                    if not in_process or waited >= FIRST_OUTPUT_AT_ONCE:
+                    if not in_process or request.waited:
                         self.emitter.flush()
             elif isinstance(event, ReasoningSignature):
                 signature.append(event.signature)
