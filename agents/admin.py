@@ -22,6 +22,7 @@ from django.utils.html import format_html, format_html_join
 from agents.discovery.activation import ReleaseError, activate_release, rollback_target
 from agents.mcp import unreachable
 from agents.models import Agent, Deployment, Secret, secret_name_problem, secret_value_problem
+from agents.pricing import admin as pricing_admin  # noqa: F401  registers Model prices
 from agents.releasediff import diff_releases
 
 

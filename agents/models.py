@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import connections, models, transaction
 from django.utils import timezone
 
+from agents.pricing.model import ModelPrice  # noqa: F401  the app's model, kept with its package
 from agents.secrets import keys
 
 SLUG_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
@@ -384,3 +385,4 @@ class OAuthFlow(models.Model):
 
     def registration(self) -> str:
         return keys.decrypt(self.registration_ciphertext)
+

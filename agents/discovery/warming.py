@@ -16,13 +16,15 @@ from django.db.models import F
 
 from agents.discovery.releases import load_deployment, release
 from agents.models import Deployment
+from agents.pricing.prices import TABLE_PROVIDERS, load_table
 from agents.providers import get_provider
 
 log = logging.getLogger(__name__)
 
 
 def warm_active_releases() -> list[str]:
-    """Load each agent's active release and import the providers of the models it may call.
+    """Load each agent's active release and import the providers of the models it may call
+    (and the price table when one of them is a public provider's).
 
     Returns the slugs warmed. A release that cannot be loaded here is left for
     its turns to load (and to report): warming never stops the workers starting.
@@ -38,6 +40,8 @@ def warm_active_releases() -> list[str]:
                                            *(s.model for s in loaded.subagents.values())]):
                 if model_id:
                     get_provider(model_id)
+                    if model_id.partition(":")[0] in TABLE_PROVIDERS:
+                        load_table()  # its calls are priced from the public table
         except (Exception, SystemExit):  # a provider's SDK missing, a module exiting: its first turn says why
             log.warning("agent %s: its release was not loaded before the workers started", slug,
                         exc_info=True)

@@ -70,6 +70,11 @@ FIRST_TOKEN = Histogram(
 TOKENS = Counter("agentsite_tokens", "Tokens the providers reported, by kind (input, output, cache_read, "
                  "cache_write) and purpose; calls whose usage is unknown count nothing.",
                  ["agent", "model", "kind", "purpose"])
+COST = Counter("agentsite_cost_usd", "US dollars the model calls cost (agents.pricing), by agent and model; "
+               "calls whose price is unknown count nothing here and one each in agentsite_unpriced_calls.",
+               ["agent", "model"])
+UNPRICED = Counter("agentsite_unpriced_calls", "Model calls whose model has no known price, by agent and model.",
+                   ["agent", "model"])
 TOOL_CALLS = Counter("agentsite_tool_calls", "Tool calls a model loop ran or had denied, by outcome (done, failed, "
                      "denied, interrupted, stubbed) and purpose.", ["agent", "tool", "outcome", "purpose"])
 STREAMS_OPEN = Gauge("agentsite_streams_open", "Event streams open now, by transport (websocket, sse, ndjson).",
@@ -163,6 +168,10 @@ def model_called(session: Session, model: str, first_output_seconds: float | Non
         for key, kind in TOKEN_KINDS:
             if count := usage.get(key):
                 TOKENS.labels(agent, model, kind, purpose).inc(count)
+        if usage.get("costUsd") is not None:
+            COST.labels(agent, model).inc(usage["costUsd"])
+        elif usage.get("unpricedCalls"):
+            UNPRICED.labels(agent, model).inc(usage["unpricedCalls"])
 
 
 @never_fails

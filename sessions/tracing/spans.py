@@ -113,9 +113,18 @@ def turn_ended(status: str, code: str, usage: dict[str, int] | None) -> None:
     if usage:
         span.set_attributes({gen_ai.GEN_AI_USAGE_INPUT_TOKENS: usage.get("inputTokens", 0),
                              gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: usage.get("outputTokens", 0)})
+        cost_attributes(span, usage)
     if status == "failed":
         span.set_attribute(error_attributes.ERROR_TYPE, code or "turn_failed")
         span.set_status(Status(StatusCode.ERROR, code or "turn_failed"))
+
+
+def cost_attributes(span, usage: dict[str, Any]) -> None:
+    # No semantic convention names a cost yet: agentsite's own attribute, absent when the price is unknown.
+    if usage.get("costUsd") is not None:
+        span.set_attribute("agentsite.cost_usd", usage["costUsd"])
+    if usage.get("unpricedCalls"):
+        span.set_attribute("agentsite.unpriced_calls", usage["unpricedCalls"])
 
 
 class ModelCall:
@@ -130,6 +139,7 @@ class ModelCall:
             if usage is not None:
                 self.span.set_attributes({gen_ai.GEN_AI_USAGE_INPUT_TOKENS: usage["inputTokens"],
                                           gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: usage["outputTokens"]})
+                cost_attributes(self.span, usage)
             if reply is not None and capture_content():
                 self.span.set_attribute(gen_ai.GEN_AI_OUTPUT_MESSAGES, _as_json([reply]))
         if metering():

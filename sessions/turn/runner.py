@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from django.db import transaction
+from django.utils import timezone
 
 from agents.providers import get_provider, parse_model_id
 from agents.providers.base import (
@@ -42,7 +43,7 @@ from sessions.turn import extensions
 from sessions.turn.extensions import ModelCall
 from sessions.turn.timings import TurnClock
 from sessions.turn.tools import Executor, json_safe, result_payload, tool_message
-from sessions.turn.usage import Usage, add_usage, from_provider, zero
+from sessions.turn.usage import Usage, add_usage, from_provider, priced, reached_at, zero
 
 COALESCED = (EventType.MESSAGE_APPENDED, EventType.REASONING_APPENDED)
 # What a subagent's run shows in the parent's log: its tool calls (the reply comes back as the delegate result).
@@ -262,6 +263,8 @@ class Runner:
                 text, reasoning, signature, calls, step_usage = self.stream_step(provider, request)
             finally:  # a failed or interrupted call is reported too
                 call.first_output = self.first_output
+            if step_usage is not None:
+                step_usage = priced(step_usage, model_id, timezone.now(), reached_at(provider, params))
             call.usage, call.reply = step_usage, assistant_message(text, reasoning, signature, calls)
         self.usage = add_usage(self.usage, step_usage)
         self.usage_by_model[model_id] = add_usage(self.usage_by_model.get(model_id, zero()), step_usage)

@@ -26,11 +26,12 @@ deploy_release(streamed)
 (first / "agent" / "instructions.md").write_text("Second release.")
 deploy_release(first)
 releases._cache.clear(); releases._releases.clear()
-before = {"openai": "openai" in sys.modules}
+before = {"openai": "openai" in sys.modules, "prices": "genai_prices" in sys.modules}
 from agents.discovery.warming import warm_active_releases
 warmed = warm_active_releases()
 active = {a.slug: a.active_deployment_id for a in Agent.objects.all()}
 print(json.dumps({"before": before, "warmed": warmed, "openai": "openai" in sys.modules,
+                  "prices": "genai_prices" in sys.modules,
                   "loaded": sorted(pk for pk, _ in releases._cache), "active": sorted(active.values())}))
 """
 
@@ -45,6 +46,7 @@ def test_the_active_releases_and_their_providers_are_loaded_before_the_workers_s
         agent = Agent(model="openai:gpt-4o-mini", fallback=["scripted:echo"])
     """}), name="streamed")
     out = json.loads(run(CHILD, writer_env(state, None), str(first), str(streamed)))
-    assert out["before"] == {"openai": False}  # nothing had imported the SDK: warming did
+    assert out["before"] == {"openai": False, "prices": False}  # nothing had imported the SDK: warming did
     assert out["warmed"] == ["first", "streamed"] and out["openai"] is True
+    assert out["prices"] is True  # an OpenAI model's calls are priced from the table
     assert out["loaded"] == out["active"]  # the active releases only: not first's v1

@@ -5,7 +5,8 @@ client until the broker, a cache or the channel layer on Redis is used; the Slac
 channel replies; the Markdown parser until /docs/ is first rendered; httpx (with rich and click, which
 its command line imports) until an outbound request is sent; httpx2 until an OAuth flow runs; PyJWT
 until a GitHub App signs a token; cryptography until a secret is encrypted or decrypted; a
-provider's SDK (openai, anthropic) until a provider of its kind is first built (agents.providers).
+provider's SDK (openai, anthropic) until a provider of its kind is first built (agents.providers);
+the price table (genai_prices) until a public provider's call is priced (agents.pricing).
 
 A turn worker starts without the URL conf (serve ran the checks, so its qcluster skips them): it
 never loads the HTTP layer, DRF's serializers and drf-spectacular's schema generator, nor what DRF
@@ -21,7 +22,7 @@ import sys
 from tests.support import ROOT, child_env
 
 LAZY = ("mcp", "mcp_types", "redis", "slack_sdk", "markdown_it", "httpx", "httpx2", "jwt", "rich", "click",
-        "cryptography", "openai", "anthropic")
+        "cryptography", "openai", "anthropic", "genai_prices")
 
 # Run by `manage.py shell -c`: Django set up as every command sets it up.
 SCRIPT = f"""

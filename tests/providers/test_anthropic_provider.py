@@ -27,7 +27,9 @@ def test_a_two_tool_turn_streams_the_same_events_as_the_scripted_model(local, ag
     results = Event.objects.filter(session_id=remote, type="action.result").order_by("index")
     assert [r.data["callId"] for r in results] == ["toolu_a", "toolu_b"]
     usage = Event.objects.get(session_id=remote, type="turn.completed").data["usage"]
-    assert usage == {"inputTokens": 370, "outputTokens": 51, "cacheReadTokens": 0, "cacheWriteTokens": 0}
+    # claude-test is in no price table: its calls' cost is unknown, not free.
+    assert usage == {"inputTokens": 370, "outputTokens": 51, "cacheReadTokens": 0, "cacheWriteTokens": 0,
+                     "costUsd": None, "unpricedCalls": 2}
 
     second = anthropic_server.requests[1]["body"]
     assert second["messages"][-1]["role"] == "user"
@@ -53,10 +55,10 @@ def test_thinking_streams_as_reasoning_and_is_handed_back_with_its_signature(loc
 
 
 @pytest.mark.django_db(transaction=True)
-def test_cache_tokens_are_reported(local, agent_on_model, anthropic_server, sync_turns):
+def test_cache_tokens_are_reported_and_priced(local, agent_on_model, anthropic_server, sync_turns):
     from tests.providers.loopback import an_end, an_start
 
-    agent_on_model("anthropic:claude-test")
+    agent_on_model("anthropic:claude-sonnet-4-5")
     events = [an_start(30, cache_read=500, cache_write=70),
               {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
               {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok"}},
@@ -64,7 +66,9 @@ def test_cache_tokens_are_reported(local, agent_on_model, anthropic_server, sync
     anthropic_server.replies.append(Reply(events=events))
     session_id = start(local, "remote", "hi")
     usage = Event.objects.get(session_id=session_id, type="turn.completed").data["usage"]
-    assert usage == {"inputTokens": 30, "outputTokens": 3, "cacheReadTokens": 500, "cacheWriteTokens": 70}
+    # $3 in, $15 out, $0.30 cache read, $3.75 cache write a million tokens (the pinned genai-prices table)
+    assert usage == {"inputTokens": 30, "outputTokens": 3, "cacheReadTokens": 500, "cacheWriteTokens": 70,
+                     "costUsd": (30 * 3 + 3 * 15 + 500 * 0.30 + 70 * 3.75) / 1e6}
 
 
 @pytest.mark.django_db(transaction=True)

@@ -38,8 +38,10 @@ def test_a_rate_limited_call_falls_over_to_the_declared_fallback(local, agent_on
     usage = events_of(session_id, "turn.completed")[0]["usage"]
     assert (usage["inputTokens"], usage["outputTokens"]) == (12, 4)
     assert usage["byModel"] == {
+        # The failed call reported nothing, so it is not counted as unpriced; the answer's model has no price.
         "anthropic:claude-test": {"inputTokens": 0, "outputTokens": 0, "cacheReadTokens": 0, "cacheWriteTokens": 0},
-        "openai:gpt-test": {"inputTokens": 12, "outputTokens": 4, "cacheReadTokens": 0, "cacheWriteTokens": 0},
+        "openai:gpt-test": {"inputTokens": 12, "outputTokens": 4, "cacheReadTokens": 0, "cacheWriteTokens": 0,
+                            "costUsd": None, "unpricedCalls": 1},
     }
     # The fallback got the same request, in its own protocol.
     assert openai_server.requests[0]["body"]["messages"][-1] == {"role": "user", "content": "hi"}

@@ -29,7 +29,8 @@ def test_a_two_tool_turn_streams_the_same_events_as_the_scripted_model(local, ag
     assert [r.data["callId"] for r in results] == ["call_a", "call_b"]
     assert results[0].data["output"]["status"] == "delivered"
     completed = Event.objects.get(session_id=remote, type="turn.completed")
-    assert completed.data["usage"] == {"inputTokens": 320, "outputTokens": 42, "cacheReadTokens": 0, "cacheWriteTokens": 0}
+    assert completed.data["usage"] == {"inputTokens": 320, "outputTokens": 42, "cacheReadTokens": 0, "cacheWriteTokens": 0,
+                                       "costUsd": None, "unpricedCalls": 2}  # gpt-test has no known price
     assert Event.objects.get(session_id=remote, type="message.completed").data["text"] == "Both orders are on their way."
 
 
@@ -89,14 +90,16 @@ def test_bad_credentials_fail_the_turn_clearly(local, agent_on_model, openai_ser
 
 
 @pytest.mark.django_db(transaction=True)
-def test_cached_prompt_tokens_are_reported_as_cache_reads(local, agent_on_model, openai_server, sync_turns):
+def test_cached_prompt_tokens_are_reported_as_cache_reads_and_priced(local, agent_on_model, openai_server, sync_turns):
     from tests.providers.loopback import oa_chunk, oa_usage
 
-    agent_on_model("openai:gpt-test")
+    agent_on_model("openai:gpt-4o")
     openai_server.replies.append(Reply(events=[oa_chunk({"content": "ok"}), oa_chunk({}, "stop"), oa_usage(100, 4, cached=60)]))
     session_id = start(local, "remote", "hi")
     usage = Event.objects.get(session_id=session_id, type="turn.completed").data["usage"]
-    assert usage == {"inputTokens": 40, "outputTokens": 4, "cacheReadTokens": 60, "cacheWriteTokens": 0}
+    # $2.50 in, $10 out, $1.25 cache read a million tokens (the pinned genai-prices table)
+    assert usage == {"inputTokens": 40, "outputTokens": 4, "cacheReadTokens": 60, "cacheWriteTokens": 0,
+                     "costUsd": (40 * 2.5 + 4 * 10 + 60 * 1.25) / 1e6}
 
 
 @pytest.mark.django_db(transaction=True)
