@@ -48,6 +48,9 @@ class Agent:
     # Delete this agent's sessions once idle for this many days; None: the server's
     # AGENTSITE_RETENTION_DAYS; 0: keep them forever, whatever the server's setting.
     retention_days: int | None = None
+    # US dollars this agent's model calls may cost in a UTC day and month, all people together:
+    # {"daily": 5, "monthly": 100} (either); None: no budget of its own.
+    budget: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,9 @@
 `off` or empty: no limit), and so are the limits on failed logins and bearer tokens;
 `AGENTSITE_MAX_RUNNING_TURNS` is a count (`0` or `off`: no cap). Between agents,
 `AGENTSITE_AGENT_HOP_LIMIT` and `AGENTSITE_AGENT_TURN_BUDGET` are counts of at least 1 and
-`AGENTSITE_AGENT_MESSAGE_RATE` a rate per conversation. A value that
+`AGENTSITE_AGENT_MESSAGE_RATE` a rate per conversation. `AGENTSITE_BUDGET_PRINCIPAL_DAILY`
+and `_MONTHLY` are US dollars each person may spend on models (unset, empty or `off`: no
+budget; they are off by default, since prices are the team's to judge). A value that
 does not parse raises `LimitSettingInvalid` while the settings load, so every
 process refuses to start with a message naming the setting, as production
 mode's missing settings do (`manage.py` and `agentsite.asgi` print it alone).
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -98,3 +101,18 @@ def parse_per_minute(name: str, value: str | None, default: str) -> Rate | None:
     if raw.isascii() and raw.isdigit() and int(raw) > 0:
         value = f"{int(raw)}/min"
     return parse_rate(name, value, default)
+
+
+def parse_dollars(name: str, value: str | None) -> Decimal | None:
+    """An amount of US dollars above 0, or None for no budget. Raises LimitSettingInvalid naming `name`."""
+    raw = (value or "").strip().lower().lstrip("$")
+    if raw in OFF or not raw:
+        return None
+    try:
+        amount = Decimal(raw)
+    except InvalidOperation:
+        amount = Decimal(-1)
+    if not amount.is_finite() or amount <= 0:
+        raise LimitSettingInvalid(f"{name}={value!r} is not an amount of dollars: write one such as '25' or '7.50', "
+                                  "or 'off' for no budget")
+    return amount

@@ -18,7 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 from agentsite.limits import (
     DEFAULT_AGENT_HOP_LIMIT, DEFAULT_AGENT_MESSAGE_RATE, DEFAULT_AGENT_TURN_BUDGET, DEFAULT_AUTH_FAILURES_PER_ACCOUNT,
     DEFAULT_AUTH_FAILURES_PER_ADDRESS, DEFAULT_MAX_RUNNING_TURNS, DEFAULT_RATE_MESSAGES, DEFAULT_RATE_SESSIONS,
-    parse_cap, parse_count, parse_per_minute, parse_rate,
+    parse_cap, parse_count, parse_dollars, parse_per_minute, parse_rate,
 )
 from agentsite.production import FALLBACK_SECRET_KEY, environment, production_settings
 
@@ -405,6 +405,12 @@ AGENTSITE_RATE_MESSAGES = parse_rate("AGENTSITE_RATE_MESSAGES", os.environ.get("
                                      DEFAULT_RATE_MESSAGES)
 AGENTSITE_MAX_RUNNING_TURNS = parse_cap("AGENTSITE_MAX_RUNNING_TURNS", os.environ.get("AGENTSITE_MAX_RUNNING_TURNS"),
                                         DEFAULT_MAX_RUNNING_TURNS)
+# What each person may spend on models in a UTC day and month, in US dollars (sessions.spend);
+# unset: no budget. An operator sets one person's own in the admin; an agent has Agent(budget=...).
+AGENTSITE_BUDGET_PRINCIPAL_DAILY = parse_dollars("AGENTSITE_BUDGET_PRINCIPAL_DAILY",
+                                                 os.environ.get("AGENTSITE_BUDGET_PRINCIPAL_DAILY"))
+AGENTSITE_BUDGET_PRINCIPAL_MONTHLY = parse_dollars("AGENTSITE_BUDGET_PRINCIPAL_MONTHLY",
+                                                   os.environ.get("AGENTSITE_BUDGET_PRINCIPAL_MONTHLY"))
 # Failed logins and refused bearer tokens (channels_app.lockout), as rates: per client address and
 # account, and per address whatever the account; over either, attempts get 429 until its window ends.
 AGENTSITE_AUTH_FAILURES_PER_ACCOUNT = parse_rate("AGENTSITE_AUTH_FAILURES_PER_ACCOUNT",

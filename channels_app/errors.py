@@ -59,7 +59,7 @@ def exception_handler(exc: Exception, context: dict) -> Response:
     if isinstance(exc, APIError):
         return exc.response()
     if isinstance(exc, AdmissionError):
-        return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
+        return Response(error_body(exc.code, exc.message, exc.details), status=exc.status, headers=exc.headers)
     if isinstance(exc, QueueUnavailable):
         return Response(error_body(exc.code, str(exc)), status=exc.status, headers={"Retry-After": "2"})
     if isinstance(exc, redis_unreachable()):

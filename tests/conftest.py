@@ -9,6 +9,7 @@ import pytest
 from django.core.cache import caches
 from django.test import Client, TransactionTestCase
 
+from agents.pricing import overrides
 from channels_app.auth import Principal, allow_all, bearer_auth
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,6 +41,14 @@ def _no_lockout_carried_over(request, django_db_blocker):
     if _uses_test_database(request.node):
         with django_db_blocker.unblock():
             caches["limits"].clear()
+
+
+@pytest.fixture(autouse=True)
+def _no_prices_carried_over():
+    """Operators' prices are kept per process for a while (agents.pricing.overrides); a test's
+    rows are rolled back or flushed without the signal that drops them, so they are dropped here."""
+    yield
+    overrides.forget()
 
 
 @pytest.hookimpl(trylast=True)

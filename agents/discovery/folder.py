@@ -117,6 +117,8 @@ def load_agent_folder(root: Path | str, slug: str | None = None, *, resolved_def
         problems.append(Problem("agent/agent.py", "max_steps must be an integer between 1 and 100"))
     if (problem := retention_problem(config.retention_days)) is not None:
         problems.append(Problem("agent/agent.py", problem))
+    if (problem := budget_problem(config.budget)) is not None:
+        problems.append(Problem("agent/agent.py", problem))
 
     tools: dict[str, Tool] = {}
     tools_dir = base / "tools"
@@ -180,6 +182,18 @@ def retention_problem(days: object) -> str | None:
     return (f"retention_days must be a whole number of days between 0 and {MAX_RETENTION_DAYS}, not {days!r}: "
             "Agent(retention_days=90) deletes sessions idle for 90 days, 0 keeps them forever, and None "
             "(the default) follows the server's AGENTSITE_RETENTION_DAYS")
+
+
+def budget_problem(budget: object) -> str | None:
+    fix = 'write budget={"daily": 5, "monthly": 100} (US dollars, either or both), or leave it out'
+    if budget is None:
+        return None
+    if not isinstance(budget, dict) or not budget or set(budget) - {"daily", "monthly"}:
+        return f"budget must name a daily and/or monthly amount, not {budget!r}: {fix}"
+    for window, amount in budget.items():
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 < amount < 10**9:
+            return f"budget[{window!r}] must be a number of dollars above 0, not {amount!r}: {fix}"
+    return None
 
 
 def _load_subagents(

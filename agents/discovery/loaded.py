@@ -104,6 +104,7 @@ class LoadedAgent:
             "params": self.config.params,
             "maxSteps": self.config.max_steps,
             "retentionDays": self.config.retention_days,
+            **({"budget": dict(self.config.budget)} if self.config.budget else {}),
             "instructions": self.instructions,
             "tools": [
                 {

@@ -399,4 +399,4 @@ class PersonalTokenAdmin(admin.ModelAdmin):
         revoked = sum(token.revoke() for token in queryset)
         self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)
 
-from sessions.admin import experiments, records  # noqa: E402,F401 (registers ExperimentAdmin and the records')
+from sessions.admin import experiments, records, spend  # noqa: E402,F401 (registers ExperimentAdmin, the records, spending)

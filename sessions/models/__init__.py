@@ -20,12 +20,13 @@ from sessions.models.session import (
     new_session_id,
     new_turn_id,
 )
+from sessions.models.spend import PersonBudget, Spend
 from sessions.models.storage import Artifact, ChannelDelivery, HostFile, KVEntry
 from sessions.models.timer import Reminder, Schedule, new_reminder_id
 from sessions.models.token import PersonalToken, TokenError
 from sessions.models.toolcall import ToolCall
 
 __all__ = [
-    "AgentMessage", "Handoff", "Artifact", "ChannelBinding", "ChannelDelivery", "Event", "EventType", "Experiment", "ExperimentSample", "Host", "HostFile", "KVEntry", "PersonalToken", "Reminder", "RunOptions", "Schedule", "Session",
+    "AgentMessage", "Handoff", "Artifact", "ChannelBinding", "ChannelDelivery", "Event", "EventType", "Experiment", "ExperimentSample", "Host", "HostFile", "KVEntry", "PersonBudget", "PersonalToken", "Reminder", "RunOptions", "Schedule", "Session", "Spend",
     "TokenError", "ToolCall", "Turn", "hash_token", "new_id", "new_reminder_id", "new_session_id", "new_turn_id",
 ]

@@ -39,6 +39,8 @@ class EventType(StrEnum):
     # A model call failed for the provider's reasons and the same step went to the agent's next
     # declared fallback: {from, to, reason (the error's code), error, step} (sessions.turn.runner).
     MODEL_FALLBACK = "model.fallback"
+    # Spending crossed 80% of a budget the turn is under (sessions.spend).
+    BUDGET_WARNING = "budget.warning"
     # An operator approved, denied, stopped (a session or one turn) or cancelled a reminder of someone
     # else's session: {operator, action, callId?, turnId?, reminderId?}.
     OPERATOR_ACTED = "operator.acted"

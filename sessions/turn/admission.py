@@ -8,10 +8,12 @@ runs and the next queued one is dispatched when it settles.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from django.db import transaction
+from django.utils import timezone
 
 from agents.models import Agent, Deployment
 from sessions.eventlog import wakeups
@@ -22,6 +24,8 @@ from sessions.turn.lifecycle import dispatch_next, interrupt, interrupt_in_fligh
 from sessions.models import EventType, Session, Turn
 from sessions.principal import Principal
 from sessions.plumbing.taskqueue import runs_inline
+from sessions.spend.budgets import Payer, payer, payer_of
+from sessions.spend.meter import BudgetExceeded
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +33,14 @@ log = logging.getLogger(__name__)
 class AdmissionError(Exception):
     """Input refused; `code` and `status` go straight to the HTTP error body."""
 
-    def __init__(self, code: str, message: str, status: int = 409, details: Any = None):
+    def __init__(self, code: str, message: str, status: int = 409, details: Any = None,
+                 headers: dict[str, str] | None = None):
         super().__init__(message)
         self.code = code
         self.message = message
         self.status = status
         self.details = details
+        self.headers = headers or {}
 
 
 @dataclass
@@ -82,6 +88,7 @@ def start_session(
     if deployment is None:
         raise AdmissionError("agent_not_deployed", f"agent {agent.slug!r} has no active deployment", 409)
     check_model(deployment, model)
+    check_budget(payer(principal.principal_id, principal.authenticator, agent.pk, deployment.manifest.get("budget")))
     hooks = Session.hooks_of(deployment)  # loaded before the write lock is taken
     variants = extensions.variants()
     experiments = variants.of(deployment)  # read before the write lock
@@ -127,6 +134,19 @@ def start_session(
     return Admitted(session=session, turn=turn, continuation_token=token)
 
 
+def check_budget(payer: Payer) -> None:
+    """429 `budget_exceeded` when a budget of the new turn's is spent, with Retry-After at its window's end."""
+    if not payer.budgets or (over := payer.over()) is None:
+        return
+    budget, spent = over
+    ends = budget.ends_at(timezone.now())
+    retry_after = max(1, math.ceil((ends - timezone.now()).total_seconds()))
+    raise AdmissionError("budget_exceeded", str(BudgetExceeded(budget, spent)), 429,
+                         details={**budget.describe(), "spentUsd": float(spent), "refillsAt": ends.isoformat(),
+                                  "retryAfter": retry_after},
+                         headers={"Retry-After": str(retry_after)})
+
+
 def check_model(deployment, model: str) -> None:
     """400 `model_not_allowed` unless `model` is blank or one of the release's models."""
     if model and model not in deployment.models:
@@ -170,6 +190,7 @@ def submit_message(
             f"this session runs on {session.bound_model!r}, not {model!r}: review the switch with "
             f"GET .../session/{session.id}/handoff?to={model} and perform it with POST .../handoff",
             409, details={"model": session.bound_model, "requested": model})
+    check_budget(payer_of(session))
     with transaction.atomic():
         lifecycle.principal_turn_lock(session)  # before the session row: the lifecycle's lock order
         # Re-read under the write lock: a concurrent follow-up may have rotated the token.

@@ -30,6 +30,8 @@ from sessions.turn import extensions, lifecycle
 from sessions.eventlog.events import SessionGone
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.plumbing.processes import process_id
+from sessions.spend.budgets import payer_of
+from sessions.spend.meter import Meter
 from sessions.turn.runner import Emitter, Interrupted, InterruptWatch, Parked, Profile, Runner
 from sessions.sql.turns import read_session, read_turn
 from sessions.turn.timings import TurnClock
@@ -166,6 +168,8 @@ class TurnRunner:
         # Whether ToolCall rows may exist for this turn (saves a query on plain turns).
         self.called_tools = bool(state.get("messages"))
         self.runner: Runner | None = None
+        # The turn's model calls on their way to the ledger (sessions.spend); a parked run's uncharged ones.
+        self.meter = Meter(waiting=[tuple(call) for call in state.get("unchargedCalls", [])])
         self.workspace: Workspace | None = None
         self.toolset: Toolset | None = None
         self._usage_lock = threading.Lock()  # delegations may run in parallel tool threads
@@ -242,9 +246,11 @@ class TurnRunner:
             executor = Executor(self.session, self.turn, self.tools, families=self.toolset.families,
                                 should_stop=self.interrupts.should_stop)
             # A parked turn resumes on the model its loop was on (a fallback it had fallen over to).
+            self.meter = Meter(payer_of(self.session), self.meter.take(),
+                               warn=lambda found: self.emitter.emit(EventType.BUDGET_WARNING, found))
             self.runner = Runner(profile, executor, self.emitter, self.interrupts, usage=self.usage_so_far,
                                  clock=self.clock, model=self.turn.state.get("model"),
-                                 usage_by_model=self.turn.state.get("usageByModel"))
+                                 usage_by_model=self.turn.state.get("usageByModel"), meter=self.meter)
             self.interrupts.check()
             first_step = 1
             if resuming:
@@ -289,7 +295,8 @@ class TurnRunner:
         state = {"messages": messages, "step": step, "usage": self.usage,
                  "elapsedMs": round((time.monotonic() - self.started) * 1000, 1),
                  "timings": self.clock.park(waiting_on),
-                 "model": self.runner.model, "usageByModel": self.runner.usage_by_model}
+                 "model": self.runner.model, "usageByModel": self.runner.usage_by_model,
+                 "unchargedCalls": self.meter.take()}
         lifecycle.park(self.turn, state, self.emitter.take(), self.emitter.hooks)
 
     def delegate(self, subagent_id: str, task: str, call_id: str) -> str:
@@ -310,7 +317,7 @@ class TurnRunner:
         # A subagent works in the parent's workspace, with the same brief.
         runner = Runner(Profile(sub.model, sub.instructions + self.workspace_brief(), dict(sub.params),
                                 settings.AGENTSITE_MAX_STEPS),
-                        executor, emitter, self.interrupts, usage=zero())
+                        executor, emitter, self.interrupts, usage=zero(), meter=self.meter)
         reply, error = "", None
         with ExitStack() as observed:
             for observer in extensions.observers:
@@ -381,7 +388,8 @@ class TurnRunner:
                                      status, error)
         lifecycle.settle(self.session, self.turn, pending + events, status=status, error=error, messages=messages,
                          usage=usage, count_usage=True, session_status=session_status,
-                         hooks=self.emitter.hooks, timings=timings, also=also)
+                         hooks=self.emitter.hooks, timings=timings, also=also,
+                         spend=self.meter.take())
 
 
 def answer_last_step(messages: list[dict[str, Any]], turn: Turn) -> list[dict[str, Any]]:

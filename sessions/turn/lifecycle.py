@@ -21,7 +21,8 @@ from django.utils import timezone
 from agents.hooks import Hook
 from sessions.turn import extensions
 from sessions.eventlog.events import append_events
-from sessions.models import EventType, Session, ToolCall, Turn
+from sessions.models import EventType, Session, Spend, ToolCall, Turn
+from sessions.models.spend import utc_day
 from sessions.sql.rows import insert_row
 from sessions.sql.turns import session_head
 from sessions.plumbing.taskqueue import enqueue
@@ -323,7 +324,8 @@ def stop_turns(session: Session) -> bool:
 def settle(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, Any]]], *, status: str,
            error: str = "", messages: list[dict[str, Any]] | None = None, usage: Usage = None,
            count_usage: bool = False, session_status: str | None = None, hooks: Sequence[Hook] = (),
-           timings: dict[str, Any] | None = None, also: Callable[[], None] | None = None) -> bool:
+           timings: dict[str, Any] | None = None, also: Callable[[], None] | None = None,
+           spend: Sequence[tuple[str, Usage]] = ()) -> bool:
     """running → completed | failed | interrupted, in one transaction with everything that goes with it:
 
     1. the turn's last events;
@@ -331,6 +333,7 @@ def settle(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, A
     3. the turn's outcome (and its timings), a conditional update: if the turn was no longer
        ours (recovery ended it), all of it is rolled back and this returns False;
        `also`: more writes that stand or fall with the turn's end (a reply to another agent);
+       `spend`: the turn's model calls, as (model, usage), not charged to the ledger yet (`Spend`);
     4. the session's next queued turn dispatched (chat sessions); under a
        running-turn cap, the principal's oldest waiting turns instead.
     """
@@ -354,6 +357,8 @@ def settle(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, A
             return False
         if also is not None:
             also()
+        if spend:
+            Spend.charge(utc_day(), session.principal_id, session.authenticator, session.agent_id, spend)
         extensions.turn_settled(session, turn, status, usage, timings)  # metrics at commit; A/B samples
         if running_turn_cap():
             dispatch_next(session.id, session, winding_down_only=True)

@@ -39,6 +39,7 @@ from sessions.eventlog.events import append_events
 from sessions.models import EventType, ToolCall as ToolCallRow
 from sessions.sql import turns as sql_turns
 from sessions.eventlog.storable import clean_text
+from sessions.spend.meter import Meter
 from sessions.turn import extensions
 from sessions.turn.extensions import ModelCall
 from sessions.turn.timings import TurnClock
@@ -167,8 +168,9 @@ class Profile:
 class Runner:
     def __init__(self, profile: Profile, executor: Executor, emitter: Emitter, interrupts: InterruptWatch,
                  usage: Usage, clock: TurnClock | None = None, model: str | None = None,
-                 usage_by_model: dict[str, Usage] | None = None):
-        """`model`, `usage_by_model`: where a parked turn's earlier run of the loop left off."""
+                 usage_by_model: dict[str, Usage] | None = None, meter: Meter | None = None):
+        """`model`, `usage_by_model`: where a parked turn's earlier run of the loop left off;
+        `meter`: where each call's cost goes (the turn's, shared with its subagents' loops)."""
         self.profile = profile
         self.executor = executor
         self.emitter = emitter
@@ -179,6 +181,7 @@ class Runner:
         self.model = model if model in self.chain else profile.model
         # Each model's share of `usage`, for a turn that used more than one.
         self.usage_by_model: dict[str, Usage] = dict(usage_by_model or {})
+        self.meter = meter or Meter()
         # The turn's timings; a subagent's loop has none (its time is its delegate call's).
         self.clock = clock
         # Who hears of each model and tool call: the features' observers, and the turn's clock.
@@ -249,6 +252,7 @@ class Runner:
         return self._providers[model_id]
 
     def call_once(self, model_id: str, messages: list[dict[str, Any]], specs):
+        self.meter.before_call()  # a spent budget stops the turn here, between steps
         provider, model, provider_name = self.provider(model_id)
         params = params_for(model_id, self.profile.params, self.profile.declared_for or self.profile.model)
         # Each model is handed back only the thinking it signed: a fall-over mixes two models' in one history.
@@ -268,6 +272,7 @@ class Runner:
             call.usage, call.reply = step_usage, assistant_message(text, reasoning, signature, calls)
         self.usage = add_usage(self.usage, step_usage)
         self.usage_by_model[model_id] = add_usage(self.usage_by_model.get(model_id, zero()), step_usage)
+        self.meter.called(model_id, step_usage)
         return text, reasoning, signature, calls, step_usage
 
     def add_usage_of(self, other: "Runner") -> None:

@@ -48,10 +48,10 @@ def agent_on_model(db, tmp_path):
     from agents.discovery import deploy_agent_folder
 
     def make(model: str, params: dict | None = None, slug: str = "remote", tools: list[str] | None = [],
-             fallback: list[str] | None = None):
+             fallback: list[str] | None = None, budget: dict | None = None):
         root = tmp_path / slug
         shutil.copytree(EXAMPLE / "agent", root / "agent", ignore=shutil.ignore_patterns("__pycache__"))
-        declared = f", fallback={fallback!r}" if fallback else ""
+        declared = (f", fallback={fallback!r}" if fallback else "") + (f", budget={budget!r}" if budget else "")
         (root / "agent" / "agent.py").write_text(  # tools=[] as the example declares; None: the workspace's
             "from agents.sdk import Agent\n"
             f"agent = Agent(model={model!r}, params={params or {}!r}, description='remote model', tools={tools!r}"
