@@ -354,7 +354,7 @@ def settle(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, A
             return False
         if also is not None:
             also()
-        extensions.turn_settled(session, turn, status, usage, timings)  # metrics at commit; A/B samples
+        extensions.turn_settled(session, turn, status, usage, timings, events)  # metrics, turn line; A/B samples
         if running_turn_cap():
             dispatch_next(session.id, session, winding_down_only=True)
             dispatch_waiting(session)
