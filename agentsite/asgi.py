@@ -29,16 +29,20 @@ from agentsite.threads import PooledThreadsASGIHandler  # noqa: E402
 
 django_asgi_app = PooledThreadsASGIHandler(settings.AGENTSITE_WEB_THREADS)
 
+from channels_app.access_log import logged  # noqa: E402
 from sessions import tracing  # noqa: E402
 
-http_app = django_asgi_app
+# Under AGENTSITE_LOG_FORMAT=json each request's access line is ours (the web servers write none then):
+# inside the request's span, so the line has its trace id.
+json_logs = settings.LOG_FORMAT == "json"
+http_app = logged(django_asgi_app) if json_logs else django_asgi_app
 if tracing.tracing():
     from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware  # noqa: E402
     from opentelemetry.metrics import NoOpMeterProvider  # noqa: E402
 
     # A span per HTTP request (channels_app.request_spans names it by its route); none per message sent,
     # and no HTTP metrics of its own: /metrics counts requests by route already, for less.
-    http_app = OpenTelemetryMiddleware(django_asgi_app, exclude_spans=["receive", "send"],
+    http_app = OpenTelemetryMiddleware(http_app, exclude_spans=["receive", "send"],
                                        meter_provider=NoOpMeterProvider())
 
 from concurrent.futures import ThreadPoolExecutor  # noqa: E402
@@ -73,6 +77,10 @@ from channels_app.origin import AllowedHostsValidator  # noqa: E402
 from channels_app.proxies import behind_trusted_proxies  # noqa: E402
 from channels_app.routing import websocket_urlpatterns  # noqa: E402
 
+# The host checked as Django checks it for HTTP; then the session cookie of an admin login is a
+# principal on websockets too.
+websocket_app = AllowedHostsValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+
 if os.environ.get("AGENTSITE_MOUNT_CHANNELS") == "1":
     import threading  # noqa: E402
 
@@ -92,9 +100,7 @@ try:
     application = behind_trusted_proxies(ProtocolTypeRouter(
         {
             "http": http_app,
-            # The host checked as Django checks it for HTTP; then the session cookie of an admin login
-            # is a principal on websockets too.
-            "websocket": AllowedHostsValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+            "websocket": logged(websocket_app) if json_logs else websocket_app,
         }
     ))
 except ImproperlyConfigured as exc:  # a bad AGENTSITE_TRUSTED_PROXIES entry, named

@@ -100,6 +100,8 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # The session a request is about, on its log lines (AGENTSITE_LOG_FORMAT=json).
     "channels_app.request_log.name_the_session",
+    # Under AGENTSITE_LOG_FORMAT=json: the route and principal of a request, for its access line.
+    "channels_app.access_log.note_the_request",
     # A traced request's span named by its route, its trace id on its log lines (when OTEL_* turns tracing on).
     "channels_app.request_spans.name_the_span",
     # agentsite_http_requests_total, by the URL pattern each request matched (GET /metrics).
@@ -307,6 +309,7 @@ SPECTACULAR_SETTINGS = {
 LOG_FORMAT = os.environ.get("AGENTSITE_LOG_FORMAT", "").strip().lower() or "text"
 if LOG_FORMAT not in ("text", "json"):
     raise ImproperlyConfigured(f"AGENTSITE_LOG_FORMAT={LOG_FORMAT!r}: use 'text' (the default) or 'json'")
+LOGGING_CONFIG = "sessions.plumbing.logcontext.configure"  # under json, Python's warnings as JSON lines too
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -316,8 +319,12 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["client_mistakes"],
                              **({"formatter": "json"} if LOG_FORMAT == "json" else {})}},
     "root": {"handlers": ["console"], "level": os.environ.get("AGENTSITE_LOG_LEVEL", "WARNING")},
-    # Under serve --dev / --reload, "v5 deployed" is the line the author saving a file waits for.
-    "loggers": {"agents.discovery.watching": {"level": os.environ.get("AGENTSITE_LOG_LEVEL", "INFO")}},
+    # Under serve --dev / --reload, "v5 deployed" is the line the author saving a file waits for. Under json,
+    # at INFO whatever the level: a pipeline's lines (one per request, channels_app.access_log; one per settled
+    # turn, sessions.metrics.turnlog; serve's start) and uvicorn's (agentsite.webserver gives it no handler).
+    "loggers": {"agents.discovery.watching": {"level": os.environ.get("AGENTSITE_LOG_LEVEL", "INFO")},
+                **{name: {"level": "INFO"} for name in ("agentsite.access", "agentsite.turns", "agentsite.serve",
+                                                        "uvicorn.error") if LOG_FORMAT == "json"}},
 }
 # OpenTelemetry is configured from the standard OTEL_* variables (sessions.tracing.setup). Where
 # operators look a trace up: a URL with `{traceId}` in it (a Jaeger or Tempo page), linked from

@@ -16,10 +16,13 @@ any local user can read, holds a secret (the children's names and pids only).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
 import time
+
+from sessions.plumbing.logcontext import JsonFormatter
 
 GRACE_SECONDS = 10
 
@@ -73,7 +76,7 @@ def supervise(pids: dict[str, int]) -> int:
     while not stopping:
         for child in children:
             if child.poll() is not None:
-                print(f"{child.name} exited with status {child.returncode}; stopping", file=sys.stderr, flush=True)
+                say(f"{child.name} exited with status {child.returncode}; stopping", logging.ERROR, sys.stderr)
                 exit_code = child.returncode or 1
                 stopping = True
         time.sleep(0.2)
@@ -96,7 +99,16 @@ def shutdown(children: list[Child]) -> None:
             child.wait(timeout=GRACE_SECONDS)
     for child in children:  # leftovers of a group (qcluster's workers)
         child.signal_group(signal.SIGKILL)
-    print("agentsite stopped", flush=True)
+    say("agentsite stopped")
+
+
+def say(message: str, level: int = logging.INFO, stream=sys.stdout) -> None:
+    """A line of the server's output: under AGENTSITE_LOG_FORMAT=json a JSON one, as the children write
+    theirs (without Django's logging set up, which this process does not load)."""
+    if os.environ.get("AGENTSITE_LOG_FORMAT", "").strip().lower() == "json":
+        record = logging.LogRecord("agentsite.supervise", level, __file__, 0, message, None, None)
+        message = JsonFormatter().format(record)
+    print(message, file=stream, flush=True)
 
 
 def exec_supervisor(children: dict[str, int], env: dict[str, str], cwd: str) -> None:

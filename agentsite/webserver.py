@@ -9,7 +9,8 @@ adopted with the family the kernel reports and given to `Server.run`, as
 uvicorn's own multi-process mode does.
 
 The options are those serve always ran uvicorn with: uvloop, httptools and
-websockets; no access log; lifespan off (the app has no lifespan handler,
+websockets; no access log (under AGENTSITE_LOG_FORMAT=json channels_app.access_log writes one
+line per request); lifespan off (the app has no lifespan handler,
 channels' on_start runs from agentsite.asgi); proxy headers off (uvicorn
 would take X-Forwarded-For from any 127.0.0.1 peer; the app reads them from
 AGENTSITE_TRUSTED_PROXIES only, channels_app.proxies).
@@ -20,6 +21,7 @@ import signal
 import socket
 
 import uvicorn
+from django.conf import settings
 
 APPLICATION = "agentsite.asgi:application"
 
@@ -35,7 +37,9 @@ def serve_on(fd: int) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _leave)
     listener = socket.socket(fileno=fd)  # family, type and protocol as the kernel has them
+    # Under json, uvicorn's loggers keep Django's LOGGING (its own config would print them plain).
+    own_config = {"log_config": None} if settings.LOG_FORMAT == "json" else {}
     config = uvicorn.Config(APPLICATION, loop="uvloop", http="httptools", ws="websockets", access_log=False,
-                            proxy_headers=False, lifespan="off")
+                            proxy_headers=False, lifespan="off", **own_config)
     uvicorn.Server(config).run(sockets=[listener])
 

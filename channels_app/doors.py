@@ -27,6 +27,7 @@ from rest_framework import permissions
 from channels_app.auth import LOCAL_PRINCIPAL, Policy, Principal, RequestInfo, agent_scope, authenticate
 from channels_app.errors import APIError, unauthorized
 from channels_app.lockout import TooManyFailures
+from sessions.plumbing import logcontext
 
 
 class Scope(enum.Enum):
@@ -89,12 +90,13 @@ def check(principal: Any, door: Door = AGENT, slug: str | None = None) -> Princi
         raise APIError(403, "operators_only", f"only operators (staff and members of the operators group) may "
                                               f"reach {door.what}")
     scope = agent_scope(principal)
-    if scope is None:
-        return principal
-    if slug is not None and slug not in scope:
-        raise APIError(403, "scoped_token", f"this personal token is not scoped to agent {slug!r}")
-    if door.scope is Scope.REFUSED:
-        raise APIError(403, "scoped_token", f"a personal token scoped to some agents cannot reach {door.what}")
+    if scope is not None:
+        if slug is not None and slug not in scope:
+            raise APIError(403, "scoped_token", f"this personal token is not scoped to agent {slug!r}")
+        if door.scope is Scope.REFUSED:
+            raise APIError(403, "scoped_token", f"a personal token scoped to some agents cannot reach {door.what}")
+    # Who was let in, on the request's log lines and its access line (channels_app.access_log).
+    logcontext.note(principalId=principal.principal_id)
     return principal
 
 

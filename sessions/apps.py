@@ -23,6 +23,7 @@ class SessionsConfig(AppConfig):
         from sessions.mcp.tools import register as mcp
         from sessions.messaging.turns import register as messaging
         from sessions.metrics.observer import register as metrics
+        from sessions.metrics.turnlog import register as turn_lines
         from sessions.timers import ticker
         from sessions.receivers import sync_deployed_experiments, sync_deployed_schedules
         from sessions.turn.recovery import sweep_and_report
@@ -32,7 +33,7 @@ class SessionsConfig(AppConfig):
 
         # What each feature adds to a turn (sessions.turn.extensions); the turn room names none of them.
         # Observers in this order: the trace's span is open around the metrics' recording.
-        for register in (tracing.register, metrics, experiment_samples, messaging, direct_calls, handoff,
+        for register in (tracing.register, metrics, turn_lines, experiment_samples, messaging, direct_calls, handoff,
                          custom_channels, mcp, mcp_checks, experiments):
             register()
         # The ticker's jobs, in order: end lost turns first, then fire due timers, then (hourly) retention.

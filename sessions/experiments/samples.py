@@ -93,7 +93,7 @@ def hand_over(handler, sample: Sample) -> None:
 
 
 class Sampled(extensions.TurnObserver):
-    def turn_settled(self, session, turn, status, usage, timings) -> None:
+    def turn_settled(self, session, turn, status, usage, timings, events) -> None:
         record_samples(session, turn, status=status, usage=usage, timings=timings)  # enrolled sessions only
 
 

@@ -24,7 +24,7 @@ class Counted(extensions.TurnObserver):
     def session_started(self, session) -> None:
         families.session_started(session)  # never raises
 
-    def turn_settled(self, session, turn, status, usage, timings) -> None:
+    def turn_settled(self, session, turn, status, usage, timings, events) -> None:
         transaction.on_commit(lambda: families.turn_ended(session, status, timings))  # never raises
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Sequence
 
 _NOTHING = nullcontext()
 
@@ -89,8 +89,9 @@ class TurnObserver:
         """A session was created; called once its transaction committed, so it must not raise."""
 
     def turn_settled(self, session, turn, status: str, usage: dict[str, Any] | None,
-                     timings: dict[str, Any] | None) -> None:
-        """A turn ended, inside the transaction that ends it (and only if it ended it)."""
+                     timings: dict[str, Any] | None, events: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """A turn ended, inside the transaction that ends it (and only if it ended it); `events`: the
+        last ones it appended, its `turn.completed` or `turn.failed` among them when it has one."""
 
 
 class Variants:
@@ -166,6 +167,6 @@ def session_started(session) -> None:
         observer.session_started(session)
 
 
-def turn_settled(session, turn, status: str, usage, timings) -> None:
+def turn_settled(session, turn, status: str, usage, timings, events) -> None:
     for observer in observers:
-        observer.turn_settled(session, turn, status, usage, timings)
+        observer.turn_settled(session, turn, status, usage, timings, events)

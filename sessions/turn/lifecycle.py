@@ -359,7 +359,7 @@ def settle(session: Session, turn: Turn, events: Sequence[tuple[str, dict[str, A
             also()
         if spend:
             Spend.charge(utc_day(), session.principal_id, session.authenticator, session.agent_id, spend)
-        extensions.turn_settled(session, turn, status, usage, timings)  # metrics at commit; A/B samples
+        extensions.turn_settled(session, turn, status, usage, timings, events)  # metrics, turn line; A/B samples
         if running_turn_cap():
             dispatch_next(session.id, session, winding_down_only=True)
             dispatch_waiting(session)

@@ -3,7 +3,8 @@ an agent secret set with `manage.py secrets set` while the server runs, changed 
 restart (the command line runs in this test's process, on the server's database); and a marker
 value, used by a channel and by a turn, that shows nowhere it should not: the server's log, the
 sessions' event logs, the agent's info, the admin, the OpenAPI document, the secret routes and
-`secrets list`."""
+`secrets list`. The server logs JSON (AGENTSITE_LOG_FORMAT=json): its access and turn lines, too, hold
+neither the secret nor a marker in a turn's message or a tool's input."""
 from __future__ import annotations
 
 import hashlib
@@ -25,6 +26,8 @@ from tests.server_database import on_server_database
 from tests.support import Server, run_server
 
 MARKER = "MARKER-5e1f3c9a0b7d42e6"
+# What a caller typed, which the server's log must not hold either (the events do).
+TYPED = "TYPED-7c2d94e1a03b"
 KEY = Fernet.generate_key().decode()
 PASSWORD = "ops-password-for-the-live-test"
 
@@ -68,7 +71,8 @@ def server(tmp_path_factory, api) -> Iterator[Server]:
     (base / "agent.py").write_text('from agents.sdk import Agent\nagent = Agent(model="scripted:echo")\n')
     (base / "channels" / "github.py").write_text(CHANNEL)
     (base / "tools" / "fingerprint.py").write_text(TOOL)
-    env = {"GITHUB_API_URL": api.url, "AGENTSITE_OUTBOUND_ALLOW": "127.0.0.1/32", "AGENTSITE_SECRETS_KEYS": KEY}
+    env = {"GITHUB_API_URL": api.url, "AGENTSITE_OUTBOUND_ALLOW": "127.0.0.1/32", "AGENTSITE_SECRETS_KEYS": KEY,
+           "AGENTSITE_LOG_FORMAT": "json"}
     with run_server(tmp_path_factory.mktemp("secrets-live"), "--agents", str(agents), "--no-examples", "--dev",
                     env=env) as running:
         yield running
@@ -177,10 +181,11 @@ def test_a_marker_used_by_a_channel_and_a_turn_shows_nowhere(server, http, api, 
 
     # A turn uses it: a tool reads it and answers with its fingerprint.
     started = http.post("/vault/v1/session", headers=bearer, json={
-        "message": '/call fingerprint {"name": "VAULT_GITHUB_TOKEN"}'})
+        "message": f'{TYPED}-message\n/call fingerprint {{"name": "VAULT_GITHUB_TOKEN", "note": "{TYPED}-input"}}'})
     assert started.status_code == 201, started.text
     turn_events = events_of(http, token, started.json()["sessionId"])
     assert hashlib.sha256(MARKER.encode()).hexdigest() in turn_events
+    assert f"{TYPED}-message" in turn_events and f"{TYPED}-input" in turn_events
 
     seen: dict[str, str] = {"turn events": turn_events}
     sessions = http.get("/vault/v1/sessions", params={"all": "1"}, headers=bearer).json()
@@ -211,3 +216,9 @@ def test_a_marker_used_by_a_channel_and_a_turn_shows_nowhere(server, http, api, 
     seen["server log"] = server.output()
 
     assert [where for where, text in seen.items() if MARKER in text] == []
+    lines = [json.loads(line) for line in seen["server log"].splitlines()]
+    turn_lines = [line for line in lines if line["logger"] == "agentsite.turns"]
+    assert started.json()["sessionId"] in {line["sessionId"] for line in turn_lines}
+    assert any(line["logger"] == "agentsite.access" and line["route"] == "<slug:slug>/v1/channels/<str:channel_id>"
+               for line in lines)
+    assert TYPED not in seen["server log"]

@@ -27,6 +27,7 @@ workers (qcluster) together; `--production` for a server a team uses.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import signal
 import socket
@@ -50,6 +51,8 @@ from agents.management.database import migrate_if_needed
 from agents.models import Agent
 from channels_app.proxies import trusted_networks
 from sessions.metrics.families import clear_dead_processes
+
+log = logging.getLogger("agentsite.serve")
 
 WEB_SERVERS = ("daphne", "uvicorn")
 # uvicorn's default backlog (it calls listen() again with it); daphne adopts the socket as it is.
@@ -158,7 +161,7 @@ class Command(BaseCommand):
             "Press Ctrl-C to stop.",
         ]
         # Said before the children start: once they do, the server may answer before anything else is written.
-        self.stdout.write("\n".join(banner))
+        self.say("\n".join(banner))
         # Forked from this set-up process: Django, the URLs and the agents' code are loaded once,
         # and the children share those pages instead of each loading its own.
         children: dict[str, int] = {}
@@ -179,6 +182,14 @@ class Command(BaseCommand):
         # The listening socket is not inheritable: the supervisor holds none, only the web processes do.
         exec_supervisor(children, dict(os.environ), str(settings.BASE_DIR))
 
+    def say(self, text: str) -> None:
+        """Tell the operator: on stdout, or under AGENTSITE_LOG_FORMAT=json one log line per line of `text`."""
+        if settings.LOG_FORMAT != "json":
+            self.stdout.write(text)
+            return
+        for line in text.splitlines():
+            log.info("%s", line.strip())
+
     def deploy(self, opts) -> Watched:
         """Deploy this start's folders and say, for each agent served, which release from where."""
         dirs = agent_dirs(opts)
@@ -191,7 +202,7 @@ class Command(BaseCommand):
                 d = done.deployment
                 deployed.add(d.agent.slug)
                 watched.slugs[root] = d.agent.slug
-                self.stdout.write(f"agent {d.agent.slug}: v{d.version} ({d.manifest.get('model')}) from {root}"
+                self.say(f"agent {d.agent.slug}: v{d.version} ({d.manifest.get('model')}) from {root}"
                                   + (" (unchanged)" if done.reused else ""))
         except AgentFolderError as exc:
             raise CommandError(f"{exc.root}: invalid agent folder\n" + "\n".join(f"  {p}" for p in exc.problems)) from None
@@ -199,11 +210,11 @@ class Command(BaseCommand):
             examples = ("" if examples_dir() in dirs else
                         " (the example agents are deployed in production only with --examples)"
                         if settings.AGENTSITE_ENV == "production" else " (--no-examples)")
-            self.stdout.write(f"no agent folders deployed{examples}; add yours with --agents DIR")
+            self.say(f"no agent folders deployed{examples}; add yours with --agents DIR")
         earlier = Agent.objects.exclude(active_deployment=None).exclude(slug__in=deployed).select_related(
             "active_deployment").order_by("slug")
         for agent in earlier:
-            self.stdout.write(f"agent {agent.slug}: v{agent.active_deployment.version} deployed earlier "
+            self.say(f"agent {agent.slug}: v{agent.active_deployment.version} deployed earlier "
                               f"from {agent.active_deployment.origin() or '(no source recorded)'}")
         return watched
 
@@ -224,7 +235,10 @@ def _web(server: str, listener: socket.socket, opts) -> Callable[[], object]:
         # Twisted adopts a listening descriptor as IPv4 only: on IPv6 daphne binds the port itself.
         bind = (["--fd", str(listener.fileno())] if listener.family == socket.AF_INET
                 else ["-b", opts["host"], "-p", str(opts["port"])])
-        return CommandLineInterface().run([*bind, "agentsite.asgi:application"])
+        # Under json channels_app.access_log writes the access lines: daphne's own (on stdout, plain)
+        # are off at verbosity 0, which changes nothing else here (its logger follows LOGGING).
+        quiet = ["-v", "0"] if settings.LOG_FORMAT == "json" else []
+        return CommandLineInterface().run([*quiet, *bind, "agentsite.asgi:application"])
     return run
 
 
