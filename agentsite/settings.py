@@ -20,6 +20,7 @@ from agentsite.limits import (
     DEFAULT_AUTH_FAILURES_PER_ADDRESS, DEFAULT_MAX_RUNNING_TURNS, DEFAULT_RATE_MESSAGES, DEFAULT_RATE_SESSIONS,
     parse_cap, parse_count, parse_dollars, parse_per_minute, parse_rate,
 )
+from agentsite.logs import logging_settings
 from agentsite.production import FALLBACK_SECRET_KEY, environment, production_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -304,28 +305,9 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
-# AGENTSITE_LOG_FORMAT: "text" (default), or "json" for a collector: one object a line, with the
-# ids of the session and turn it is about (sessions.plumbing.logcontext).
-LOG_FORMAT = os.environ.get("AGENTSITE_LOG_FORMAT", "").strip().lower() or "text"
-if LOG_FORMAT not in ("text", "json"):
-    raise ImproperlyConfigured(f"AGENTSITE_LOG_FORMAT={LOG_FORMAT!r}: use 'text' (the default) or 'json'")
+# AGENTSITE_LOG_FORMAT ("text" or "json") and AGENTSITE_LOG_LEVEL: agentsite.logs.
+LOG_FORMAT, LOGGING = logging_settings(os.environ)
 LOGGING_CONFIG = "sessions.plumbing.logcontext.configure"  # under json, Python's warnings as JSON lines too
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"json": {"()": "sessions.plumbing.logcontext.JsonFormatter"}},
-    # A client's mistakes that Django logs as errors with a traceback: one line at WARNING (channels_app.request_log).
-    "filters": {"client_mistakes": {"()": "channels_app.request_log.ClientMistakes"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["client_mistakes"],
-                             **({"formatter": "json"} if LOG_FORMAT == "json" else {})}},
-    "root": {"handlers": ["console"], "level": os.environ.get("AGENTSITE_LOG_LEVEL", "WARNING")},
-    # Under serve --dev / --reload, "v5 deployed" is the line the author saving a file waits for. Under json,
-    # at INFO whatever the level: a pipeline's lines (one per request, channels_app.access_log; one per settled
-    # turn, sessions.metrics.turnlog; serve's start) and uvicorn's (agentsite.webserver gives it no handler).
-    "loggers": {"agents.discovery.watching": {"level": os.environ.get("AGENTSITE_LOG_LEVEL", "INFO")},
-                **{name: {"level": "INFO"} for name in ("agentsite.access", "agentsite.turns", "agentsite.serve",
-                                                        "uvicorn.error") if LOG_FORMAT == "json"}},
-}
 # OpenTelemetry is configured from the standard OTEL_* variables (sessions.tracing.setup). Where
 # operators look a trace up: a URL with `{traceId}` in it (a Jaeger or Tempo page), linked from
 # the playground's trace page and the admin dashboard; empty: trace ids are shown, not linked.
