@@ -173,12 +173,15 @@ class AuthPolicyDescription(TypedDict, total=False):
 
 @with_config(OPEN)
 class Usage(TypedDict, total=False):
-    """Token counts; null where the provider reported none."""
+    """Token counts, null where the provider reported none; what they cost in US dollars, null when
+    none of the calls' models has a known price, and how many calls had none."""
 
     inputTokens: int | None
     outputTokens: int | None
     cacheReadTokens: int | None
     cacheWriteTokens: int | None
+    costUsd: float | None
+    unpricedCalls: int
 
 
 @with_config(OPEN)

@@ -28,7 +28,7 @@ ORDER = (
     "messaging",
     "runtimes-and-workspaces", "mcp", "channels-and-providers", "secrets-and-connections", "deployments", "evals",
     "running-for-a-team",
-    "observability", "experiments", "scale-out",
+    "observability", "costs-and-budgets", "experiments", "scale-out",
 )
 # The only names a page may have: no dots, no slashes, so no URL can name a file outside docs/.
 NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
