@@ -134,6 +134,9 @@ def run_reminder(reminder: Reminder) -> None:
         submit_message(session, reminder_message(reminder), admission=Turn.Admission.COALESCE, trigger=Turn.Trigger.REMINDER,
                        source_ref=reminder.id, origin=carried(reminder))
     except AdmissionError as exc:
+        if exc.code == "budget_exceeded":  # this wake is skipped; the budget refills, the reminder keeps its cadence
+            log.warning("reminder %s skipped a wake: %s", reminder.id, exc.message)
+            return
         cancel_reminder(reminder, exc.code)
 
 

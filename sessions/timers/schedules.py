@@ -27,7 +27,7 @@ from agents.discovery import load_deployment
 from agents.schedules import next_after
 from agents.secrets.store import acting_for
 from sessions.metrics import families as metrics
-from sessions.turn.admission import start_session
+from sessions.turn.admission import AdmissionError, start_session
 from sessions.direct.calls import call_tool
 from sessions.host import Host
 from sessions.models import Reminder, Schedule, Session, Turn
@@ -103,6 +103,9 @@ def run_schedule(schedule: Schedule, due: datetime) -> list[str]:
             context = ScheduleContext(schedule=schedule, due=due, principal=principal, session_ids=session_ids)
             with acting_for(agent.slug):
                 loaded.run(context)
+    except AdmissionError as exc:  # a spent budget, say: no bug, so no traceback; recorded as any failure
+        log.warning("schedule %s did not start: %s (%s)", schedule, exc.message, exc.code)
+        error = f"{exc.code}: {exc.message}"
     except Exception as exc:  # a failing handler is recorded; the schedule keeps its cadence
         log.exception("schedule %s failed", schedule)
         error = f"{type(exc).__name__}: {exc}"

@@ -232,6 +232,29 @@ def test_a_markdown_schedule_starts_a_task_session_that_completes(tmp_path, sync
 
 
 @transactional
+def test_a_schedule_over_its_agents_spent_budget_records_why_it_did_not_start(tmp_path, sync_turns, caplog):
+    from decimal import Decimal
+
+    from sessions.models import Spend
+    from sessions.models.spend import utc_day
+
+    root = write_agent(tmp_path / "sched", {"agent/schedules/morning.md": markdown_schedule("0 9 * * *")},
+                       extra=", budget={'daily': 1}")
+    agent = deploy_agent_folder(root).agent
+    Spend.objects.create(day=utc_day(), principal_id="pat", authenticator="django", agent=agent, model="openai:x",
+                         cost_usd=Decimal("1"))
+    due_at(agent, "morning", T0)
+
+    assert fire_due(now=T0) == 1
+
+    row = Schedule.objects.get(agent=agent, schedule_id="morning")
+    assert row.last_error.startswith("budget_exceeded: the agent's daily budget of $1 is spent")
+    assert not Session.objects.filter(agent=agent).exists()
+    assert row.next_fire_at == T0 + timedelta(days=1), "it keeps its cadence"
+    assert not [r for r in caplog.records if r.exc_info], "a spent budget is no bug: no traceback"
+
+
+@transactional
 def test_a_handler_schedule_hands_work_to_a_chat_session_as_the_app_principal(tmp_path, sync_turns):
     root = write_agent(tmp_path / "sched", {
         "agent/tools/lookup.py": LOOKUP_TOOL,
