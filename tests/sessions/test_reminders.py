@@ -296,3 +296,27 @@ def test_remind_me_is_offered_only_to_agents_that_opt_in(alice, support_agent, t
     [result] = [e["data"] for e in read_events(session.id) if e["type"] == "action.result"]
     assert "remind_me" in result["error"]
     assert not Reminder.objects.filter(session=session).exists()
+
+
+@transactional
+def test_a_wake_over_a_spent_budget_is_skipped_and_the_reminder_keeps_its_cadence(alice, support_agent, settings,
+                                                                                   sync_turns):
+    from decimal import Decimal
+
+    from sessions.models import Spend
+    from sessions.models.spend import utc_day
+
+    session = chat_session(alice)
+    reminder = create_reminder(session, every="30m", prompt="Re-check the order.", now=T0)
+    settings.AGENTSITE_BUDGET_PRINCIPAL_DAILY = Decimal("1")
+    Spend.objects.create(day=utc_day(), principal_id=session.principal_id, authenticator=session.authenticator,
+                         agent=support_agent, model="openai:x", cost_usd=Decimal("1"))
+
+    assert tick_through(T0, T0 + timedelta(hours=1)) == 2
+
+    reminder.refresh_from_db()
+    assert (reminder.status, reminder.fire_count) == ("armed", 2)
+    assert received(session) == []
+    Spend.objects.all().delete()  # the budget refills: the next wake goes through
+    assert tick_through(T0 + timedelta(minutes=61), T0 + timedelta(minutes=90)) == 1
+    assert len(received(session)) == 1
