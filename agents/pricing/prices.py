@@ -48,8 +48,9 @@ def cost(model_id: str, usage: dict[str, int], at: datetime, base_url: str = "")
 
 
 def load_table() -> None:
-    """Import the table now (a process that forks workers, so that none of them pays for it)."""
-    importlib.import_module("genai_prices")
+    """Import the table and read its data now (a process that forks workers, so that none of them
+    pays for it: some 12 MB, shared by the forks)."""
+    importlib.import_module("genai_prices.data_snapshot").get_snapshot()
 
 
 def _from_table(provider_id: str, model: str, usage: dict[str, int], at: datetime, base_url: str) -> Price:
