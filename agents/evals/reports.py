@@ -86,7 +86,8 @@ def print_table(results: list[CaseResult], duration: float, out: TextIO, links: 
                       Text("" if result.passed else trajectory_text(result)), f"{result.duration:.2f}")
     console.print(table)
     failed = sum(not r.passed for r in results)
-    console.print(f"{len(results) - failed} passed, {failed} failed in {duration:.1f} s, {cost_text(total(r.cost for r in results))}")
+    spent = cost_text(total(r.cost for r in results))
+    console.print(f"{len(results) - failed} passed, {failed} failed in {duration:.1f} s, {spent}")
 
 
 def cost_text(cost: Cost) -> str:

@@ -96,7 +96,8 @@ def test_each_variants_mean_cost_and_an_unpriced_variants_cost_unknown(local, co
     assert page.status_code == 200, page.content
     html = page.content.decode()
     assert 'data-metric="costUsd"' in html and "mean 0.000280" in html
-    assert '<tr data-variant="unpriced"><td>unpriced</td><td>Unpriced</td><td>3</td><td class="ab-unpriced">3</td>' in html
+    assert ('<tr data-variant="unpriced"><td>unpriced</td><td>Unpriced</td><td>3</td>'
+            '<td class="ab-unpriced">3</td>') in html
 
 
 def test_a_turns_cost_is_known_only_when_every_call_had_a_price():
