@@ -25,8 +25,8 @@ from typing import Any, Callable, Mapping
 # The keys a variant may set; anything else is refused at discovery.
 VARIANT_KEYS = frozenset({"label", "instructions", "model", "params"})
 # The metrics every sample carries, in the order results list them.
-BUILTIN_METRICS = ("turns", "toolCalls", "errors", "approvals", "inputTokens", "outputTokens", "wallTimeMs",
-                   "firstTokenMs")
+BUILTIN_METRICS = ("turns", "toolCalls", "errors", "approvals", "inputTokens", "outputTokens", "costUsd",
+                   "wallTimeMs", "firstTokenMs")
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ def ab_page(request: HttpRequest, slug: str, name: str) -> HttpResponse:
     for metric in metrics:
         charts.append({
             "metric": metric,
+            "digits": 6 if metric == "costUsd" else 2,  # dollars per session are often fractions of a cent
             "intervals": interval_chart([(r.id, r.label, r.metrics[metric]) for r in found]),
             "over_time": time_chart(over_time(agent.slug, test.name, metric)),
             "differences": [{"variant": r.id, **vars(r.vs_control[metric])} for r in found if r.vs_control],

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agents.evals.costs import Cost, total
 from agents.evals.runner import CaseResult
 
 
@@ -22,14 +23,19 @@ def case_json(result: CaseResult, links: bool) -> dict[str, Any]:
         "playgroundUrl": result.playground_url if links else None,
         "toolCalls": [call["toolName"] for call in result.tool_calls],
         "metrics": result.metrics,
+        **cost_json(result.cost),
     }
+
+
+def cost_json(cost: Cost) -> dict[str, Any]:
+    return {"costUsd": cost.usd, "unpricedCalls": cost.unpriced_calls}
 
 
 def run_json(results: list[CaseResult], duration: float, links: bool) -> dict[str, Any]:
     """The `--json` object (its shape is in docs/evals.md)."""
     failed = sum(not r.passed for r in results)
     return {"passed": failed == 0, "total": len(results), "failed": failed, "durationSeconds": round(duration, 3),
-            "cases": [case_json(r, links) for r in results]}
+            "totals": cost_json(total(r.cost for r in results)), "cases": [case_json(r, links) for r in results]}
 
 
 def junit_xml(results: list[CaseResult], duration: float) -> bytes:
@@ -80,4 +86,16 @@ def print_table(results: list[CaseResult], duration: float, out: TextIO, links: 
                       Text("" if result.passed else trajectory_text(result)), f"{result.duration:.2f}")
     console.print(table)
     failed = sum(not r.passed for r in results)
-    console.print(f"{len(results) - failed} passed, {failed} failed in {duration:.1f} s")
+    spent = cost_text(total(r.cost for r in results))
+    console.print(f"{len(results) - failed} passed, {failed} failed in {duration:.1f} s, {spent}")
+
+
+def cost_text(cost: Cost) -> str:
+    """`$0.0123`, `cost unknown`, and the calls left out of it: `(2 calls without a price)`."""
+    if cost.usd is None:
+        text = "cost unknown"
+    else:  # cents, or the first few digits of a sub-cent amount
+        text = f"${cost.usd:.2f}" if cost.usd == 0 or cost.usd >= 0.01 else f"${cost.usd:.6f}"
+    if cost.unpriced_calls:
+        text += f" ({cost.unpriced_calls} call{'s' if cost.unpriced_calls != 1 else ''} without a price)"
+    return text

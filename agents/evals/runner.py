@@ -12,6 +12,7 @@ from typing import Any, Callable
 import httpx
 
 from agents.evals.cases import EvalCase
+from agents.evals.costs import Cost
 from agents.evals.gates import GateFailed
 from agents.evals.trial import ENDED, Trial
 
@@ -86,6 +87,7 @@ class CaseResult:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, float] = field(default_factory=dict)
     playground_url: str | None = None
+    cost: Cost = field(default_factory=Cost)
 
 
 def run_case(case: EvalCase, client: httpx.Client, slug: str) -> CaseResult:
@@ -104,7 +106,8 @@ def run_case(case: EvalCase, client: httpx.Client, slug: str) -> CaseResult:
         gate, message = "error", f"{type(error).__name__}: {error} ({where.filename}:{where.lineno})"
     return CaseResult(id=case.id, tags=case.tags, passed=gate is None, duration=time.monotonic() - started,
                       session_id=conversation.session_id, gate=gate, message=message, tool_calls=trial.tool_calls,
-                      metrics=trial.metrics, playground_url=conversation.playground_url)
+                      metrics=trial.metrics, playground_url=conversation.playground_url,
+                      cost=Cost.of_events(trial.events))
 
 
 def run_cases(cases: list[EvalCase], *, base_url: str, slug: str, concurrency: int, token: str | None = None,

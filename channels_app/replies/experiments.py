@@ -92,6 +92,9 @@ class VariantResults(Reply):
     control: bool
     sessions: int
     metrics: dict[str, MetricEstimate]
+    # Samples (turns) whose cost is unknown (a model without a price, tokens never reported):
+    # their sessions are left out of `costUsd`, never counted as free.
+    unpriced_samples: int
     # Null for the control variant itself.
     vs_control: dict[str, MetricDifference] | None
 
@@ -103,6 +106,7 @@ class VariantResults(Reply):
             control=r.id == control,
             sessions=r.sessions,
             metrics={m: MetricEstimate.of(e) for m, e in r.metrics.items()},
+            unpriced_samples=r.unpriced_samples,
             vs_control=None if r.id == control else {m: MetricDifference.of(d) for m, d in r.vs_control.items()},
         )
 

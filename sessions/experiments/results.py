@@ -5,7 +5,9 @@ The unit is the session (what was randomized), not the turn: a session's value
 of a metric is the sum over its turns' samples (turns, tool calls, tokens, wall
 time, derived counts), except `firstTokenMs`, the mean over its turns that had
 one. A session with no known value of a metric (tokens a provider never
-reported) is left out of that metric's n.
+reported) is left out of that metric's n; for `costUsd`, a session with any
+turn of unknown cost is (a sum of the others would read as a cheaper session),
+and each variant counts its samples of unknown cost (`unpriced_samples`).
 
 Intervals are Student's t: mean ± t(0.975, n−1)·s/√n for a variant, and Welch's
 for a difference (unequal variances, Welch–Satterthwaite degrees of freedom).
@@ -21,6 +23,8 @@ from typing import Iterable, Mapping
 from sessions.models import ExperimentSample
 
 MEAN_PER_TURN = frozenset({"firstTokenMs"})
+# Metrics a session knows only when every one of its turns does.
+KNOWN_ONLY_WHOLE = frozenset({"costUsd"})
 Z975 = NormalDist().inv_cdf(0.975)
 
 
@@ -99,14 +103,22 @@ def per_session(samples: Iterable[tuple[str, Mapping[str, float | None]]], metri
                 ) -> dict[str, dict[str, float]]:
     """{session id: {metric: the session's value}} from (session id, sample metrics) pairs."""
     sums: dict[str, dict[str, list[float]]] = {}
+    partial: set[tuple[str, str]] = set()  # (session, metric) with a turn whose value must be known but is not
     for session_id, values in samples:
         into = sums.setdefault(session_id, {})
         for metric in metrics:
             value = values.get(metric)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if _number(value):
                 into.setdefault(metric, []).append(float(value))
-    return {sid: {m: (sum(vs) / len(vs) if m in MEAN_PER_TURN else sum(vs)) for m, vs in got.items() if vs}
+            elif metric in KNOWN_ONLY_WHOLE:
+                partial.add((session_id, metric))
+    return {sid: {m: (sum(vs) / len(vs) if m in MEAN_PER_TURN else sum(vs)) for m, vs in got.items()
+                  if vs and (sid, m) not in partial}
             for sid, got in sums.items()}
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @dataclass
@@ -116,6 +128,8 @@ class VariantResult:
     sessions: int
     metrics: dict[str, Estimate]
     vs_control: dict[str, Difference] = field(default_factory=dict)
+    # Samples (turns) whose cost is unknown: a model without a price, or tokens never reported.
+    unpriced_samples: int = 0
 
 
 def results(agent: str, experiment: str, variants: Mapping[str, str], control: str, metrics: list[str],
@@ -131,8 +145,9 @@ def results(agent: str, experiment: str, variants: Mapping[str, str], control: s
     column = {v: {m: [s[m] for s in sessions[v].values() if m in s] for m in metrics} for v in variants}
     out = []
     for vid, label in variants.items():
+        unpriced = sum(not _number(values.get("costUsd")) for _, values in by_variant.get(vid, []))
         result = VariantResult(id=vid, label=label, sessions=len(sessions[vid]),
-                               metrics={m: estimate(column[vid][m]) for m in metrics})
+                               metrics={m: estimate(column[vid][m]) for m in metrics}, unpriced_samples=unpriced)
         if vid != control and control in column:
             result.vs_control = {m: welch(column[vid][m], column[control][m]) for m in metrics}
         out.append(result)

@@ -52,7 +52,8 @@ def record_samples(session: Session, turn: Turn, *, status: str, usage: Mapping[
 
 def builtin_metrics(events: Iterable[SampleEvent], *, status: str, usage: Mapping[str, Any] | None,
                     timings: Mapping[str, Any] | None) -> dict[str, float | None]:
-    """The built-in metrics of one turn. Tokens unknown to the provider stay None (unknown, not zero)."""
+    """The built-in metrics of one turn. Tokens unknown to the provider stay None (unknown, not zero),
+    and so does the cost of a turn with any call of unknown price (`turn_cost`)."""
     events = list(events)
     results = [e for e in events if e.type == EventType.ACTION_RESULT]
     failed_turn = status != Turn.Status.COMPLETED
@@ -63,9 +64,18 @@ def builtin_metrics(events: Iterable[SampleEvent], *, status: str, usage: Mappin
         "approvals": sum(1 for e in events if e.type == EventType.ACTION_APPROVAL_REQUESTED),
         "inputTokens": usage.get("inputTokens") if usage else None,
         "outputTokens": usage.get("outputTokens") if usage else None,
+        "costUsd": turn_cost(usage),
         "wallTimeMs": (timings or {}).get("totalMs"),
         "firstTokenMs": (timings or {}).get("firstTokenMs"),
     }
+
+
+def turn_cost(usage: Mapping[str, Any] | None) -> float | None:
+    """The turn's cost in dollars, or None when it is not known whole: its tokens unknown, or a call
+    on a model without a price (the sum of the other calls would understate it, and bias a mean)."""
+    if not usage or usage.get("unpricedCalls") or usage.get("costUsd") is None:
+        return None
+    return usage["costUsd"]
 
 
 def derived(derive: Mapping[str, Any], events: list[SampleEvent], experiment: str) -> dict[str, float]:

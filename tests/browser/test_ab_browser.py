@@ -49,7 +49,7 @@ def test_a_member_opens_the_experiments_page_and_sees_a_chart_per_metric(new_con
 
     page.click("a.experiment")
     page.wait_for_url(re.compile(r"/playground/abtest/abs/tone$"))
-    expect(page.locator("section.ab-metric")).to_have_count(9)  # 8 built-in metrics and one derived
+    expect(page.locator("section.ab-metric")).to_have_count(10)  # 9 built-in metrics and one derived
     expect(page.locator('tr[data-variant="terse"] td').nth(2)).to_have_text("2")
     calls = page.locator('section[data-metric="toolCalls"]')
     expect(calls.locator("svg.ab-intervals circle.mean")).to_have_count(2)

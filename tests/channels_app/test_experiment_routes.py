@@ -45,6 +45,7 @@ def test_owner_member_and_operator_read_the_results_and_anonymous_gets_401(ab_ag
     assert (terse["sessions"], terse["metrics"]["toolCalls"]["mean"], terse["metrics"]["turns"]["n"]) == (2, 1.0, 2)
     assert terse["vsControl"]["variantChecks"] == {"diff": 0.0, "low": 0.0, "high": 0.0}
     assert set(terse["metrics"]["wallTimeMs"]) == {"n", "mean", "low", "high"}
+    assert (terse["metrics"]["costUsd"]["mean"], terse["unpricedSamples"]) == (0.0, 0)
     assert (bodies[0]["interval"], bodies[0]["difference"]) == ("student-t-95", "welch-95")
 
     assert anonymous().get("/abtest/v1/abs").status_code == 401

@@ -1,5 +1,6 @@
 """Eval projects the tests run: a copy of the support agent with a suite where each gate kind fails
-once, and an agent whose cases each sleep a second (for concurrency)."""
+once, an agent whose cases each sleep a second (for concurrency), and one on a model the tests
+give a price (`PRICED_MODEL`)."""
 from __future__ import annotations
 
 import json
@@ -78,6 +79,20 @@ def sleep(t):
 cases = define_eval(cases=[{{"id": f"nap{{n}}", "test": sleep}} for n in range({SLEEP_CASES})])
 '''
 
+PRICED_MODEL = "scripted:priced"  # free as scripted, unless an operator's price says otherwise
+PRICED_SUITE = '''\
+from agents.sdk import define_eval
+
+
+def twice(t):
+    t.send("/reply one")
+    t.send("/reply two")
+    t.succeeded()
+
+
+cases = define_eval(cases=[{"id": "twice", "test": twice}])
+'''
+
 
 def make_projects(base: Path) -> dict[str, Path]:
     shop = base / "shop"
@@ -90,7 +105,14 @@ def make_projects(base: Path) -> dict[str, Path]:
     (sleepy / "evals").mkdir()
     (sleepy / "evals" / "naps_eval.py").write_text(SLEEP_SUITE)
     (sleepy / "evals" / "config.py").write_text(f"max_concurrency = {SLEEP_CONCURRENCY}\n")
-    return {"shop": shop, "sleepy": sleepy}
+    priced = base / "priced"
+    (priced / "agent").mkdir(parents=True)
+    (priced / "agent" / "instructions.md").write_text("Answer briefly.\n")
+    (priced / "agent" / "agent.py").write_text(
+        f"from agents.sdk import Agent\nagent = Agent(model={PRICED_MODEL!r}, tools=[])\n")
+    (priced / "evals").mkdir()
+    (priced / "evals" / "priced_eval.py").write_text(PRICED_SUITE)
+    return {"shop": shop, "sleepy": sleepy, "priced": priced}
 
 
 def manage(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import jsonschema
@@ -13,9 +13,10 @@ import pytest
 from django.contrib.auth.models import User
 from lxml import etree
 
+from agents.pricing.model import ModelPrice
 from sessions.models import PersonalToken
 from tests.command_line import run_command_line
-from tests.evals.projects import SLEEP_CASES, SLEEP_CONCURRENCY, make_projects, manage
+from tests.evals.projects import PRICED_MODEL, SLEEP_CASES, SLEEP_CONCURRENCY, make_projects, manage
 from tests.server_database import on_server_database
 from tests.support import ROOT, read_stream_until, run_server
 
@@ -46,11 +47,16 @@ EXAMPLES = ("notes", "ops", "reviewer", "webhook")
 
 
 @pytest.fixture(scope="module")
-def server(projects, tmp_path_factory):
+def server(projects, tmp_path_factory, django_db_blocker):
     # No schedules: the ops example's hourly one would start sessions of another purpose.
     examples = [str(ROOT / "examples" / name) for name in ("support", *EXAMPLES)]
     with run_server(tmp_path_factory.mktemp("state"), "--no-examples", "--no-schedules", "--workers",
-                    str(SLEEP_CONCURRENCY), "--agents", *examples, str(projects["shop"]), str(projects["sleepy"])) as running:
+                    str(SLEEP_CONCURRENCY), "--agents", *examples,
+                    *(str(projects[name]) for name in ("shop", "sleepy", "priced"))) as running:
+        # Before any turn: a process reads the operators' prices once for a while (agents.pricing.overrides).
+        with on_server_database(running.state_root, django_db_blocker):
+            ModelPrice.objects.create(model=PRICED_MODEL, input_per_mtok=2, output_per_mtok=8,
+                                      effective_from=datetime(2020, 1, 1, tzinfo=timezone.utc))
         yield running
 
 
@@ -69,6 +75,9 @@ def test_a_passing_suite_exits_zero_with_json_and_junit_reports(server, tmp_path
     assert [c["id"] for c in report["cases"]] == [
         "orders/cancel-needs-approval", "orders/lookup", "orders/unknown", "refund"]
     assert report["cases"][1]["toolCalls"] == ["lookup_order"] and report["cases"][1]["tags"] == ["smoke", "orders"]
+    # The scripted model is free: every case costs 0, the one left waiting for an approval too.
+    assert [(c["costUsd"], c["unpricedCalls"]) for c in report["cases"]] == [(0.0, 0)] * 4
+    assert report["totals"] == {"costUsd": 0.0, "unpricedCalls": 0}
     schema = etree.XMLSchema(etree.parse(str(HERE / "junit.xsd")))
     document = etree.parse(str(junit))
     schema.assertValid(document)
@@ -111,6 +120,21 @@ def test_the_table_shows_each_failure_with_its_trajectory(server, projects):
     assert "lookup_order({'order_id': 'A100'})" in done.stdout
     assert f"{server.base_url}/playground/shop?sessionId=ses_" in done.stdout
     assert "0 passed, 1 failed" in done.stdout
+
+
+def test_a_case_on_a_priced_model_costs_what_its_usage_says(server, projects):
+    code, report = eval_json(str(projects["priced"]), "--url", server.base_url)
+    assert code == 0, report
+    [case] = report["cases"]
+    with server.client() as client:
+        usage = client.get(f"/priced/v1/session/{case['sessionId']}").json()["usage"]
+    assert usage["inputTokens"] > 0 and usage["outputTokens"] > 0
+    expected = (usage["inputTokens"] * 2 + usage["outputTokens"] * 8) / 1e6  # both turns, at $2 in and $8 out
+    assert case["costUsd"] == pytest.approx(expected) and case["costUsd"] == pytest.approx(usage["costUsd"])
+    assert report["totals"] == {"costUsd": case["costUsd"], "unpricedCalls": 0}
+    done = manage("eval", str(projects["priced"]), "--url", server.base_url)
+    assert done.returncode == 0 and "1 passed, 0 failed in" in done.stdout
+    assert case["costUsd"] < 0.01 and f" s, ${case['costUsd']:.6f}" in done.stdout  # a sub-cent amount, in full
 
 
 def test_tags_and_case_ids_select_the_cases_run(server, projects):

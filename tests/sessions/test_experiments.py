@@ -113,6 +113,7 @@ def test_on_sample_gets_each_settled_turn_exactly_once_with_derived_counts(alice
     for m in (first, second):
         assert m["turns"] == 1 and m["inputTokens"] > 0 and m["outputTokens"] > 0
         assert m["wallTimeMs"] > 0 and m["firstTokenMs"] is not None
+        assert m["costUsd"] == 0.0  # the scripted model is free
     # Stored durably, one row per turn, with what was handed over.
     rows = ExperimentSample.objects.filter(session_id=session_id).order_by("at", "id")
     assert [r.turn_id for r in rows] == turns
