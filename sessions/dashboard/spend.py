@@ -43,15 +43,13 @@ def days_of(since: datetime, until: datetime) -> list[date]:
 
 def split(by: str, days: list[date]) -> Split:
     """One query: the ledger summed per `by` value and day over `days`."""
-    per_day: dict[str, dict[date, Decimal]] = {}
-    sums: dict[str, list[Decimal | int]] = {}
+    lines: dict[str, dict[date, Line]] = {}
     for day, line in spending(days[0], by, until=days[-1], per_day=True):
-        per_day.setdefault(line.key, {})[day] = line.cost_usd
-        summed = sums.setdefault(line.key, [Decimal(0), 0])
-        summed[0] += line.cost_usd
-        summed[1] += line.unpriced_calls
-    totals = [Line(key, cost, unpriced, {}) for key, (cost, unpriced) in sums.items()]
+        lines.setdefault(line.key, {})[day] = line
+    totals = [Line(key, sum((line.cost_usd for line in daily.values()), Decimal(0)),
+                   sum(line.unpriced_calls for line in daily.values()), {}) for key, daily in lines.items()]
     totals.sort(key=lambda line: (-line.cost_usd, line.key))
+    per_day = {key: {day: line.cost_usd for day, line in daily.items()} for key, daily in lines.items()}
     return Split(by, SPLITS[by], days, per_day, totals)
 
 
