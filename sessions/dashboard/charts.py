@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
+
+from sessions.dashboard.spend import Split
 
 WIDTH, HEIGHT = 720, 170
 LEFT, RIGHT, TOP, BOTTOM = 56, 8, 10, 22
@@ -31,7 +34,20 @@ def nice_ceiling(value: float) -> float:
     return 10 * power
 
 
+def usd(value: Decimal | float) -> str:
+    """Dollars as the page prints them: cents from a dollar up; below one, up to four decimals, so
+    a cheap session does not read as free ($0.0123)."""
+    if abs(value) >= 1 or not value:
+        return f"${value:,.2f}"
+    if abs(value) < 0.00005:
+        return "<$0.0001"
+    text = f"{value:.4f}".rstrip("0")
+    return f"${text}" if len(text.split(".")[1]) >= 2 else f"${value:.2f}"
+
+
 def _label(value: float, unit: str) -> str:
+    if unit == "$":
+        return f"${value:g}"
     if unit == "ms" and value >= 1000:
         return f"{value / 1000:g} s"
     return f"{value:g}{' ' + unit if unit else ''}"
@@ -42,6 +58,8 @@ def _y_axis(top: float, unit: str = "") -> list[dict[str, Any]]:
 
 
 def _time_label(moment: datetime, step: timedelta) -> str:
+    if step >= timedelta(days=1):
+        return moment.strftime("%a %d %b")
     return moment.strftime("%H:%M") if step < timedelta(hours=6) else moment.strftime("%a %H:%M")
 
 
@@ -108,3 +126,39 @@ def tokens_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
                      "total": row["input"] + row["output"]})
     return {"width": WIDTH, "height": TOP + max(len(rows), 1) * ROW_H + 4, "label_w": LABEL_W,
             "bar_h": ROW_H - 8, "bars": bars, "empty": not any(b["total"] for b in bars)}
+
+
+SERIES = 7  # keys drawn in a colour of their own; the rest are stacked together as "other"
+BAR_MAX = 48
+
+
+def spend_chart(split: Split) -> dict[str, Any]:
+    """Stacked bars, one per UTC day: each key's dollars (the most expensive first, at the bottom),
+    and a legend of each key's total for the window."""
+    drawn = [line.key for line in split.totals[:SERIES]]
+    others = [line.key for line in split.totals[SERIES:]]
+    series = [(key, f"s{i}", [key]) for i, key in enumerate(drawn)] + ([("other", "other", others)] if others else [])
+    days = [datetime(d.year, d.month, d.day) for d in split.days]
+    daily = [{cls: (key, sum((split.per_day.get(k, {}).get(day, Decimal(0)) for k in keys), Decimal(0)))
+              for key, cls, keys in series} for day in split.days]
+    top = nice_ceiling(float(max((sum(v for _, v in d.values()) for d in daily), default=0)))
+    chart = _frame(days, timedelta(days=1), top, "$")
+    slot = chart["slot"]
+    width = min(slot * 0.8, BAR_MAX)
+    bars, labels = [], []
+    for i, (day, stack) in enumerate(zip(split.days, daily)):
+        x = LEFT + i * slot + (slot - width) / 2
+        labels.append({"x": _r(x), "label": day.strftime("%a %d %b")})
+        base = TOP + PLOT_H
+        for cls, (key, dollars) in stack.items():
+            if dollars <= 0:
+                continue
+            height = PLOT_H * float(dollars) / top
+            base -= height
+            bars.append({"x": _r(x), "y": _r(base), "width": _r(width), "height": _r(height), "class": cls,
+                         "key": key, "day": day, "usd": usd(dollars)})
+    every = max(math.ceil(len(labels) / X_LABELS), 1)
+    colour = {k: cls for _, cls, keys in series for k in keys}
+    legend = [{"key": line.key, "class": colour[line.key], "usd": usd(line.cost_usd), "cost": line.cost_usd,
+               "unpriced": line.unpriced_calls} for line in split.totals]
+    return {**chart, "x_axis": labels[::every], "bars": bars, "legend": legend, "empty": not bars}

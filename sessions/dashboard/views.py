@@ -14,14 +14,23 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from sessions.dashboard.charts import lines_chart, tokens_chart, turns_chart
+from sessions.dashboard.charts import lines_chart, spend_chart, tokens_chart, turns_chart, usd
 from sessions.dashboard.figures import DEFAULT_WINDOW, WINDOWS, dashboard_figures
+from sessions.dashboard.spend import spend_figures
 from sessions.principal import Principal
 from sessions.tracing.links import trace_url
 
 def playground_turn_url(agent: str, session_id: str, turn_id: str) -> str:
     """The turn on its session's trace page in the playground (its section's id is the turn's), with its waterfall."""
     return f"/playground/{quote(agent)}/session/{quote(session_id)}/trace#{quote(turn_id)}"
+
+
+def playground_session_url(agent: str, session_id: str) -> str:
+    return f"/playground/{quote(agent)}/session/{quote(session_id)}"
+
+
+def _expensive_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**row, "usd": usd(row["cost"]), "url": playground_session_url(row["agent"], row["id"])} for row in rows]
 
 
 def _slowest_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -36,6 +45,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     window = WINDOWS.get(key) or WINDOWS[DEFAULT_WINDOW]
     figures = dashboard_figures(window)
     buckets = figures["buckets"]
+    spend = spend_figures(figures["since"], figures["now"])
     context = {
         **admin.site.each_context(request),
         "title": "Dashboard",
@@ -47,5 +57,8 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "duration_chart": lines_chart(buckets, window.bucket, ("totalP50", "totalP95")),
         "queue_chart": lines_chart(buckets, window.bucket, ("queueP50", "queueP95")),
         "tokens_chart": tokens_chart(figures["tokens"]),
+        "spend": {**spend, "usd": usd(spend["total"]), "sessions": _expensive_rows(spend["sessions"]),
+                  "charts": [spend_chart(split) | {"by": by, "label": split.label}
+                             for by, split in spend["splits"].items()]},
     }
     return TemplateResponse(request, "admin/dashboard.html", context)

@@ -1,7 +1,8 @@
 """The operators' dashboard in real headless Chromium against a real `manage.py serve`: a few
 turns run through the API on the offline scripted model (a quick one, a slow one, a failing
 one); an operator logs in, sees them counted and charted, and follows the slowest turn's link
-to its waterfall in the playground."""
+to its waterfall in the playground. Spending written in the server's ledger (and sessions of
+known cost) is charted by agent, with the window's total and the most expensive sessions."""
 from __future__ import annotations
 
 import re
@@ -16,6 +17,7 @@ from django.contrib.auth.models import Group, User
 from tests.browser.conftest import open_signed_in
 from tests.browser.test_playground_browser import ARTIFACTS, expect
 from tests.server_database import on_server_database
+from tests.sessions.dashboard_support import make_spending
 from tests.support import ROOT, Server, run_server
 
 TOKEN = "dashboard-caller-token"
@@ -39,27 +41,28 @@ def run_turn(server: Server, message: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, django_db_blocker) -> Iterator[tuple[Server, dict[str, dict]]]:
-    """The server, and the turns run on it by name."""
+def server(tmp_path_factory, django_db_blocker) -> Iterator[tuple[Server, dict[str, dict], dict[str, str]]]:
+    """The server, the turns run on it by name, and the sessions of known cost by name."""
     agents = tmp_path_factory.mktemp("dashboard-agents")
     shutil.copytree(ROOT / "examples" / "support" / "agent", agents / "desk" / "agent")
     state = tmp_path_factory.mktemp("dashboard-state")
     with run_server(state, "--agents", str(agents), "--bearer-token", TOKEN) as server:
         with on_server_database(state, django_db_blocker):
             User.objects.create_user("olga", password=PASSWORD).groups.add(Group.objects.get_or_create(name="operators")[0])
+            costed = make_spending(agents={"alpha": "desk", "beta": "helper"})
         turns = {"quick": run_turn(server, "Hello!"), "slow": run_turn(server, "/sleep 1500\nThat took a while."),
                  "failing": run_turn(server, "/fail the model is down")}
-        yield server, turns
+        yield server, turns, costed
 
 
 def test_an_operator_sees_the_turns_charted_and_follows_the_slowest_to_its_waterfall(new_context, server):
-    server, turns = server
+    server, turns, _ = server
     assert [turns[n]["status"] for n in ("quick", "slow", "failing")] == ["completed", "completed", "failed"]
     slow = turns["slow"]
     page, errors = open_signed_in(new_context, server.base_url, "/admin/dashboard/", "olga", PASSWORD,
                                   login=r"/accounts/login/\?next=/admin/dashboard/")
 
-    expect(page.locator("svg.chart")).to_have_count(4)
+    expect(page.locator("svg.chart")).to_have_count(7)  # four of turns, three of spend
     for name, count in (("turns", "3"), ("completed", "2"), ("failed", "1")):
         expect(page.locator(f'[data-figure="{name}"] b')).to_have_text(count)
     chart = page.locator("#turns-over-time svg.chart")
@@ -81,3 +84,29 @@ def test_an_operator_sees_the_turns_charted_and_follows_the_slowest_to_its_water
     expect(waterfall.locator('.lane[data-kind="model"]')).to_have_count(1)
     expect(waterfall.locator(".totals")).to_contain_text("total")
     assert not errors, f"the pages raised: {errors}"
+
+
+def test_an_operator_sees_the_spend_charted_by_agent_with_the_windows_total(new_context, server):
+    server, _, costed = server
+    page, errors = open_signed_in(new_context, server.base_url, "/admin/dashboard/", "olga", PASSWORD,
+                                  login=r"/accounts/login/\?next=/admin/dashboard/")
+
+    # the ledger's last two UTC days (tests/sessions/dashboard_support.py); the scripted turns cost nothing
+    expect(page.locator('[data-figure="spendUsd"] b')).to_have_text("$4.60")
+    chart = page.locator('#spend-agent svg.chart[data-by="agent"]')
+    expect(chart).to_be_visible()
+    expect(chart.locator('rect[data-key="desk"]')).to_have_count(2)  # yesterday and today
+    expect(chart.locator('rect[data-key="helper"]')).to_have_count(2)
+    expect(chart.locator('rect[data-key="desk"] title').last).to_contain_text("desk $2.25")
+    assert chart.bounding_box()["width"] > 500 and chart.locator("rect").first.bounding_box()["height"] > 10
+    expect(page.locator('#spend-agent tr[data-key="desk"]')).to_contain_text("$4.25")
+    expect(page.locator('#spend-agent tr[data-key="helper"]')).to_contain_text("$0.35")
+    expect(page.locator('#spend-model tr[data-key="local:unknown"]')).to_contain_text("$0.00")
+    expect(page.locator("#unpriced")).to_contain_text("had no known price")
+    sessions = page.locator("#expensive-sessions tbody tr")
+    expect(sessions.first).to_have_attribute("data-session", costed["S2"])
+    expect(sessions.first).to_contain_text("$7.50")
+    expect(sessions.first.locator("a")).to_have_attribute("href", f"/playground/helper/session/{costed['S2']}")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("#spend").screenshot(path=str(ARTIFACTS / "admin-dashboard-spend.png"))
+    assert not errors, f"the page raised: {errors}"

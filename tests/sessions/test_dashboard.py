@@ -17,7 +17,9 @@ from sessions.dashboard.figures import WINDOWS, dashboard_figures, percentile
 from sessions.dashboard.views import dashboard
 from sessions.models import Turn
 from sessions.principal import OPERATORS_GROUP
-from tests.sessions.dashboard_support import RATE_LIMITED, TRACE, comparable, expected, make_turns, turn_id
+from sessions.dashboard.spend import spend_figures
+from tests.sessions.dashboard_support import (RATE_LIMITED, TRACE, comparable, expected, make_spending, make_turns,
+                                              spend_comparable, turn_id)
 from tests.sessions.test_concurrent_appends import database, run
 
 pytestmark = pytest.mark.django_db
@@ -112,7 +114,7 @@ def test_the_charts_are_svg_drawn_on_the_server(ops):
 
     html = ops.get(URL).content.decode()
 
-    assert html.count("<svg class=\"chart\"") == 4 and "<script" not in html.split('id="content-main"')[1]
+    assert html.count("<svg class=\"chart\"") == 7 and "<script" not in html.split('id="content-main"')[1]
     turns_chart = html.split('id="turns-over-time"')[1].split("</svg>")[0]
     drawn = {s: sum(int(n) for n in re.findall(rf"UTC: (\d+) {s}</title>", turns_chart))
              for s in ("completed", "failed", "interrupted")}
@@ -153,10 +155,12 @@ def test_the_same_figures_on_postgresql(tmp_path):
         out = json.loads(run("import django\ndjango.setup()\nfrom tests.sessions.dashboard_support import main\n"
                              "main()\n", env, timeout=120).strip().splitlines()[-1])
     now = make_turns()  # and here, on SQLite: every figure, not only the hand-worked ones, must agree
+    make_spending(now)
     for key, window in WINDOWS.items():
         assert {k: out[key][k] for k in ("totals", "spread", "bucketed")} == expected(key)
         assert out[key] == comparable(dashboard_figures(window, now)), key
-        assert out["pages"][key] == [200, 4]
+        assert out["spend"][key] == spend_comparable(spend_figures(now - window.span, now)), key
+        assert out["pages"][key] == [200, 7]
 
 
 def test_percentiles_past_the_cap_are_of_the_latest_turns_and_the_page_says_so(ops, monkeypatch):
