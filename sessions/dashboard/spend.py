@@ -61,7 +61,8 @@ def expensive_sessions(since: datetime, until: datetime) -> list[dict[str, Any]]
              .annotate(n=Count("id")).values("n"))
     rows = (Session.objects.filter(updated_at__gte=since, updated_at__lte=until).order_by()
             # SQLite reads a JSON null as the text 'null', which casts to 0: excluded by name
-            .annotate(cost=cost).filter(cost__isnull=False).exclude(usage__costUsd=None).order_by(F("cost").desc(), "-updated_at")
+            .annotate(cost=cost).filter(cost__isnull=False).exclude(usage__costUsd=None)
+            .order_by(F("cost").desc(), "-updated_at")
             .values("id", "principal_id", "authenticator", "updated_at", "cost", slug=F("agent__slug"),
                     turn_count=Subquery(turns, output_field=IntegerField()))[:EXPENSIVE])
     return [{**row, "agent": row.pop("slug"), "turns": row.pop("turn_count") or 0} for row in rows]
