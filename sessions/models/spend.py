@@ -8,9 +8,11 @@ from decimal import Decimal
 from typing import Any, Iterable
 
 from django.conf import settings
-from django.db import IntegrityError, models, transaction
-from django.db.models import F, Sum
+from django.db import models
+from django.db.models import Sum
 from django.utils import timezone
+
+from sessions.sql.rows import add_or_insert
 
 TOKEN_FIELDS = {"inputTokens": "input_tokens", "outputTokens": "output_tokens",
                 "cacheReadTokens": "cache_read_tokens", "cacheWriteTokens": "cache_write_tokens"}
@@ -56,18 +58,9 @@ class Spend(models.Model):
             by_model.setdefault(model, Counter()).update(_amounts(usage))
         for model, amounts in by_model.items():
             amounts = {field: amount for field, amount in amounts.items() if amount}
-            if not amounts:
-                continue  # a model that answered nothing (a fall-over's first): no row for it
-            key = {"day": day, "principal_id": principal_id, "authenticator": authenticator, "agent_id": agent_id,
-                   "model": model}
-            added = {field: F(field) + amount for field, amount in amounts.items()}
-            if cls.objects.filter(**key).update(**added):
-                continue
-            try:
-                with transaction.atomic():  # a savepoint: another process may have made the row since
-                    cls.objects.create(**key, **amounts)
-            except IntegrityError:
-                cls.objects.filter(**key).update(**added)
+            if amounts:  # a model that answered nothing (a fall-over's first): no row for it
+                add_or_insert(cls, {"day": day, "principal_id": principal_id, "authenticator": authenticator,
+                                    "agent_id": agent_id, "model": model}, amounts)
 
 
 def utc_day(moment: datetime | None = None) -> date:

@@ -3,7 +3,7 @@
 Only the hot paths of a turn earn one (an event append and read, a turn's
 claim, load, stop flag and end, a session's insert and settle, the task queue,
 the two reads that admit a request to a session, the ticker's question
-whether a timer is due): there
+whether a timer is due, the spending a turn's settle adds to the ledger): there
 the ORM's building of a query cost more CPU than the database spent running
 it. Each value still goes through its field's own adaptation, so what is
 stored is what the ORM would store.
@@ -14,7 +14,7 @@ tests/sessions/test_sql_twins.py runs both on SQLite and on PostgreSQL and
 compares the rows they leave and what they return. A statement added here
 without a twin, or a twin without a case in that test, fails it.
 
-The modules: `rows` (generic conditional UPDATE and INSERT, used by the
+The modules: `rows` (generic conditional UPDATE and INSERT, and add-or-insert, used by the
 models' transitions; it imports no model, since the models import it),
 `events` (the event log's counter, inserts and reads), `feeds` (the shared
 feeds' read of many followed sessions at once), `turns` (a worker's

@@ -21,7 +21,9 @@ from django.db import connection, connections, transaction
 from django_q.models import OrmQ
 
 from agents.discovery import deploy_agent_folder
-from sessions.models import Event, EventType, Reminder, Schedule, Session, Turn
+from decimal import Decimal
+
+from sessions.models import Event, EventType, Reminder, Schedule, Session, Spend, Turn
 from sessions.sql import STATEMENTS, access, events, feeds, queue, rows, timers, turns  # noqa: F401  (each module registers its statements)
 
 AT = datetime(2026, 3, 4, 5, 6, 7, 123456, tzinfo=tz.utc)
@@ -32,7 +34,7 @@ TRICKY = [
     {"delta": ""},
     {"big": 12345678901234567, "neg": -1, "float": 1e-7},
 ]
-TABLES = (Session, Turn, Event, OrmQ)
+TABLES = (Session, Turn, Event, OrmQ, Spend)
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ def base_rows(folder: str) -> None:
         Schedule(agent_id=agent_id, schedule_id="off", kind="markdown", cron="* * * * *", next_fire_at=EARLIER,
                  active=False),
     ])
+    Spend.objects.create(**_spent_today(agent_id), cost_usd=Decimal("0.125"), input_tokens=10, unpriced_calls=1)
     Reminder.objects.bulk_create([
         Reminder(agent_id=agent_id, kind="delay", spec="2h", next_fire_at=AT + timedelta(hours=2)),
         Reminder(agent_id=agent_id, kind="delay", spec="1m", next_fire_at=EARLIER, status=Reminder.Status.DONE),
@@ -102,6 +105,13 @@ def base_rows(folder: str) -> None:
 
 def _db():
     return connections["default"]
+
+
+def _spent_today(agent_id: int, model: str = "openai:gpt-4o") -> dict[str, Any]:
+    return {"day": AT.date(), "principal_id": "alice", "authenticator": "bearer", "agent_id": agent_id, "model": model}
+
+
+SPENT = {"cost_usd": Decimal("0.0000123456"), "input_tokens": 1200, "output_tokens": 34, "cache_read_tokens": 5}
 
 
 SETTLE = {"active_turn": None, "status": "waiting", "conversation": [{"role": "assistant", "content": "ok \"x\" é"}],
@@ -172,6 +182,11 @@ CASES = [
     Case("timers.due", "nothing_due", lambda: (EARLIER,), False),
     Case("timers.due", "a_schedule_due", lambda: (AT,), False),
     Case("timers.due", "both_due", lambda: (AT + timedelta(hours=3),), False),
+    Case("rows.add_or_insert", "to_the_days_row",
+         lambda: (Spend, _spent_today(_base["deployment"].agent_id), SPENT), True),
+    Case("rows.add_or_insert", "a_new_row",
+         lambda: (Spend, _spent_today(_base["deployment"].agent_id, "anthropic:claude-sonnet-4-5"),
+                  {**SPENT, "unpriced_calls": 2}), True),
     Case("queue.enqueue", "task", lambda: (_db(), "agentsite", "a payload \"é\"", AT), True),
     Case("queue.ready", "mine", lambda: (_db(), "agentsite", AT, 10), False),
     Case("queue.ready", "limited", lambda: (_db(), "agentsite", AT, 1), False),
