@@ -7,6 +7,7 @@ class AgentsiteConfig(AppConfig):
     verbose_name = "agentsite"
 
     def ready(self) -> None:
+        from agentsite import checks as database_checks  # noqa: F401  registers the checks of the database
         from agentsite import forksafe
         from channels_app import checks  # noqa: F401  registers the system checks of its settings
 
