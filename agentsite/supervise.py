@@ -25,6 +25,7 @@ import time
 from sessions.plumbing.logcontext import JsonFormatter
 
 GRACE_SECONDS = 10
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 class Child:
@@ -71,6 +72,9 @@ def supervise(pids: dict[str, int]) -> int:
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+    # exec_supervisor blocked them across the exec: one sent while this process was starting waited, and
+    # arrives now, at `stop`, instead of as a KeyboardInterrupt in the middle of an import.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
     exit_code = 0
     while not stopping:
@@ -120,6 +124,8 @@ def exec_supervisor(children: dict[str, int], env: dict[str, str], cwd: str) -> 
     sys.stderr.flush()
     spec = json.dumps({"children": children})
     os.chdir(cwd)
+    # A blocked signal stays pending across exec; `supervise` unblocks them once it handles them.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     os.execve(sys.executable, [sys.executable, "-m", "agentsite.supervise", spec], env)
 
 

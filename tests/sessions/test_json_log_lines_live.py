@@ -69,8 +69,10 @@ def test_a_json_server_writes_one_line_per_turn_and_per_request_and_nothing_else
         assert "costUsd" in line and "traceId" not in line
 
     access = [line for line in lines if line["logger"] == "agentsite.access"]
+    # Not ours: the readiness polls of run_server, and one it gave up on before any answer (a busy
+    # machine), which reached no route and has no status.
     ours = Counter((a["method"], a["route"], a["status"], a.get("sessionId")) for a in access
-                   if a["route"] != "healthz")  # the readiness polls of run_server
+                   if a["route"] != "healthz" and not (a["route"] is None and a["status"] is None))
     assert ours == Counter(made)
     for line in access:
         assert line["durationMs"] >= 0 and line["level"] == "INFO"
