@@ -57,8 +57,12 @@ def _restore_in_child(path: Path, state_root: Path, vendor: str) -> dict[str, An
         return _child(path, env)
     url, tool_env = postgres.libpq_target()
     name = f"agentsite_verify_{secrets.token_hex(4)}"
-    with psycopg.connect(url, password=tool_env.get("PGPASSWORD"), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        with psycopg.connect(url, password=tool_env.get("PGPASSWORD"), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.Error as e:
+        raise BackupError(f"cannot make a scratch database to restore {path} into ({str(e).splitlines()[0]}): grant "
+                          "the database user CREATEDB, or verify where it has it") from None
     try:
         scratch_url = url.rsplit("/", 1)[0] + "/" + name
         env["DATABASE_URL"] = scratch_url.replace("postgresql://", "postgres://", 1)
