@@ -23,6 +23,7 @@ from typing import Any
 FORMAT = 1
 MANIFEST = "manifest.json"
 CHUNK = 1024 * 1024
+LARGE_FILE = 64 * 1024 * 1024
 
 
 class BackupError(Exception):
@@ -131,12 +132,41 @@ def _reason(e: BaseException) -> str:
     return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
-def pack_folder(folder: Path, out: Path, arcname: str = ".") -> Path:
-    """`folder` as a plain tar at `out` (an empty one when `folder` does not exist): links stay links."""
+def pack_folder(folder: Path, out: Path) -> Path:
+    """`folder` as a plain tar at `out` (an empty one when `folder` does not exist): links stay links.
+
+    The server may be writing there meanwhile: a file gone before it is read is left out, and a file is
+    read whole before its header is written, so one that shrinks or grows meanwhile is stored as read.
+    """
     with tarfile.open(out, "w") as tar:
-        if folder.is_dir():
-            tar.add(folder, arcname=arcname)
+        if not folder.is_dir():
+            return out
+        for top, dirs, files in os.walk(folder):
+            dirs.sort()
+            for name in [*dirs, *sorted(files)]:
+                path = Path(top) / name
+                try:
+                    _add_as_read(tar, path, str(path.relative_to(folder)))
+                except FileNotFoundError:
+                    continue
     return out
+
+
+def _add_as_read(tar: tarfile.TarFile, path: Path, arcname: str) -> None:
+    info = tar.gettarinfo(str(path), arcname)
+    if info is None:  # a socket: nothing a restore could use
+        return
+    if not info.isreg():
+        tar.addfile(info)
+        return
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size > LARGE_FILE:  # streamed: a large file changing now fails the backup
+            info.size = os.fstat(f.fileno()).st_size
+            tar.addfile(info, f)
+            return
+        data = f.read()
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
 
 
 def pack_paths(root: Path, relatives: list[Path], out: Path) -> Path:

@@ -10,6 +10,7 @@ import contextlib
 import gzip
 import io
 import json
+import socket
 import sqlite3
 import tarfile
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from agentsite.backups.archive import pack_folder, unpack_folder
 from tests.agentsite.backup_support import fill, manage, manage_json, manage_ok, state_env
 from tests.support import postgres_database
 
@@ -157,3 +159,17 @@ def test_a_postgres_backup_restores_into_an_empty_database(tmp_path):
                 psycopg.connect(target_url.replace("postgres://", "postgresql://")) as b:
             assert a.execute(sql, [made["done"]]).fetchall() == b.execute(sql, [made["done"]]).fetchall()
             assert b.execute(TURN.replace("?", "%s"), [made["turn"]]).fetchone()[0] == "failed"
+
+
+def test_workspaces_pack_with_links_kept_and_sockets_left_out(tmp_path):
+    folder = tmp_path / "workspaces"
+    (folder / "ses_a" / "sub").mkdir(parents=True)
+    (folder / "ses_a" / "sub" / "kept.txt").write_text("kept")
+    (folder / "ses_a" / "link").symlink_to("sub/kept.txt")
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(str(folder / "ses_a" / "sock"))
+        packed = pack_folder(folder, tmp_path / "w.tar")
+    unpack_folder(packed, tmp_path / "back")
+    assert (tmp_path / "back" / "ses_a" / "sub" / "kept.txt").read_text() == "kept"
+    assert (tmp_path / "back" / "ses_a" / "link").readlink() == Path("sub/kept.txt")
+    assert not (tmp_path / "back" / "ses_a" / "sock").exists()
