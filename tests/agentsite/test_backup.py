@@ -19,6 +19,7 @@ import psycopg
 import pytest
 
 from agentsite.backups.archive import pack_folder, unpack_folder
+from agentsite.backups.restore import unknown_migrations
 from tests.agentsite.backup_support import fill, manage, manage_json, manage_ok, state_env
 from tests.support import postgres_database
 
@@ -140,8 +141,10 @@ def test_secrets_with_no_key_outside_the_state_root_refuse_a_backup(tmp_path):
     assert manifest["secretsKey"]["stateRootKey"] == str(root / "secrets.key")
 
 
-def test_a_postgres_backup_restores_into_an_empty_database(tmp_path):
+def test_a_postgres_backup_restores_into_an_empty_database(source, tmp_path):
     with postgres_database(migrated=True) as source_url, postgres_database() as target_url:
+        other = manage(state_env(tmp_path / "target", target_url), "restore", str(source[2]))
+        assert other.returncode == 1 and "holds a sqlite database and this server's is postgresql" in other.stderr
         env = state_env(tmp_path / "source", source_url)
         made = fill(tmp_path / "source", env)
         archive = tmp_path / "pg.tar.gz"
@@ -173,3 +176,8 @@ def test_workspaces_pack_with_links_kept_and_sockets_left_out(tmp_path):
     assert (tmp_path / "back" / "ses_a" / "sub" / "kept.txt").read_text() == "kept"
     assert (tmp_path / "back" / "ses_a" / "link").readlink() == Path("sub/kept.txt")
     assert not (tmp_path / "back" / "ses_a" / "sock").exists()
+
+
+def test_migrations_this_code_does_not_know_are_named():
+    assert unknown_migrations({"sessions": ["0001_initial", "9999_from_a_newer_agentsite"]}) == [
+        "sessions.9999_from_a_newer_agentsite"]

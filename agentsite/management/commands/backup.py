@@ -60,6 +60,10 @@ class Command(BaseCommand):
         if key["configured"]:
             self.stdout.write("The secrets key is not in it: it is AGENTSITE_SECRETS_KEYS. Keep a copy of that key "
                               "apart from the backups; without it no secret restored reads.")
+            if key["stateRootKey"] and c["secrets"]:
+                self.stdout.write(self.style.WARNING(
+                    f"The state root's own key ({key['stateRootKey']}) exists too: run `manage.py secrets rotate` so "
+                    "that no secret needs it."))
         elif key["stateRootKey"]:
             self.stdout.write(self.style.WARNING(
                 f"The secrets key is not in it: it is {key['stateRootKey']}, which a restore elsewhere will not have."
