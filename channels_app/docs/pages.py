@@ -27,7 +27,7 @@ ORDER = (
     "new-agent", "http-api", "agents", "handoff", "models", "tools-and-approvals", "schedules-and-reminders",
     "messaging",
     "runtimes-and-workspaces", "mcp", "channels-and-providers", "secrets-and-connections", "deployments", "evals",
-    "running-for-a-team",
+    "running-for-a-team", "backups-and-upgrades",
     "observability", "costs-and-budgets", "experiments", "scale-out",
 )
 # The only names a page may have: no dots, no slashes, so no URL can name a file outside docs/.

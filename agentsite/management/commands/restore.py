@@ -1,0 +1,44 @@
+"""`manage.py restore FILE`: an archive of `manage.py backup` into an empty database and state root."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from agentsite.backups.archive import BackupError
+from agentsite.backups.restore import restore_archive
+
+
+class Command(BaseCommand):
+    help = ("Restore an archive of `manage.py backup` into this server's database and state root, which must be "
+            "empty (--force replaces them), then migrate forward and end the turns it caught running as lost.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("file", help="the archive")
+        parser.add_argument("--force", action="store_true",
+                            help="replace the database's tables and the workspaces if there are any")
+        parser.add_argument("--json", action="store_true", help="print what was restored as JSON")
+
+    def handle(self, *args: Any, file: str, force: bool, json: bool, **options: Any) -> None:
+        try:
+            report = restore_archive(Path(file).resolve(), force=force)
+        except BackupError as e:
+            raise CommandError(str(e)) from None
+        if json:
+            self.stdout.write(_json(report))
+            return
+        c = report["counts"]
+        self.stdout.write(f"Restored {report['archive']} (taken {report['createdAt']}): {c['sessions']} sessions, "
+                          f"{c['events']} events, {c['releases']} releases; {report['lostTurnsEnded']} turn(s) it "
+                          f"caught running ended as worker_lost"
+                          + ("; migrated forward." if report["migrated"] else "."))
+        if c["secrets"] and not report["secretsKey"]["configured"]:
+            self.stdout.write(self.style.WARNING(
+                f"{c['secrets']} secret(s) were encrypted with the old state root's own key: they read only if that "
+                "key file is put in this state root (secrets.key)."))
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2)
