@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.conf import settings
 from django.contrib.admin import apps as admin_apps
 
 
@@ -12,6 +13,14 @@ class AgentsiteConfig(AppConfig):
         from channels_app import checks  # noqa: F401  registers the system checks of its settings
 
         forksafe.install()
+        if settings.AGENTSITE_BACKUP_SCHEDULE:
+            # Imported only then: a backup brings psycopg and the archive code into every worker.
+            from agentsite.backups.scheduled import backup_tick
+            from sessions.timers import ticker
+
+            # Registered before sessions' jobs (this app comes first in INSTALLED_APPS), so it runs first in
+            # each pass: it costs them one query at most, since the backup itself runs in a thread of its own.
+            ticker.add_job("scheduled backup", backup_tick)
 
 
 class OperatorsAdminConfig(admin_apps.AdminConfig):

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from agentsite.backups.cadence import parse_keep, parse_schedule
 from agentsite.limits import (
     DEFAULT_AGENT_HOP_LIMIT, DEFAULT_AGENT_MESSAGE_RATE, DEFAULT_AGENT_TURN_BUDGET, DEFAULT_AUTH_FAILURES_PER_ACCOUNT,
     DEFAULT_AUTH_FAILURES_PER_ADDRESS, DEFAULT_MAX_RUNNING_TURNS, DEFAULT_RATE_MESSAGES, DEFAULT_RATE_SESSIONS,
@@ -385,6 +386,11 @@ AGENTSITE_CHANNEL_RESCAN_SECONDS = float(os.environ.get("AGENTSITE_CHANNEL_RESCA
 # Sessions idle for longer than this many days are deleted by the ticker (sessions/retention/sweep.py);
 # None (unset) keeps them. An agent overrides it with Agent(retention_days=N).
 AGENTSITE_RETENTION_DAYS = _env_retention_days("AGENTSITE_RETENTION_DAYS")
+# Scheduled backups (agentsite/backups/scheduled.py): a UTC cron expression (empty or `off`: none), how many
+# of their archives to keep, and where they are written (agentsite-scheduled-<slot>.tar.gz).
+AGENTSITE_BACKUP_SCHEDULE = parse_schedule("AGENTSITE_BACKUP_SCHEDULE", os.environ.get("AGENTSITE_BACKUP_SCHEDULE"))
+AGENTSITE_BACKUP_KEEP = parse_keep("AGENTSITE_BACKUP_KEEP", os.environ.get("AGENTSITE_BACKUP_KEEP"))
+AGENTSITE_BACKUP_DIR = Path(os.environ.get("AGENTSITE_BACKUP_DIR", STATE_ROOT / "backups")).resolve()
 # Per-principal limits (agentsite/limits.py): sessions started and messages sent, as
 # `N/sec|min|hour` or `off` (over it: 429 with Retry-After), and turns running at once
 # (more wait queued, in order; `0` or `off`: no cap).

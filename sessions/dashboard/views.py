@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
+from django.conf import settings
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
@@ -17,6 +18,7 @@ from django.template.response import TemplateResponse
 from sessions.dashboard.charts import lines_chart, spend_chart, tokens_chart, turns_chart, usd
 from sessions.dashboard.figures import DEFAULT_WINDOW, WINDOWS, dashboard_figures
 from sessions.dashboard.spend import spend_figures
+from sessions.models import BackupRun
 from sessions.principal import Principal
 from sessions.tracing.links import trace_url
 
@@ -38,6 +40,16 @@ def _slowest_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "trace_url": trace_url(row["trace_id"])} for row in rows]
 
 
+def backup_figures() -> dict[str, Any] | None:
+    """The newest scheduled backup's run and the newest that succeeded; None while none is scheduled or was taken."""
+    last = BackupRun.objects.order_by("-slot").first()
+    if last is None and not settings.AGENTSITE_BACKUP_SCHEDULE:
+        return None
+    success = last if last and last.status == BackupRun.Status.SUCCEEDED else BackupRun.last_success()
+    return {"schedule": settings.AGENTSITE_BACKUP_SCHEDULE, "keep": settings.AGENTSITE_BACKUP_KEEP, "last": last,
+            "success": success}
+
+
 def dashboard(request: HttpRequest) -> HttpResponse:
     if not isinstance(getattr(request, "principal", None), Principal):
         raise PermissionDenied("the dashboard is served behind the operators' door only")
@@ -52,6 +64,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "window": window,
         "windows": list(WINDOWS.values()),
         "figures": figures,
+        "backups": backup_figures(),
         "slowest": _slowest_rows(figures["slowest"]),
         "turns_chart": turns_chart(buckets, window.bucket),
         "duration_chart": lines_chart(buckets, window.bucket, ("totalP50", "totalP95")),

@@ -7,7 +7,7 @@ them all (`channels_app.metrics`): counters and histograms of every web and work
 process, and of workers django-q2 replaced since the server started, so counters
 never go backwards. What is recorded rides on what the code already holds where
 it happens (a settling turn's timings, a model call's usage, the release's agent):
-no query is made for a metric, except the two gauges read from the database at
+no query is made for a metric, except the three gauges read from the database at
 scrape time (`DatabaseGauges`), and a settle of a turn whose session came without
 its agent (a lost worker's turn, a parked direct call). Recording never raises
 (`never_fails`): a metric is not worth a failed turn.
@@ -40,7 +40,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from agents.models import Deployment
-from sessions.models import Session, ToolCall, Turn
+from sessions.models import BackupRun, Session, ToolCall, Turn
 from sessions.turn.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -89,6 +89,8 @@ AUTH_FAILURES = Counter("agentsite_auth_failures", "Failed logins and refused be
 AUTH_LOCKED_OUT = Counter("agentsite_auth_locked_out", "Logins and bearer tokens refused with 429 after too many "
                           "failures, by surface and by the limit that was spent (`account`, `address`).",
                           ["surface", "limit"])
+BACKUP_FAILURES = Counter("agentsite_backup_failures", "Scheduled backups that failed (the error is on the "
+                          "dashboard and in the run's row).")
 
 TOKEN_KINDS = (("inputTokens", "input"), ("outputTokens", "output"), ("cacheReadTokens", "cache_read"),
                ("cacheWriteTokens", "cache_write"))
@@ -215,6 +217,12 @@ def auth_locked_out(surface: str, limit: str) -> None:
     AUTH_LOCKED_OUT.labels(surface, limit).inc()
 
 
+@never_fails
+def backup_failed() -> None:
+    """A scheduled backup's run failed (`agentsite.backups.scheduled`)."""
+    BACKUP_FAILURES.inc()
+
+
 # --- read at scrape time -----------------------------------------------------
 
 
@@ -235,22 +243,35 @@ def approvals_pending() -> int:
                                    status=ToolCall.Status.AWAITING_APPROVAL).count()
 
 
+def last_backup_success() -> float | None:
+    """When the newest successful scheduled backup finished, as Unix time; None before the first.
+
+    Read from its row, not kept in a process's gauge file: the worker that took it may be on another
+    host or gone, and a restarted server clears the files of gone processes, while an alert on this
+    gauge's age must hold across both."""
+    run = BackupRun.last_success()
+    return run.finished_at.timestamp() if run and run.finished_at else None
+
+
 class DatabaseGauges(Collector):
-    """`agentsite_queue_depth` and `agentsite_approvals_pending`, read from the database at each scrape
-    (so the same on every web process and host, whoever wrote them)."""
+    """`agentsite_queue_depth`, `agentsite_approvals_pending` and `agentsite_backup_last_success_timestamp_seconds`,
+    read from the database at each scrape (so the same on every web process and host, whoever wrote them)."""
 
     def describe(self) -> list:
         return []  # nothing to read when registered
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         try:
-            depth, pending = waiting_for_worker(), approvals_pending()
+            depth, pending, backup = waiting_for_worker(), approvals_pending(), last_backup_success()
         except DatabaseError:  # the rest of the scrape is still worth answering
             log.exception("metrics: the database gauges could not be read")
             return
         yield GaugeMetricFamily("agentsite_queue_depth", "Turns queued for a worker and not yet claimed.", value=depth)
         yield GaugeMetricFamily("agentsite_approvals_pending", "Tool calls waiting for a person to approve or deny them.",
                                 value=pending)
+        if backup is not None:  # no sample before the first success: `absent()` says so
+            yield GaugeMetricFamily("agentsite_backup_last_success_timestamp_seconds", "When the last scheduled "
+                                    "backup that succeeded finished (Unix time).", value=backup)
 
 
 # --- the files, and those of processes that are gone -------------------------
