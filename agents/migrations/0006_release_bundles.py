@@ -17,13 +17,14 @@ def store_snapshots(apps, schema_editor):
     """
     Deployment = apps.get_model("agents", "Deployment")
     ReleaseBundle = apps.get_model("agents", "ReleaseBundle")
-    for row in Deployment.objects.filter(bundle__isnull=True).exclude(snapshot_path="").iterator():
+    db = schema_editor.connection.alias  # `restore` migrates an archive's database under another alias
+    for row in Deployment.objects.using(db).filter(bundle__isnull=True).exclude(snapshot_path="").iterator():
         folder = Path(row.snapshot_path)
         if not (folder / "agent").is_dir():
             continue
         data = pack(folder)
         if len(data) <= settings.AGENTSITE_RELEASE_MAX_BYTES:
-            ReleaseBundle.objects.create(deployment=row, data=data, size=len(data))
+            ReleaseBundle.objects.using(db).create(deployment=row, data=data, size=len(data))
 
 
 class Migration(migrations.Migration):

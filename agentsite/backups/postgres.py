@@ -88,8 +88,9 @@ def clear() -> None:
         conn.execute("CREATE SCHEMA public")
 
 
-def put_back(part: Path) -> None:
-    """pg_restore the dump into the configured (empty) database, in one transaction: all of it or nothing."""
-    url, env = libpq_target()
+def put_back(part: Path, config: dict[str, Any] | None = None) -> None:
+    """pg_restore the dump into the configured (empty) database, or `config`'s, in one transaction: all of
+    it or nothing."""
+    url, env = libpq_target(config)
     _run([_tool("pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error", "--single-transaction",
           f"--dbname={url}", str(part)], env, "pg_restore")

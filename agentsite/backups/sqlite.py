@@ -88,3 +88,9 @@ def put_back(part: Path, target: Path) -> None:
     for extra in ("-wal", "-shm"):
         Path(f"{target}{extra}").unlink(missing_ok=True)
     os.replace(placed, target)
+
+
+def remove(path: Path) -> None:
+    """Remove the database at `path` with its WAL files (connections to it closed first)."""
+    for name in ("", "-wal", "-shm"):
+        Path(f"{path}{name}").unlink(missing_ok=True)

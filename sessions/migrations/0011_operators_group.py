@@ -5,11 +5,11 @@ OPERATORS_GROUP = "operators"  # sessions.principal.OPERATORS_GROUP, frozen here
 
 
 def create_group(apps, schema_editor):
-    apps.get_model("auth", "Group").objects.get_or_create(name=OPERATORS_GROUP)
+    apps.get_model("auth", "Group").objects.using(schema_editor.connection.alias).get_or_create(name=OPERATORS_GROUP)
 
 
 def remove_group(apps, schema_editor):
-    apps.get_model("auth", "Group").objects.filter(name=OPERATORS_GROUP).delete()
+    apps.get_model("auth", "Group").objects.using(schema_editor.connection.alias).filter(name=OPERATORS_GROUP).delete()
 
 
 class Migration(migrations.Migration):

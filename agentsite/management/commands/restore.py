@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from agentsite.backups.archive import BackupError
-from agentsite.backups.restore import restore_archive
+from agentsite.backups.restore import restore_archive, use_target
 
 
 class Command(BaseCommand):
@@ -19,18 +19,24 @@ class Command(BaseCommand):
         parser.add_argument("file", help="the archive")
         parser.add_argument("--force", action="store_true",
                             help="replace the database's tables and the workspaces if there are any")
+        parser.add_argument("--to", metavar="DATABASE_URL",
+                            help="restore into this database instead of the configured one, of either vendor (a "
+                                 "SQLite archive into PostgreSQL and back); a PostgreSQL archive going into SQLite "
+                                 "is read from a scratch database on the configured PostgreSQL server")
         parser.add_argument("--json", action="store_true", help="print what was restored as JSON")
 
-    def handle(self, *args: Any, file: str, force: bool, json: bool, **options: Any) -> None:
+    def handle(self, *args: Any, file: str, force: bool, to: str | None, json: bool, **options: Any) -> None:
         try:
-            report = restore_archive(Path(file).resolve(), force=force)
+            scratch_server = use_target(to) if to else None
+            report = restore_archive(Path(file).resolve(), force=force, scratch_server=scratch_server)
         except BackupError as e:
             raise CommandError(str(e)) from None
         if json:
             self.stdout.write(_json(report))
             return
         c = report["counts"]
-        self.stdout.write(f"Restored {report['archive']} (taken {report['createdAt']}): {c['sessions']} sessions, "
+        into = f" into {report['convertedTo']} (copied from {report['vendor']})" if report["convertedTo"] else ""
+        self.stdout.write(f"Restored {report['archive']}{into} (taken {report['createdAt']}): {c['sessions']} sessions, "
                           f"{c['events']} events, {c['releases']} releases; {report['lostTurnsEnded']} turn(s) it "
                           f"caught running ended as worker_lost"
                           + ("; migrated forward." if report["migrated"] else "."))
