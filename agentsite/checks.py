@@ -34,15 +34,11 @@ def unknown_migrations(alias: str = DEFAULT_DB_ALIAS) -> list[str]:
     name = connection.settings_dict["NAME"]
     if connection.vendor == "sqlite" and name != ":memory:" and not Path(name).exists():
         return []  # not made yet: connecting would create the file
-    labels = project_app_labels()
-    table = connection.ops.quote_name(MigrationRecorder.Migration._meta.db_table)
-    placeholders = ", ".join(["%s"] * len(labels))
     try:
         # Inside a transaction a failed query would abort it: a savepoint keeps the failure to this query.
         with transaction.atomic(using=alias) if connection.in_atomic_block else nullcontext():
-            with connection.cursor() as cursor:
-                cursor.execute(f"SELECT app, name FROM {table} WHERE app IN ({placeholders})", labels)
-                applied = cursor.fetchall()
+            applied = list(MigrationRecorder.Migration.objects.using(alias)
+                           .filter(app__in=project_app_labels()).values_list("app", "name"))
     except DatabaseError:
         return []
     loader = MigrationLoader(None, ignore_no_migrations=True)  # from disk: no query

@@ -144,9 +144,9 @@ def test_production_refuses_trusted_proxies_that_are_not_proxies_as_it_loads(tmp
 
 
 @pytest.mark.parametrize("proxies, said", NOT_PROXIES)
-def test_check_deploy_refuses_trusted_proxies_that_are_not_proxies_in_development(settings, proxies, said):
+def test_check_deploy_refuses_trusted_proxies_that_are_not_proxies_in_development(settings, db, proxies, said):
     # A system check of the started site: the command line in this process (production refuses them
-    # as its settings load, above, before Django starts).
+    # as its settings load, above, before Django starts). The checks read the database (agentsite.E002).
     settings.AGENTSITE_TRUSTED_PROXIES = proxies.split(",")
     code, _, stderr = run_command_line("check", "--deploy")
 

@@ -76,6 +76,8 @@ def summary(response: httpx.Response) -> str:
 
 class Command(BaseCommand):
     help = "GitHub channel tools: `replay DIR --url URL` posts recorded deliveries to a channel."
+    # A client of a server, perhaps elsewhere: this machine's own site and database are not its concern.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: Any) -> None:
         actions = parser.add_subparsers(dest="action", required=True)
