@@ -24,7 +24,7 @@ from agentsite.backups import convert, facts, postgres, sqlite
 from agentsite.backups.archive import BackupError, empty_folder, folder_is_empty, unpack_archive, unpack_folder
 from agentsite.backups.take import RELEASES, WORKSPACES, vendor
 from agentsite.databases import database_config
-from sessions.models import Turn
+from sessions.models import BackupRun, Turn
 from sessions.turn.recovery import fail_lost_turn
 
 
@@ -140,6 +140,7 @@ def restore_archive(path: Path, force: bool = False, scratch_server: dict[str, A
     with connection.cursor() as cursor:
         counts = facts.counts(cursor)  # as the archive held them
     ended = end_running_turns()
+    BackupRun.end_restored()  # the scheduled backup that took this archive, caught while it ran
     with connection.cursor() as cursor:
         broken = facts.broken_event_logs(cursor)
     if broken:

@@ -67,6 +67,14 @@ class BackupRun(models.Model):
         return won
 
     @classmethod
+    def end_restored(cls) -> int:
+        """Runs a restored database holds as running (its archive caught them, this one's among them):
+        no process here is taking them, so they end as failed; how many."""
+        return cls.objects.filter(status=cls.Status.RUNNING).update(
+            status=cls.Status.FAILED, finished_at=timezone.now(),
+            error="still running when the backup this database was restored from was taken")
+
+    @classmethod
     def last_success(cls) -> BackupRun | None:
         return cls.objects.filter(status=cls.Status.SUCCEEDED).order_by("-finished_at").first()
 

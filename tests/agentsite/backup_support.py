@@ -21,7 +21,7 @@ from django.core.management import call_command
 from django.utils import timezone
 from agents.discovery import deploy_agent_folder
 from sessions.eventlog.events import append_event
-from sessions.models import Schedule, Session, Turn
+from sessions.models import BackupRun, Schedule, Session, Turn
 
 call_command("migrate", verbosity=0)
 deployment = deploy_agent_folder(sys.argv[1])
@@ -43,6 +43,7 @@ Session.objects.filter(pk=held.pk).update(active_turn=turn, status=Session.Statu
 Schedule.objects.create(agent=deployment.agent, schedule_id="nightly", kind=Schedule.Kind.values[0], cron="0 3 * * *",
                         next_fire_at=now + timezone.timedelta(hours=20), last_fired_at=now - timezone.timedelta(hours=4),
                         fire_count=1)
+BackupRun.claim(now, "gone:4243")  # a scheduled backup under way: the one taking this archive, say
 print(json.dumps({"done": done, "held": held.id, "turn": turn.id}))
 """
 

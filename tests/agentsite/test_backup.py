@@ -76,6 +76,10 @@ def test_restore_into_a_fresh_state_root_brings_everything_back_and_ends_the_hel
     assert [i for sid, i, *_ in read(new, EVENTS) if sid == made["held"]] == [0, 1, 2]
     assert read(new, SCHEDULE) == read(old, SCHEDULE)  # the slot fired before the backup is not due again
     assert (target / "workspaces" / "ses_files" / "notes.md").read_text() == "kept across the restore\n"
+    # The scheduled backup the archive caught running is no process's here: it ends, and the dashboard says so.
+    assert read(old, "SELECT status FROM agent_sessions_backuprun") == [("running",)]
+    assert read(new, "SELECT status, error FROM agent_sessions_backuprun") == [
+        ("failed", "still running when the backup this database was restored from was taken")]
 
 
 def test_verify_passes_a_good_archive(source):
