@@ -87,10 +87,14 @@ def dump(env: dict[str, str]) -> dict[str, list[str]]:
 
 
 def without_the_held_session(tables: dict[str, list[str]], made: dict) -> dict[str, list[str]]:
-    """The rows the first restore leaves as they were: it ends the held turn (its session, turn and log change)."""
+    """The rows the first restore leaves as they were: it ends the held turn (its session, turn and log change)
+    and the scheduled backup run the archive caught running."""
     def kept(name: str, row: list) -> bool:
         if name == "agent_sessions_turn":
             return row[0] != made["turn"]
+        if name == "agent_sessions_backuprun":
+            return "running" not in row and "still running when the backup this database was restored from " \
+                "was taken" not in row
         return made["held"] not in row
 
     return {name: [row for row in rows if kept(name, json.loads(row))] for name, rows in tables.items()}
