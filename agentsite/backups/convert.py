@@ -11,13 +11,11 @@ turn point at each other) and the keys are checked at commit.
 from __future__ import annotations
 
 import contextlib
-import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from django.apps import apps
 from django.core.management.color import no_style
 from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
@@ -53,23 +51,12 @@ def archive_database(part: Path, vendor: str, server: dict[str, Any] | None) -> 
         return
     if server is None:
         raise BackupError(NO_SERVER)
-    name = f"agentsite_restore_{secrets.token_hex(4)}"
-    url, env = postgres.libpq_target(server)
-    try:
-        with psycopg.connect(url, password=env.get("PGPASSWORD"), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-    except psycopg.Error as e:
-        raise BackupError(f"cannot make a scratch database to read the archive in ({str(e).splitlines()[0]}): "
-                          "grant the database user CREATEDB") from None
-    try:
+    with postgres.scratch_database("agentsite_restore", "to read the archive in", server) as name:
         scratch = {**server, "NAME": name, "OPTIONS": {k: v for k, v in server.get("OPTIONS", {}).items()
                                                       if k != "pool"}}
         postgres.put_back(part, scratch)
         with _alias(scratch):
             yield ARCHIVE
-    finally:
-        with psycopg.connect(url, password=env.get("PGPASSWORD"), autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @contextlib.contextmanager

@@ -7,12 +7,14 @@ tools in PGPASSWORD, never on a command line.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import quote
 
 import psycopg
@@ -94,3 +96,22 @@ def put_back(part: Path, config: dict[str, Any] | None = None) -> None:
     url, env = libpq_target(config)
     _run([_tool("pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error", "--single-transaction",
           f"--dbname={url}", str(part)], env, "pg_restore")
+
+
+@contextlib.contextmanager
+def scratch_database(prefix: str, why: str, config: dict[str, Any] | None = None) -> Iterator[str]:
+    """A new empty database named `prefix` and a random suffix on the server of `config` (default: this
+    server's), dropped on leaving; its name. `why`: what it is for, in the error when it cannot be made."""
+    name = f"{prefix}_{secrets.token_hex(4)}"
+    url, env = libpq_target(config)
+    try:
+        with psycopg.connect(url, password=env.get("PGPASSWORD"), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.Error as e:
+        raise BackupError(f"cannot make a scratch database {why} ({str(e).splitlines()[0]}): grant the database "
+                          "user CREATEDB") from None
+    try:
+        yield name
+    finally:
+        with psycopg.connect(url, password=env.get("PGPASSWORD"), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

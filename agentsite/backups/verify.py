@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from django.conf import settings
 
 from agentsite.backups import postgres, sqlite
@@ -56,22 +54,12 @@ def _restore_in_child(path: Path, state_root: Path, vendor: str) -> dict[str, An
     if vendor == "sqlite":
         return _child(path, env)
     url, tool_env = postgres.libpq_target()
-    name = f"agentsite_verify_{secrets.token_hex(4)}"
-    try:
-        with psycopg.connect(url, password=tool_env.get("PGPASSWORD"), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-    except psycopg.Error as e:
-        raise BackupError(f"cannot make a scratch database to restore {path} into ({str(e).splitlines()[0]}): grant "
-                          "the database user CREATEDB, or verify where it has it") from None
-    try:
+    with postgres.scratch_database("agentsite_verify", f"to restore {path} into") as name:
         scratch_url = url.rsplit("/", 1)[0] + "/" + name
         env["DATABASE_URL"] = scratch_url.replace("postgresql://", "postgres://", 1)
         if "PGPASSWORD" in tool_env:
             env["PGPASSWORD"] = tool_env["PGPASSWORD"]
         return _child(path, env)
-    finally:
-        with psycopg.connect(url, password=tool_env.get("PGPASSWORD"), autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _child(path: Path, env: dict[str, str]) -> dict[str, Any]:
