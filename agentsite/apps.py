@@ -15,12 +15,14 @@ class AgentsiteConfig(AppConfig):
         forksafe.install()
         if settings.AGENTSITE_BACKUP_SCHEDULE:
             # Imported only then: a backup brings psycopg and the archive code into every worker.
-            from agentsite.backups.scheduled import backup_tick
+            from agentsite.backups.scheduled import backup_tick, end_abandoned
             from sessions.timers import ticker
+            from sessions.turn import extensions
 
             # Registered before sessions' jobs (this app comes first in INSTALLED_APPS), so it runs first in
             # each pass: it costs them one query at most, since the backup itself runs in a thread of its own.
             ticker.add_job("scheduled backup", backup_tick)
+            extensions.add_recovery_step("abandoned backups", end_abandoned)
 
 
 class OperatorsAdminConfig(admin_apps.AdminConfig):

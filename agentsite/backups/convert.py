@@ -25,6 +25,7 @@ from agentsite.backups import postgres
 from agentsite.backups.archive import BackupError
 
 ARCHIVE = "archive"
+JSON_NULL = models.Value(None, models.JSONField())
 BATCH = 2000
 NO_SERVER = ("a PostgreSQL archive is read from a scratch database: run the restore with DATABASE_URL naming a "
              "PostgreSQL server where this user may create one, and --to the SQLite target")
@@ -107,9 +108,13 @@ def copy_table(model: type[models.Model], source: str, target: str) -> int:
     read = (model._base_manager.using(source).order_by("pk").values_list(*(f.attname for f in fields))
             .iterator(chunk_size=batch))
     count, pending = 0, []
+    # A JSON column that cannot be NULL read as None held JSON `null` (a stored value of None): written as
+    # such, not as SQL NULL, which the column refuses. A nullable one's None is SQL NULL, as Django saves it.
+    json_null = [isinstance(f, models.JSONField) and not f.null for f in fields]
     with connection.cursor() as cursor:
         for row in read:
-            pending.append([f.get_db_prep_save(value, connection) for f, value in zip(fields, row)])
+            pending.append([f.get_db_prep_save(JSON_NULL if value is None and keep else value, connection)
+                            for f, value, keep in zip(fields, row, json_null)])
             if len(pending) == batch:
                 count += _insert(cursor, head, one, pending)
                 pending = []

@@ -3,6 +3,9 @@
 A backup taken while turns ran holds them as `running`. No worker will ever renew their leases, so the
 restore ends each at once as the recovery sweep ends a lost worker's turn (`fail_lost_turn`: the calls it
 started reported interrupted, `turn.failed` with `worker_lost`), rather than leaving them to lapse.
+Queued turns' tasks were in the old server's queue (Redis, or its database's), so each is made due
+another task at the restored server's first recovery sweep (`Turn.tasks_lost`); a task that did come
+along finds its turn claimed by then and does nothing.
 Everything else needs nothing: the snapshot is one transaction's view, so an event log is contiguous, a
 parked approval is still parked, and a schedule's slot claimed before the backup is claimed in it
 (`Schedule.claim` moves `next_fire_at` and `last_fired_at` in one update).
@@ -18,6 +21,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections
 from django.db.migrations.loader import MigrationLoader
+from django.utils import timezone
 
 from agents.management.database import migrate_if_needed
 from agentsite.backups import convert, facts, postgres, sqlite
@@ -140,6 +144,7 @@ def restore_archive(path: Path, force: bool = False, scratch_server: dict[str, A
     with connection.cursor() as cursor:
         counts = facts.counts(cursor)  # as the archive held them
     ended = end_running_turns()
+    requeued = Turn.tasks_lost(timezone.now())
     BackupRun.end_restored()  # the scheduled backup that took this archive, caught while it ran
     with connection.cursor() as cursor:
         broken = facts.broken_event_logs(cursor)
@@ -147,6 +152,6 @@ def restore_archive(path: Path, force: bool = False, scratch_server: dict[str, A
         raise BackupError(f"session {broken[0]}'s event log has a gap after the restore; the archive is not "
                           "consistent: restore an older backup")
     return {"archive": str(path), "createdAt": manifest["createdAt"], "vendor": held, "migrated": migrated,
-            "lostTurnsEnded": ended, "counts": counts, "backedUp": manifest["counts"],
+            "lostTurnsEnded": ended, "queuedTurnsRequeued": requeued, "counts": counts, "backedUp": manifest["counts"],
             "secretsKey": manifest["secretsKey"], "convertedTo": vendor() if converted else None,
             "copy": converted}

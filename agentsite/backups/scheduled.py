@@ -17,7 +17,9 @@ qcluster worker holding the state root's ticker lock; on several hosts, one work
    lose their archives and, with the failures older than the oldest kept one, their rows.
 
 A process that ends while its thread writes leaves its row `running` and a `.backup-*` scratch
-folder in the directory; the archive itself is moved into place only when whole.
+folder in the directory; the archive itself is moved into place only when whole. The recovery sweep
+(`end_abandoned`) ends such a row as failed once the process is known gone, as it ends a lost
+worker's turn: the dashboard then shows the failure instead of a backup running forever.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from agentsite.backups.cadence import latest_slot
 from agentsite.backups.take import take_backup
 from sessions.metrics import families as metrics
 from sessions.models import BackupRun
-from sessions.plumbing.processes import process_id
+from sessions.plumbing.processes import process_gone, process_id
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +97,14 @@ def prune(keep: int) -> int:
             deleted += 1
     rows.delete()
     return deleted
+
+
+def end_abandoned(now: datetime | None = None) -> int:
+    """The recovery sweep's step: end the runs of processes known gone (this host's by pid, a lost host's)."""
+    ended = BackupRun.end_abandoned(process_gone)
+    if ended:
+        log.warning("ended %d scheduled backup run(s) whose process died while writing", ended)
+    return ended
 
 
 def backup_tick(now: datetime | None = None) -> None:

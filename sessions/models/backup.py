@@ -10,6 +10,7 @@ this layer, which cannot import agentsite's.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from django.db import IntegrityError, models, transaction
@@ -54,7 +55,7 @@ class BackupRun(models.Model):
         return self._finish(status=self.Status.SUCCEEDED, file=file, size_bytes=size_bytes,
                             duration_seconds=duration_seconds)
 
-    def fail(self, error: str, duration_seconds: float) -> bool:
+    def fail(self, error: str, duration_seconds: float | None) -> bool:
         return self._finish(status=self.Status.FAILED, error=error, duration_seconds=duration_seconds)
 
     def _finish(self, **fields) -> bool:
@@ -73,6 +74,16 @@ class BackupRun(models.Model):
         return cls.objects.filter(status=cls.Status.RUNNING).update(
             status=cls.Status.FAILED, finished_at=timezone.now(),
             error="still running when the backup this database was restored from was taken")
+
+    @classmethod
+    def end_abandoned(cls, gone: Callable[[str], bool]) -> int:
+        """Runs whose process `gone(taken_by)` says has ended (killed while its thread wrote the archive): no
+        one will finish them, so they end as failed, naming the process; how many."""
+        ended = 0
+        for run in cls.objects.filter(status=cls.Status.RUNNING):
+            if gone(run.taken_by):
+                ended += run.fail(f"the process taking it ({run.taken_by}) ended before it finished", None)
+        return ended
 
     @classmethod
     def last_success(cls) -> BackupRun | None:

@@ -400,6 +400,13 @@ class Turn(models.Model):
                     .update(lease_until=retry_at))
 
     @staticmethod
+    def tasks_lost(now: datetime) -> int:
+        """Every queued turn's task is gone (a restored database: the tasks were in the queue of the server the
+        backup was taken from): each is due another at the next recovery sweep, not AGENTSITE_REQUEUE_SECONDS
+        after it was made; how many."""
+        return Turn.objects.filter(status=Turn.Status.QUEUED).update(lease_until=now)
+
+    @staticmethod
     def due_reenqueue(now: datetime, stale: datetime, path: str) -> models.Q:
         """The condition `mark_reenqueued` wins on, for a turn reached through `path` ("" for the turn itself)."""
         return (models.Q(**{f"{path}lease_until__isnull": True, f"{path}created_at__lt": stale})

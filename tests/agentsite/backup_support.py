@@ -11,8 +11,8 @@ from tests.support import ROOT, premigrate
 
 AGENT = "from agents.sdk import Agent\nagent = Agent(model='scripted:echo')\n"
 
-# Three sessions with finished logs, one whose turn a worker held when the backup was taken,
-# a schedule that fired before it, and a workspace file.
+# Three sessions with finished logs (the last with a follow-up queued), one whose turn a worker held when
+# the backup was taken, a schedule that fired before it, and a workspace file.
 FILL = """
 import json, sys
 import django
@@ -40,11 +40,14 @@ now = timezone.now()
 turn = Turn.objects.create(session=held, status=Turn.Status.RUNNING, message="the long thing", claimed_by="gone:4242",
                            started_at=now, lease_until=now + timezone.timedelta(hours=1))
 Session.objects.filter(pk=held.pk).update(active_turn=turn, status=Session.Status.RUNNING)
+# A follow-up queued on a finished session: its task was in the old server's queue.
+queued = Turn.objects.create(session_id=done[-1], status=Turn.Status.QUEUED, message="and then?")
+Session.objects.filter(pk=done[-1]).update(active_turn=queued, status=Session.Status.RUNNING)
 Schedule.objects.create(agent=deployment.agent, schedule_id="nightly", kind=Schedule.Kind.values[0], cron="0 3 * * *",
                         next_fire_at=now + timezone.timedelta(hours=20), last_fired_at=now - timezone.timedelta(hours=4),
                         fire_count=1)
 BackupRun.claim(now, "gone:4243")  # a scheduled backup under way: the one taking this archive, say
-print(json.dumps({"done": done, "held": held.id, "turn": turn.id}))
+print(json.dumps({"done": done, "held": held.id, "turn": turn.id, "queued": queued.id}))
 """
 
 

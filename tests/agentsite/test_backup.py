@@ -13,6 +13,7 @@ import json
 import socket
 import sqlite3
 import tarfile
+from datetime import datetime
 from pathlib import Path
 
 import psycopg
@@ -26,6 +27,7 @@ from tests.support import postgres_database
 EVENTS = 'SELECT session_id, "index", type, data FROM agent_sessions_event ORDER BY session_id, "index"'
 SCHEDULE = "SELECT next_fire_at, last_fired_at, fire_count FROM agent_sessions_schedule"
 TURN = "SELECT status, error, lease_until FROM agent_sessions_turn WHERE id = ?"
+
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +69,12 @@ def test_restore_into_a_fresh_state_root_brings_everything_back_and_ends_the_hel
     assert report["lostTurnsEnded"] == 1
     assert report["counts"]["sessions"] == 4 and report["counts"]["events"] == 16
     old, new = env["AGENTSITE_STATE_ROOT"] + "/db.sqlite3", target / "db.sqlite3"
+    assert report["queuedTurnsRequeued"] == 1
+    assert read(old, TURN, made["queued"])[0][::2] == ("queued", None)
+    # Its task was in the old server's queue: the first recovery sweep here gives it another, without waiting
+    # AGENTSITE_REQUEUE_SECONDS from when it was made.
+    status, _, due = read(new, TURN, made["queued"])[0]
+    assert status == "queued" and datetime.fromisoformat(due) <= datetime.utcnow()
     finished = [row for row in read(new, EVENTS) if row[0] in made["done"]]
     assert finished == [row for row in read(old, EVENTS) if row[0] in made["done"]] and len(finished) == 15
     assert read(new, TURN, made["turn"])[0][:2] == ("failed", "worker lost: the process running this turn stopped")
@@ -159,7 +167,7 @@ def test_a_postgres_backup_restores_into_an_empty_database(source, tmp_path):
         assert verified["restored"]["counts"]["sessions"] == 4
         target_env = state_env(tmp_path / "target", target_url)
         report = manage_json(target_env, "restore", str(archive))
-        assert report["lostTurnsEnded"] == 1
+        assert (report["lostTurnsEnded"], report["queuedTurnsRequeued"]) == (1, 1)
         refused = manage(target_env, "restore", str(archive))
         assert refused.returncode == 1 and "the target is not empty" in refused.stderr
         sql = EVENTS.replace("ORDER BY", "WHERE session_id = ANY(%s) ORDER BY")

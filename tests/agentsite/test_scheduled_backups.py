@@ -85,6 +85,43 @@ def test_two_worker_processes_take_a_slot_once(kind, tmp_path):
                                                       (out / Path(file).name).stat().st_size, "")
 
 
+# A worker that claims the slot and is killed before its archive is written (SIGKILL: no cleanup runs).
+KILLED = """
+import os, signal
+from datetime import datetime
+import django
+django.setup()
+from agentsite.backups import scheduled
+assert scheduled.claim_due(datetime.fromisoformat(sys.argv[1])) is not None
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+# Another worker's recovery sweep, as its ticker runs it.
+SWEEP = """
+import django
+django.setup()
+from sessions.turn import extensions, recovery
+print([name for name, _ in extensions.recovery_steps])
+recovery.sweep()
+"""
+
+
+def test_the_run_of_a_worker_killed_mid_backup_is_ended_by_the_next_sweep(tmp_path):
+    with database("sqlite", tmp_path / "state", migrated=True) as (env, _):
+        env = {**env, "AGENTSITE_BACKUP_SCHEDULE": "0 3 * * *", "AGENTSITE_BACKUP_DIR": str(tmp_path / "backups")}
+        killed = subprocess.run(python(KILLED) + [(SLOT + timedelta(seconds=1)).isoformat()], cwd=ROOT, env=env,
+                                capture_output=True, text=True, timeout=60)
+        assert killed.returncode == -9, killed.stderr
+        ((_, status, _, _, _),) = runs(env)
+        assert status == "running"
+        swept = subprocess.run(python(SWEEP), cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        assert swept.returncode == 0, swept.stderr
+        assert "abandoned backups" in swept.stdout
+        ((_, status, _, _, error),) = runs(env)
+    assert status == "failed"
+    assert error.startswith("the process taking it (") and error.endswith(") ended before it finished")
+
+
 def runs(env: dict[str, str]) -> list[tuple]:
     table = BackupRun._meta.db_table
     sql = f"SELECT slot, status, file, size_bytes, error FROM {table} ORDER BY slot"

@@ -38,7 +38,8 @@ class Command(BaseCommand):
         into = f" into {report['convertedTo']} (copied from {report['vendor']})" if report["convertedTo"] else ""
         self.stdout.write(f"Restored {report['archive']}{into} (taken {report['createdAt']}): {c['sessions']} sessions, "
                           f"{c['events']} events, {c['releases']} releases; {report['lostTurnsEnded']} turn(s) it "
-                          f"caught running ended as worker_lost"
+                          f"caught running ended as worker_lost, {report['queuedTurnsRequeued']} queued turn(s) due "
+                          "again at the server's first recovery sweep"
                           + ("; migrated forward." if report["migrated"] else "."))
         if c["secrets"] and not report["secretsKey"]["configured"]:
             self.stdout.write(self.style.WARNING(
