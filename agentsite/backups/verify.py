@@ -32,6 +32,10 @@ def verify_archive(path: Path) -> dict[str, Any]:
         manifest = unpack_archive(path, parts)
         database = manifest["database"]
         part = parts / database["part"]
+        if database["vendor"] == "postgresql" and settings.DATABASES["default"]["ENGINE"] != "agentsite.postgresql":
+            raise BackupError(f"{path} holds a PostgreSQL database, which is verified by restoring it into a scratch "
+                              "database on a PostgreSQL server: run --verify with DATABASE_URL naming one where "
+                              "this user may create a database")
         if database["vendor"] == "sqlite":
             if problems := sqlite.check_copy(part):
                 raise ArchiveDamaged(f"{path}: part {part.name} fails SQLite's integrity check ({problems[0]})")

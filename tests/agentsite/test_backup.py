@@ -165,6 +165,9 @@ def test_a_postgres_backup_restores_into_an_empty_database(source, tmp_path):
         assert manifest["database"]["part"] == "database.pgdump" and manifest["counts"]["events"] == 16
         verified = manage_json(env, "backup", "--verify", str(archive))
         assert verified["restored"]["counts"]["sessions"] == 4
+        on_sqlite = manage(state_env(tmp_path / "sqlite-side"), "backup", "--verify", str(archive))
+        assert on_sqlite.returncode == 1 and "run --verify with DATABASE_URL naming one" in on_sqlite.stderr
+        assert len(on_sqlite.stderr.strip().splitlines()) == 1
         target_env = state_env(tmp_path / "target", target_url)
         report = manage_json(target_env, "restore", str(archive))
         assert (report["lostTurnsEnded"], report["queuedTurnsRequeued"]) == (1, 1)
