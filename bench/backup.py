@@ -160,7 +160,8 @@ def measure(database: str, args) -> dict:
 
         with connection.cursor() as cursor:
             cursor.execute(WRITES_TABLE[database])
-            if database == "postgresql":
+            if database == "postgresql":  # the build's dirty pages written out, as a quiet server's checkpoints
+                cursor.execute("CHECKPOINT")  # would have: a checkpoint of the build is not the backup's doing
                 target = os.environ["DATABASE_URL"]
                 cursor.execute("SELECT pg_database_size(current_database())")
                 size = cursor.fetchone()[0]

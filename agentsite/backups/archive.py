@@ -59,10 +59,20 @@ def write_archive(out: Path, manifest: dict[str, Any], parts: list[Path]) -> dic
             for part in parts:
                 tar.add(part, arcname=part.name, recursive=False)
         os.chmod(partial, 0o600)  # it holds every conversation
+        _sync(partial)  # on disk before its name says it is whole (the parts it packs never are: scratch)
         os.replace(partial, out)
+        _sync(out.parent)
     finally:
         partial.unlink(missing_ok=True)
     return manifest
+
+
+def _sync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def unpack_archive(path: Path, into: Path) -> dict[str, Any]:
