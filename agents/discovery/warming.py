@@ -1,7 +1,8 @@
 """What a process that forks turn workers loads first, so that each worker need not.
 
 Importing a provider's SDK costs a worker about half a second of CPU (the
-`openai` client alone), and loading a release imports its agent's modules:
+`openai` client alone; its chat resource and HTTP transport are imported only
+when a client first uses them, so a provider's `warm()` builds one), and loading a release imports its agent's modules:
 done in each worker, on its first turn, that is paid again per worker and
 per recycled worker, and that first turn waits for it. Done once in the
 process the workers are forked from, it is paid once and its pages are
@@ -39,7 +40,9 @@ def warm_active_releases() -> list[str]:
             for model_id in dict.fromkeys([loaded.model, *loaded.models, *loaded.fallback,
                                            *(s.model for s in loaded.subagents.values())]):
                 if model_id:
-                    get_provider(model_id)
+                    provider, _ = get_provider(model_id)
+                    if warm := getattr(provider, "warm", None):
+                        warm()  # the SDK's lazily imported parts: a worker's first call would import them
                     if model_id.partition(":")[0] in TABLE_PROVIDERS:
                         load_table()  # its calls are priced from the public table
         except (Exception, SystemExit):  # a provider's SDK missing, a module exiting: its first turn says why

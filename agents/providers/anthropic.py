@@ -13,6 +13,7 @@ from typing import Any, Iterator
 import anthropic
 
 from agents.providers.base import (
+    WARMING_URL,
     ModelEvent,
     ModelRequest,
     ReasoningDelta,
@@ -73,6 +74,11 @@ class AnthropicProvider(KeyedProvider):
 
     def endpoint(self, params: dict[str, Any]) -> Endpoint:
         return sdk_endpoint(self, self.client(params), params)
+
+    def warm(self) -> None:
+        """Import what the SDK loads on first use (the messages resource, the HTTP transport); no call is made."""
+        with anthropic.Anthropic(api_key="warming", base_url=WARMING_URL) as client:
+            client.messages  # noqa: B018  its first read imports the resource
 
     def probe(self, params: dict[str, Any], timeout: float) -> None:
         """GET /v1/models: answered with the key's access, without running a model."""

@@ -206,6 +206,9 @@ def sdk_client(client_class: Callable[..., ClientT], params: dict[str, Any], *, 
         return client
 
 
+# Where a provider's `warm()` points the client it builds only to import the SDK's lazy parts: never called.
+WARMING_URL = "http://127.0.0.1:9"
+
 # One client per process and configuration, kept: each holds a pool of connections to its server, so
 # a turn's model call reuses one (no new TCP or TLS handshake, no new client to build: a few ms each).
 # A changed key or base URL is another configuration. Cleared in a forked child: sockets are not shared.

@@ -13,6 +13,7 @@ from typing import Any, Iterator
 import openai
 
 from agents.providers.base import (
+    WARMING_URL,
     ModelEvent,
     ModelRequest,
     ReasoningDelta,
@@ -62,6 +63,11 @@ class OpenAIProvider(KeyedProvider):
 
     def endpoint(self, params: dict[str, Any]) -> Endpoint:
         return sdk_endpoint(self, self.client(params), params)
+
+    def warm(self) -> None:
+        """Import what the SDK loads on first use (the chat resource, the HTTP transport); no call is made."""
+        with openai.OpenAI(api_key="warming", base_url=WARMING_URL) as client:
+            client.chat.completions  # noqa: B018  its first read imports the resource
 
     def probe(self, params: dict[str, Any], timeout: float) -> None:
         """GET {base}/models: every OpenAI-compatible server answers it."""
