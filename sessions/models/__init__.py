@@ -12,15 +12,8 @@ from sessions.models.experiment import Experiment, ExperimentSample
 from sessions.models.handoff import Handoff
 from sessions.models.host import Host
 from sessions.models.messaging import AgentMessage
-from sessions.models.session import (
-    RunOptions,
-    Session,
-    Turn,
-    hash_token,
-    new_id,
-    new_session_id,
-    new_turn_id,
-)
+from sessions.models.ids import hash_token, new_id, new_session_id, new_turn_id
+from sessions.models.session import RunOptions, Session, Turn
 from sessions.models.spend import PersonBudget, Spend
 from sessions.models.storage import Artifact, ChannelDelivery, HostFile, KVEntry
 from sessions.models.timer import Reminder, Schedule, new_reminder_id

@@ -4,7 +4,8 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
-from sessions.models.session import Session, new_id
+from sessions.models.ids import new_id
+from sessions.models.session import Session
 
 
 def new_handoff_id() -> str:

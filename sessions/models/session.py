@@ -5,7 +5,6 @@ The transitions of both are methods doing conditional updates; only
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import secrets
 from dataclasses import dataclass
@@ -20,23 +19,8 @@ from django.utils import timezone
 from agents.discovery import load_deployment
 from sessions.models.channel import ChannelBinding
 from sessions.models.event import Event
+from sessions.models.ids import hash_token, new_session_id, new_turn_id
 from sessions.sql.rows import update_where
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(12)}"
-
-
-def new_session_id() -> str:
-    return new_id("ses")
-
-
-def new_turn_id() -> str:
-    return new_id("turn")
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents.schedules import next_after
-from sessions.models.session import Session, new_id
+from sessions.models.ids import new_id
+from sessions.models.session import Session
 
 
 def new_reminder_id() -> str:

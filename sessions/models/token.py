@@ -19,7 +19,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from agents.models import Agent
-from sessions.models.session import hash_token
+from sessions.models.ids import hash_token
 from sessions.principal import OPERATORS_GROUP
 
 TOKEN_PREFIX = "ast_"

@@ -43,7 +43,7 @@ def write_rows() -> dict:
     from agents.discovery.folder import load_agent_folder
     from agents.models import snapshot_location
     from agents.secrets.keys import encrypt
-    from sessions.models.session import hash_token
+    from sessions.models.ids import hash_token
     from tests.support import ROOT
 
     models = MigrationLoader(connection).project_state(EARLIER).apps
