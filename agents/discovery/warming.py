@@ -1,8 +1,9 @@
 """What a process that forks turn workers loads first, so that each worker need not.
 
 Importing a provider's SDK costs a worker about half a second of CPU (the
-`openai` client alone; its chat resource and HTTP transport are imported only
-when a client first uses them, so a provider's `warm()` builds one), and loading a release imports its agent's modules:
+`openai` client alone; its chat resource and HTTP transport, about 0.1 s more,
+are imported only when a client first uses them, so a provider's `warm()`
+builds one), and loading a release imports its agent's modules:
 done in each worker, on its first turn, that is paid again per worker and
 per recycled worker, and that first turn waits for it. Done once in the
 process the workers are forked from, it is paid once and its pages are

@@ -66,8 +66,8 @@ def dump(target: Path) -> dict[str, Any]:
         # The exporting transaction must stay open until pg_dump has taken the snapshot: it runs inside it.
         # --no-sync: the dump is a scratch part; the archive is synced once whole. pg_dump's own fsync of it
         # made the server's commits wait behind the flush (writes of 130-200 ms against 20 ms without).
-        _run([_tool("pg_dump"), "--format=custom", "--no-sync", "--no-owner", "--no-privileges", f"--snapshot={snapshot}",
-              f"--file={target}", url], env, "pg_dump")
+        _run([_tool("pg_dump"), "--format=custom", "--no-sync", "--no-owner", "--no-privileges",
+              f"--snapshot={snapshot}", f"--file={target}", url], env, "pg_dump")
         conn.rollback()
     return {**described, "copySeconds": round(time.monotonic() - started, 3)}
 

@@ -39,7 +39,8 @@ def agents_folder(parent):
         (parent / slug / "agent" / "agent.py").write_text(AGENT % delay)
         (parent / slug / "agent" / "instructions.md").write_text("Echo the user.\n")
     (parent / "quick" / "agent" / "tools").mkdir()
-    shutil.copy(ROOT / "examples" / "support" / "agent" / "tools" / "cancel_order.py", parent / "quick" / "agent" / "tools")
+    tools = ROOT / "examples" / "support" / "agent" / "tools"
+    shutil.copy(tools / "cancel_order.py", parent / "quick" / "agent" / "tools")
     (parent / "quick" / "agent" / "schedules").mkdir()
     (parent / "quick" / "agent" / "schedules" / "nightly.md").write_text(SCHEDULE)
     return parent
@@ -95,7 +96,7 @@ def wait_until_settled(client: httpx.Client, slug: str, session_id: str, timeout
     """The session's log once it is waiting again (a turn queued at the backup runs here first)."""
     deadline = time.monotonic() + timeout
     while client.get(f"/{slug}/v1/session/{session_id}").json()["status"] != "waiting":
-        assert time.monotonic() < deadline, f"{session_id} is still {client.get(f'/{slug}/v1/session/{session_id}').text}"
+        assert time.monotonic() < deadline, client.get(f"/{slug}/v1/session/{session_id}").text
         time.sleep(0.2)
     return dump(client, session_id, slug)
 
