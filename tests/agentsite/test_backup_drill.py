@@ -1,7 +1,7 @@
 """The restore drill `docs/backups-and-upgrades.md` asks a team to rehearse, run against real servers.
 
 A server (PostgreSQL + Redis, or SQLite) with eight clients running turns, a call parked for approval,
-a turn that streams for seconds and a schedule fired once, is backed up mid-load with `manage.py
+a turn that streams for most of a minute and a schedule fired once, is backed up mid-load with `manage.py
 backup`; the archive is restored into a fresh database and state root (for the move, a SQLite
 archive into PostgreSQL) and a server is started on it. Then, through the API:
 - every session that had finished before the backup reads back event for event;
@@ -34,7 +34,8 @@ UNLIMITED = {"AGENTSITE_RATE_SESSIONS": "off", "AGENTSITE_RATE_MESSAGES": "off",
 
 
 def agents_folder(parent):
-    for slug, delay in (("quick", 15), ("slow", 400)):  # quick: ~0.4 s a turn; slow: ~10 s, running at the backup
+    # quick: ~0.4 s a turn; slow: ~50 s, still running at the backup however loaded the machine is
+    for slug, delay in (("quick", 15), ("slow", 2000)):
         (parent / slug / "agent").mkdir(parents=True)
         (parent / slug / "agent" / "agent.py").write_text(AGENT % delay)
         (parent / slug / "agent" / "instructions.md").write_text("Echo the user.\n")
@@ -124,7 +125,7 @@ def test_a_backup_taken_under_load_restores_into_a_server_that_carries_on(case, 
             held = start(client, "slow")
             read_stream_until(client, f"/slow/v1/session/{held}/stream?startIndex=0", "message.appended", count=2)
             with Load(server.base_url) as load:
-                while len(load.finished) < 2 * CLIENTS and not load.errors:
+                while len(load.finished) < CLIENTS and not load.errors:
                     time.sleep(0.1)
                 backed_up_at = time.monotonic()
                 manifest = manage_json(state_env(live_root, live_url), "backup", "--out", str(tmp_path / "b.tar.gz"))
@@ -133,6 +134,8 @@ def test_a_backup_taken_under_load_restores_into_a_server_that_carries_on(case, 
             finished_before = [s for s, at in load.finished.items() if at < backed_up_at]
             live = {s: dump(client, s, "quick") for s in [*load.started, parked, scheduled]}
             live[held] = dump(client, held, "slow")
+            stopped = client.post(f"/slow/v1/session/{held}/stop")  # so the live server stops without waiting
+            assert stopped.status_code == 202, stopped.text
         assert manifest["counts"]["runningTurns"] >= 1
 
         restored_url = stack.enter_context(postgres_database()) if case != "sqlite" else None
