@@ -19,6 +19,7 @@ from django.conf import settings
 
 from agentsite.backups import postgres, sqlite
 from agentsite.backups.archive import ArchiveDamaged, BackupError, unpack_archive
+from agentsite.backups.take import vendor
 
 COMPARED = ("sessions", "events", "releases", "turns", "secrets")
 
@@ -32,7 +33,7 @@ def verify_archive(path: Path) -> dict[str, Any]:
         manifest = unpack_archive(path, parts)
         database = manifest["database"]
         part = parts / database["part"]
-        if database["vendor"] == "postgresql" and settings.DATABASES["default"]["ENGINE"] != "agentsite.postgresql":
+        if database["vendor"] == "postgresql" and vendor() != "postgresql":
             raise BackupError(f"{path} holds a PostgreSQL database, which is verified by restoring it into a scratch "
                               "database on a PostgreSQL server: run --verify with DATABASE_URL naming one where "
                               "this user may create a database")
