@@ -103,8 +103,11 @@ def page(browser, server):
 
 
 def expect(target):
+    """Playwright's `expect` with the same bound as every other wait (its own default is 5 s, which the
+    first turn of a server just started can outlast on a loaded machine: its workers are still starting)."""
     from playwright.sync_api import expect as playwright_expect
 
+    playwright_expect.set_options(timeout=WAIT_MS)
     return playwright_expect(target)
 
 
