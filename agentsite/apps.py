@@ -22,7 +22,7 @@ class AgentsiteConfig(AppConfig):
             # Registered before sessions' jobs (this app comes first in INSTALLED_APPS), so it runs first in
             # each pass: it costs them one query at most, since the backup itself runs in a thread of its own.
             ticker.add_job("scheduled backup", backup_tick)
-            extensions.add_recovery_step("abandoned backups", end_abandoned)
+            extensions.add_recovery_step("abandoned backups", end_abandoned, when="backups")
 
 
 class OperatorsAdminConfig(admin_apps.AdminConfig):

@@ -156,11 +156,10 @@ def redeliver_lapsed(now=None) -> int:
 _next_rescan = 0.0  # this process's first sweep rescans
 
 
-def recover(now) -> None:
-    """The recovery sweep's step (sessions.turn.recovery): lapsed deliveries each sweep; a rescan
-    of the session table and the pruning of old delivery ids seldom."""
+def rescan_seldom(now) -> None:
+    """A recovery sweep's step: the rescan of the session table and the pruning of old delivery ids, once
+    every AGENTSITE_CHANNEL_RESCAN_SECONDS in this process."""
     global _next_rescan
-    redeliver_lapsed(now)
     if time.monotonic() >= _next_rescan:
         _next_rescan = time.monotonic() + settings.AGENTSITE_CHANNEL_RESCAN_SECONDS
         rescan_undelivered()
@@ -168,4 +167,6 @@ def recover(now) -> None:
 
 
 def register() -> None:
-    extensions.add_recovery_step("custom channel deliveries", recover)
+    # Lapsed deliveries only in the passes whose question finds one (sessions.sql.recovery).
+    extensions.add_recovery_step("custom channel deliveries", redeliver_lapsed, when="deliveries")
+    extensions.add_recovery_step("custom channel rescan", rescan_seldom)

@@ -2,8 +2,8 @@
 
 Only the hot paths of a turn earn one (an event append and read, a turn's
 claim, load, stop flag and end, a session's insert and settle, the task queue,
-the two reads that admit a request to a session, the ticker's question
-whether a timer is due, the spending a turn's settle adds to the ledger): there
+the two reads that admit a request to a session, the ticker's questions
+whether a timer is due and whether the recovery sweep has work, the spending a turn's settle adds to the ledger): there
 the ORM's building of a query cost more CPU than the database spent running
 it. Each value still goes through its field's own adaptation, so what is
 stored is what the ORM would store.
@@ -20,7 +20,8 @@ models' transitions; it imports no model, since the models import it),
 feeds' read of many followed sessions at once), `turns` (a worker's
 reads of its turn and session, of its stop flag and of the session's next queued turn), `queue` (the ORM broker's task queue),
 `access` (an agent's current release row, a session's owner: what every request reads),
-`timers` (whether any schedule or reminder is due: the ticker's question every second).
+`timers` (whether any schedule or reminder is due: the ticker's question every second),
+`recovery` (which parts of the recovery sweep have work: its question every second).
 `instances` builds model instances from such rows, as the ORM would.
 `pg_notify` stays in sessions.eventlog.pgnotify: it writes no row, so it has no twin.
 """

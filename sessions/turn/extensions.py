@@ -37,6 +37,12 @@ class Chosen(NamedTuple):
     params: dict[str, Any]
 
 
+class RecoveryStep(NamedTuple):
+    name: str
+    run: Callable[[Any], object]
+    when: str | None  # a field of sessions.sql.recovery.Due: the step runs only when it is set
+
+
 class ModelCall:
     """One model call, as observers see it; the runner fills in how it went."""
 
@@ -113,7 +119,7 @@ class Variants:
 triggers: dict[str, Trigger] = {}
 builtin_sources: list[tuple[str, Callable[[Any], dict[str, Any]]]] = []
 tool_families: list[tuple[str, Callable[[Any], dict[str, Any]]]] = []
-recovery_steps: list[tuple[str, Callable[[Any], object]]] = []
+recovery_steps: list[RecoveryStep] = []
 observers: list[TurnObserver] = []
 _variants: list[Variants] = [Variants()]
 
@@ -135,10 +141,11 @@ def add_tool_family(family: str, source: Callable[[Any], dict[str, Any]]) -> Non
         tool_families.append((family, source))
 
 
-def add_recovery_step(name: str, step: Callable[[Any], object]) -> None:
-    """`step(now)` runs in each recovery sweep, after the lost turns ended (once per name)."""
-    if all(existing != name for existing, _ in recovery_steps):
-        recovery_steps.append((name, step))
+def add_recovery_step(name: str, step: Callable[[Any], object], when: str | None = None) -> None:
+    """`step(now)` runs in each recovery sweep, after the lost turns ended (once per name); with `when`, only in
+    the passes whose question (sessions.sql.recovery.Due) finds that field set: the step has work."""
+    if all(existing.name != name for existing in recovery_steps):
+        recovery_steps.append(RecoveryStep(name, step, when))
 
 
 def add_observer(observer: TurnObserver) -> None:

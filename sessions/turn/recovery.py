@@ -29,6 +29,7 @@ from sessions.turn.lifecycle import (ending_events, principal_turn_lock, refill_
                                 settle)
 from sessions.models import EventType, Host, Session, ToolCall, Turn
 from sessions.plumbing.processes import host_id, process_gone
+from sessions.sql import recovery as sql_recovery
 from sessions.turn.timings import lost_turn_timings
 from sessions.turn.tools import result_payload
 
@@ -79,10 +80,37 @@ def sweep(now=None) -> int:
 
     A turn of a lost host ends at once, without waiting for its own lease; this
     host is never taken for lost by its own sweep (its processes are checked by pid).
+    One statement first asks which parts have work (sql.recovery.due): most passes
+    find none, and each part's own queries run only when it has.
     """
     now = now or timezone.now()
     here = host_id()
-    lost_hosts = Host.objects.lost(now) - {here}
+    stale = now - timezone.timedelta(seconds=settings.AGENTSITE_REQUEUE_SECONDS)
+    due = sql_recovery.due(now, here, stale)
+    ended = 0
+    if due.running or due.host_lost:
+        ended = end_lost_turns(now, here, Host.objects.lost(now) - {here} if due.host_lost else set())
+    if due.queued:
+        retry_at = now + timezone.timedelta(seconds=settings.AGENTSITE_REQUEUE_SECONDS)
+        # Only turns already due another task: the rest would each cost a transaction a pass for nothing.
+        active_queued = Session.objects.filter(Turn.due_reenqueue(now, stale, "active_turn__"),
+                                               active_turn__status=Turn.Status.QUEUED).values_list("active_turn_id",
+                                                                                                   flat=True)
+        for turn_id in active_queued:
+            requeue_lost_task(turn_id, now, stale, retry_at)
+    if due.waiting and running_turn_cap():
+        # Turns waiting for a running slot while their principal is below the cap (the cap raised
+        # at a restart, a session deleted by a process that died before handing its slot on).
+        for principal_id, authenticator in Turn.objects.waiting_owners():
+            refill_slots(principal_id, authenticator)
+    for step in extensions.recovery_steps:
+        if step.when is None or getattr(due, step.when):
+            step.run(now)
+    return ended
+
+
+def end_lost_turns(now, here: str, lost_hosts: set[str]) -> int:
+    """End the running turns whose lease lapsed, whose process on this host is gone, or whose host is lost."""
     ended = 0
     held_by = Q(claimed_by__startswith=f"{here}:")
     for host in lost_hosts:
@@ -97,20 +125,6 @@ def sweep(now=None) -> int:
                 ended += fail_lost_turn(turn)
             except SessionGone:
                 pass
-    stale = now - timezone.timedelta(seconds=settings.AGENTSITE_REQUEUE_SECONDS)
-    retry_at = now + timezone.timedelta(seconds=settings.AGENTSITE_REQUEUE_SECONDS)
-    # Only turns already due another task: the rest would each cost a transaction a pass for nothing.
-    active_queued = Session.objects.filter(Turn.due_reenqueue(now, stale, "active_turn__"),
-                                           active_turn__status=Turn.Status.QUEUED).values_list("active_turn_id", flat=True)
-    for turn_id in active_queued:
-        requeue_lost_task(turn_id, now, stale, retry_at)
-    if running_turn_cap():
-        # Turns waiting for a running slot while their principal is below the cap (the cap raised
-        # at a restart, a session deleted by a process that died before handing its slot on).
-        for principal_id, authenticator in Turn.objects.waiting_owners():
-            refill_slots(principal_id, authenticator)
-    for _name, step in extensions.recovery_steps:
-        step(now)
     return ended
 
 

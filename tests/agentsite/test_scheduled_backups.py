@@ -101,7 +101,7 @@ SWEEP = """
 import django
 django.setup()
 from sessions.turn import extensions, recovery
-print([name for name, _ in extensions.recovery_steps])
+print([step.name for step in extensions.recovery_steps])
 recovery.sweep()
 """
 

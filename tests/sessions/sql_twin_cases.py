@@ -23,8 +23,8 @@ from django_q.models import OrmQ
 from agents.discovery import deploy_agent_folder
 from decimal import Decimal
 
-from sessions.models import Event, EventType, Reminder, Schedule, Session, Spend, Turn
-from sessions.sql import STATEMENTS, access, events, feeds, queue, rows, timers, turns  # noqa: F401  (each module registers its statements)
+from sessions.models import Event, EventType, Host, Reminder, Schedule, Session, Spend, Turn
+from sessions.sql import STATEMENTS, access, events, feeds, queue, recovery, rows, timers, turns  # noqa: F401  (each module registers its statements)
 
 AT = datetime(2026, 3, 4, 5, 6, 7, 123456, tzinfo=tz.utc)
 EARLIER = datetime(2026, 3, 4, 5, 0, 0, tzinfo=tz.utc)
@@ -68,6 +68,8 @@ def base_rows(folder: str) -> None:
         _session("ses_a", status="running", next_event_index=len(TRICKY) + 1, options={"dryRun": True},
                  conversation=[{"role": "user", "content": "it's \"quoted\""}], usage={"input": 3}),
         _session("ses_b", mode="task"),
+        # Its active turn is queued (due another task once its creation is stale); its delivery's lease ends at AT.
+        _session("ses_c", status="running", channel_lease_until=AT),
     ])
     Turn.objects.bulk_create([
         _turn("turn_q"),
@@ -76,8 +78,12 @@ def base_rows(folder: str) -> None:
               state={"step": 2}, usage={"input": 1}),
         _turn("turn_stopping", status="running", claimed_by="host:1", started_at=EARLIER, interrupt_requested=True),
         _turn("turn_q_stopping", session_id="ses_b", interrupt_requested=True),
+        _turn("turn_c", session_id="ses_c"),
     ])
     Session.objects.filter(pk="ses_a").update(active_turn="turn_run")
+    Session.objects.filter(pk="ses_c").update(active_turn="turn_c")
+    # The host holding the running turns: its lease ends at AT.
+    Host.objects.create(host_id="host", kind=Host.Kind.WORKER, started_at=EARLIER, last_seen=EARLIER, lease_until=AT)
     at = [datetime(2026, 1, 2, 3, 4, 5, tzinfo=tz.utc), datetime(2026, 1, 2, 3, 4, 5, 120000, tzinfo=tz.utc), AT, AT]
     Event.objects.bulk_create(
         [Event(session_id="ses_a", index=i, turn_id="turn_run", type=EventType.MESSAGE_APPENDED, data=data, at=at[i])
@@ -182,6 +188,9 @@ CASES = [
     Case("timers.due", "nothing_due", lambda: (EARLIER,), False),
     Case("timers.due", "a_schedule_due", lambda: (AT,), False),
     Case("timers.due", "both_due", lambda: (AT + timedelta(hours=3),), False),
+    Case("recovery.due", "nothing_due", lambda: (EARLIER, "other", EARLIER - timedelta(hours=1)), False),
+    Case("recovery.due", "held_here", lambda: (EARLIER, "host", EARLIER), False),
+    Case("recovery.due", "lapsed_and_lost", lambda: (AT + timedelta(hours=1), "other", AT), False),
     Case("rows.add_or_insert", "to_the_days_row",
          lambda: (Spend, _spent_today(_base["deployment"].agent_id), SPENT), True),
     Case("rows.add_or_insert", "a_new_row",
