@@ -153,35 +153,40 @@ def fire_schedule_now(schedule: Schedule, now: datetime | None = None) -> list[s
 def fire_due(now: datetime | None = None, *, schedules: bool | None = None) -> int:
     """One pass over due timers; returns how many firings this process claimed."""
     now = now or timezone.now()
+    return _fire(now, sql_timers.due(now), schedules)
+
+
+def _fire(now: datetime, due: sql_timers.TimersDue, schedules: bool | None) -> int:
     if schedules is None:
         schedules = settings.AGENTSITE_SCHEDULES
     fired = 0
-    schedules_due, reminders_due = sql_timers.due(now)  # one cheap read: most passes find nothing due
-    if schedules and schedules_due:
+    if schedules and due.schedules:
         for schedule in Schedule.objects.select_related("agent__active_deployment").filter(active=True, next_fire_at__lte=now):
             if schedule.claim(schedule.next_fire_at, now):
                 fired += 1
                 metrics.timer_fired("schedule", (now - schedule.next_fire_at).total_seconds())
                 run_schedule(schedule, schedule.next_fire_at)
-    if not reminders_due:
+    if not due.reminders:
         return fired
     me = owner_id()
     for reminder in Reminder.objects.filter(status=Reminder.Status.ARMED, next_fire_at__lte=now):
         if reminder.is_run_form and reminder.handler_owner != me:
             continue  # its handler lives in another process, which fires it
-        due = reminder.next_fire_at
-        if claim_reminder(reminder, due, now):
+        due_at = reminder.next_fire_at
+        if claim_reminder(reminder, due_at, now):
             fired += 1
-            metrics.timer_fired("reminder", (now - due).total_seconds())
+            metrics.timer_fired("reminder", (now - due_at).total_seconds())
             run_reminder(reminder)
     return fired
 
 
 def tick(now: datetime | None = None) -> int:
-    """What a process's ticker does each interval, dev mode aside."""
-    disarm_lost_handlers()
+    """What a process's ticker does each interval, dev mode aside: one cheap read says what has work
+    (most passes find nothing), and only that is read through the ORM."""
+    now = now or timezone.now()
+    due = sql_timers.due(now)
+    if due.handlers:
+        disarm_lost_handlers()
     if settings.AGENTSITE_DEV:
         return 0  # dev mode: timers fire only by hand, through the dev routes
-    return fire_due(now)
-
-
+    return _fire(now, due, None)

@@ -106,6 +106,9 @@ def base_rows(folder: str) -> None:
     Reminder.objects.bulk_create([
         Reminder(agent_id=agent_id, kind="delay", spec="2h", next_fire_at=AT + timedelta(hours=2)),
         Reminder(agent_id=agent_id, kind="delay", spec="1m", next_fire_at=EARLIER, status=Reminder.Status.DONE),
+        # A run-form reminder (its handler held by a process), due long after every case's `now`.
+        Reminder(agent_id=agent_id, kind="delay", spec="1d", next_fire_at=AT + timedelta(days=1),
+                 handler_owner="host:1"),
     ])
 
 
