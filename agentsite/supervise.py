@@ -10,6 +10,8 @@ children stay its children across the exec.
 
     python -m agentsite.supervise '<json: {"children": {"web": PID, ...}}>'
 
+(`"lookSeconds"` in that JSON changes how often it looks at the children without a signal.)
+
 Its environment is the one serve gives the exec; never its command line, which
 any local user can read, holds a secret (the children's names and pids only).
 """
@@ -26,6 +28,8 @@ from sessions.plumbing.logcontext import JsonFormatter
 
 GRACE_SECONDS = 10
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+WATCHED = {signal.SIGCHLD, *STOP_SIGNALS}
+LOOK_SECONDS = 5  # a look at the children without a signal: a safeguard, never needed to notice an exit
 
 
 class Child:
@@ -62,28 +66,28 @@ class Child:
             pass
 
 
-def supervise(pids: dict[str, int]) -> int:
+def supervise(pids: dict[str, int], look_seconds: float = LOOK_SECONDS) -> int:
+    """Wait, asleep, for a child to exit or a stop signal: the signals are taken synchronously
+    (blocked, then waited for), so an idle server's supervisor never wakes to poll (but every `look_seconds`)."""
     children = [Child(name, pid) for name, pid in pids.items()]
-    stopping = False
-
-    def stop(signum, frame):
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
-    # exec_supervisor blocked them across the exec: one sent while this process was starting waited, and
-    # arrives now, at `stop`, instead of as a KeyboardInterrupt in the middle of an import.
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-
+    # A child's exit must signal this process (whatever started serve may have set SIGCHLD ignored). A
+    # child that exited before this line is found by the first pass below, which runs before any wait.
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    # exec_supervisor blocked the stop signals across the exec: one sent while this process was starting
+    # is pending, and is taken by the first wait instead of arriving as a KeyboardInterrupt in an import.
+    signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
     exit_code = 0
-    while not stopping:
+    while True:
         for child in children:
             if child.poll() is not None:
                 say(f"{child.name} exited with status {child.returncode}; stopping", logging.ERROR, sys.stderr)
                 exit_code = child.returncode or 1
-                stopping = True
-        time.sleep(0.2)
+        if exit_code:
+            break
+        # SIGCHLD (look at the children again), a stop signal, or a look every few seconds all the same.
+        taken = signal.sigtimedwait(WATCHED, look_seconds)
+        if taken is not None and taken.si_signo in STOP_SIGNALS:
+            break
     shutdown(children)
     return exit_code
 
@@ -131,4 +135,4 @@ def exec_supervisor(children: dict[str, int], env: dict[str, str], cwd: str) -> 
 
 if __name__ == "__main__":
     plan = json.loads(sys.argv[1])
-    sys.exit(supervise(plan["children"]))
+    sys.exit(supervise(plan["children"], plan.get("lookSeconds", LOOK_SECONDS)))
