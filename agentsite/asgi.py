@@ -4,6 +4,7 @@ import os
 
 import django
 
+from agentsite.lean_imports import import_rest_framework_lean
 from agentsite.limits import LimitSettingInvalid
 from agentsite.production import ProductionSettingsMissing
 
@@ -21,6 +22,7 @@ except (ProductionSettingsMissing, LimitSettingInvalid) as exc:
 finally:
     if collecting:
         gc.enable()
+import_rest_framework_lean()  # before the views import DRF: without the extras it only probes for
 
 from django.conf import settings  # noqa: E402
 from django.core.exceptions import ImproperlyConfigured  # noqa: E402

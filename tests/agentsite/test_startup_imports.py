@@ -10,7 +10,8 @@ the price table (genai_prices) until a public provider's call is priced (agents.
 
 A turn worker starts without the URL conf (serve ran the checks, so its qcluster skips them): it
 never loads the HTTP layer, DRF's serializers and drf-spectacular's schema generator, nor what DRF
-brings along when it finds them installed (psycopg, requests, Pygments).
+brings along when it finds them installed (psycopg, requests, Pygments). A web process has the HTTP
+layer, but DRF's probe for requests and PostgreSQL's fields finds them missing (agentsite.lean_imports).
 
 The start runs without the garbage collector (manage.py, agentsite.asgi); the command that follows
 runs with it on."""
@@ -65,3 +66,24 @@ def test_a_turn_worker_starts_without_the_http_layer(tmp_path):
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+# A web process as the web servers start one: the ASGI application imported first, on the embedded default.
+WEB_SCRIPT = """
+import sys
+import agentsite.asgi
+loaded = set(sys.modules)
+print(sorted(name for name in ("psycopg", "requests", "django.contrib.postgres") if name in loaded))
+from rest_framework import compat
+print(compat.requests, compat.postgres_fields)
+import requests  # left out of DRF's probe only: whatever needs it later imports it as usual
+print(requests.__name__)
+"""
+
+
+def test_a_web_process_leaves_out_what_rest_framework_only_probes_for(tmp_path):
+    done = subprocess.run([sys.executable, "-c", WEB_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env=child_env(AGENTSITE_STATE_ROOT=str(tmp_path), DJANGO_SETTINGS_MODULE="agentsite.settings"))
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-3:] == ["[]", "None None", "requests"]
