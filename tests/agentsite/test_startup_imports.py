@@ -20,7 +20,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.support import ROOT, child_env
+import httpx
+import psutil
+
+from tests.support import ROOT, child_env, run_server
 
 LAZY = ("mcp", "mcp_types", "redis", "slack_sdk", "markdown_it", "httpx", "httpx2", "jwt", "rich", "click",
         "cryptography", "openai", "anthropic", "genai_prices")
@@ -87,3 +90,14 @@ def test_a_web_process_leaves_out_what_rest_framework_only_probes_for(tmp_path):
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-3:] == ["[]", "None None", "requests"]
+
+
+def test_serves_processes_on_the_embedded_default_load_no_postgresql_driver(tmp_path):
+    """serve runs the checks (which load the URL conf, and DRF) before it forks the web process and the
+    workers: it imports DRF as lean as a web process does, so none of its processes maps psycopg."""
+    with run_server(tmp_path / "state", "--no-examples") as server:
+        processes = psutil.Process(server.process.pid).children(recursive=True)
+        assert processes, "serve's web process and workers"
+        mapping = [p.pid for p in processes if any("psycopg" in m.path for m in p.memory_maps())]
+        assert mapping == []
+        assert httpx.get(f"{server.base_url}/api/schema/", timeout=30).status_code == 200, "DRF serves as before"

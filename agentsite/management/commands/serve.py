@@ -40,6 +40,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from agentsite.lean_imports import import_rest_framework_lean
 from agentsite.lifeline import start_child
 from agentsite.production import ALLOW_ALL_REFUSED
 from agentsite.serve_environment import environment
@@ -91,6 +92,11 @@ class Command(BaseCommand):
         parser.add_argument("--production", action="store_true",
                             help="run with AGENTSITE_ENV=production (AGENTSITE_SECRET_KEY and AGENTSITE_PUBLIC_URL "
                                  "required) and collect the static files")
+
+    def execute(self, *args, **options):
+        # Before the checks load the URL conf: the web processes and workers forked from this one inherit it.
+        import_rest_framework_lean()
+        return super().execute(*args, **options)
 
     def handle(self, *args, **opts):
         if opts["production"] and opts["dev"]:
