@@ -12,6 +12,7 @@ import inspect
 
 from django.db.backends.postgresql import base
 from django_q.brokers.orm import ORM
+from django_q.cluster import Cluster, Sentinel
 
 
 def _digest(function) -> str:
@@ -43,3 +44,21 @@ def test_django_q2s_orm_broker_is_the_one_sessions_broker_forks():
     assert changed == [], (
         f"django-q2's ORM broker changed {changed}: sessions/plumbing/broker.py (DoorbellORM) and sessions/sql/queue.py "
         "fork its enqueue, dequeue and delete; re-check the rows, the lock conditions and the claim against it")
+
+
+UPSTREAM_CLUSTER = {
+    # Replaced by agents.management.commands.qcluster.WaitedCluster.start (its sentinel is run_sentinel).
+    "Cluster.start": "70fbc24e3cd71bbd034f75e3207a701387b538ad2adca2ab79d76ac6108ceeb6",
+    # What the waiter's SIGTERM stands in for: the cluster's stop sets the sentinel's stop event.
+    "Cluster.stop": "0230e6a459b68502cdb428f015df781f90072e413f726173a718ac3edb899a32",
+    # run_sentinel builds it with start=False and relies on the signals it sets (SIGINT ignored, SIGTERM default).
+    "Sentinel.__init__": "6ddfa0bde90a4a736269e83ebca477160d284342897f25f6c85e9189746a77d4",
+}
+
+
+def test_django_q2s_cluster_start_and_sentinel_are_the_ones_the_qcluster_command_relies_on():
+    functions = {"Cluster.start": Cluster.start, "Cluster.stop": Cluster.stop, "Sentinel.__init__": Sentinel.__init__}
+    changed = [name for name, digest in UPSTREAM_CLUSTER.items() if _digest(functions[name]) != digest]
+    assert changed == [], (
+        f"django-q2's cluster changed {changed}: agents/management/commands/qcluster.py starts the sentinel itself "
+        "(WaitedCluster.start, run_sentinel) and agents/cluster_waiter.py stops it with SIGTERM; re-check both against it")
