@@ -60,5 +60,6 @@ def test_django_q2s_cluster_start_and_sentinel_are_the_ones_the_qcluster_command
     functions = {"Cluster.start": Cluster.start, "Cluster.stop": Cluster.stop, "Sentinel.__init__": Sentinel.__init__}
     changed = [name for name, digest in UPSTREAM_CLUSTER.items() if _digest(functions[name]) != digest]
     assert changed == [], (
-        f"django-q2's cluster changed {changed}: agents/management/commands/qcluster.py starts the sentinel itself "
-        "(WaitedCluster.start, run_sentinel) and agents/cluster_waiter.py stops it with SIGTERM; re-check both against it")
+        f"django-q2's cluster changed {changed}: agents/management/commands/qcluster.py starts the sentinel "
+        "itself (WaitedCluster.start, run_sentinel) and agents/cluster_waiter.py stops it with SIGTERM; "
+        "re-check both against it")

@@ -85,8 +85,9 @@ print(requests.__name__)
 
 
 def test_a_web_process_leaves_out_what_rest_framework_only_probes_for(tmp_path):
+    env = child_env(AGENTSITE_STATE_ROOT=str(tmp_path), DJANGO_SETTINGS_MODULE="agentsite.settings")
     done = subprocess.run([sys.executable, "-c", WEB_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env=child_env(AGENTSITE_STATE_ROOT=str(tmp_path), DJANGO_SETTINGS_MODULE="agentsite.settings"))
+                          env=env)
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-3:] == ["[]", "None None", "requests"]

@@ -24,7 +24,8 @@ from agents.discovery import deploy_agent_folder
 from decimal import Decimal
 
 from sessions.models import Event, EventType, Host, Reminder, Schedule, Session, Spend, Turn
-from sessions.sql import STATEMENTS, access, events, feeds, queue, recovery, rows, timers, turns  # noqa: F401  (each module registers its statements)
+# Each module registers its statements as it is imported.
+from sessions.sql import STATEMENTS, access, events, feeds, queue, recovery, rows, timers, turns  # noqa: F401
 
 AT = datetime(2026, 3, 4, 5, 6, 7, 123456, tzinfo=tz.utc)
 EARLIER = datetime(2026, 3, 4, 5, 0, 0, tzinfo=tz.utc)
