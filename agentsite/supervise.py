@@ -93,10 +93,9 @@ def supervise(pids: dict[str, int], look_seconds: float = LOOK_SECONDS) -> int:
 
 
 def shutdown(children: list[Child]) -> None:
-    # SIGTERM the child only, not its group: qcluster's main process stops
-    # its sentinel and workers through a shared multiprocessing Event, and
-    # a sentinel killed by the group signal while holding that Event's lock
-    # leaves qcluster blocked forever in stop_event.set().
+    # SIGTERM the child only, not its group: the qcluster's process (agents.cluster_waiter) passes
+    # the stop on to its sentinel, which stops the workers in order; the group's signal would end
+    # every worker at once, mid-task.
     for child in children:
         if child.poll() is None:
             os.kill(child.pid, signal.SIGTERM)
