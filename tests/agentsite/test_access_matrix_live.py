@@ -9,6 +9,7 @@ websocket the local principal.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import secrets
@@ -21,6 +22,7 @@ from typing import Iterator
 import httpx
 import pytest
 from django.contrib.auth.models import Group, User
+from websockets.asyncio.client import connect as connect_async
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
@@ -79,12 +81,18 @@ class Site:
             return self._socket_answer(path, headers, host)
 
     def _socket_answer(self, path: str, headers: dict[str, str], host: str) -> int:
+        # websockets' asyncio client, not its sync one, which reads the TLS socket on a thread of its own while
+        # this one writes: OpenSSL's connection is not safe for both at once (a full-suite run crashed in it).
+        return asyncio.run(self._socket_answer_async(path, headers, host))
+
+    async def _socket_answer_async(self, path: str, headers: dict[str, str], host: str) -> int:
         context = ssl.create_default_context(cafile=str(self.ca))
         sock = socket.create_connection(("127.0.0.1", self.https_port), timeout=30)
         try:
-            with connect(f"wss://{host}:{self.https_port}{path}?startIndex=0", sock=sock, ssl=context,
-                         server_hostname="localhost", additional_headers=headers, open_timeout=30) as ws:
-                json.loads(ws.recv(timeout=30))
+            async with connect_async(f"wss://{host}:{self.https_port}{path}?startIndex=0", sock=sock, ssl=context,
+                                     server_hostname="localhost", additional_headers=headers,
+                                     open_timeout=30) as ws:
+                json.loads(await asyncio.wait_for(ws.recv(), 30))
                 return 200
         except ConnectionClosed as closed:
             return closed.rcvd.code - 4000

@@ -9,6 +9,7 @@ the local principal, nor evades a lockout. One server and one nginx serve every 
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import re
@@ -23,8 +24,8 @@ from typing import Iterator
 import httpx
 import pytest
 from django.contrib.auth.models import User
+from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import connect
 
 from tests.agentsite.nginx_support import nginx_binary, run_nginx
 from tests.command_line import run_command_line
@@ -72,12 +73,18 @@ class Site:
         return httpx.Client(base_url=self.public, verify=str(self.ca), timeout=20, **kwargs)
 
     def websocket_frames(self, path: str, headers: dict[str, str]) -> list[dict]:
+        # websockets' asyncio client, not its sync one: that one reads the TLS socket on a thread of its own
+        # while the handshake writes on this one, and OpenSSL's connection is not safe for both at once (a
+        # full-suite run crashed in it with a segmentation fault).
+        return asyncio.run(self._websocket_frames(path, headers))
+
+    async def _websocket_frames(self, path: str, headers: dict[str, str]) -> list[dict]:
         frames: list[dict] = []
         context = ssl.create_default_context(cafile=str(self.ca))
-        with connect(f"wss://localhost:{self.https_port}{path}/ws?startIndex=0", ssl=context,
-                     additional_headers=headers, open_timeout=20) as ws:
+        async with connect(f"wss://localhost:{self.https_port}{path}/ws?startIndex=0", ssl=context,
+                           additional_headers=headers, open_timeout=20) as ws:
             while not frames or frames[-1]["type"] != WAITING:
-                frames.append(json.loads(ws.recv(timeout=20)))
+                frames.append(json.loads(await asyncio.wait_for(ws.recv(), 20)))
         return frames
 
 
