@@ -4,6 +4,7 @@ title, and passes a stop signal on; the sentinel then stops its workers as djang
 processes on a real SQLite state root."""
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -41,18 +42,25 @@ def cluster(state: Path) -> tuple[subprocess.Popen, psutil.Process]:
     return process, waiter
 
 
+def end(process: subprocess.Popen, tree: list[psutil.Process]) -> None:
+    """Whatever of the cluster is left, killed: a failing test leaves no process behind."""
+    for left in [psutil.Process(process.pid), *tree] if process.poll() is None else tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            left.kill()
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
 def test_a_stop_signal_to_the_waiter_stops_the_cluster_in_order(tmp_path, stop):
     process, waiter = cluster(tmp_path / "state")
+    tree = waiter.children(recursive=True)
     try:
-        tree = waiter.children(recursive=True)
         assert not any(m.path.endswith(".so") and "site-packages" in m.path and "setproctitle" not in m.path
                        for m in waiter.memory_maps()), "the waiter holds no extension module but its title's"
         process.send_signal(stop)
         output, _ = process.communicate(timeout=60)
     finally:
-        process.kill()
+        end(process, tree)
     assert process.returncode == 0, output
     assert not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], "the whole tree ended"
     assert "stopping cluster processes" in output and "stopped doing work" in output, output
@@ -62,15 +70,13 @@ def test_a_stop_signal_to_the_waiter_stops_the_cluster_in_order(tmp_path, stop):
 @pytest.mark.timeout(120)
 def test_a_sentinel_killed_ends_the_waiter_with_a_failure(tmp_path):
     process, waiter = cluster(tmp_path / "state")
+    tree = waiter.children(recursive=True)
     try:
         [sentinel] = waiter.children()
-        orphans = sentinel.children()
         sentinel.kill()
         process.wait(timeout=60)
     finally:
-        process.kill()
-        for orphan in orphans:  # as under django-q2's own cluster process, the sentinel's children live on
-            orphan.kill()
+        end(process, tree)  # as under django-q2's own cluster process, the sentinel's children live on
     output = process.stdout.read()
     assert process.returncode == 1, output
     assert "its sentinel exited with -9" in output, output
