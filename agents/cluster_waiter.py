@@ -27,15 +27,12 @@ from datetime import datetime, timezone
 
 import setproctitle
 
-STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-WATCHED = {signal.SIGCHLD, *STOP_SIGNALS}
-LOOK_SECONDS = 5  # a look at the sentinel without a signal: a safeguard, never needed to notice its end
+from agents.signalwait import stop_signalled, take_signals
+
 
 
 def wait_for(sentinel: int, name: str) -> int:
-    # The signals are taken synchronously (blocked, then waited for): asleep between them.
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # whatever started the qcluster may have ignored it
-    signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)  # blocked across the exec already: none was lost
+    take_signals()  # the stop signals were blocked across the exec already: none was lost
     stopping = False
     while True:
         try:
@@ -49,8 +46,7 @@ def wait_for(sentinel: int, name: str) -> int:
                 return 0
             say("ERROR", f"Q Cluster {name}: its sentinel exited with {code}")
             return 1
-        taken = signal.sigtimedwait(WATCHED, LOOK_SECONDS)
-        if taken is not None and taken.si_signo in STOP_SIGNALS and not stopping:
+        if stop_signalled() and not stopping:
             stopping = True
             os.kill(sentinel, signal.SIGTERM)
 

@@ -24,12 +24,10 @@ import signal
 import sys
 import time
 
+from agents.signalwait import LOOK_SECONDS, STOP_SIGNALS, stop_signalled, take_signals
 from sessions.plumbing.logcontext import JsonFormatter
 
 GRACE_SECONDS = 10
-STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-WATCHED = {signal.SIGCHLD, *STOP_SIGNALS}
-LOOK_SECONDS = 5  # a look at the children without a signal: a safeguard, never needed to notice an exit
 
 
 class Child:
@@ -67,26 +65,18 @@ class Child:
 
 
 def supervise(pids: dict[str, int], look_seconds: float = LOOK_SECONDS) -> int:
-    """Wait, asleep, for a child to exit or a stop signal: the signals are taken synchronously
-    (blocked, then waited for), so an idle server's supervisor never wakes to poll (but every `look_seconds`)."""
+    """Wait, asleep (agents.signalwait), for a child to exit or a stop signal; look every `look_seconds` anyway."""
     children = [Child(name, pid) for name, pid in pids.items()]
-    # A child's exit must signal this process (whatever started serve may have set SIGCHLD ignored). A
-    # child that exited before this line is found by the first pass below, which runs before any wait.
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     # exec_supervisor blocked the stop signals across the exec: one sent while this process was starting
     # is pending, and is taken by the first wait instead of arriving as a KeyboardInterrupt in an import.
-    signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
+    take_signals()
     exit_code = 0
     while True:
         for child in children:
             if child.poll() is not None:
                 say(f"{child.name} exited with status {child.returncode}; stopping", logging.ERROR, sys.stderr)
                 exit_code = child.returncode or 1
-        if exit_code:
-            break
-        # SIGCHLD (look at the children again), a stop signal, or a look every few seconds all the same.
-        taken = signal.sigtimedwait(WATCHED, look_seconds)
-        if taken is not None and taken.si_signo in STOP_SIGNALS:
+        if exit_code or stop_signalled(look_seconds):
             break
     shutdown(children)
     return exit_code

@@ -15,10 +15,14 @@ from django.db.models import Max
 
 
 class HostQuerySet(models.QuerySet):
+    def lapsed(self, now: datetime) -> models.QuerySet:
+        """The hosts none of whose leases is held, one row (`host_id`) each; a host never seen is not
+        lost: it is unknown."""
+        return self.values("host_id").annotate(until=Max("lease_until")).filter(until__lt=now)
+
     def lost(self, now: datetime) -> set[str]:
-        """Ids of the hosts none of whose leases is held (a host never seen is not lost: it is unknown)."""
-        return {host for host, until in self.values("host_id").annotate(until=Max("lease_until"))
-                .values_list("host_id", "until") if until < now}
+        """Ids of the lapsed hosts."""
+        return set(self.lapsed(now).values_list("host_id", flat=True))
 
     def is_lost(self, host_id: str, now: datetime) -> bool:
         until = self.filter(host_id=host_id).aggregate(until=Max("lease_until"))["until"]

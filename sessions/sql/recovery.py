@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from django.db import connection
-from django.db.models import Max, Q
+from django.db.models import Q
 
 from sessions.models import BackupRun, Host, Session, Turn
 from sessions.sql import written_out
@@ -32,8 +32,7 @@ class Due(NamedTuple):
 def _due_orm(now: datetime, here: str, stale: datetime) -> Due:
     running = Turn.objects.filter(status=Turn.Status.RUNNING)
     held_here = Q(claimed_by__startswith=f"{here}:")
-    lost = Host.objects.exclude(host_id=here).values("host_id").annotate(until=Max("lease_until")).filter(
-        until__lt=now)
+    lost = Host.objects.exclude(host_id=here).lapsed(now)
     return Due(
         running.filter(Q(lease_until__lt=now) | held_here).exists(),
         running.exclude(held_here).exists() and lost.exists(),

@@ -25,9 +25,9 @@ from django_q.cluster import Cluster, Sentinel, get_mp_context
 from django_q.management.commands.qcluster import Command as ClusterCommand
 
 from agents.discovery.warming import warm_active_releases
+from agents.signalwait import STOP_SIGNALS
 from agents.forking import close_database_before_fork
 
-STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 PROJECT = Path(__file__).resolve().parents[3]  # where `-m agents.cluster_waiter` is found
 
 
