@@ -15,7 +15,8 @@ from agents.secrets import keys
 SLUG_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 # The server's own top-level paths: an agent is served under /<slug>/, so it may not take one.
 # "accounts" holds the login, logout and password pages.
-RESERVED_SLUGS = frozenset({"v1", "playground", "admin", "api", "static", "healthz", "accounts", "metrics", "docs"})
+RESERVED_SLUGS = frozenset({"v1", "playground", "admin", "api", "static", "healthz", "accounts", "metrics", "docs",
+                            "mcp"})
 
 
 def validate_slug(value: str) -> None:

@@ -32,12 +32,15 @@ from agentsite.threads import PooledThreadsASGIHandler  # noqa: E402
 django_asgi_app = PooledThreadsASGIHandler(settings.AGENTSITE_WEB_THREADS)
 
 from channels_app.access_log import logged  # noqa: E402
+from channels_app.mcp_door.routes import with_mcp_door  # noqa: E402
 from sessions import tracing  # noqa: E402
 
 # Under AGENTSITE_LOG_FORMAT=json each request's access line is ours (the web servers write none then):
 # inside the request's span, so the line has its trace id.
 json_logs = settings.LOG_FORMAT == "json"
-http_app = logged(django_asgi_app) if json_logs else django_asgi_app
+# /mcp and /<slug>/mcp are the MCP door's (the official SDK's transport); everything else is Django's.
+http_app = with_mcp_door(django_asgi_app)
+http_app = logged(http_app) if json_logs else http_app
 if tracing.tracing():
     from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware  # noqa: E402
     from opentelemetry.metrics import NoOpMeterProvider  # noqa: E402

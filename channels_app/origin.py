@@ -124,9 +124,12 @@ def refuse_foreign(request: HttpRequest) -> HttpResponse | None:
     source = foreign_source(request.scheme, request.META.get("HTTP_HOST", ""), _headers(request))
     if source is None:
         return None
-    return error_response(403, "foreign_origin", (
-        f"cross-site request refused: it comes from {source!r}, not from this server; "
-        "list trusted origins in AGENTSITE_TRUSTED_ORIGINS"), {"origin": source})
+    return error_response(403, "foreign_origin", foreign_origin_message(source), {"origin": source})
+
+
+def foreign_origin_message(source: str) -> str:
+    return (f"cross-site request refused: it comes from {source!r}, not from this server; "
+            "list trusted origins in AGENTSITE_TRUSTED_ORIGINS")
 
 
 @sync_and_async_middleware

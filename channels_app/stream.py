@@ -100,7 +100,7 @@ def turn_stream(form: str, session: Session, turn_id: str, start: int, token: st
 
     The turn runs on a worker whatever the client does: a client that leaves only stops its reading.
     """
-    response = _streaming(_one_turn(session.id, start, turn_id, session.mode), form)
+    response = _streaming(one_turn(session.id, start, turn_id, session.mode), form)
     response["X-Session-Id"] = session.id
     response["X-Continuation-Token"] = token
     return response
@@ -126,7 +126,7 @@ def _parked(turn_id: str) -> bool:
     return Turn.objects.filter(pk=turn_id, status=Turn.Status.AWAITING_APPROVAL).exists()
 
 
-async def _one_turn(session_id: str, start: int, turn_id: str, mode: str) -> AsyncIterator[list[Line]]:
+async def one_turn(session_id: str, start: int, turn_id: str, mode: str) -> AsyncIterator[list[Line]]:
     """follow_events, up to the end of one turn: its session.waiting, session.completed or
     session.failed, or its park for approval (the turn waits for a decision, and then for a
     reader of the stream route). Another turn's ending (a preempted one) does not end it.

@@ -1,0 +1,122 @@
+"""What an MCP `ask` does to sessions, in the database: synchronous, called from the door's event loop
+through a thread (`channels.db.database_sync_to_async`).
+
+An `ask` is a message like any other: a new session on the `mcp` channel, or a follow-up on the
+caller's own session, admitted by `start_session`/`submit_message` under the same rate limits and
+ownership rules as `POST /<slug>/v1/session`. What the door then needs from the log (the reply, the
+failure, the calls waiting for a decision) is read here too.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from channels_app.errors import APIError
+from channels_app.ownership import get_agent, get_owned_session
+from channels_app.ratelimits import MESSAGES, SESSIONS, check_rate
+from channels_app.stream import follow_up_start
+from sessions.eventlog.events import read_lines
+from sessions.models import EventType, ToolCall, Turn
+from sessions.principal import Principal
+from sessions.turn.admission import AdmissionError, start_session, submit_message
+from sessions.turn.approvals import resolve_approval
+
+CHANNEL = "mcp"
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A message admitted: where its turn's events begin in the session's log."""
+
+    slug: str
+    session_id: str
+    turn_id: str
+    start: int
+    continuation_token: str
+    mode: str
+
+
+@dataclass
+class Outcome:
+    """How a turn the door followed ended, read from its events."""
+
+    status: str  # "completed" | "failed" | "awaiting_approval" | "interrupted"
+    reply: str = ""
+    error: str = ""
+    pending: list[dict[str, Any]] = field(default_factory=list)
+
+
+def ask(principal: Principal, slug: str, message: str, session_id: str | None, token: str | None) -> Asked:
+    """Admit `message` for agent `slug`: a new session, or a follow-up on the caller's `session_id`.
+
+    A follow-up on a session whose turn waits for a decision is refused (409 `awaiting_approval`): the
+    message would interrupt the parked turn, and the person asking has a decision to make first.
+    """
+    if not message.strip():
+        raise APIError(400, "invalid_message", "message is empty: say something to the agent")
+    agent = get_agent(slug)
+    if not session_id:
+        check_rate(principal, SESSIONS)
+        admitted = start_session(agent, principal, message, channel=CHANNEL)
+        return Asked(slug, admitted.session.id, admitted.turn.id, 0, admitted.continuation_token,
+                     admitted.session.mode)
+    session = get_owned_session(slug, session_id, principal)
+    parked = Turn.objects.filter(session_id=session.id, status=Turn.Status.AWAITING_APPROVAL).first()
+    if parked is not None:
+        raise APIError(409, "awaiting_approval", "the session's turn waits for a decision on "
+                       f"{', '.join(pending_names(parked.id)) or 'a tool call'}: decide it, then ask again",
+                       {"turnId": parked.id, "pendingApprovals": pending_calls(parked.id)})
+    check_rate(principal, MESSAGES)
+    admitted = submit_message(session, message, continuation_token=token or None)
+    turn = admitted.turn.id
+    return Asked(slug, session.id, turn, follow_up_start(session.id, turn), admitted.continuation_token,
+                 session.mode)
+
+
+def pending_calls(turn_id: str) -> list[dict[str, Any]]:
+    """The turn's calls waiting for a decision: what a person is asked about."""
+    rows = ToolCall.objects.filter(turn_id=turn_id, status=ToolCall.Status.AWAITING_APPROVAL).order_by("id")
+    return [{"callId": row.call_id, "toolName": row.tool, "input": row.input} for row in rows]
+
+
+def pending_names(turn_id: str) -> list[str]:
+    return [call["toolName"] for call in pending_calls(turn_id)]
+
+
+def decide(principal: Principal, slug: str, session_id: str, decisions: dict[str, tuple[str, str]]) -> None:
+    """Record the person's decisions (call id → (approve|deny, reason)) as the HTTP route does.
+
+    A call decided meanwhile elsewhere (the playground, the API) keeps that decision.
+    """
+    session = get_owned_session(slug, session_id, principal)
+    for call_id, (decision, reason) in decisions.items():
+        try:
+            resolve_approval(session, call_id, decision, principal, reason)
+        except AdmissionError as exc:
+            if exc.code != "already_resolved":
+                raise
+
+
+def outcome(session_id: str, turn_id: str, start: int, parked: bool) -> Outcome:
+    """The turn's ending as its events from `start` tell it: its last reply, or why it has none."""
+    reply, error, status = "", "", "completed"
+    for line in read_lines(session_id, start):
+        if line.type not in (EventType.MESSAGE_COMPLETED, EventType.TURN_FAILED):
+            continue
+        data = json.loads(line.json)
+        if data.get("turnId") != turn_id:
+            continue
+        payload = data.get("data") or {}
+        if line.type == EventType.MESSAGE_COMPLETED:
+            reply = payload.get("text") or reply
+        else:
+            status = "interrupted" if payload.get("code") == "interrupted" else "failed"
+            error = payload.get("error") or "the turn failed"
+    if parked:
+        return Outcome("awaiting_approval", reply=reply, pending=pending_calls(turn_id))
+    return Outcome(status, reply=reply, error=error)
+
+
+def still_parked(turn_id: str) -> bool:
+    return Turn.objects.filter(pk=turn_id, status=Turn.Status.AWAITING_APPROVAL).exists()
