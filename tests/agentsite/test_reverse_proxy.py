@@ -22,8 +22,11 @@ from pathlib import Path
 from typing import Iterator
 
 import httpx
+import httpx2
 import pytest
 from django.contrib.auth.models import User
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
@@ -142,6 +145,27 @@ def test_a_session_runs_through_nginx_over_https_with_a_personal_token(site):
     assert httpx.get(f"http://127.0.0.1:{site.http_port}/v1/agents", headers={"Host": "localhost"}).status_code == 301
     direct = httpx.get(f"{server.base_url}/v1/agents", headers={"Host": f"localhost:{site.https_port}"})
     assert direct.status_code == 301 and direct.headers["location"].startswith("https://")
+
+
+def test_an_mcp_client_asks_through_nginx_and_gets_its_progress_and_links_on_the_public_url(site):
+    """The MCP door's location: the answer's SSE stream is not buffered, and the links are the public URL's."""
+    progress: list[str] = []
+
+    async def on_progress(value, total, message):
+        progress.append(message)
+
+    async def ask():
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {site.token}"}, verify=str(site.ca), timeout=20)
+        async with http, Client(streamable_http_client(f"{site.public}/support/mcp", http_client=http)) as client:
+            return await client.call_tool("ask", {"message": "hello over MCP"}, progress_callback=on_progress)
+
+    result = asyncio.run(ask())
+    assert not result.is_error and result.content[0].text == "You said: hello over MCP"
+    assert progress[-1] == WAITING
+    session = result.structured_content["sessionId"]
+    assert result.structured_content["playgroundUrl"] == f"{site.public}/playground/support?sessionId={session}"
+    with site.client() as client:
+        assert client.post("/support/mcp", json={}).status_code == 401
 
 
 def test_a_person_logs_in_through_nginx_and_follows_a_session_with_the_login_cookie(site):

@@ -149,6 +149,19 @@ def test_an_unknown_agent_page_is_404(alice, support_agent):
 # -- /playground/<slug>/session/<id> and the ?sessionId= deep link --------------------------
 
 @transactional
+def test_the_pages_name_each_sessions_channel(alice, alices_session):
+    """A session the MCP door started is on channel `mcp`, as the list and its page say."""
+    other = start(alice, "from an MCP client")
+    Session.objects.filter(pk=other).update(channel="mcp")
+
+    listed = html(alice.get("/playground/support"))
+    rows = dict(re.findall(r'<tr data-session="([^"]+)">.*?<td class="channel">([^<]+)</td>', listed, re.S))
+    assert rows == {alices_session: "http", other: "mcp"}
+    page = html(alice.get(f"/playground/support/session/{other}"))
+    assert '<span id="channel" class="badge" title="where the session\'s messages come from">mcp</span>' in page
+
+
+@transactional
 def test_the_session_page_renders_for_its_owner(alice, alices_session):
     response = alice.get(f"/playground/support/session/{alices_session}")
 
