@@ -12,17 +12,24 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import Field
+
+from channels_app.bodies import MessageBody, validate_body
 from channels_app.errors import APIError
 from channels_app.ownership import get_agent, get_owned_session
 from channels_app.ratelimits import MESSAGES, SESSIONS, check_rate
 from channels_app.stream import follow_up_start
 from sessions.eventlog.events import read_lines
+from sessions.eventlog.storable import find_problem
 from sessions.models import EventType, ToolCall, Turn
 from sessions.principal import Principal
 from sessions.turn.admission import AdmissionError, start_session, submit_message
 from sessions.turn.approvals import resolve_approval
 
 CHANNEL = "mcp"
+# What says how the turn ended: its last reply, its failure, or the session's state after it.
+OUTCOME_TYPES = frozenset({EventType.MESSAGE_COMPLETED, EventType.TURN_FAILED, EventType.SESSION_WAITING,
+                           EventType.SESSION_COMPLETED, EventType.SESSION_FAILED})
 
 
 @dataclass(frozen=True)
@@ -47,14 +54,33 @@ class Outcome:
     pending: list[dict[str, Any]] = field(default_factory=list)
 
 
+class AskInput(MessageBody):
+    """`ask`'s arguments on `/<slug>/mcp`, checked as `POST /<slug>/v1/session` checks its body."""
+
+    session_id: str | None = Field(default=None, min_length=1, max_length=64)
+    continuation_token: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class AskAnyInput(AskInput):
+    """`ask`'s arguments on `/mcp`: which agent too."""
+
+    agent: str = Field(min_length=1, max_length=64)
+
+
+def checked(arguments: dict[str, Any], model: type[AskInput]) -> AskInput:
+    """The arguments as `model`, else the 400 the HTTP route gives (`invalid_text`, `invalid_request`)."""
+    if (found := find_problem(arguments)) is not None:
+        path, problem = found
+        raise APIError(400, "invalid_text", f"{path} {problem}; send valid Unicode text without NUL", {"field": path})
+    return validate_body(model, arguments, "arguments")
+
+
 def ask(principal: Principal, slug: str, message: str, session_id: str | None, token: str | None) -> Asked:
     """Admit `message` for agent `slug`: a new session, or a follow-up on the caller's `session_id`.
 
     A follow-up on a session whose turn waits for a decision is refused (409 `awaiting_approval`): the
     message would interrupt the parked turn, and the person asking has a decision to make first.
     """
-    if not message.strip():
-        raise APIError(400, "invalid_message", "message is empty: say something to the agent")
     agent = get_agent(slug)
     if not session_id:
         check_rate(principal, SESSIONS)
@@ -63,10 +89,10 @@ def ask(principal: Principal, slug: str, message: str, session_id: str | None, t
                      admitted.session.mode)
     session = get_owned_session(slug, session_id, principal)
     parked = Turn.objects.filter(session_id=session.id, status=Turn.Status.AWAITING_APPROVAL).first()
-    if parked is not None:
+    if parked is not None and (waiting := pending_calls(parked.id)):
         raise APIError(409, "awaiting_approval", "the session's turn waits for a decision on "
-                       f"{', '.join(pending_names(parked.id)) or 'a tool call'}: decide it, then ask again",
-                       {"turnId": parked.id, "pendingApprovals": pending_calls(parked.id)})
+                       f"{', '.join(call['toolName'] for call in waiting)}: decide it, then ask again",
+                       {"turnId": parked.id, "pendingApprovals": waiting})
     check_rate(principal, MESSAGES)
     admitted = submit_message(session, message, continuation_token=token or None)
     turn = admitted.turn.id
@@ -80,17 +106,16 @@ def pending_calls(turn_id: str) -> list[dict[str, Any]]:
     return [{"callId": row.call_id, "toolName": row.tool, "input": row.input} for row in rows]
 
 
-def pending_names(turn_id: str) -> list[str]:
-    return [call["toolName"] for call in pending_calls(turn_id)]
-
-
-def decide(principal: Principal, slug: str, session_id: str, decisions: dict[str, tuple[str, str]]) -> None:
-    """Record the person's decisions (call id → (approve|deny, reason)) as the HTTP route does.
-
-    A call decided meanwhile elsewhere (the playground, the API) keeps that decision.
+def decide(principal: Principal, asked: Asked, decisions: dict[str, tuple[str, str]]) -> None:
+    """Record the person's decisions (call id → (approve|deny, reason)) on the calls `asked`'s turn waits
+    on, as the HTTP route records them. A call decided meanwhile elsewhere keeps that decision; an id the
+    turn is not waiting on is left alone.
     """
-    session = get_owned_session(slug, session_id, principal)
+    session = get_owned_session(asked.slug, asked.session_id, principal)
+    waiting = {call["callId"] for call in pending_calls(asked.turn_id)}
     for call_id, (decision, reason) in decisions.items():
+        if call_id not in waiting:
+            continue
         try:
             resolve_approval(session, call_id, decision, principal, reason)
         except AdmissionError as exc:
@@ -98,25 +123,31 @@ def decide(principal: Principal, slug: str, session_id: str, decisions: dict[str
                 raise
 
 
-def outcome(session_id: str, turn_id: str, start: int, parked: bool) -> Outcome:
+def state(turn_id: str) -> tuple[str | None, list[dict[str, Any]]]:
+    """The turn's status (None: gone with its session) and the calls it waits on."""
+    status = Turn.objects.filter(pk=turn_id).values_list("status", flat=True).first()
+    return status, pending_calls(turn_id) if status == Turn.Status.AWAITING_APPROVAL else []
+
+
+def outcome(session_id: str, turn_id: str, start: int, pending: list[dict[str, Any]]) -> Outcome:
     """The turn's ending as its events from `start` tell it: its last reply, or why it has none."""
-    reply, error, status = "", "", "completed"
+    if pending:
+        return Outcome("awaiting_approval", pending=pending)
+    reply, error, status = "", "", ""
     for line in read_lines(session_id, start):
-        if line.type not in (EventType.MESSAGE_COMPLETED, EventType.TURN_FAILED):
+        if line.type not in OUTCOME_TYPES:
             continue
         data = json.loads(line.json)
         if data.get("turnId") != turn_id:
             continue
         payload = data.get("data") or {}
         if line.type == EventType.MESSAGE_COMPLETED:
-            reply = payload.get("text") or reply
-        else:
+            reply = payload.get("text") or ""
+        elif line.type == EventType.TURN_FAILED:
             status = "interrupted" if payload.get("code") == "interrupted" else "failed"
             error = payload.get("error") or "the turn failed"
-    if parked:
-        return Outcome("awaiting_approval", reply=reply, pending=pending_calls(turn_id))
+        elif not status:
+            status = "completed"
+    if not status:  # the session was deleted under the turn
+        return Outcome("failed", error="the session was deleted before its turn ended")
     return Outcome(status, reply=reply, error=error)
-
-
-def still_parked(turn_id: str) -> bool:
-    return Turn.objects.filter(pk=turn_id, status=Turn.Status.AWAITING_APPROVAL).exists()

@@ -13,6 +13,7 @@ MCP request a process serves, so a web process that never serves one never impor
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -26,6 +27,9 @@ from channels_app.mcp_door.caller import SCOPE_KEY, Caller
 from channels_app.mcp_door.tools import servers
 from channels_app.origin import foreign_origin_message, foreign_source
 from channels_app.ownership import get_agent
+from sessions.plumbing.redisdown import redis_unreachable
+
+log = logging.getLogger(__name__)
 
 
 def admit_caller(scope: dict[str, Any], slug: str | None) -> Caller:
@@ -51,12 +55,16 @@ async def send_refusal(exc: APIError, send) -> None:
 
 
 class McpDoor:
-    """Both doors of one web process: `/<slug>/mcp` and `/mcp`, each with its SDK session manager."""
+    """Both doors of one web process: `/<slug>/mcp` and `/mcp`, each with its SDK session manager.
+
+    The managers' task group runs in a task of its own, started by the first request; should it end,
+    the next request starts new managers (a manager runs once).
+    """
 
     def __init__(self) -> None:
-        one, every = servers()
-        self.one = StreamableHTTPSessionManager(one, stateless=True)
-        self.every = StreamableHTTPSessionManager(every, stateless=True)
+        self.servers = servers()
+        self.one: StreamableHTTPSessionManager | None = None
+        self.every: StreamableHTTPSessionManager | None = None
         self._started: asyncio.Future[None] | None = None
         self._runner: asyncio.Task[None] | None = None
 
@@ -66,17 +74,32 @@ class McpDoor:
         except APIError as exc:
             await send_refusal(exc, send)
             return
+        except redis_unreachable() as exc:  # the lockout counters' cache restarting
+            log.warning("Redis is unreachable: %s", exc)
+            await send_refusal(APIError(503, "service_unavailable", "Redis is unreachable; try again shortly",
+                                        headers={"Retry-After": "2"}), send)
+            return
         await self._running()
         manager = self.every if slug is None else self.one
         await manager.handle_request({**scope, SCOPE_KEY: caller}, receive, send)
 
     async def _running(self) -> None:
-        if self._started is None:
+        if self._runner is None or self._runner.done():
             self._started = asyncio.get_running_loop().create_future()
             self._runner = asyncio.create_task(self._run(self._started), name="mcp-door")
         await asyncio.shield(self._started)
 
     async def _run(self, started: asyncio.Future[None]) -> None:
-        async with self.one.run(), self.every.run():
-            started.set_result(None)
-            await asyncio.Event().wait()  # for the life of the process
+        one, every = self.servers
+        self.one = StreamableHTTPSessionManager(one, stateless=True)
+        self.every = StreamableHTTPSessionManager(every, stateless=True)
+        try:
+            async with self.one.run(), self.every.run():
+                started.set_result(None)
+                await asyncio.Event().wait()  # for the life of the process
+        except BaseException as exc:
+            if not started.done():
+                started.set_exception(exc if isinstance(exc, Exception) else RuntimeError("the MCP door stopped"))
+            if not isinstance(exc, asyncio.CancelledError):
+                log.exception("the MCP door's session managers stopped")
+            raise

@@ -13,6 +13,7 @@ for progress).
 from __future__ import annotations
 
 import json
+import logging
 from contextlib import aclosing
 from typing import Any
 
@@ -32,8 +33,12 @@ from channels_app.mcp_door.caller import Caller, caller_of
 from channels_app.ownership import get_agent
 from channels_app.replies.sessions import SessionLinks
 from channels_app.stream import one_turn
-from sessions.turn.admission import AdmissionError
+from sessions.models import Turn
+from sessions.plumbing.redisdown import redis_unreachable
 from sessions.plumbing.taskqueue import QueueUnavailable
+from sessions.turn.admission import AdmissionError
+
+log = logging.getLogger(__name__)
 
 # The first protocol revision that asks the client inside a tool's result rather than mid-call.
 INPUT_REQUIRED_VERSION = "2026-07-28"
@@ -113,7 +118,6 @@ async def _list_tools(ctx, params) -> types.ListToolsResult:
 
 async def _call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
     caller = caller_of(ctx)
-    arguments = params.arguments or {}
     try:
         if params.name == "list_agents" and caller.slug is None:
             agents = await _reachable(caller)
@@ -121,9 +125,12 @@ async def _call_tool(ctx, params: types.CallToolRequestParams) -> types.CallTool
         if params.name != "ask":
             raise APIError(404, "tool_not_found", f"no tool {params.name!r} here: "
                            + ("list_agents and ask" if caller.slug is None else "only ask"))
-        return await _ask(ctx, caller, arguments, params)
+        return await _ask(ctx, caller, params)
     except (APIError, AdmissionError, QueueUnavailable) as exc:
         return _tool_error(exc)
+    except redis_unreachable() as exc:  # the rate counters' cache restarting: the client tries again shortly
+        log.warning("Redis is unreachable: %s", exc)
+        return _tool_error(APIError(503, "service_unavailable", "Redis is unreachable; try again shortly"))
 
 
 def _tool_error(exc: Exception) -> types.CallToolResult:
@@ -140,51 +147,42 @@ def _text(text: str) -> types.TextContent:
     return types.TextContent(type="text", text=text)
 
 
-def _string(arguments: dict[str, Any], name: str, required: bool = False) -> str | None:
-    value = arguments.get(name)
-    if value is None and not required:
-        return None
-    if not isinstance(value, str):
-        raise APIError(400, "invalid_input", f"{name} must be a string" + (" (it is required)" if required else ""))
-    return value
-
-
-async def _ask(ctx, caller: Caller, arguments: dict[str, Any], params) -> types.CallToolResult | types.InputRequiredResult:
+async def _ask(ctx, caller: Caller, params) -> types.CallToolResult | types.InputRequiredResult:
+    cancelled = False
     if params.request_state is not None:
         asked = _resumed(caller, params.request_state)
-        await database_sync_to_async(asking.decide)(caller.principal, asked.slug, asked.session_id,
-                                                    _decisions(params.input_responses or {}))
+        decisions, cancelled = _decisions(params.input_responses or {})
+        await database_sync_to_async(asking.decide)(caller.principal, asked, decisions)
     else:
-        slug = caller.slug
-        if slug is None:
-            slug = _string(arguments, "agent", required=True)
-            check(caller.principal, slug=slug)  # a token scoped to other agents: 403 scoped_token
-        asked = await database_sync_to_async(asking.ask)(
-            caller.principal, slug, _string(arguments, "message", required=True),
-            _string(arguments, "sessionId"), _string(arguments, "continuationToken"))
-    parked = await _follow(ctx, asked)
-    ended = await database_sync_to_async(asking.outcome)(asked.session_id, asked.turn_id, asked.start, parked)
-    if ended.status == "awaiting_approval" and _can_elicit(ctx):
+        given = asking.checked(params.arguments or {}, asking.AskAnyInput if caller.slug is None else asking.AskInput)
+        slug = caller.slug or given.agent
+        check(caller.principal, slug=slug)  # a token scoped to other agents: 403 scoped_token
+        asked = await database_sync_to_async(asking.ask)(caller.principal, slug, given.message, given.session_id,
+                                                         given.continuation_token)
+    pending = await _follow(ctx, asked)
+    ended = await database_sync_to_async(asking.outcome)(asked.session_id, asked.turn_id, asked.start, pending)
+    if pending and not cancelled and _can_elicit(ctx):
         return types.InputRequiredResult(
-            input_requests={call["callId"]: _approval_request(asked.slug, call) for call in ended.pending},
+            input_requests={call["callId"]: _approval_request(asked.slug, call) for call in pending},
             request_state=_state(caller, asked))
     return _result(caller, asked, ended)
 
 
-async def _follow(ctx, asked: asking.Asked) -> bool:
-    """Follow the turn to its end (False) or its park for a decision (True), reporting progress."""
-    seen = 0
-    last = ""
-    async with aclosing(one_turn(asked.session_id, asked.start, asked.turn_id, asked.mode)) as batches:
-        async for batch in batches:
-            if not batch:
-                continue
-            seen += len(batch)
-            last = batch[-1].type
-            await ctx.session.report_progress(seen, None, last)
-    return last == "action.approval_requested" or (
-        last not in ("session.waiting", "session.completed", "session.failed")
-        and await database_sync_to_async(asking.still_parked)(asked.turn_id))
+async def _follow(ctx, asked: asking.Asked) -> list[dict[str, Any]]:
+    """Follow the turn until it ends ([]) or waits on people (the calls it waits on), a progress
+    notification per batch. A turn whose calls were all decided but that is still held back (the
+    running-turn cap) is followed on."""
+    seen, start = 0, asked.start
+    while True:
+        async with aclosing(one_turn(asked.session_id, start, asked.turn_id, asked.mode)) as batches:
+            async for batch in batches:
+                if batch:
+                    seen += len(batch)
+                    start = batch[-1].index + 1
+                    await ctx.session.report_progress(seen, None, f"{batch[-1].type} (session {asked.session_id})")
+        status, pending = await database_sync_to_async(asking.state)(asked.turn_id)
+        if status is None or status in Turn.FINISHED or pending:
+            return pending
 
 
 def _can_elicit(ctx) -> bool:
@@ -200,23 +198,33 @@ def _approval_request(slug: str, call: dict[str, Any]) -> types.ElicitRequest:
     return types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=DECISION_SCHEMA))
 
 
-def _decisions(responses: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    """The person's answers as decisions: accept carries approve or deny; decline denies; cancel decides nothing."""
+def _decisions(responses: dict[str, Any]) -> tuple[dict[str, tuple[str, str]], bool]:
+    """The person's answers as decisions, and whether they dismissed a question (cancel decides nothing:
+    the call then ends `awaiting_approval`, not asked again). Accept carries approve or deny; decline denies."""
     decided: dict[str, tuple[str, str]] = {}
+    cancelled = False
     for call_id, response in responses.items():
         action = getattr(response, "action", None)
         content = getattr(response, "content", None) or {}
         if action == "accept" and content.get("decision") in ("approve", "deny"):
             decided[call_id] = (str(content["decision"]), str(content.get("reason") or ""))
         elif action == "decline":
-            decided[call_id] = ("deny", str(content.get("reason") or "declined in the MCP client"))
-    return decided
+            decided[call_id] = ("deny", "declined in the MCP client")
+        else:
+            cancelled = True
+    return decided, cancelled
+
+
+def _bound_to(caller: Caller) -> list[str]:
+    """Whom an exchange's state belongs to: the principal, and the personal token it came with."""
+    principal = caller.principal
+    return [principal.authenticator, principal.principal_id, str(principal.attributes.get("token") or "")]
 
 
 def _state(caller: Caller, asked: asking.Asked) -> str:
-    return signing.dumps({"p": [caller.principal.authenticator, caller.principal.principal_id], "s": asked.slug,
-                          "i": asked.session_id, "t": asked.turn_id, "k": asked.continuation_token,
-                          "m": asked.mode, "n": asked.start}, salt=STATE_SALT, compress=True)
+    return signing.dumps({"p": _bound_to(caller), "s": asked.slug, "i": asked.session_id, "t": asked.turn_id,
+                          "k": asked.continuation_token, "m": asked.mode, "n": asked.start},
+                         salt=STATE_SALT, compress=True)
 
 
 def _resumed(caller: Caller, state: str) -> asking.Asked:
@@ -225,10 +233,11 @@ def _resumed(caller: Caller, state: str) -> asking.Asked:
     except signing.BadSignature:
         raise APIError(400, "invalid_request_state", "requestState is not one this server gave, or it is "
                                                      "over a day old: ask again") from None
-    if data["p"] != [caller.principal.authenticator, caller.principal.principal_id]:
-        raise APIError(403, "forbidden", "requestState belongs to another principal")
+    if data.get("p") != _bound_to(caller):
+        raise APIError(403, "forbidden", "requestState was given to another principal or token")
     if caller.slug is not None and data["s"] != caller.slug:
         raise APIError(400, "invalid_request_state", "requestState names another agent")
+    check(caller.principal, slug=data["s"])
     return asking.Asked(data["s"], data["i"], data["t"], data["n"], data["k"], data["m"])
 
 

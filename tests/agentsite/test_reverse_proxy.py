@@ -161,8 +161,8 @@ def test_an_mcp_client_asks_through_nginx_and_gets_its_progress_and_links_on_the
 
     result = asyncio.run(ask())
     assert not result.is_error and result.content[0].text == "You said: hello over MCP"
-    assert progress[-1] == WAITING
     session = result.structured_content["sessionId"]
+    assert progress[-1] == f"{WAITING} (session {session})"
     assert result.structured_content["playgroundUrl"] == f"{site.public}/playground/support?sessionId={session}"
     with site.client() as client:
         assert client.post("/support/mcp", json={}).status_code == 401

@@ -70,7 +70,7 @@ def cast() -> dict[str, str]:
         "operator": PersonalToken.issue(olga, "t")[1],
         "scoped_here": PersonalToken.issue(olga, "here", agents=["support"])[1],
         "scoped_elsewhere": PersonalToken.issue(olga, "elsewhere", agents=["notes"])[1],
-        "revoked": secret, "wrong": "ast_" + "x" * 40,
+        "revoked": secret, "wrong": "ast_" + "x" * 40, "server_token": SERVER_TOKEN,
     }
 
 
@@ -90,7 +90,8 @@ def text(result: types.CallToolResult) -> str:
     return result.content[0].text
 
 
-def test_a_client_asks_sees_progress_and_continues_the_session(door: Door):
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_client_asks_sees_progress_and_continues_the_session(door: Door, mode: str):
     progress: list[str] = []
 
     async def on_progress(value, total, message):
@@ -103,12 +104,12 @@ def test_a_client_asks_sees_progress_and_continues_the_session(door: Door):
                                                "continuationToken": first.structured_content["continuationToken"]})
         return listed, first, again
 
-    listed, first, again = door.ask("/support/mcp", "owner", calls)
+    listed, first, again = door.ask("/support/mcp", "owner", calls, mode=mode)
     assert listed == ["ask"]
     assert not first.is_error and text(first) == "You said: Where is my order?"
     assert first.structured_content["status"] == "completed"
-    assert progress and progress[-1] == "session.waiting"
     session = first.structured_content["sessionId"]
+    assert progress and progress[-1] == f"session.waiting (session {session})"
     assert again.structured_content["sessionId"] == session and text(again) == "You said: Thanks"
     assert again.structured_content["continuationToken"] != first.structured_content["continuationToken"]
     with door.http() as client:
@@ -169,6 +170,9 @@ def test_without_elicitation_the_call_ends_awaiting_approval_and_a_later_ask_con
     session = body["sessionId"]
     assert body["playgroundUrl"] == f"{door.server.base_url}/playground/support?sessionId={session}"
     assert early.is_error and early.structured_content["error"]["code"] == "awaiting_approval"
+    with door.http() as client:
+        events = client.get(f"/support/v1/session/{session}/events", headers=door.headers("owner")).text
+    assert "done?" not in events, "the refused message was not admitted"
 
     with door.http() as client:
         decided = client.post(f"/support/v1/session/{session}/approvals/{body['pendingApprovals'][0]['callId']}",
@@ -213,6 +217,9 @@ def test_each_caller_at_the_doors(door: Door):
     refused = door.raw("/support/mcp", "scoped_elsewhere")
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "scoped_token"
     assert door.raw("/nobody/mcp", "owner").status_code == 404
+    assert door.raw("/support/mcp", "server_token").status_code == 200  # serve --bearer-token
+    with door.http() as client:  # a reserved slug's path stays Django's: the page on MCP servers
+        assert client.get("/docs/mcp").status_code == 200
     foreign = door.raw("/support/mcp", "owner", Origin="http://evil.example")
     assert foreign.status_code == 403 and foreign.json()["error"]["code"] == "foreign_origin"
 
@@ -230,3 +237,86 @@ def test_a_session_answers_only_its_owner(door: Door):
         refused = door.ask("/support/mcp", caller, intrude)
         assert refused.is_error and refused.structured_content["error"]["code"] == "forbidden", caller
     assert text(door.ask("/support/mcp", "owner", intrude)) == "You said: yours?"
+
+
+def test_a_dismissed_question_ends_the_call_awaiting_approval_without_asking_again(door: Door):
+    asked: list[str] = []
+
+    async def dismiss(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="cancel")
+
+    async def calls(client: Client):
+        return await client.call_tool("ask", {"message": CANCEL})
+
+    result = door.ask("/support/mcp", "owner", calls, elicit=dismiss)
+    assert len(asked) == 1
+    assert result.structured_content["status"] == "awaiting_approval"
+    assert [p["toolName"] for p in result.structured_content["pendingApprovals"]] == ["cancel_order"]
+
+
+def test_two_calls_waiting_in_one_turn_are_asked_together(door: Door):
+    asked: list[str] = []
+
+    async def answer(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"decision": "deny" if "A101" in params.message
+                                                            else "approve"})
+
+    message = '/call cancel_order {"order_id": "A102"}\n/call cancel_order {"order_id": "A101"}'
+
+    async def calls(client: Client):
+        return await client.call_tool("ask", {"message": message})
+
+    result = door.ask("/support/mcp", "owner", calls, elicit=answer)
+    assert sorted(asked) == sorted(f'The agent support wants to run cancel_order with {{"order_id": "{order}"}}. '
+                                   "Approve it?" for order in ("A101", "A102"))
+    assert result.structured_content["status"] == "completed"
+    assert "cancel_order (ok)" in text(result) and "cancel_order (error)" in text(result)
+
+
+def test_an_approvals_state_answers_only_the_token_it_was_given_to(door: Door):
+    """The exchange's state is the caller's: another person, or the same person's token scoped elsewhere,
+    cannot decide with it; and a state the server did not sign is refused."""
+    async def park(client: Client):
+        return await client.session.call_tool("ask", {"agent": "support", "message": CANCEL},
+                                              allow_input_required=True)
+
+    async def elicit(context, params):
+        return types.ElicitResult(action="accept", content={"decision": "approve"})
+
+    parked = door.ask("/mcp", "scoped_here", park, elicit=elicit)
+    assert isinstance(parked, types.InputRequiredResult)
+    [call_id] = parked.input_requests
+    approve = {call_id: types.ElicitResult(action="accept", content={"decision": "approve"})}
+
+    def retry(state: str):
+        async def calls(client: Client):
+            return await client.session.call_tool("ask", {"agent": "support", "message": CANCEL},
+                                                  input_responses=approve, request_state=state)
+        return calls
+
+    for caller, code in (("scoped_elsewhere", "forbidden"), ("member", "forbidden"), ("operator", "forbidden")):
+        refused = door.ask("/mcp", caller, retry(parked.request_state), elicit=elicit)
+        assert refused.is_error and refused.structured_content["error"]["code"] == code, caller
+    forged = door.ask("/mcp", "scoped_here", retry(parked.request_state[:-4] + "AAAA"), elicit=elicit)
+    assert forged.structured_content["error"]["code"] == "invalid_request_state"
+    with door.http() as client:
+        session = client.get("/support/v1/sessions", headers=door.headers("scoped_here")).json()["sessions"][0]
+        pending = client.get(f"/support/v1/session/{session['sessionId']}/approvals",
+                             headers=door.headers("scoped_here")).json()
+    assert [p["callId"] for p in pending["approvals"]] == [call_id], "nothing was decided"
+
+    done = door.ask("/mcp", "scoped_here", retry(parked.request_state), elicit=elicit)
+    assert done.structured_content["status"] == "completed" and "cancel_order (ok)" in text(done)
+
+
+def test_arguments_are_checked_as_the_http_route_checks_a_message(door: Door):
+    async def calls(client: Client):
+        return [await client.call_tool("ask", arguments) for arguments in (
+            {"message": "a\u0000b"}, {"message": "   "}, {"message": "x" * 100_001}, {"message": 3},
+            {"message": "hi", "sessionId": "ses_nobody"}, {"message": "hi", "colour": "red"})]
+
+    codes = [r.structured_content["error"]["code"] for r in door.ask("/support/mcp", "owner", calls)]
+    assert codes == ["invalid_text", "invalid_request", "invalid_request", "invalid_request", "session_not_found",
+                     "invalid_request"]
