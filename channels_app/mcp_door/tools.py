@@ -19,7 +19,6 @@ from typing import Any
 
 import mcp_types as types
 from channels.db import database_sync_to_async
-from django.conf import settings
 from django.core import signing
 from mcp.server.lowlevel.server import Server
 from mcp_types.version import is_version_at_least
@@ -260,13 +259,10 @@ def _result(caller: Caller, asked: asking.Asked, ended: asking.Outcome) -> types
 
 def servers() -> tuple[Server, Server]:
     """The server of one agent's door and the server of every agent's door."""
-    one = Server("agentsite", version=_version(), on_list_tools=_list_tools, on_call_tool=_call_tool,
+    one = Server("agentsite", on_list_tools=_list_tools, on_call_tool=_call_tool,
                  instructions="Each call of ask is one message to the agent; pass the sessionId it returns "
                               "to continue the conversation.")
-    every = Server("agentsite", version=_version(), on_list_tools=_list_tools, on_call_tool=_call_tool,
+    every = Server("agentsite", on_list_tools=_list_tools, on_call_tool=_call_tool,
                    instructions="list_agents names the agents; ask(agent, message) talks to one of them.")
     return one, every
 
-
-def _version() -> str:
-    return getattr(settings, "AGENTSITE_VERSION", "") or "1"
