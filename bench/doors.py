@@ -30,6 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from turnslib.stats import latency_line  # noqa: E402
 from tests.support import run_server  # noqa: E402
 
 UNLIMITED = {"AGENTSITE_RATE_SESSIONS": "off", "AGENTSITE_RATE_MESSAGES": "off", "AGENTSITE_MAX_RUNNING_TURNS": "off"}
@@ -51,13 +52,6 @@ async def mcp_turn(client) -> float:
     if result.is_error:
         raise RuntimeError(result.content[0].text)
     return (time.perf_counter() - started) * 1000
-
-
-def summary(name: str, times: list[float]) -> str:
-    ordered = sorted(times)
-    p95 = ordered[max(0, round(len(ordered) * 0.95) - 1)]
-    return f"{name:5} n={len(times)}  p50 {statistics.median(times):6.1f} ms  p95 {p95:6.1f} ms  " \
-           f"mean {statistics.fmean(times):6.1f} ms"
 
 
 async def drive(base_url: str, count: int, warmup: int) -> dict[str, list[float]]:
@@ -83,7 +77,7 @@ def main() -> None:
         times = asyncio.run(drive(server.base_url, opts.count, opts.warmup))
         errors = [line for line in server.output().splitlines() if "Traceback" in line or " ERROR " in line]
     for name, values in times.items():
-        print(summary(name, values))
+        print(latency_line(name, values, width=5))
     overhead = statistics.median(times["mcp"]) - statistics.median(times["http"])
     print(f"the MCP door adds {overhead:.1f} ms p50 to a turn; server log: {len(errors)} error line(s)")
 

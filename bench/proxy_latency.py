@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.agentsite.nginx_support import run_nginx  # noqa: E402
+from turnslib.stats import latency_line  # noqa: E402
 from tests.support import free_port, run_server  # noqa: E402
 
 
@@ -40,13 +41,6 @@ def one_turn(client: httpx.Client) -> float:
             if line and json.loads(line)["type"] == "session.waiting":
                 return (time.perf_counter() - started) * 1000
     raise RuntimeError("the stream ended before session.waiting")
-
-
-def summary(name: str, times: list[float]) -> str:
-    ordered = sorted(times)
-    p95 = ordered[max(0, round(len(ordered) * 0.95) - 1)]
-    return f"{name:8} n={len(times)}  p50 {statistics.median(times):6.1f} ms  p95 {p95:6.1f} ms  " \
-           f"mean {statistics.fmean(times):6.1f} ms"
 
 
 def main() -> None:
@@ -77,7 +71,7 @@ def main() -> None:
             for client in clients.values():
                 client.close()
     for name, values in times.items():
-        print(summary(name, values))
+        print(latency_line(name, values))
     added = statistics.median(times["nginx"]) - statistics.median(times["direct"])
     print(f"nginx adds {added:+.1f} ms at p50")
 

@@ -71,12 +71,19 @@ def load_json(text: str, what: str = "body") -> Any:
         raise JSONRefused("body_too_deep", f"the {what} nests arrays and objects more than {MAX_JSON_DEPTH} deep",
                           {"maxDepth": MAX_JSON_DEPTH})
     value = json.loads(text, parse_float=_finite, parse_int=_integer, parse_constant=_no_constant)
-    if BAD_ESCAPE.search(text) and (found := find_problem(value)):
-        path, problem = found
-        field = what if path == "value" else path
-        raise JSONRefused("invalid_text", f"{field} {problem}; send valid Unicode text without NUL",
-                          {"field": field})
+    if BAD_ESCAPE.search(text) and (refused := bad_text(value, what)):
+        raise refused
     return value
+
+
+def bad_text(value: Any, what: str = "body") -> JSONRefused | None:
+    """The refusal of a decoded value holding text no database stores (a NUL, a lone surrogate), or None."""
+    found = find_problem(value)
+    if not found:
+        return None
+    path, problem = found
+    field = what if path == "value" else path
+    return JSONRefused("invalid_text", f"{field} {problem}; send valid Unicode text without NUL", {"field": field})
 
 
 class BoundedJSONParser(JSONParser):

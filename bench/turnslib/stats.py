@@ -30,6 +30,14 @@ def summary(values: list[float]) -> dict[str, Any]:
     }
 
 
+def latency_line(name: str, times: list[float], width: int = 8) -> str:
+    """One line of a side-by-side latency comparison (bench/proxy_latency.py, bench/doors.py): nearest-rank p95."""
+    ordered = sorted(times)
+    p95 = ordered[max(0, round(len(ordered) * 0.95) - 1)]
+    return f"{name:{width}} n={len(times)}  p50 {statistics.median(times):6.1f} ms  p95 {p95:6.1f} ms  " \
+           f"mean {statistics.fmean(times):6.1f} ms"
+
+
 def parse_at(value: str) -> float:
     return datetime.fromisoformat(value).timestamp()
 

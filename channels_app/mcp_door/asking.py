@@ -17,10 +17,10 @@ from pydantic import Field
 from channels_app.bodies import MessageBody, validate_body
 from channels_app.errors import APIError
 from channels_app.ownership import get_agent, get_owned_session
+from channels_app.parsers import bad_text
 from channels_app.ratelimits import MESSAGES, SESSIONS, check_rate
 from channels_app.stream import follow_up_start
 from sessions.eventlog.events import read_lines
-from sessions.eventlog.storable import find_problem
 from sessions.models import EventType, ToolCall, Turn
 from sessions.principal import Principal
 from sessions.turn.admission import AdmissionError, start_session, submit_message
@@ -69,9 +69,8 @@ class AskAnyInput(AskInput):
 
 def checked(arguments: dict[str, Any], model: type[AskInput]) -> AskInput:
     """The arguments as `model`, else the 400 the HTTP route gives (`invalid_text`, `invalid_request`)."""
-    if (found := find_problem(arguments)) is not None:
-        path, problem = found
-        raise APIError(400, "invalid_text", f"{path} {problem}; send valid Unicode text without NUL", {"field": path})
+    if (refused := bad_text(arguments, "arguments")) is not None:
+        raise APIError(400, refused.code, refused.message, refused.details)
     return validate_body(model, arguments, "arguments")
 
 

@@ -154,8 +154,10 @@ async def _ask(ctx, caller: Caller, params) -> types.CallToolResult | types.Inpu
         await database_sync_to_async(asking.decide)(caller.principal, asked, decisions)
     else:
         given = asking.checked(params.arguments or {}, asking.AskAnyInput if caller.slug is None else asking.AskInput)
-        slug = caller.slug or given.agent
-        check(caller.principal, slug=slug)  # a token scoped to other agents: 403 scoped_token
+        slug = caller.slug
+        if slug is None:  # `/mcp`: the agent asked for against a token's scope (`/<slug>/mcp` was admitted so)
+            slug = given.agent
+            check(caller.principal, slug=slug)
         asked = await database_sync_to_async(asking.ask)(caller.principal, slug, given.message, given.session_id,
                                                          given.continuation_token)
     pending = await _follow(ctx, asked)
