@@ -32,14 +32,14 @@ from agentsite.threads import PooledThreadsASGIHandler  # noqa: E402
 django_asgi_app = PooledThreadsASGIHandler(settings.AGENTSITE_WEB_THREADS)
 
 from channels_app.access_log import logged  # noqa: E402
-from channels_app.mcp_door.routes import with_mcp_door  # noqa: E402
+from channels_app.door_routes import with_protocol_doors  # noqa: E402
 from sessions import tracing  # noqa: E402
 
 # Under AGENTSITE_LOG_FORMAT=json each request's access line is ours (the web servers write none then):
 # inside the request's span, so the line has its trace id.
 json_logs = settings.LOG_FORMAT == "json"
-# /mcp and /<slug>/mcp are the MCP door's (the official SDK's transport); everything else is Django's.
-http_app = with_mcp_door(django_asgi_app)
+# The MCP and A2A doors (/mcp, /<slug>/mcp, /<slug>/a2a, the agent cards) are their SDKs'; the rest is Django's.
+http_app = with_protocol_doors(django_asgi_app)
 http_app = logged(http_app) if json_logs else http_app
 if tracing.tracing():
     from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware  # noqa: E402

@@ -2,19 +2,11 @@
 SDK's handlers find it (`ctx.request.scope`) whichever task of the SDK runs them."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from sessions.principal import Principal
+from channels_app.door_admission import Caller
 
 SCOPE_KEY = "agentsite.mcp_caller"
-
-
-@dataclass(frozen=True)
-class Caller:
-    principal: Principal
-    slug: str | None  # the agent of `/<slug>/mcp`; None on `/mcp`, which serves every agent
-    origin: str  # the server's public URL, or the request's own scheme and host: for the links it returns
 
 
 def caller_of(ctx: Any) -> Caller:

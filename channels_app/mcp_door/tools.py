@@ -24,15 +24,14 @@ from mcp.server.lowlevel.server import Server
 from mcp_types.version import is_version_at_least
 
 from agents.models import Agent
+from channels_app import asking
 from channels_app.auth import agent_scope
 from channels_app.doors import check
 from channels_app.errors import APIError
-from channels_app.mcp_door import asking
+from channels_app.mcp_door import inputs
 from channels_app.mcp_door.caller import Caller, caller_of
 from channels_app.ownership import get_agent
 from channels_app.replies.sessions import SessionLinks
-from channels_app.stream import one_turn
-from sessions.models import Turn
 from sessions.plumbing.redisdown import redis_unreachable
 from sessions.plumbing.taskqueue import QueueUnavailable
 from sessions.turn.admission import AdmissionError
@@ -44,6 +43,7 @@ INPUT_REQUIRED_VERSION = "2026-07-28"
 # How long the state of an approval exchange stays good: a person may take a while to answer.
 STATE_MAX_AGE = 24 * 3600
 STATE_SALT = "agentsite.mcp.ask"
+CHANNEL = "mcp"
 
 ASK_PROPERTIES: dict[str, Any] = {
     "message": {"type": "string", "description": "What to say to the agent."},
@@ -153,13 +153,13 @@ async def _ask(ctx, caller: Caller, params) -> types.CallToolResult | types.Inpu
         decisions, cancelled = _decisions(params.input_responses or {})
         await database_sync_to_async(asking.decide)(caller.principal, asked, decisions)
     else:
-        given = asking.checked(params.arguments or {}, asking.AskAnyInput if caller.slug is None else asking.AskInput)
+        given = inputs.checked(params.arguments or {}, inputs.AskAnyInput if caller.slug is None else inputs.AskInput)
         slug = caller.slug
         if slug is None:  # `/mcp`: the agent asked for against a token's scope (`/<slug>/mcp` was admitted so)
             slug = given.agent
             check(caller.principal, slug=slug)
         asked = await database_sync_to_async(asking.ask)(caller.principal, slug, given.message, given.session_id,
-                                                         given.continuation_token)
+                                                         given.continuation_token, CHANNEL)
     pending = await _follow(ctx, asked)
     ended = await database_sync_to_async(asking.outcome)(asked.session_id, asked.turn_id, asked.start, pending)
     if pending and not cancelled and _can_elicit(ctx):
@@ -171,19 +171,13 @@ async def _ask(ctx, caller: Caller, params) -> types.CallToolResult | types.Inpu
 
 async def _follow(ctx, asked: asking.Asked) -> list[dict[str, Any]]:
     """Follow the turn until it ends ([]) or waits on people (the calls it waits on), a progress
-    notification per batch. A turn whose calls were all decided but that is still held back (the
-    running-turn cap) is followed on."""
-    seen, start = 0, asked.start
-    while True:
-        async with aclosing(one_turn(asked.session_id, start, asked.turn_id, asked.mode)) as batches:
-            async for batch in batches:
-                if batch:
-                    seen += len(batch)
-                    start = batch[-1].index + 1
-                    await ctx.session.report_progress(seen, None, f"{batch[-1].type} (session {asked.session_id})")
-        status, pending = await database_sync_to_async(asking.state)(asked.turn_id)
-        if status is None or status in Turn.FINISHED or pending:
-            return pending
+    notification per batch."""
+    seen = 0
+    async with aclosing(asking.settled(asked)) as batches:
+        async for batch in batches:
+            seen += len(batch)
+            await ctx.session.report_progress(seen, None, f"{batch[-1].type} (session {asked.session_id})")
+    return (await database_sync_to_async(asking.state)(asked.turn_id))[1]
 
 
 def _can_elicit(ctx) -> bool:

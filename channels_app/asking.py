@@ -1,32 +1,32 @@
-"""What an MCP `ask` does to sessions, in the database: synchronous, called from the door's event loop
-through a thread (`channels.db.database_sync_to_async`).
+"""A message through a protocol door (an MCP `ask`, an A2A `message/send`), in the database: synchronous,
+called from the door's event loop through a thread (`channels.db.database_sync_to_async`), but for
+`settled`, which follows the turn on the loop.
 
-An `ask` is a message like any other: a new session on the `mcp` channel, or a follow-up on the
-caller's own session, admitted by `start_session`/`submit_message` under the same rate limits and
+A door's message is a message like any other: a new session on the door's channel, or a follow-up on
+the caller's own session, admitted by `start_session`/`submit_message` under the same rate limits and
 ownership rules as `POST /<slug>/v1/session`. What the door then needs from the log (the reply, the
 failure, the calls waiting for a decision) is read here too.
 """
 from __future__ import annotations
 
 import json
+from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, AsyncIterator
 
-from pydantic import Field
+from channels.db import database_sync_to_async
 
-from channels_app.bodies import MessageBody, validate_body
 from channels_app.errors import APIError
 from channels_app.ownership import get_agent, get_owned_session
-from channels_app.parsers import bad_text
 from channels_app.ratelimits import MESSAGES, SESSIONS, check_rate
-from channels_app.stream import follow_up_start
+from channels_app.stream import follow_up_start, one_turn
+from sessions.eventlog.events import Line
 from sessions.eventlog.events import read_lines
 from sessions.models import EventType, ToolCall, Turn
 from sessions.principal import Principal
 from sessions.turn.admission import AdmissionError, start_session, submit_message
 from sessions.turn.approvals import resolve_approval
 
-CHANNEL = "mcp"
 # What says how the turn ended: its last reply, its failure, or the session's state after it.
 OUTCOME_TYPES = frozenset({EventType.MESSAGE_COMPLETED, EventType.TURN_FAILED, EventType.SESSION_WAITING,
                            EventType.SESSION_COMPLETED, EventType.SESSION_FAILED})
@@ -54,28 +54,10 @@ class Outcome:
     pending: list[dict[str, Any]] = field(default_factory=list)
 
 
-class AskInput(MessageBody):
-    """`ask`'s arguments on `/<slug>/mcp`, checked as `POST /<slug>/v1/session` checks its body."""
-
-    session_id: str | None = Field(default=None, min_length=1, max_length=64)
-    continuation_token: str | None = Field(default=None, min_length=1, max_length=200)
-
-
-class AskAnyInput(AskInput):
-    """`ask`'s arguments on `/mcp`: which agent too."""
-
-    agent: str = Field(min_length=1, max_length=64)
-
-
-def checked(arguments: dict[str, Any], model: type[AskInput]) -> AskInput:
-    """The arguments as `model`, else the 400 the HTTP route gives (`invalid_text`, `invalid_request`)."""
-    if (refused := bad_text(arguments, "arguments")) is not None:
-        raise APIError(400, refused.code, refused.message, refused.details)
-    return validate_body(model, arguments, "arguments")
-
-
-def ask(principal: Principal, slug: str, message: str, session_id: str | None, token: str | None) -> Asked:
-    """Admit `message` for agent `slug`: a new session, or a follow-up on the caller's `session_id`.
+def ask(principal: Principal, slug: str, message: str, session_id: str | None, token: str | None,
+        channel: str) -> Asked:
+    """Admit `message` for agent `slug`: a new session on `channel`, or a follow-up on the caller's
+    `session_id`.
 
     A follow-up on a session whose turn waits for a decision is refused (409 `awaiting_approval`): the
     message would interrupt the parked turn, and the person asking has a decision to make first.
@@ -83,7 +65,7 @@ def ask(principal: Principal, slug: str, message: str, session_id: str | None, t
     agent = get_agent(slug)
     if not session_id:
         check_rate(principal, SESSIONS)
-        admitted = start_session(agent, principal, message, channel=CHANNEL)
+        admitted = start_session(agent, principal, message, channel=channel)
         return Asked(slug, admitted.session.id, admitted.turn.id, 0, admitted.continuation_token,
                      admitted.session.mode)
     session = get_owned_session(slug, session_id, principal)
@@ -150,3 +132,21 @@ def outcome(session_id: str, turn_id: str, start: int, pending: list[dict[str, A
     if not status:  # the session was deleted under the turn
         return Outcome("failed", error="the session was deleted before its turn ended")
     return Outcome(status, reply=reply, error=error)
+
+
+async def settled(asked: Asked, start: int | None = None) -> AsyncIterator[list[Line]]:
+    """The turn's events from `start` (default: where it began) until it ends or waits on people.
+
+    A turn whose calls were all decided but that is still held back (the running-turn cap, or no
+    worker has resumed it yet) is followed on: it is neither ended nor waiting on anyone.
+    """
+    start = asked.start if start is None else start
+    while True:
+        async with aclosing(one_turn(asked.session_id, start, asked.turn_id, asked.mode)) as batches:
+            async for batch in batches:
+                if batch:
+                    start = batch[-1].index + 1
+                    yield batch
+        status, pending = await database_sync_to_async(state)(asked.turn_id)
+        if status is None or status in Turn.FINISHED or pending:
+            return
