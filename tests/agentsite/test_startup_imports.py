@@ -1,6 +1,7 @@
 """What a Django process imports as it starts: every `manage.py` command, web process and turn
 worker pays for it, the suite's servers many times over. The MCP SDK (its types take most of a
-second to import) waits until a process opens an MCP connection or runs an OAuth flow; the Redis
+second to import) waits until a process opens an MCP connection or runs an OAuth flow; the A2A SDK
+(with protobuf and Google's API core) until the A2A door serves a request; the Redis
 client until the broker, a cache or the channel layer on Redis is used; the Slack SDK until a Slack
 channel replies; the Markdown parser until /docs/ is first rendered; httpx (with rich and click, which
 its command line imports) until an outbound request is sent; httpx2 until an OAuth flow runs; PyJWT
@@ -25,7 +26,7 @@ import psutil
 
 from tests.support import ROOT, child_env, run_server
 
-LAZY = ("mcp", "mcp_types", "redis", "slack_sdk", "markdown_it", "httpx", "httpx2", "jwt", "rich", "click",
+LAZY = ("mcp", "mcp_types", "a2a", "redis", "slack_sdk", "markdown_it", "httpx", "httpx2", "jwt", "rich", "click",
         "cryptography", "openai", "anthropic", "genai_prices")
 
 # Run by `manage.py shell -c`: Django set up as every command sets it up.
