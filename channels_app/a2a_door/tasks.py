@@ -65,7 +65,7 @@ def send(caller: Caller, slug: str, message: a2a.Message) -> asking.Asked:
 
 def answer(caller: Caller, slug: str, message: a2a.Message) -> asking.Asked:
     """The decision a message on task `message.task_id` gives to the calls it waits on."""
-    turn = _turn(caller, slug, message.task_id, reader=False)
+    turn = _turn(caller, slug, message.task_id, operators=False)
     if message.context_id and message.context_id != turn.session_id:
         raise APIError(400, "invalid_request", f"task {turn.pk} is not in context {message.context_id}")
     pending = asking.pending_calls(turn.pk)
@@ -101,12 +101,13 @@ def _decisions(message: a2a.Message, pending: list[dict[str, Any]]) -> dict[str,
     return decided
 
 
-def _turn(caller: Caller, slug: str, task_id: str, *, reader: bool = True) -> Turn:
-    """Task `task_id` of agent `slug`, if the caller owns its session (a reader: or is an operator).
-    Another's task is not found, as one that does not exist."""
+def _turn(caller: Caller, slug: str, task_id: str, *, operators: bool = True) -> Turn:
+    """Task `task_id` of agent `slug`, if the caller owns its session or (`operators`) is an operator,
+    as for the HTTP routes that read or stop a session. Another's task is not found, as one that does
+    not exist."""
     turn = Turn.objects.select_related("session").filter(pk=task_id, session__agent__slug=slug).first()
     if turn is None or not (turn.session.is_owned_by(caller.principal)
-                            or (reader and is_operator(caller.principal))):
+                            or (operators and is_operator(caller.principal))):
         raise APIError(404, "task_not_found", f"no task {task_id!r} on agent {slug!r}")
     return turn
 
@@ -120,8 +121,9 @@ def task(caller: Caller, slug: str, task_id: str) -> asking.Asked:
 
 
 def stop(caller: Caller, slug: str, task_id: str) -> asking.Asked:
-    """Ask the task's turn to stop (409 `task_not_cancelable` once it has ended)."""
-    turn = _turn(caller, slug, task_id, reader=False)
+    """Ask the task's turn to stop (409 `task_not_cancelable` once it has ended); an operator stopping
+    another's is recorded (`operator.acted`)."""
+    turn = _turn(caller, slug, task_id)
     if turn.status in Turn.FINISHED:
         raise APIError(409, "task_not_cancelable", f"task {task_id} is already {turn.status}")
     stop_turn(turn, by=caller.principal)

@@ -24,6 +24,8 @@ from typing import Iterator
 import httpx
 import httpx2
 import pytest
+from a2a.client import A2ACardResolver, ClientConfig, create_client
+from a2a.types import a2a_pb2 as a2a
 from django.contrib.auth.models import User
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -166,6 +168,27 @@ def test_an_mcp_client_asks_through_nginx_and_gets_its_progress_and_links_on_the
     assert result.structured_content["playgroundUrl"] == f"{site.public}/playground/support?sessionId={session}"
     with site.client() as client:
         assert client.post("/support/mcp", json={}).status_code == 401
+
+
+def test_an_a2a_client_reads_the_card_and_streams_through_nginx_on_the_public_url(site):
+    """The A2A door's location: the card names the public endpoint, and message/stream's SSE comes through."""
+    async def stream():
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {site.token}"}, verify=str(site.ca),
+                                     timeout=20) as http:
+            card = await A2ACardResolver(http, f"{site.public}/support").get_agent_card()
+            client = await create_client(card, ClientConfig(httpx_client=http, streaming=True))
+            request = a2a.SendMessageRequest(message=a2a.Message(message_id="m1", role=a2a.ROLE_USER,
+                                                                 parts=[a2a.Part(text="hello over A2A")]))
+            return card, [response async for response in client.send_message(request)]
+
+    card, responses = asyncio.run(stream())
+    assert card.supported_interfaces[0].url == f"{site.public}/support/a2a"
+    kinds = [response.WhichOneof("payload") for response in responses]
+    assert kinds[0] == "task" and "artifact_update" in kinds
+    assert responses[-1].status_update.status.state == a2a.TASK_STATE_COMPLETED
+    assert responses[-1].status_update.status.message.parts[0].text == "You said: hello over A2A"
+    with site.client() as client:
+        assert client.post("/support/a2a", json={}).status_code == 401
 
 
 def test_a_person_logs_in_through_nginx_and_follows_a_session_with_the_login_cookie(site):

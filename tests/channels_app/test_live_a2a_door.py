@@ -218,9 +218,15 @@ def test_a_task_answers_only_its_owner_and_operators_read_it(door: Door):
     async def intrude(client):
         return await final(client, _in_context(task, "yours?"))
 
-    with pytest.raises(errors.TaskNotFoundError):
-        door.run("support", "member", read, streaming=False)
+    async def cancel(client):
+        return await client.cancel_task(a2a.CancelTaskRequest(id=task.id))
+
+    for calls in (read, cancel):
+        with pytest.raises(errors.TaskNotFoundError):
+            door.run("support", "member", calls, streaming=False)
     assert door.run("support", "operator", read, streaming=False).id == task.id
+    with pytest.raises(errors.TaskNotCancelableError):  # found, and ended
+        door.run("support", "operator", cancel, streaming=False)
     for caller in ("member", "operator"):
         with pytest.raises(errors.InvalidParamsError) as refused:
             door.run("support", caller, intrude, streaming=False)
