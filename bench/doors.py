@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""What a door adds to a turn: the MCP door's `ask` against the plain HTTP route, on the scripted model.
+"""What a door adds to a turn: the MCP door's `ask` and the A2A door's `message/send` against the plain
+HTTP route, on the scripted model.
 
 Starts `manage.py serve` on the embedded default (SQLite, examples/support; the rate limits and
 the running-turn cap off, as every benchmark runs), then alternates, N times each so load drift
@@ -7,7 +8,9 @@ hits both alike, one new session and its turn:
 
 - http: `POST /support/v1/session` with `Accept: application/x-ndjson`, read to `session.waiting`
   (the turn's events in the answer of the request that started it: one request, as an ask is);
-- mcp: `ask` on `/support/mcp` through the official `mcp` client, one client session for the run.
+- mcp: `ask` on `/support/mcp` through the official `mcp` client, one client session for the run;
+- a2a: `message/send` (not streaming) on `/support/a2a` through the official `a2a-sdk` client, made
+  from the agent's card once for the run.
 
     .venv/bin/python bench/doors.py              # 100 turns each way
     .venv/bin/python bench/doors.py --count 300
@@ -24,6 +27,8 @@ import time
 from pathlib import Path
 
 import httpx
+from a2a.client import A2ACardResolver, ClientConfig, create_client
+from a2a.types import a2a_pb2 as a2a
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -54,12 +59,24 @@ async def mcp_turn(client) -> float:
     return (time.perf_counter() - started) * 1000
 
 
+async def a2a_turn(client) -> float:
+    started = time.perf_counter()
+    request = a2a.SendMessageRequest(message=a2a.Message(message_id="m", role=a2a.ROLE_USER,
+                                                         parts=[a2a.Part(text="hello")]))
+    async for response in client.send_message(request):
+        if response.task.status.state != a2a.TASK_STATE_COMPLETED:
+            raise RuntimeError(f"the task ended {response.task.status}")
+    return (time.perf_counter() - started) * 1000
+
+
 async def drive(base_url: str, count: int, warmup: int) -> dict[str, list[float]]:
-    times: dict[str, list[float]] = {"http": [], "mcp": []}
+    times: dict[str, list[float]] = {"http": [], "mcp": [], "a2a": []}
     async with httpx.AsyncClient(base_url=base_url, timeout=60) as http, \
             Client(streamable_http_client(f"{base_url}/support/mcp")) as mcp:
+        card = await A2ACardResolver(http, f"{base_url}/support").get_agent_card()
+        peer = await create_client(card, ClientConfig(httpx_client=http, streaming=False))
         for at in range(warmup + count):
-            took = {"http": await http_turn(http), "mcp": await mcp_turn(mcp)}
+            took = {"http": await http_turn(http), "mcp": await mcp_turn(mcp), "a2a": await a2a_turn(peer)}
             if at >= warmup:
                 for name, ms in took.items():
                     times[name].append(ms)
@@ -78,8 +95,10 @@ def main() -> None:
         errors = [line for line in server.output().splitlines() if "Traceback" in line or " ERROR " in line]
     for name, values in times.items():
         print(latency_line(name, values, width=5))
-    overhead = statistics.median(times["mcp"]) - statistics.median(times["http"])
-    print(f"the MCP door adds {overhead:.1f} ms p50 to a turn; server log: {len(errors)} error line(s)")
+    for door in ("mcp", "a2a"):
+        overhead = statistics.median(times[door]) - statistics.median(times["http"])
+        print(f"the {door.upper()} door adds {overhead:.1f} ms p50 to a turn")
+    print(f"server log: {len(errors)} error line(s)")
 
 
 if __name__ == "__main__":

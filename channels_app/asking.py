@@ -134,8 +134,10 @@ def outcome(session_id: str, turn_id: str, start: int, pending: list[dict[str, A
     return Outcome(status, reply=reply, error=error)
 
 
-async def settled(asked: Asked, start: int | None = None) -> AsyncIterator[list[Line]]:
-    """The turn's events from `start` (default: where it began) until it ends or waits on people.
+async def settled(asked: Asked, start: int | None = None,
+                  waiting: list[dict[str, Any]] | None = None) -> AsyncIterator[list[Line]]:
+    """The turn's events from `start` (default: where it began) until it ends or waits on people;
+    then `waiting` (when given) holds the calls it waits on.
 
     A turn whose calls were all decided but that is still held back (the running-turn cap, or no
     worker has resumed it yet) is followed on: it is neither ended nor waiting on anyone.
@@ -149,4 +151,6 @@ async def settled(asked: Asked, start: int | None = None) -> AsyncIterator[list[
                     yield batch
         status, pending = await database_sync_to_async(state)(asked.turn_id)
         if status is None or status in Turn.FINISHED or pending:
+            if waiting is not None:
+                waiting.extend(pending)
             return

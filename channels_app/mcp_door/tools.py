@@ -172,12 +172,12 @@ async def _ask(ctx, caller: Caller, params) -> types.CallToolResult | types.Inpu
 async def _follow(ctx, asked: asking.Asked) -> list[dict[str, Any]]:
     """Follow the turn until it ends ([]) or waits on people (the calls it waits on), a progress
     notification per batch."""
-    seen = 0
-    async with aclosing(asking.settled(asked)) as batches:
+    seen, waiting = 0, []
+    async with aclosing(asking.settled(asked, waiting=waiting)) as batches:
         async for batch in batches:
             seen += len(batch)
             await ctx.session.report_progress(seen, None, f"{batch[-1].type} (session {asked.session_id})")
-    return (await database_sync_to_async(asking.state)(asked.turn_id))[1]
+    return waiting
 
 
 def _can_elicit(ctx) -> bool:
