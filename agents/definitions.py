@@ -31,8 +31,9 @@ class Agent:
     models: list[str] | tuple[str, ...] = ()
     # Models a failed call (429, 5xx, overloaded, timeout) may fall over to, in order; none: it fails.
     fallback: list[str] | tuple[str, ...] = ()
-    # Agents (by slug) this agent may message with the built-in messaging tools; none: it messages no one.
-    peers: list[str] | tuple[str, ...] = ()
+    # Agents this agent may message with the built-in messaging tools: slugs on this server, and agents on
+    # A2A servers by URL (or {"url": URL, "token": "${SECRET}"}); none: it messages no one.
+    peers: list[Any] | tuple[Any, ...] = ()
     params: dict[str, Any] = field(default_factory=dict)
     max_steps: int | None = None
     name: str = ""

@@ -15,9 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from channels.db import database_sync_to_async
+from pydantic import BaseModel
 
+from channels_app.bodies import validate_body
 from channels_app.errors import APIError
 from channels_app.ownership import get_agent, get_owned_session
+from channels_app.parsers import bad_text
 from channels_app.ratelimits import MESSAGES, SESSIONS, check_rate
 from channels_app.stream import follow_up_start, one_turn
 from sessions.eventlog.events import Line
@@ -54,10 +57,17 @@ class Outcome:
     pending: list[dict[str, Any]] = field(default_factory=list)
 
 
+def checked(model: type[BaseModel], data: dict[str, Any], where: str) -> Any:
+    """A door's input as `model`, else the 400 the HTTP routes give (`invalid_text`, `invalid_request`)."""
+    if (refused := bad_text(data, where)) is not None:
+        raise APIError(400, refused.code, refused.message, refused.details)
+    return validate_body(model, data, where)
+
+
 def ask(principal: Principal, slug: str, message: str, session_id: str | None, token: str | None,
-        channel: str) -> Asked:
+        channel: str, origin: dict[str, Any] | None = None) -> Asked:
     """Admit `message` for agent `slug`: a new session on `channel`, or a follow-up on the caller's
-    `session_id`.
+    `session_id`. `origin`: what the turn carries of an agent that sent it (its hops, for the loop guard).
 
     A follow-up on a session whose turn waits for a decision is refused (409 `awaiting_approval`): the
     message would interrupt the parked turn, and the person asking has a decision to make first.
@@ -65,7 +75,7 @@ def ask(principal: Principal, slug: str, message: str, session_id: str | None, t
     agent = get_agent(slug)
     if not session_id:
         check_rate(principal, SESSIONS)
-        admitted = start_session(agent, principal, message, channel=channel)
+        admitted = start_session(agent, principal, message, channel=channel, origin=origin)
         return Asked(slug, admitted.session.id, admitted.turn.id, 0, admitted.continuation_token,
                      admitted.session.mode)
     session = get_owned_session(slug, session_id, principal)
@@ -75,7 +85,7 @@ def ask(principal: Principal, slug: str, message: str, session_id: str | None, t
                        f"{', '.join(call['toolName'] for call in waiting)}: decide it, then ask again",
                        {"turnId": parked.id, "pendingApprovals": waiting})
     check_rate(principal, MESSAGES)
-    admitted = submit_message(session, message, continuation_token=token or None)
+    admitted = submit_message(session, message, continuation_token=token or None, origin=origin)
     turn = admitted.turn.id
     return Asked(slug, session.id, turn, follow_up_start(session.id, turn), admitted.continuation_token,
                  session.mode)

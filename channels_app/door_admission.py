@@ -19,7 +19,12 @@ from channels_app.errors import APIError
 from channels_app.origin import foreign_origin_message, foreign_source
 from channels_app.ownership import get_agent
 from sessions.plumbing.redisdown import redis_unreachable
+from sessions.plumbing.taskqueue import QueueUnavailable
 from sessions.principal import Principal
+from sessions.turn.admission import AdmissionError
+
+# What a door's work may raise as a refusal of the caller's request (see `refusal`).
+REFUSALS = (APIError, AdmissionError, QueueUnavailable)
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +55,20 @@ def admit_caller(scope: dict[str, Any], slug: str | None) -> Caller:
     return Caller(principal, slug, origin)
 
 
+def refusal(exc: Exception) -> APIError:
+    """A refusal raised inside a door (one of REFUSALS) as the APIError the HTTP routes answer with."""
+    if isinstance(exc, APIError):
+        return exc
+    return APIError(getattr(exc, "status", 500), getattr(exc, "code", "error"), getattr(exc, "message", "") or str(exc),
+                    getattr(exc, "details", None), headers=getattr(exc, "headers", None))
+
+
+def redis_down(exc: Exception) -> APIError:
+    """The 503 of a request that met Redis restarting (the lockout and rate counters' cache)."""
+    log.warning("Redis is unreachable: %s", exc)
+    return APIError(503, "service_unavailable", "Redis is unreachable; try again shortly", headers={"Retry-After": "2"})
+
+
 async def send_refusal(exc: APIError, send) -> None:
     await send_response(exc.response(), send)
 
@@ -67,8 +86,6 @@ async def admitted(scope: dict[str, Any], slug: str | None, send) -> Caller | No
         return await database_sync_to_async(admit_caller)(scope, slug)
     except APIError as exc:
         await send_refusal(exc, send)
-    except redis_unreachable() as exc:  # the lockout counters' cache restarting
-        log.warning("Redis is unreachable: %s", exc)
-        await send_refusal(APIError(503, "service_unavailable", "Redis is unreachable; try again shortly",
-                                    headers={"Retry-After": "2"}), send)
+    except redis_unreachable() as exc:
+        await send_refusal(redis_down(exc), send)
     return None

@@ -137,7 +137,7 @@ def load_agent_folder(root: Path | str, slug: str | None = None, *, resolved_def
             found_tools = find_in_file(path, f"{namespace}.tools.{name}", Tool, _reporter(problems, rel))
             if found_tools is None:
                 continue
-            if name in BUILTIN_TOOLS or (modelset.peers and name in MESSAGING_TOOLS):
+            if name in BUILTIN_TOOLS or ((modelset.peers or modelset.remote_peers) and name in MESSAGING_TOOLS):
                 problems.append(Problem(rel, f"{name!r} is a built-in tool name: rename the file"))
                 continue
             if len(found_tools) != 1:
@@ -173,6 +173,7 @@ def load_agent_folder(root: Path | str, slug: str | None = None, *, resolved_def
         tools=tools, content_hash=digest, warnings=warnings, skills=skills, subagents=subagents, hooks=hooks,
         schedules=schedules, runtime=runtime, seed_dir=seed_dir, mcp=mcp_servers, channels=channels,
         experiments=experiments, models=modelset.models, fallback=modelset.fallback, peers=modelset.peers,
+        remote_peers=modelset.remote_peers,
     )
 
 

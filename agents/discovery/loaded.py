@@ -72,6 +72,7 @@ class LoadedAgent:
     models: list[str] = field(default_factory=list)
     fallback: list[str] = field(default_factory=list)
     peers: list[str] = field(default_factory=list)
+    remote_peers: list[dict[str, str]] = field(default_factory=list)
     # The release's (set by load_deployment): the only domains its outbound calls may reach.
     allowed_domains: tuple[str, ...] = ()
 
@@ -101,6 +102,7 @@ class LoadedAgent:
             **({"models": list(self.models)} if len(self.models) > 1 else {}),
             **({"fallback": list(self.fallback)} if self.fallback else {}),
             **({"peers": list(self.peers)} if self.peers else {}),
+            **({"remotePeers": [dict(peer) for peer in self.remote_peers]} if self.remote_peers else {}),
             "params": self.config.params,
             "maxSteps": self.config.max_steps,
             "retentionDays": self.config.retention_days,

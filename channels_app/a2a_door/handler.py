@@ -23,11 +23,9 @@ from channels.db import database_sync_to_async
 from channels_app import asking
 from channels_app.a2a_door import tasks
 from channels_app.a2a_door.tasklog import TERMINAL, TaskLog
-from channels_app.door_admission import Caller
+from channels_app.door_admission import REFUSALS, Caller, redis_down, refusal
 from channels_app.errors import APIError
 from sessions.plumbing.redisdown import redis_unreachable
-from sessions.plumbing.taskqueue import QueueUnavailable
-from sessions.turn.admission import AdmissionError
 
 log = logging.getLogger(__name__)
 
@@ -44,30 +42,27 @@ def caller_of(context: ServerCallContext) -> Caller:
     return caller
 
 
-def a2a_error(exc: Exception) -> errors.A2AError:
+def a2a_error(refused: APIError) -> errors.A2AError:
     """An HTTP route's refusal in A2A's words; its code and HTTP status ride along as the error's data."""
-    code = getattr(exc, "error_code", None) or getattr(exc, "code", "error")
-    status = getattr(exc, "status_code", None) or getattr(exc, "status", 500)
-    message = getattr(exc, "message", None) or str(exc)
+    code, status = refused.error_code, refused.status_code
     data = {"code": str(code), "httpStatus": str(status)}
-    if getattr(exc, "details", None) is not None:
-        data["details"] = json.dumps(exc.details)
+    if refused.details is not None:
+        data["details"] = json.dumps(refused.details)
     kind = BY_CODE.get(code)
     if kind is None:
         kind = (errors.InvalidParamsError if status in (400, 403, 404, 409, 413, 422)
                 else errors.InvalidRequestError if status < 500 else errors.InternalError)
-    return kind(message, data)
+    return kind(refused.message, data)
 
 
 async def _db(function, *args):
     """Run `function` on a thread; a refusal as an A2A error."""
     try:
         return await database_sync_to_async(function)(*args)
-    except (APIError, AdmissionError, QueueUnavailable) as exc:
-        raise a2a_error(exc) from None
+    except REFUSALS as exc:
+        raise a2a_error(refusal(exc)) from None
     except redis_unreachable() as exc:  # the rate counters' cache restarting: the client tries again shortly
-        log.warning("Redis is unreachable: %s", exc)
-        raise a2a_error(APIError(503, "service_unavailable", "Redis is unreachable; try again shortly")) from None
+        raise a2a_error(redis_down(exc)) from None
 
 
 def _history(params: Any) -> int | None:
@@ -76,20 +71,31 @@ def _history(params: Any) -> int | None:
 
 
 async def _events(asked: asking.Asked, task: TaskLog, start: int) -> AsyncIterator[Any]:
-    """The task's A2A events from log index `start`, until it ends or waits on a person."""
+    """The task's A2A events from log index `start`, until it ends or waits on a person.
+
+    Whether it waits is the turn's row's to say, not the fold's: a turn parked with its events read
+    has nothing more to follow until someone decides.
+    """
     if task.state in TERMINAL:
         return
-    if task.state == a2a.TASK_STATE_INPUT_REQUIRED and (await _db(asking.state, asked.turn_id))[1]:
-        return  # waiting on a person: nothing follows until they decide
-    async with aclosing(asking.settled(asked, start)) as batches:
-        async for batch in batches:
-            for line in batch:
-                envelope = json.loads(line.json)
-                if envelope.get("turnId") == asked.turn_id:
-                    for event in task.feed(envelope):
-                        yield event
-    if task.state not in TERMINAL and task.state != a2a.TASK_STATE_INPUT_REQUIRED:
+    status, pending = await _db(asking.state, asked.turn_id)
+    if status is not None and not pending:
+        waiting: list[dict[str, Any]] = []
+        async with aclosing(asking.settled(asked, start, waiting)) as batches:
+            async for batch in batches:
+                for line in batch:
+                    envelope = json.loads(line.json)
+                    if envelope.get("turnId") == asked.turn_id:
+                        for event in task.feed(envelope):
+                            yield event
+        if task.state in TERMINAL:
+            return
+        status, pending = ("awaiting_approval", waiting) if waiting else (None, [])
+    if status is None:
         yield task.gone()  # the session was deleted under the task
+    elif task.state != a2a.TASK_STATE_INPUT_REQUIRED or task.pending != pending:
+        task.pending = list(pending)
+        yield task.waiting()
 
 
 class SessionTasks(RequestHandler):

@@ -14,6 +14,7 @@ from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from channels.db import database_sync_to_async
+from django.conf import settings
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -34,6 +35,35 @@ class CallerContext(DefaultServerCallContextBuilder):
 
 def _card(caller: Caller) -> dict:
     return agent_card_to_dict(card(caller.slug, caller.origin))
+
+
+async def read_body(receive, limit: int) -> bytes | None:
+    """The request's body, or None once it is over `limit` bytes (read no further)."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return bytes(body)
+        body += message.get("body", b"")
+        if len(body) > limit:
+            return None
+        if not message.get("more_body"):
+            return bytes(body)
+
+
+def replay(body: bytes, receive):
+    """An ASGI `receive` that gives `body` once, then the connection's own (which tells a stream when the
+    client leaves)."""
+    sent = False
+
+    async def replayed():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
 
 
 class A2aDoor:
@@ -58,5 +88,9 @@ class A2aDoor:
                 return
             response = JSONResponse(body, headers={"Cache-Control": "no-cache"})
         else:
-            response = await self.dispatcher.handle_requests(Request({**scope, CALLER: caller}, receive))
+            body = await read_body(receive, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+            if body is None:  # as every route: the upload limit, AGENTSITE_MAX_BODY_BYTES
+                await send_refusal(APIError(413, "body_too_large", "the request body is too large"), send)
+                return
+            response = await self.dispatcher.handle_requests(Request({**scope, CALLER: caller}, replay(body, receive)))
         await response(scope, receive, send)

@@ -77,6 +77,8 @@ class TaskLog:
             names = ", ".join(call.get("toolName", "?") for call in data.get("calls", []))
             return [self._status(a2a.TASK_STATE_WORKING, meta, envelope, f"calling {names}", {"calls": data.get("calls", [])})]
         if kind == "action.result":
+            if self.pending:  # a call of the step ran while others wait: the task still waits on a person
+                return [self.waiting(meta, envelope)]
             return [self._status(a2a.TASK_STATE_WORKING, meta, envelope, f"{data.get('toolName', 'a tool')} returned",
                                  {"result": data})]
         if kind == "action.approval_requested":
@@ -85,6 +87,8 @@ class TaskLog:
             return [self.waiting(meta, envelope)]
         if kind == "action.approval_resolved":
             self.pending = [call for call in self.pending if call["callId"] != data.get("callId")]
+            if self.pending:  # decided one of several: the others still wait
+                return [self.waiting(meta, envelope)]
             return [self._status(a2a.TASK_STATE_WORKING, meta, envelope)]
         if kind == "turn.completed":
             return [self._status(a2a.TASK_STATE_COMPLETED, meta, envelope, self.reply)]

@@ -15,12 +15,11 @@ from a2a.types import a2a_pb2 as a2a
 from google.protobuf.json_format import MessageToDict
 
 from channels_app import asking
-from channels_app.bodies import MessageBody, validate_body
+from channels_app.bodies import MessageBody
 from channels_app.door_admission import Caller
 from channels_app.doors import is_operator
 from channels_app.errors import APIError
 from channels_app.a2a_door.tasklog import STATE_OF_STATUS, TaskLog
-from channels_app.parsers import bad_text
 from channels_app.replies.sessions import SessionLinks
 from sessions.models import Event, Session, Turn
 from sessions.turn.admission import stop_turn
@@ -53,14 +52,23 @@ def _text(message: a2a.Message) -> str:
     `POST /<slug>/v1/session` checks its `message` (400 `invalid_text`, `invalid_request`)."""
     text, data = _parts(message)
     text = "\n".join([text, *(json.dumps(item) for item in data)]) if data else text
-    if (refused := bad_text({"message": text}, "message")) is not None:
-        raise APIError(400, refused.code, refused.message, refused.details)
-    return validate_body(MessageBody, {"message": text}, "message").message
+    return asking.checked(MessageBody, {"message": text}, "message").message
 
 
 def send(caller: Caller, slug: str, message: a2a.Message) -> asking.Asked:
     """A new task: the message in its context (the caller's session) or in a new one."""
-    return asking.ask(caller.principal, slug, _text(message), message.context_id or None, None, CHANNEL)
+    return asking.ask(caller.principal, slug, _text(message), message.context_id or None, None, CHANNEL,
+                      sent_by_agent(message))
+
+
+def sent_by_agent(message: a2a.Message) -> dict[str, Any] | None:
+    """What an agentsite peer says of the message (`metadata.agentsite`: its agent, hops and root): the
+    turn carries the hops on, so the hop limit holds across servers."""
+    said = MessageToDict(message.metadata).get("agentsite") if message.HasField("metadata") else None
+    if not isinstance(said, dict) or not isinstance(said.get("hops"), (int, float)):
+        return None
+    return {"hops": max(0, int(said["hops"])), "root": str(said.get("root") or "")[:40],
+            "peer": str(said.get("agent") or "")[:64], "via": CHANNEL}
 
 
 def answer(caller: Caller, slug: str, message: a2a.Message) -> asking.Asked:
@@ -152,11 +160,15 @@ def listed(caller: Caller, slug: str, request: a2a.ListTasksRequest) -> a2a.List
     if request.status:
         statuses = [status for status, state in STATE_OF_STATUS.items() if state == request.status]
         turns = turns.filter(status__in=statuses)
-    size = min(request.page_size or PAGE_SIZE, PAGE_MAX)
+    size = min(request.page_size if request.HasField("page_size") else PAGE_SIZE, PAGE_MAX)
+    if size < 1:
+        raise APIError(400, "invalid_request", f"pageSize must be 1 to {PAGE_MAX}")
     try:
         offset = int(request.page_token or 0)
     except ValueError:
-        raise APIError(400, "invalid_page_token", "page_token is not one this server gave") from None
+        offset = -1
+    if offset < 0:
+        raise APIError(400, "invalid_page_token", "pageToken is not one this server gave")
     total = turns.count()
     page = list(turns.select_related("session").order_by("-created_at", "-id")[offset:offset + size])
     history = request.history_length if request.HasField("history_length") else None

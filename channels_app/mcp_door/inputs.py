@@ -5,9 +5,8 @@ from typing import Any
 
 from pydantic import Field
 
-from channels_app.bodies import MessageBody, validate_body
-from channels_app.errors import APIError
-from channels_app.parsers import bad_text
+from channels_app.asking import checked as checked_as
+from channels_app.bodies import MessageBody
 
 
 class AskInput(MessageBody):
@@ -25,6 +24,4 @@ class AskAnyInput(AskInput):
 
 def checked(arguments: dict[str, Any], model: type[AskInput]) -> AskInput:
     """The arguments as `model`, else the 400 the HTTP route gives (`invalid_text`, `invalid_request`)."""
-    if (refused := bad_text(arguments, "arguments")) is not None:
-        raise APIError(400, refused.code, refused.message, refused.details)
-    return validate_body(model, arguments, "arguments")
+    return checked_as(model, arguments, "arguments")

@@ -26,6 +26,7 @@ from mcp_types.version import is_version_at_least
 from agents.models import Agent
 from channels_app import asking
 from channels_app.auth import agent_scope
+from channels_app.door_admission import REFUSALS, redis_down, refusal
 from channels_app.doors import check
 from channels_app.errors import APIError
 from channels_app.mcp_door import inputs
@@ -33,8 +34,6 @@ from channels_app.mcp_door.caller import Caller, caller_of
 from channels_app.ownership import get_agent
 from channels_app.replies.sessions import SessionLinks
 from sessions.plumbing.redisdown import redis_unreachable
-from sessions.plumbing.taskqueue import QueueUnavailable
-from sessions.turn.admission import AdmissionError
 
 log = logging.getLogger(__name__)
 
@@ -125,21 +124,18 @@ async def _call_tool(ctx, params: types.CallToolRequestParams) -> types.CallTool
             raise APIError(404, "tool_not_found", f"no tool {params.name!r} here: "
                            + ("list_agents and ask" if caller.slug is None else "only ask"))
         return await _ask(ctx, caller, params)
-    except (APIError, AdmissionError, QueueUnavailable) as exc:
-        return _tool_error(exc)
+    except REFUSALS as exc:
+        return _tool_error(refusal(exc))
     except redis_unreachable() as exc:  # the rate counters' cache restarting: the client tries again shortly
-        log.warning("Redis is unreachable: %s", exc)
-        return _tool_error(APIError(503, "service_unavailable", "Redis is unreachable; try again shortly"))
+        return _tool_error(redis_down(exc))
 
 
-def _tool_error(exc: Exception) -> types.CallToolResult:
-    code = getattr(exc, "error_code", None) or getattr(exc, "code", "error")
-    message = getattr(exc, "message", None) or str(exc)
-    details = getattr(exc, "details", None)
-    body: dict[str, Any] = {"error": {"code": code, "message": message}}
-    if details is not None:
-        body["error"]["details"] = details
-    return types.CallToolResult(content=[_text(f"{code}: {message}")], structured_content=body, is_error=True)
+def _tool_error(refused: APIError) -> types.CallToolResult:
+    body: dict[str, Any] = {"error": {"code": refused.error_code, "message": refused.message}}
+    if refused.details is not None:
+        body["error"]["details"] = refused.details
+    return types.CallToolResult(content=[_text(f"{refused.error_code}: {refused.message}")], structured_content=body,
+                                is_error=True)
 
 
 def _text(text: str) -> types.TextContent:

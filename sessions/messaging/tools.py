@@ -17,6 +17,8 @@ from agents.discovery import LoadedAgent
 from agents.models import Agent
 from sessions.messaging.delivery import send
 from sessions.messaging.limits import MessageRefused
+from sessions.host.providers import release_domains
+from sessions.messaging.remote import send_remote
 from sessions.models import AgentMessage
 
 NAMES = ("list_agents", "send_message", "read_notifications")
@@ -27,7 +29,7 @@ class ListAgentsInput(BaseModel):
 
 
 class SendMessageInput(BaseModel):
-    to: str = Field(description="The agent's slug, as list_agents gives it")
+    to: str = Field(description="The agent's slug (or a remote agent's URL), as list_agents gives it")
     text: str = Field(min_length=1, description="The message, with everything the agent needs to act on it")
     thread: str | None = Field(default=None, max_length=200,
                                description="A name for a separate conversation with that agent: the same thread "
@@ -55,25 +57,34 @@ def notification(row: AgentMessage) -> dict[str, Any]:
             "thread": row.thread or None, "text": row.text, "at": row.created_at.isoformat()}
 
 
+def remote_directory(remote: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+    return [{"slug": url, "name": url, "description": "an agent on another A2A server: its reply is the result "
+             "of send_message", "deployed": True, "remote": True} for url in remote]
+
+
 def messaging_tools(loaded: LoadedAgent) -> dict[str, Tool]:
     """The three tools bound to this agent's peers; none without peers."""
-    if not loaded.peers:
+    if not loaded.peers and not loaded.remote_peers:
         return {}
     peers = tuple(loaded.peers)
+    remote = {peer["url"]: peer for peer in loaded.remote_peers}
 
     def list_agents(input: ListAgentsInput, ctx) -> dict[str, Any]:
-        return {"agents": directory(peers)}
+        return {"agents": directory(peers) + remote_directory(remote)}
 
     def send_message(input: SendMessageInput, ctx) -> dict[str, Any]:
-        if input.to not in peers:
+        if input.to not in peers and input.to.rstrip("/") not in remote:
             raise MessageRefused(f"not reachable: {input.to!r} is not an agent this one may message; "
-                                 f"it may message: {', '.join(peers)}")
+                                 f"it may message: {', '.join([*peers, *remote])}")
         session = ctx.host.session if ctx.host is not None else None
         if session is None or not ctx.host.turn_id:  # the turn is what the loop guards count from
             raise MessageRefused("send_message needs a session's turn to send from")
         if len(input.text) > settings.AGENTSITE_MAX_MESSAGE_CHARS:  # what a person's message may be, no more
             raise MessageRefused(f"too long: a message is at most {settings.AGENTSITE_MAX_MESSAGE_CHARS} characters "
                                  f"({len(input.text)} given); send less")
+        if input.to.rstrip("/") in remote:
+            return send_remote(session, loaded.slug, ctx.host.turn_id, remote[input.to.rstrip("/")], input.text,
+                               input.thread or "", domains=release_domains(ctx.host.agent, session))
         delivered = send(session, loaded.slug, ctx.host.turn_id, input.to, input.text, input.thread or "")
         return {"delivered": True, "sessionId": delivered.session_id, "thread": input.thread}
 
@@ -83,13 +94,15 @@ def messaging_tools(loaded: LoadedAgent) -> dict[str, Tool]:
             raise MessageRefused("read_notifications needs a session to read for")
         return {"notifications": [notification(row) for row in AgentMessage.take_unread(session.id)]}
 
-    roster = ", ".join(peers)
+    roster = ", ".join([*peers, *remote])
+    sending = (f"Send a message to another agent ({roster}). It arrives in that agent's conversation for the "
+               "thread and is answered there: collect the answer later with read_notifications.")
+    if remote:
+        sending += " An agent on another server (by URL) answers in the result."
     return {
         "list_agents": Tool(f"List the agents you may message ({roster}): slug, name, description, and whether "
                             "each is deployed.", ListAgentsInput, list_agents),
-        "send_message": Tool(f"Send a message to another agent ({roster}). It arrives in that agent's "
-                             "conversation for the thread and is answered there: collect the answer later with "
-                             "read_notifications.", SendMessageInput, send_message, effect="write"),
+        "send_message": Tool(sending, SendMessageInput, send_message, effect="write"),
         "read_notifications": Tool("Read the replies other agents sent to this conversation since you last "
                                    "read; each is returned once.", ReadNotificationsInput, read_notifications),
     }

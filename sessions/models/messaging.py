@@ -16,7 +16,8 @@ class AgentMessage(models.Model):
     """A message from one session to another.
 
     `message`: `send_message` delivered it into the recipient's conversation as a
-    turn. `reply`: the recipient's answer to a message, waiting in the
+    turn, or (`peer`) sent it to an agent on another A2A server, which has no
+    session here. `reply`: the recipient's answer to a message, waiting in the
     sender's notifications until `read_notifications` takes it (`read_at`).
     """
 
@@ -28,7 +29,12 @@ class AgentMessage(models.Model):
     kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.MESSAGE)
     sender = models.ForeignKey(Session, null=True, on_delete=models.SET_NULL, related_name="+")
     sender_agent = models.CharField(max_length=64)
-    recipient = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="agent_messages")
+    recipient = models.ForeignKey(Session, null=True, blank=True, on_delete=models.CASCADE,
+                                  related_name="agent_messages")
+    # A message to an agent on another A2A server: its URL, and the A2A context its answer came in
+    # (the thread's next message continues it).
+    peer = models.CharField(max_length=500, blank=True)
+    peer_context = models.CharField(max_length=100, blank=True)
     thread = models.CharField(max_length=200, blank=True)
     text = models.TextField()
     # Messages between agents since a person or a trigger last spoke: the loop guard.

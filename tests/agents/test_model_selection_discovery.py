@@ -59,6 +59,16 @@ def test_fallback_and_peers_load_into_the_manifest(tmp_path):
     assert loaded.manifest()["peers"] == ["researcher", "writer-2"]
 
 
+def test_peers_on_other_servers_load_by_url_with_the_secret_their_token_is(tmp_path):
+    loaded = load_agent_folder(make_agent(tmp_path, agent_py(
+        "peers=['writer', 'https://agents.example.com/research/', "
+        "{'url': 'https://b.example/support/.well-known/agent-card.json', 'token': '${B_TOKEN}'}]")))
+
+    assert loaded.peers == ["writer"]
+    assert loaded.manifest()["remotePeers"] == [{"url": "https://agents.example.com/research"},
+                                                {"url": "https://b.example/support", "token": "${B_TOKEN}"}]
+
+
 def test_a_model_outside_models_is_one_problem_naming_the_fix(tmp_path):
     problem = only_problem(make_agent(tmp_path, agent_py(
         "model='anthropic:claude-sonnet-4-5', models=['scripted:echo', 'openai:gpt-4.1-mini']")))
@@ -80,6 +90,10 @@ def test_a_model_outside_models_is_one_problem_naming_the_fix(tmp_path):
     ("peers=['my-agent']", "peer 'my-agent' is this agent"),
     ("peers=['writer', 'writer']", "peers lists an agent twice"),
     ("peers='writer'", "peers must be a list of agent slugs"),
+    ("peers=['ftp://agents.example.com/x']", "peer 'ftp://agents.example.com/x' is not an agent slug"),
+    ("peers=[{'url': 'https://a.example/x', 'token': 'ast_plain'}]", "token names a secret as '${NAME}'"),
+    ("peers=[{'url': 'https://a.example/x', 'key': 'K'}]", "give a slug, a URL, or {'url': URL"),
+    ("peers=['https://a.example/x', {'url': 'https://a.example/x/'}]", "peers lists an agent's URL twice"),
 ])
 def test_each_mistake_is_one_problem_in_agent_py_that_says_what_is_wrong(tmp_path, args, expected):
     problem = only_problem(make_agent(tmp_path, agent_py(args)))

@@ -98,6 +98,11 @@ def reply_of(task: a2a.Task) -> str:
     return "".join(part.text for artifact in task.artifacts for part in artifact.parts)
 
 
+def state_of(response: a2a.StreamResponse) -> int:
+    """The task's state as a stream's response tells it (the task itself, or a status update)."""
+    return response.task.status.state if response.HasField("task") else response.status_update.status.state
+
+
 def index_of(response: a2a.StreamResponse) -> int:
     """The index in the session's log of the event an update comes from."""
     return int(getattr(response, response.WhichOneof("payload")).metadata["agentsite"]["index"])
@@ -206,6 +211,34 @@ def test_an_input_required_approval_completes_with_the_decision(door: Door):
     assert len([e for e in events if e["type"] == "action.result"]) == 1
 
 
+def test_a_task_waits_on_a_person_while_any_call_of_its_step_does(door: Door):
+    """One call of the step needs approval and the other runs: the task is input-required, whether
+    waited for, fetched or resubscribed, until the decision."""
+    both = CANCEL + '\n/call lookup_order {"order_id": "A100"}'
+
+    async def calls(client):
+        streamed = [r async for r in client.send_message(message(both))]
+        task_id = streamed[0].task.id
+        fetched = await client.get_task(a2a.GetTaskRequest(id=task_id))
+        again = [r async for r in client.subscribe(a2a.SubscribeToTaskRequest(id=task_id))]
+        listed = await client.list_tasks(a2a.ListTasksRequest(context_id=fetched.context_id))
+        with pytest.raises(errors.InvalidParamsError) as bad_page:
+            await client.list_tasks(a2a.ListTasksRequest(page_token="-5"))
+        decided = [r async for r in client.send_message(message("yes", fetched))]
+        final_task = await client.get_task(a2a.GetTaskRequest(id=task_id))
+        return streamed, fetched, again, listed, bad_page.value, decided, final_task
+
+    streamed, fetched, again, listed, bad_page, decided, final_task = door.run("support", "owner", calls)
+    assert state_of(streamed[-1]) == a2a.TASK_STATE_INPUT_REQUIRED
+    assert fetched.status.state == a2a.TASK_STATE_INPUT_REQUIRED
+    assert [r.WhichOneof("payload") for r in again] == ["task"]  # waiting on a person: nothing to follow
+    assert again[0].task.status.state == a2a.TASK_STATE_INPUT_REQUIRED
+    assert [t.id for t in listed.tasks] == [fetched.id] and listed.total_size == 1
+    assert bad_page.data["code"] == "invalid_page_token"
+    assert state_of(decided[-1]) == a2a.TASK_STATE_COMPLETED
+    assert "cancel_order (ok)" in reply_of(final_task) and "lookup_order (ok)" in reply_of(final_task)
+
+
 def test_a_task_answers_only_its_owner_and_operators_read_it(door: Door):
     async def start(client):
         return await final(client, message("mine"))
@@ -256,6 +289,9 @@ def test_each_caller_at_the_doors(door: Door):
     for refused in (card("scoped_elsewhere"), rpc("scoped_elsewhere")):
         assert refused.status_code == 403 and refused.json()["error"]["code"] == "scoped_token"
     assert card("owner", "nobody").status_code == 404 and rpc("owner", "nobody").status_code == 404
+    with door.http() as client:  # the upload limit of every route (AGENTSITE_MAX_BODY_BYTES, 1 MiB)
+        huge = client.post("/support/a2a", content=b"x" * (1024 * 1024 + 1), headers=door.headers("owner"))
+    assert huge.status_code == 413 and huge.json()["error"]["code"] == "body_too_large"
     foreign = rpc("owner", Origin="http://evil.example")
     assert foreign.status_code == 403 and foreign.json()["error"]["code"] == "foreign_origin"
     with door.http() as client:
