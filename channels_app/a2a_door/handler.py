@@ -70,15 +70,16 @@ def _history(params: Any) -> int | None:
     return holder.history_length if holder.HasField("history_length") else None
 
 
-async def _events(asked: asking.Asked, task: TaskLog, start: int) -> AsyncIterator[Any]:
+async def _events(asked: asking.Asked, task: TaskLog, start: int, stopping: bool = False) -> AsyncIterator[Any]:
     """The task's A2A events from log index `start`, until it ends or waits on a person.
 
     Whether it waits is the turn's row's to say, not the fold's: a turn parked with its events read
-    has nothing more to follow until someone decides.
+    has nothing more to follow until someone decides. One `stopping` winds down from its park, and
+    is followed to its end.
     """
     if task.state in TERMINAL:
         return
-    status, pending = await _db(asking.state, asked.turn_id)
+    status, pending = ("stopping", []) if stopping else await _db(asking.state, asked.turn_id)
     if status is not None and not pending:
         waiting: list[dict[str, Any]] = []
         async with aclosing(asking.settled(asked, start, waiting)) as batches:
@@ -141,7 +142,7 @@ class SessionTasks(RequestHandler):
         asked = await _db(tasks.stop, caller, caller.slug, params.id)
         task, start = await _db(tasks.opened, caller, asked)
         try:
-            async with asyncio.timeout(CANCEL_WAIT), aclosing(_events(asked, task, start)) as events:
+            async with asyncio.timeout(CANCEL_WAIT), aclosing(_events(asked, task, start, stopping=True)) as events:
                 async for _ in events:
                     pass
         except TimeoutError:

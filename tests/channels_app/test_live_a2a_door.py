@@ -178,10 +178,14 @@ def test_a_cancelled_task_stops_its_turn(door: Door):
         cancelled = await client.cancel_task(a2a.CancelTaskRequest(id=first.task.id))
         with pytest.raises(errors.TaskNotCancelableError) as again:
             await client.cancel_task(a2a.CancelTaskRequest(id=first.task.id))
-        return cancelled, again.value
+        parked = [r async for r in client.send_message(message(CANCEL))]
+        stopped = await client.cancel_task(a2a.CancelTaskRequest(id=parked[0].task.id))
+        return cancelled, again.value, parked, stopped
 
-    cancelled, again = door.run("support", "owner", calls)
+    cancelled, again, parked, stopped = door.run("support", "owner", calls)
     assert cancelled.status.state == a2a.TASK_STATE_CANCELED
+    assert state_of(parked[-1]) == a2a.TASK_STATE_INPUT_REQUIRED
+    assert stopped.status.state == a2a.TASK_STATE_CANCELED, "a task waiting on a person is cancelled too"
     assert again.data["code"] == "task_not_cancelable"
     failed = [e["data"] for e in door.events("support", cancelled.context_id) if e["type"] == "turn.failed"]
     assert [f["code"] for f in failed] == ["interrupted"]
