@@ -99,6 +99,22 @@ async def _events(asked: asking.Asked, task: TaskLog, start: int, stopping: bool
         yield task.waiting()
 
 
+async def _streamed(asked: asking.Asked, task: TaskLog, start: int) -> AsyncIterator[Any]:
+    """A stream's events: the task as folded so far, then what follows it."""
+    yield task.snapshot()
+    async with aclosing(_events(asked, task, start)) as events:
+        async for event in events:
+            yield event
+
+
+async def _found(context, find, task_id: str) -> tuple[asking.Asked, TaskLog, int]:
+    """Task `task_id` as `find` (tasks.task or tasks.stop) gives it to the caller, folded so far."""
+    caller = caller_of(context)
+    asked = await _db(find, caller, caller.slug, task_id)
+    task, start = await _db(tasks.opened, caller, asked)
+    return asked, task, start
+
+
 class SessionTasks(RequestHandler):
     async def _admitted(self, params: a2a.SendMessageRequest, context) -> tuple[asking.Asked, TaskLog, int]:
         caller = caller_of(context)
@@ -116,31 +132,21 @@ class SessionTasks(RequestHandler):
         return task.snapshot(_history(params))
 
     async def on_message_send_stream(self, params, context) -> AsyncIterator[Any]:
-        asked, task, start = await self._admitted(params, context)
-        yield task.snapshot()
-        async with aclosing(_events(asked, task, start)) as events:
+        async with aclosing(_streamed(*await self._admitted(params, context))) as events:
             async for event in events:
                 yield event
 
     async def on_get_task(self, params, context) -> a2a.Task:
-        caller = caller_of(context)
-        asked = await _db(tasks.task, caller, caller.slug, params.id)
-        task, _ = await _db(tasks.opened, caller, asked)
+        _, task, _ = await _found(context, tasks.task, params.id)
         return task.snapshot(_history(params))
 
     async def on_subscribe_to_task(self, params, context) -> AsyncIterator[Any]:
-        caller = caller_of(context)
-        asked = await _db(tasks.task, caller, caller.slug, params.id)
-        task, start = await _db(tasks.opened, caller, asked)
-        yield task.snapshot()
-        async with aclosing(_events(asked, task, start)) as events:
+        async with aclosing(_streamed(*await _found(context, tasks.task, params.id))) as events:
             async for event in events:
                 yield event
 
     async def on_cancel_task(self, params, context) -> a2a.Task:
-        caller = caller_of(context)
-        asked = await _db(tasks.stop, caller, caller.slug, params.id)
-        task, start = await _db(tasks.opened, caller, asked)
+        asked, task, start = await _found(context, tasks.stop, params.id)
         try:
             async with asyncio.timeout(CANCEL_WAIT), aclosing(_events(asked, task, start, stopping=True)) as events:
                 async for _ in events:
