@@ -1,8 +1,8 @@
 """The A2A methods on sessions and turns: the `RequestHandler` the SDK's JSON-RPC dispatcher calls.
 
 `message/send` waits for the task to end or to wait on a person (unless `returnImmediately`);
-`message/stream` and `tasks/resubscribe` send the task as folded so far, then each of its events as
-the log gets them; `tasks/cancel` stops the turn and answers once it has ended (or after a few
+`message/stream` sends the task as sent, `tasks/resubscribe` the task as folded so far, then each
+of its events as the log gets them; `tasks/cancel` stops the turn and answers once it has ended (or after a few
 seconds, with the task as it then is). Push notifications and the extended card are not offered
 (the card says so).
 """
@@ -119,8 +119,12 @@ class SessionTasks(RequestHandler):
     async def _admitted(self, params: a2a.SendMessageRequest, context) -> tuple[asking.Asked, TaskLog, int]:
         caller = caller_of(context)
         message = params.message
-        asked = await _db(tasks.answer if message.task_id else tasks.send, caller, caller.slug, message)
-        task, start = await _db(tasks.opened, caller, asked)
+        if message.task_id:
+            asked = await _db(tasks.answer, caller, caller.slug, message)
+            task, start = await _db(tasks.opened, caller, asked)
+        else:
+            asked = await _db(tasks.send, caller, caller.slug, message)
+            task, start = await _db(tasks.opened, caller, asked, asked.start)
         return asked, task, start
 
     async def on_message_send(self, params, context) -> a2a.Task:

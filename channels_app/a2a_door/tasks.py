@@ -138,9 +138,12 @@ def stop(caller: Caller, slug: str, task_id: str) -> asking.Asked:
     return _asked(slug, turn)
 
 
-def opened(caller: Caller, asked: asking.Asked) -> tuple[TaskLog, int]:
-    """The task folded from its events so far, and the log's index where what follows begins."""
-    end = Session.objects.filter(pk=asked.session_id).values_list("next_event_index", flat=True).first() or 0
+def opened(caller: Caller, asked: asking.Asked, upto: int | None = None) -> tuple[TaskLog, int]:
+    """The task folded from its events so far (or below log index `upto`: a task just sent is folded
+    as submitted, so its stream shows all it does however fast it runs), and the log's index where
+    what follows begins."""
+    end = upto if upto is not None else \
+        Session.objects.filter(pk=asked.session_id).values_list("next_event_index", flat=True).first() or 0
     message = Turn.objects.filter(pk=asked.turn_id).values_list("message", flat=True).first() or ""
     links = SessionLinks.at(caller.origin, asked.slug, asked.session_id)
     log = TaskLog(asked.turn_id, asked.session_id, message,

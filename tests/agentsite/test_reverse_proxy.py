@@ -185,6 +185,7 @@ def test_an_a2a_client_reads_the_card_and_streams_through_nginx_on_the_public_ur
     assert card.supported_interfaces[0].url == f"{site.public}/support/a2a"
     kinds = [response.WhichOneof("payload") for response in responses]
     assert kinds[0] == "task" and "artifact_update" in kinds
+    assert responses[0].task.status.state == a2a.TASK_STATE_SUBMITTED  # however fast the turn ran
     assert responses[-1].status_update.status.state == a2a.TASK_STATE_COMPLETED
     assert responses[-1].status_update.status.message.parts[0].text == "You said: hello over A2A"
     with site.client() as client:

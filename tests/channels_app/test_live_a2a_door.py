@@ -233,6 +233,8 @@ def test_a_task_waits_on_a_person_while_any_call_of_its_step_does(door: Door):
         return streamed, fetched, again, listed, bad_page.value, decided, final_task
 
     streamed, fetched, again, listed, bad_page, decided, final_task = door.run("support", "owner", calls)
+    # A stream opens on the task as sent, however fast its turn ran: everything it did follows.
+    assert streamed[0].task.status.state == a2a.TASK_STATE_SUBMITTED
     assert state_of(streamed[-1]) == a2a.TASK_STATE_INPUT_REQUIRED
     assert fetched.status.state == a2a.TASK_STATE_INPUT_REQUIRED
     assert [r.WhichOneof("payload") for r in again] == ["task"]  # waiting on a person: nothing to follow
