@@ -179,6 +179,9 @@ class Channel:
     event is stored, outside the turn, for the sessions this channel owns.
     `state`: the starting per-session channel state (JSON).
     `on_start(ctx)` / `on_stop()`: when the web process mounts the channel and when it stops.
+    `connection(ctx)`: a transport to the provider the server keeps open in one process of the
+    deployment at a time (Slack's Socket Mode): it returns an object whose `tick()` the holding
+    process calls about every second (to reconnect) and whose `close()` ends it.
     `kind`: what /info calls it; "custom" for an authored channel, a provider's name
     ("github", "slack", ...) for a channel a provider library builds.
     `shared_sessions`: False (the default): a continuation key, and a session id, reach
@@ -194,6 +197,7 @@ class Channel:
     state: Mapping[str, Any] = field(default_factory=dict)
     on_start: Callable[[Any], Any] | None = None
     on_stop: Callable[[], Any] | None = None
+    connection: Callable[[Any], Any] | None = None
     description: str = ""
     kind: str = "custom"
     shared_sessions: bool = False
@@ -241,6 +245,7 @@ class LoadedChannel:
             "sharedSessions": self.channel.shared_sessions,
             "hasOnStart": self.channel.on_start is not None,
             "hasOnStop": self.channel.on_stop is not None,
+            "hasConnection": self.channel.connection is not None,
             **({"config": self.channel.config.describe()} if self.channel.config is not None else {}),
         }
 
@@ -374,12 +379,12 @@ def channel_problems(channel: Channel) -> list[str]:
         json.dumps(dict(channel.state))
     except (TypeError, ValueError):
         problems.append("state= is the starting per-session state: a dict of JSON values")
-    for name in ("on_start", "on_stop"):
+    for name in ("on_start", "on_stop", "connection"):
         value = getattr(channel, name)
         if value is not None and not callable(value):
             problems.append(f"{name}= must be a function")
     if not (isinstance(channel.kind, str) and CHANNEL_ID.match(channel.kind)) or channel.kind == "http":
         problems.append(f"kind={channel.kind!r}: name the kind of channel in lowercase letters ('custom' by default)")
-    if not channel.routes and not channel.events and channel.on_start is None:
-        problems.append("the channel declares nothing: add routes=[...], events={...} or on_start=")
+    if not channel.routes and not channel.events and channel.on_start is None and channel.connection is None:
+        problems.append("the channel declares nothing: add routes=[...], events={...}, on_start= or connection=")
     return problems

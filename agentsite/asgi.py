@@ -90,14 +90,18 @@ if os.environ.get("AGENTSITE_MOUNT_CHANNELS") == "1":
     import threading  # noqa: E402
 
     from channels_app.custom_channels import mount_all  # noqa: E402
+    from sessions.custom_channels.connections import keep_connections  # noqa: E402
 
     # Custom channels' on_start (long-lived transports) as the web process starts, off the import path.
     # Once per web process, not once per deployment: any web process may get a channel's request and
     # mounts the channel then anyway (custom_channels.mount), and a scale-out runs web processes on
     # several hosts that share nothing but the database, so `serve --web-processes N` runs it N times
-    # too, the way a deployment of N web hosts would. A channel wanting one transport per deployment
-    # must elect its holder itself (a lock in the database or Redis), as it must across hosts.
+    # too, the way a deployment of N web hosts would.
     threading.Thread(target=mount_all, name="mount-channels", daemon=True).start()
+    # A transport wanted once per deployment (`Channel(connection=...)`: Slack's Socket Mode) is
+    # not an on_start: every web process runs the keeper, and a lease in the database elects which
+    # one holds each connection (sessions.custom_channels.connections).
+    keep_connections()
 
 # A trusted proxy's forwarding headers become the scope's client, scheme and host, for HTTP
 # and websockets alike, before anything reads them (channels_app.proxies).

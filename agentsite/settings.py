@@ -344,6 +344,9 @@ AGENTSITE_CHANNEL_DELIVERY_DAYS = int(os.environ.get("AGENTSITE_CHANNEL_DELIVERY
 # How often the recovery sweep looks for channel deliveries that were never enqueued (a process
 # that died between a commit and its enqueue), and prunes old delivery ids: a scan, so seldom.
 AGENTSITE_CHANNEL_RESCAN_SECONDS = float(os.environ.get("AGENTSITE_CHANNEL_RESCAN_SECONDS", "300"))
+# The lease on a channel's connection to its provider (Slack's Socket Mode), renewed every third of
+# it: when its holder dies, another process takes the connection over within this many seconds.
+AGENTSITE_CHANNEL_LEASE_SECONDS = max(3.0, float(os.environ.get("AGENTSITE_CHANNEL_LEASE_SECONDS", "10")))
 # Sessions idle for longer than this many days are deleted by the ticker (sessions/retention/sweep.py);
 # None (unset) keeps them. An agent overrides it with Agent(retention_days=N).
 AGENTSITE_RETENTION_DAYS = _env_retention_days("AGENTSITE_RETENTION_DAYS")

@@ -133,6 +133,13 @@ class ChannelRoute(Reply):
     raw_body: bool = False
 
 
+class ConnectionState(Reply):
+    """A channel's connection to its provider (Slack's Socket Mode), held by one process."""
+
+    connected: bool
+    connected_at: datetime | None = None
+
+
 class ChannelRef(Reply):
     """A channel the agent is reached through: `http` (built in) or a custom one
     with its routes and their schemas. Auth policies are named by kind, never with a token."""
@@ -149,6 +156,8 @@ class ChannelRef(Reply):
     # A provider channel's settings, by the kind's own names: the variables holding its secrets and
     # whether each is set ({env, set}), never a value; other settings as they are.
     config: dict[str, JSONValue] | None = None
+    # A channel that keeps a connection open to its provider: whether it is up now (else null).
+    connection: ConnectionState | None = None
 
 
 class AgentInfo(Reply):

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from pydantic.alias_generators import to_camel
 from rest_framework.request import Request
@@ -21,12 +22,12 @@ from channels_app.doors import LISTING
 from channels_app.ownership import get_agent
 from channels_app.pagination import AgentPages, paginate
 from channels_app.replies.agents import (
-    AgentHealth, AgentInfo, AgentList, AgentSummary, ChannelRef, DeploymentDetail, FolderError, Health, ReleaseState,
+    AgentHealth, AgentInfo, AgentList, AgentSummary, ChannelRef, ConnectionState, DeploymentDetail, FolderError, Health, ReleaseState,
 )
 from channels_app.schema import list_parameters, refusals
 from sessions.instants import iso_z
 from sessions.mcp.tools import hub
-from sessions.models import Schedule
+from sessions.models import ChannelConnection, Schedule
 from sessions.turn.toolset import declared_tools, offered_tools
 
 
@@ -73,7 +74,8 @@ class AgentInfoView(APIView):
                 ChannelRef(id=c["id"], kind=c["kind"], description=c.get("description", ""),
                            routes=c.get("routes", []), events=c.get("events", []), auth=c.get("auth"),
                            shared_sessions=c.get("sharedSessions", False),
-                           config=channel_config(deployment, c["id"]) if "config" in c else None)
+                           config=channel_config(deployment, c["id"]) if "config" in c else None,
+                           connection=connection_state(agent, c["id"]) if c.get("hasConnection") else None)
                 for c in manifest.get("channels", [])
             ],
             schedules=[{**s, **schedule_state.get(s["id"], {})} for s in manifest.get("schedules", [])],
@@ -116,6 +118,13 @@ def channel_config(deployment: Deployment, channel_id: str) -> dict[str, Any] | 
     if found is None or found.channel.config is None:
         return None
     return {to_camel(name): value for name, value in found.channel.config.describe().items()}
+
+
+def connection_state(agent: Agent, channel_id: str) -> ConnectionState:
+    """Up: a process holds the lease (not lapsed) and its transport is open."""
+    row = ChannelConnection.objects.filter(agent=agent, channel=channel_id, held_until__gte=timezone.now()).first()
+    up = row is not None and row.connected_at is not None
+    return ConnectionState(connected=up, connected_at=row.connected_at if up else None)
 
 
 class AgentReleaseView(APIView):

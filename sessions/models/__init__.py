@@ -7,6 +7,7 @@ returns whether it won, so racing processes never both make the same move.
 """
 from sessions.models.backup import BackupRun
 from sessions.models.channel import ChannelBinding
+from sessions.models.connection import ChannelConnection
 from sessions.models.event import Event, EventType
 from sessions.models.experiment import Experiment, ExperimentSample
 from sessions.models.handoff import Handoff
@@ -21,6 +22,6 @@ from sessions.models.token import PersonalToken, TokenError
 from sessions.models.toolcall import ToolCall
 
 __all__ = [
-    "AgentMessage", "BackupRun", "Handoff", "Artifact", "ChannelBinding", "ChannelDelivery", "Event", "EventType", "Experiment", "ExperimentSample", "Host", "HostFile", "KVEntry", "PersonBudget", "PersonalToken", "Reminder", "RunOptions", "Schedule", "Session", "Spend",
+    "AgentMessage", "BackupRun", "Handoff", "Artifact", "ChannelBinding", "ChannelConnection", "ChannelDelivery", "Event", "EventType", "Experiment", "ExperimentSample", "Host", "HostFile", "KVEntry", "PersonBudget", "PersonalToken", "Reminder", "RunOptions", "Schedule", "Session", "Spend",
     "TokenError", "ToolCall", "Turn", "hash_token", "new_id", "new_reminder_id", "new_session_id", "new_turn_id",
 ]

@@ -131,6 +131,12 @@ def message_event(text: str, *, ts: str, thread_ts: str | None = None, user: str
 
 def click(card: Posted, *, user: str, decision: str = "approve", user_team: str = TEAM) -> bytes:
     """The interactivity form body Slack sends when `user` presses a card's button."""
+    return urlencode({"payload": json.dumps(click_payload(card, user=user, decision=decision,
+                                                          user_team=user_team))}).encode()
+
+
+def click_payload(card: Posted, *, user: str, decision: str = "approve", user_team: str = TEAM) -> dict[str, Any]:
+    """The block_actions payload of `user` pressing a card's button (Socket Mode sends it as is)."""
     actions = next(b for b in card.blocks if b["type"] == "actions")["elements"]
     button = next(a for a in actions if a["action_id"] == f"approval_{decision}")
     payload = {"type": "block_actions", "user": {"id": user, "team_id": user_team}, "team": {"id": TEAM},
@@ -140,7 +146,7 @@ def click(card: Posted, *, user: str, decision: str = "approve", user_team: str 
                "message": {"ts": card.ts, "thread_ts": card.thread_ts},
                "response_url": "https://hooks.slack.com/actions/T061EG9R6/1/x",
                "actions": [{"action_id": button["action_id"], "value": button["value"], "type": "button"}]}
-    return urlencode({"payload": json.dumps(payload)}).encode()
+    return payload
 
 
 def signed_headers(body: bytes, *, secret: str = SECRET, timestamp: int | None = None) -> dict[str, str]:

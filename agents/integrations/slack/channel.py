@@ -45,6 +45,7 @@ from agents.integrations.slack.approvals import approver_allowed, parse_approval
 from agents.integrations.slack.client import SlackChannelConfig, SlackConfig, check_sender, client_for
 from agents.integrations.slack.protocol import (
     Engagement,
+    SlackMessage,
     parse_body,
     parse_event,
     should_engage,
@@ -52,6 +53,7 @@ from agents.integrations.slack.protocol import (
     verify_request,
 )
 from agents.integrations.slack.replies import Replies
+from agents.integrations.slack.socket_mode import EVENTS, INTERACTIVE, SocketModeLink
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +61,8 @@ log = logging.getLogger(__name__)
 def slack_channel(*, signing_secret_env: str = "SLACK_SIGNING_SECRET", bot_token_env: str = "SLACK_BOT_TOKEN",
                   api_url: str = "", engagement: str = "mentions", allow_external: bool = False,
                   allow_guests: bool = False, approvers: Collection[str] | None = None, streaming: bool = True,
-                  stream_interval: float = 1.0, description: str = "") -> Channel:
+                  stream_interval: float = 1.0, socket_mode: bool = False, app_token_env: str = "SLACK_APP_TOKEN",
+                  description: str = "") -> Channel:
     """A channel answering a Slack app's events in threads (see the module docstring).
 
     `engagement`: "mentions" (mentions of the bot and direct messages) or
@@ -68,6 +71,8 @@ def slack_channel(*, signing_secret_env: str = "SLACK_SIGNING_SECRET", bot_token
     (Slack Connect) / guest accounts, blocked by default.
     `approvers`: who may decide approval cards (None: the thread's starter).
     `streaming`: edit one message as the reply streams, else post it once complete.
+    `socket_mode`: take Slack's events over a websocket the server opens with the app-level token
+    `app_token_env` names (agents.integrations.slack.socket_mode), not at the two request URLs.
     """
     try:
         engaged = Engagement(engagement)
@@ -81,7 +86,8 @@ def slack_channel(*, signing_secret_env: str = "SLACK_SIGNING_SECRET", bot_token
     config = SlackChannelConfig(signing_secret_env=signing_secret_env, bot_token_env=bot_token_env, api_url=api_url,
                                 engagement=engaged, allow_external=allow_external, allow_guests=allow_guests,
                                 approvers=None if approvers is None else tuple(approvers), streaming=streaming,
-                                stream_interval=float(stream_interval))
+                                stream_interval=float(stream_interval), socket_mode=bool(socket_mode),
+                                app_token_env=app_token_env)
     replies = Replies(config)
     events = {
         "message.completed": replies.on_completed,
@@ -91,15 +97,17 @@ def slack_channel(*, signing_secret_env: str = "SLACK_SIGNING_SECRET", bot_token
     }
     if streaming:
         events["message.appended"] = replies.on_delta
+    routes = [
+        POST("/events", raw=True, handler=functools.partial(receive_events, config),
+             description="Slack Events API request URL (signed by Slack)"),
+        POST("/interactivity", raw=True, handler=functools.partial(receive_interaction, config),
+             description="Slack interactivity request URL: approval buttons (signed by Slack)"),
+    ]
     return Channel(
         kind="slack",
         description=description or "A Slack app: mentions and threads become sessions, replies go to the thread.",
-        routes=[
-            POST("/events", raw=True, handler=functools.partial(receive_events, config),
-                 description="Slack Events API request URL (signed by Slack)"),
-            POST("/interactivity", raw=True, handler=functools.partial(receive_interaction, config),
-                 description="Slack interactivity request URL: approval buttons (signed by Slack)"),
-        ],
+        routes=[] if socket_mode else routes,
+        connection=functools.partial(SocketModeLink, config, take_envelope) if socket_mode else None,
         auth=[public_endpoint()],
         # Slack signs every request; a thread is one conversation whoever in it writes.
         shared_sessions=True,
@@ -151,32 +159,64 @@ def receive_events(config: SlackChannelConfig, req: Any) -> HttpResponse:
     challenge = url_verification_challenge(payload)
     if challenge is not None:
         return JsonResponse({"challenge": challenge})
+    return _ok(take_event(config, req, payload))
+
+
+def take_event(config: SlackChannelConfig, ctx: Any, payload: dict[str, Any], *, at_once: bool = False) -> str:
+    """An event Slack sent: dropped, a duplicate, or taken; what became of it ("ignored",
+    "duplicate", "accepted").
+
+    Over HTTP Slack waits three seconds, so the sender check and the turn are `receive_message`'s
+    work, in the background. Over the socket (`at_once`) they happen here, before the envelope is
+    acknowledged: the turn is queued in the same transaction as the claim, so an acknowledged event
+    is never lost with the process that took it, and a late acknowledgement only brings a copy the
+    claim turns away.
+    """
     message = parse_event(payload)
     if message is None:
-        return _ok("ignored")
+        return "ignored"
     in_thread = (config.engagement is Engagement.THREADS and message.in_thread
-                 and req.has_continuation_session(message.continuation_key))
+                 and ctx.has_continuation_session(message.continuation_key))
     if not should_engage(message, engagement=config.engagement, bot_in_thread=in_thread):
-        return _ok("ignored")
-    # The claim and the background task commit together: a failure in between leaves the
-    # event unclaimed, so Slack's retry (X-Slack-Retry-Num) is acted on; a retry of an
-    # event already claimed is answered 200, which stops Slack retrying.
-    with req.atomic():
-        if message.event_id and not req.claim_delivery(f"slack-event:{message.event_id}"):
-            return _ok("duplicate")
-        req.wait_until(receive_message, dict(payload))
-    return _ok("accepted")
+        return "ignored"
+    if at_once and not _admitted(config, message):
+        return "ignored"
+    # The claim and what it starts commit together: a failure in between leaves the event
+    # unclaimed, so Slack's retry is acted on; a retry of an event already claimed is answered
+    # (acknowledged) and nothing more, which stops Slack retrying.
+    with ctx.atomic():
+        if message.event_id and not ctx.claim_delivery(f"slack-event:{message.event_id}"):
+            return "duplicate"
+        if at_once:
+            _converse(ctx, message)
+        else:
+            ctx.wait_until(receive_message, dict(payload))
+    return "accepted"
+
+
+def take_envelope(config: SlackChannelConfig, ctx: Any, kind: str, payload: dict[str, Any]) -> str:
+    """A Socket Mode envelope's payload, taken as its request URL would take it; what became of it."""
+    if kind == EVENTS:
+        return take_event(config, ctx, payload, at_once=True)
+    if kind == INTERACTIVE:
+        refused = take_click(config, ctx, payload)
+        return "decided" if refused is None else f"refused: {refused}"
+    return "ignored"
 
 
 def receive_message(ctx: Any, payload: dict[str, Any]) -> None:
     """The background part of `/events`: the sender check, then the thread's session gets the text."""
-    config = ctx.config
     message = parse_event(payload)
-    if message is None:
-        return
+    if message is not None and _admitted(ctx.config, message):
+        _converse(ctx, message)
+
+
+def _admitted(config: SlackChannelConfig, message: SlackMessage) -> bool:
+    """Whether the message is one to answer: it has text, and its sender passes the check (which
+    may ask users.info, so it runs after answering Slack's request)."""
     if not message.text:
         log.info("slack: %s mentioned the bot with no text; nothing to do", message.user)
-        return
+        return False
     try:
         client = client_for(config)
     except LookupError as exc:
@@ -187,7 +227,11 @@ def receive_message(ctx: Any, payload: dict[str, Any]) -> None:
     if not check.allowed:
         log.info("slack: message %s from %s not taken: %s", message.event_id or message.ts, message.user,
                  check.reason)
-        return
+    return check.allowed
+
+
+def _converse(ctx: Any, message: SlackMessage) -> None:
+    """The thread's session gets the text, as the sender (coalesced behind a running turn)."""
     ctx.send(message.text, continuation_token=message.continuation_key, admission="coalesce",
              auth=slack_principal(message.user_team or message.team_id, message.user),
              state={"channel": message.channel, "thread_ts": message.conversation_ts, "team": message.team_id,
@@ -195,26 +239,36 @@ def receive_message(ctx: Any, payload: dict[str, Any]) -> None:
 
 
 def receive_interaction(config: SlackChannelConfig, req: Any) -> HttpResponse:
-    """An Approve / Deny click. Only an allowed approver decides; anyone else is told why not."""
+    """An Approve / Deny click over HTTP."""
     refused = _unverified(req, config)
     if refused is not None:
         return refused
     try:
-        action = parse_approval_action(parse_interaction(req.raw_body))
+        text = take_click(config, req, parse_interaction(req.raw_body))
     except PayloadError as exc:
         return error_response(400, "invalid_payload", str(exc))
-    if action is None:
-        return HttpResponse(status=200)  # another kind of interaction: nothing of ours
+    if text is None:
+        return HttpResponse(status=200)  # the card is closed by the approval_resolved event
+    # Slack ignores the body of a block_actions answer: the clicker learns why from the ephemeral
+    # message take_click posts after the answer.
+    return JsonResponse({"response_type": "ephemeral", "replace_original": False, "text": text})
 
-    def refuse(text: str) -> HttpResponse:
-        # Slack ignores the body of a block_actions answer: the clicker learns why from an
-        # ephemeral message, posted after the answer.
+
+def take_click(config: SlackChannelConfig, ctx: Any, payload: dict[str, Any]) -> str | None:
+    """An interaction Slack sent (over HTTP or Socket Mode). An Approve / Deny click by an allowed
+    approver decides the call (None); anyone else is told why not, and the refusal is returned.
+    A button whose value is not ours: PayloadError."""
+    action = parse_approval_action(payload)
+    if action is None:
+        return None  # another kind of interaction: nothing of ours
+
+    def refuse(text: str) -> str:
         if action.channel and action.user_id:
-            req.wait_until(tell_user, action.channel, action.user_id, text, action.thread_ts)
-        return JsonResponse({"response_type": "ephemeral", "replace_original": False, "text": text})
+            ctx.wait_until(tell_user, action.channel, action.user_id, text, action.thread_ts)
+        return text
 
     try:
-        state = req.state_of(action.session_id).get()
+        state = ctx.state_of(action.session_id).get()
     except Exception as exc:  # ChannelError: not a session of this channel
         log.info("slack: a click on %s/%s: %s", action.session_id, action.call_id, exc)
         return refuse("This approval does not belong to a conversation of this app.")
@@ -226,14 +280,14 @@ def receive_interaction(config: SlackChannelConfig, req: Any) -> HttpResponse:
         who = f"<@{starter}>" if config.approvers is None and starter else "the approvers this app names"
         return refuse(f"You cannot decide on this call: only {who} can. It is still waiting.")
     try:
-        req.resolve_approval(action.session_id, action.call_id, action.decision,
+        ctx.resolve_approval(action.session_id, action.call_id, action.decision,
                              auth=slack_principal(action.user_team or action.team_id, action.user_id),
                              reason="decided in Slack")
     except Exception as exc:
         if getattr(exc, "code", "") in ("already_resolved", "approval_not_found"):
             return refuse("This call was already decided.")
         raise
-    return HttpResponse(status=200)  # the card is closed by the approval_resolved event
+    return None
 
 
 def tell_user(ctx: Any, channel: str, user: str, text: str, thread_ts: str | None) -> None:

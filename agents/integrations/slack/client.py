@@ -210,6 +210,9 @@ class SlackChannelConfig(SlackConfig):
     approvers: tuple[str, ...] | None = None
     streaming: bool = True
     stream_interval: float = 1.0
+    # Socket Mode: the server connects out with the app-level token this names (no public URL).
+    socket_mode: bool = False
+    app_token_env: str = "SLACK_APP_TOKEN"
 
 
 @functools.lru_cache(maxsize=16)
