@@ -1,7 +1,7 @@
 """Slack: `protocol` (signed requests, events, engagement), `approvals` (Block Kit cards and
 the clicks on them), `client` (config, the sender check, the slack_sdk client, streamed replies),
-`channel` (`slack_channel(...)`: its `/events` and `/interactivity` routes) and `replies` (its
-events map).
+`channel` (`slack_channel(...)`: its `/events` and `/interactivity` routes), `socket_mode` (its
+Socket Mode connection) and `replies` (its events map).
 
 The protocol, card and client names are importable from the package; the channel is imported
 from `channel`.

@@ -26,6 +26,11 @@ The path of a message:
 4. `/interactivity` takes a button click: an allowed approver resolves the
    call (the turn resumes); anyone else is told so and the call stays parked.
 
+With `socket_mode=True` there are no routes: the server keeps one websocket to Slack open
+per deployment (`socket_mode`), and each envelope goes to `take_event` or `take_click`, the
+functions behind `/events` and `/interactivity`; the sender check and `send` happen before the
+envelope is acknowledged (no three-second answer to protect), in the claim's transaction.
+
 The events map is `replies`; the protocol, cards and client are `protocol`, `approvals`
 and `client`. These modules are below `sessions`: the `req` and `ctx` they get are duck-typed
 `ChannelContext`s, and their errors are recognized by their `code`.
