@@ -107,6 +107,9 @@ def test_a_conversation_over_the_socket_threads_redeliveries_and_guests(embedded
     with server.client() as client:
         assert client.post("/chatty/v1/channels/slack/events", json={}).status_code == 404
         described = client.get("/chatty/v1/info").json()
+        # The loopback caller sits at the server, so it is an operator: every session is listed.
+        listed = client.get("/playground/chatty?all=1").text
+    assert '<td class="channel">slack</td>' in listed
     [slack] = [c for c in described["channels"] if c["id"] == "slack"]
     assert slack["routes"] == [] and slack["connection"]["connected"]
     assert slack["config"]["socketMode"] and slack["config"]["appTokenEnv"] == {"env": "SLACK_APP_TOKEN", "set": True}

@@ -205,7 +205,7 @@ def take_envelope(config: SlackChannelConfig, ctx: Any, kind: str, payload: dict
         return take_event(config, ctx, payload, at_once=True)
     if kind == INTERACTIVE:
         refused = take_click(config, ctx, payload)
-        return "decided" if refused is None else f"refused: {refused}"
+        return "taken" if refused is None else f"refused: {refused}"
     return "ignored"
 
 
