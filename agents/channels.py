@@ -181,7 +181,8 @@ class Channel:
     `on_start(ctx)` / `on_stop()`: when the web process mounts the channel and when it stops.
     `connection(ctx)`: a transport to the provider the server keeps open in one process of the
     deployment at a time (Slack's Socket Mode): it returns an object whose `tick()` the holding
-    process calls about every second (to reconnect) and whose `close()` ends it.
+    process calls about every second (to reconnect; it must not block), whose `close()` ends it,
+    and whose `connected` (optional, a bool) /info shows.
     `kind`: what /info calls it; "custom" for an authored channel, a provider's name
     ("github", "slack", ...) for a channel a provider library builds.
     `shared_sessions`: False (the default): a continuation key, and a session id, reach

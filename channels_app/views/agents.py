@@ -1,6 +1,7 @@
 """The agents on this server: list, info, liveness."""
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -22,7 +23,8 @@ from channels_app.doors import LISTING
 from channels_app.ownership import get_agent
 from channels_app.pagination import AgentPages, paginate
 from channels_app.replies.agents import (
-    AgentHealth, AgentInfo, AgentList, AgentSummary, ChannelRef, ConnectionState, DeploymentDetail, FolderError, Health, ReleaseState,
+    AgentHealth, AgentInfo, AgentList, AgentSummary, ChannelRef, ConnectionState, DeploymentDetail, FolderError,
+    Health, ReleaseState,
 )
 from channels_app.schema import list_parameters, refusals
 from sessions.instants import iso_z
@@ -121,8 +123,11 @@ def channel_config(deployment: Deployment, channel_id: str) -> dict[str, Any] | 
 
 
 def connection_state(agent: Agent, channel_id: str) -> ConnectionState:
-    """Up: a process holds the lease (not lapsed) and its transport is open."""
-    row = ChannelConnection.objects.filter(agent=agent, channel=channel_id, held_until__gte=timezone.now()).first()
+    """Up: the holder said its transport is open, and renews its lease. A renewal may come late
+    (a busy SQLite file): only a lease lapsed for as long again means the holder is gone."""
+    grace = timedelta(seconds=settings.AGENTSITE_CHANNEL_LEASE_SECONDS)
+    row = ChannelConnection.objects.filter(agent=agent, channel=channel_id,
+                                           held_until__gte=timezone.now() - grace).first()
     up = row is not None and row.connected_at is not None
     return ConnectionState(connected=up, connected_at=row.connected_at if up else None)
 

@@ -72,6 +72,7 @@ class Keeper:
         self.kept: dict[tuple[int, str], Kept] = {}
         self.stopping = threading.Event()
         self.scanned = float("-inf")
+        self.unloadable: set[int] = set()
         self.thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -113,14 +114,20 @@ class Keeper:
         """Keep what the active releases declare: new channels join, changed ones reopen, gone ones go."""
         wanted: dict[tuple[int, str], Kept] = {}
         for agent in Agent.objects.exclude(active_deployment=None).select_related("active_deployment"):
+            deployment = agent.active_deployment
+            # The manifest says which channels keep a connection: no other release is imported here.
+            if not any(c.get("hasConnection") for c in (deployment.manifest or {}).get("channels", [])):
+                continue
             try:
-                loaded = load_deployment(agent.active_deployment)
+                loaded = load_deployment(deployment)
             except Exception:
-                log.exception("channel connections: cannot load the release of %s", agent.slug)
+                if deployment.pk not in self.unloadable:  # said once, not every few seconds
+                    self.unloadable.add(deployment.pk)
+                    log.exception("channel connections: cannot load the release of %s", agent.slug)
                 continue
             for c in loaded.channels.values():
                 if c.channel.connection is not None:
-                    wanted[(agent.pk, c.id)] = Kept(agent, c.id, agent.active_deployment_id, c.channel.connection)
+                    wanted[(agent.pk, c.id)] = Kept(agent, c.id, deployment.pk, c.channel.connection)
         for key, kept in list(self.kept.items()):
             fresh = wanted.get(key)
             if fresh is None or fresh.deployment_id != kept.deployment_id:
@@ -147,8 +154,8 @@ class Keeper:
                                                         base_url=settings.AGENTSITE_PUBLIC_URL.rstrip("/")))
         elif now - kept.renewed >= lease / 3:
             if not ChannelConnection.renew(agent_id, channel, self.holder, timezone.now() + timedelta(seconds=lease)):
-                log.warning("channel connections: %s/%s was taken over by another process; closing it here",
-                            kept.agent.slug, channel)
+                log.warning("channel connections: %s/%s lost its lease (another process took it over, or the "
+                            "agent is gone); closing it here", kept.agent.slug, channel)
                 self._let_go(kept, release=False)
                 return
             kept.renewed = now

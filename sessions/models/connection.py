@@ -37,9 +37,10 @@ class ChannelConnection(models.Model):
             except IntegrityError:
                 pass  # another process made the row first: the claim below races it fairly
         free = Q(held_until__isnull=True) | Q(held_until__lt=now)
+        # A holder claims again when it has no connection open (a new release, say): not connected.
         return bool(rows.filter(free).exclude(holder=holder).update(holder=holder, held_until=until,
                                                                      held_since=now, connected_at=None)
-                    or rows.filter(holder=holder).update(held_until=until))
+                    or rows.filter(holder=holder).update(held_until=until, connected_at=None))
 
     @classmethod
     def renew(cls, agent_id: int, channel: str, holder: str, until: datetime) -> bool:

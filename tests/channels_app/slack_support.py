@@ -140,6 +140,7 @@ def click_payload(card: Posted, *, user: str, decision: str = "approve", user_te
     actions = next(b for b in card.blocks if b["type"] == "actions")["elements"]
     button = next(a for a in actions if a["action_id"] == f"approval_{decision}")
     payload = {"type": "block_actions", "user": {"id": user, "team_id": user_team}, "team": {"id": TEAM},
+               "trigger_id": f"{next(_ids)}.17653672481.{user}",
                "channel": {"id": card.channel},
                "container": {"type": "message", "message_ts": card.ts, "channel_id": card.channel,
                              "thread_ts": card.thread_ts},

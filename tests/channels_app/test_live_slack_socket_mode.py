@@ -11,7 +11,7 @@ import contextlib
 import os
 import signal
 import time
-from typing import Any, Callable, Iterator
+from typing import Iterator
 
 import pytest
 
@@ -21,6 +21,7 @@ from tests.support import Server, backend_env, run_server
 from .slack_socket_support import APP_TOKEN, SocketSlack
 from .slack_support import ADA, BOB, GUEST, TEAM, TOKEN, click_payload, message_event
 from .test_custom_channels import REFUND_TOOL
+from .test_live_slack_channel import wait_for
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.django_db(transaction=True)]
 
@@ -39,19 +40,9 @@ def agents_folder(root) -> str:
 
 
 def slack_env(fake: SocketSlack) -> dict[str, str]:
-    # No signing secret: Socket Mode needs none. A short lease, so a takeover is quick to watch.
+    # No signing secret: Socket Mode needs none.
     return {"SLACK_BOT_TOKEN": TOKEN, "SLACK_APP_TOKEN": APP_TOKEN, "SLACK_API_URL": fake.api_url,
-            "AGENTSITE_OUTBOUND_ALLOW": "127.0.0.1/32", "AGENTSITE_CHANNEL_LEASE_SECONDS": "4"}
-
-
-def wait_for(what: Callable[[], Any], timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = what()
-        if found:
-            return found
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
+            "AGENTSITE_OUTBOUND_ALLOW": "127.0.0.1/32"}
 
 
 def acknowledged(fake: SocketSlack, *ids: str) -> bool:
@@ -79,11 +70,12 @@ def holder(state_root, blocker, env) -> tuple[str, bool]:
 
 
 @pytest.fixture(scope="module")
-def embedded(tmp_path_factory) -> Iterator[tuple[SocketSlack, Server]]:
+def embedded(tmp_path_factory, django_db_blocker) -> Iterator[tuple[SocketSlack, Server]]:
     with SocketSlack() as fake, run_server(tmp_path_factory.mktemp("socket-state"), "--no-schedules",
                                            "--no-examples", "--agents", agents_folder(tmp_path_factory.mktemp("agents")),
                                            env=slack_env(fake)) as server:
-        wait_for(fake.open_links)
+        # Up once the keeper has seen its connection open (a tick after it opened).
+        wait_for(lambda: fake.open_links() and holder(server.state_root, django_db_blocker, {})[1])
         yield fake, server
 
 
@@ -124,9 +116,15 @@ def test_an_approval_card_is_decided_over_the_socket_by_the_threads_starter(embe
     assert wait_for(lambda: [e for e in fake.ephemeral if e["user"] == BOB])
     assert acknowledged(fake, refused) and fake.messages[card.ts].edits == 0
 
-    approved = fake.send(click_payload(card, user=ADA), kind="interactive")
+    click = click_payload(card, user=ADA)
+    approved = fake.send(click, kind="interactive")
     wait_for(lambda: fake.messages[card.ts].edits == 1 and fake.replies("1712350002.000100"))
     assert acknowledged(fake, approved) and fake.messages[card.ts].text == "Approved: refund"
+    # The same click again (its acknowledgement lost): taken once, and Ada is not told it was decided.
+    again = fake.send(click, kind="interactive")
+    wait_for(lambda: acknowledged(fake, again))
+    time.sleep(1.5)  # a message to Ada would be on its way by now
+    assert [e for e in fake.ephemeral if e["user"] == ADA] == []
 
 
 def test_a_refreshed_connection_moves_to_a_new_address_and_misses_nothing(embedded):
@@ -144,7 +142,9 @@ def scaled_out(tmp_path_factory) -> Iterator[tuple[SocketSlack, list[Server], di
     """Two servers (two hosts, as far as they know) on one PostgreSQL database and one Redis."""
     with contextlib.ExitStack() as stack:
         fake = stack.enter_context(SocketSlack())
-        env = {**backend_env(stack, "postgres+redis", migrated=True), **slack_env(fake)}
+        # A shorter lease than the default 10 s, so a takeover is quicker to watch.
+        env = {**backend_env(stack, "postgres+redis", migrated=True), **slack_env(fake),
+               "AGENTSITE_CHANNEL_LEASE_SECONDS": "6"}
         agents = agents_folder(tmp_path_factory.mktemp("agents"))
         servers = [stack.enter_context(run_server(tmp_path_factory.mktemp(f"socket-host{n}"), "--no-schedules",
                                                   "--no-examples", "--agents", agents, env=env)) for n in (1, 2)]
@@ -181,3 +181,4 @@ def test_the_holder_killed_mid_conversation_is_taken_over_with_nothing_lost_or_r
     [(_, said)] = slack_sessions(root, django_db_blocker, env)
     assert sorted(said) == expected
     assert len(fake.open_links()) == 1
+

@@ -24,7 +24,10 @@ def test_one_process_holds_it_until_its_lease_lapses(agent):
 
     assert ChannelConnection.claim(agent.pk, "slack", "host-a:1:x", now, later)
     assert not ChannelConnection.claim(agent.pk, "slack", "host-b:2:y", now + timedelta(seconds=5), later)
-    assert ChannelConnection.claim(agent.pk, "slack", "host-a:1:x", now + timedelta(seconds=5), later)  # its own
+    assert ChannelConnection.mark_connected(agent.pk, "slack", "host-a:1:x", now)
+    # Its own again (its connection closed for a new release): held, and not connected until it opens.
+    assert ChannelConnection.claim(agent.pk, "slack", "host-a:1:x", now + timedelta(seconds=5), later)
+    assert ChannelConnection.objects.get(agent=agent, channel="slack").connected_at is None
     assert ChannelConnection.renew(agent.pk, "slack", "host-a:1:x", later + timedelta(seconds=10))
 
     lapsed = later + timedelta(seconds=11)

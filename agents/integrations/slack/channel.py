@@ -29,7 +29,7 @@ The path of a message:
 With `socket_mode=True` there are no routes: the server keeps one websocket to Slack open
 per deployment (`socket_mode`), and each envelope goes to `take_event` or `take_click`, the
 functions behind `/events` and `/interactivity`; the sender check and `send` happen before the
-envelope is acknowledged (no three-second answer to protect), in the claim's transaction.
+envelope is acknowledged (no three-second answer to protect), and `send` in the claim's transaction.
 
 The events map is `replies`; the protocol, cards and client are `protocol`, `approvals`
 and `client`. These modules are below `sessions`: the `req` and `ctx` they get are duck-typed
@@ -204,7 +204,13 @@ def take_envelope(config: SlackChannelConfig, ctx: Any, kind: str, payload: dict
     if kind == EVENTS:
         return take_event(config, ctx, payload, at_once=True)
     if kind == INTERACTIVE:
-        refused = take_click(config, ctx, payload)
+        # A click comes again if its acknowledgement was late or lost: its trigger id is claimed with
+        # the decision, so the copy neither decides twice nor tells the approver it was decided.
+        click = payload.get("trigger_id")
+        with ctx.atomic():
+            if isinstance(click, str) and click and not ctx.claim_delivery(f"slack-click:{click}"):
+                return "duplicate"
+            refused = take_click(config, ctx, payload)
         return "taken" if refused is None else f"refused: {refused}"
     return "ignored"
 

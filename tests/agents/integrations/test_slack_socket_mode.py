@@ -3,15 +3,15 @@ envelope over and acknowledges it once handled, leaves a failed one for Slack to
 backs off while it cannot connect."""
 from __future__ import annotations
 
-import time
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 
 from agents.integrations.slack.client import SlackChannelConfig
 from agents.integrations.slack.socket_mode import FIRST_WAIT, SocketModeLink
 from tests.channels_app.slack_socket_support import APP_TOKEN, SocketSlack
+from tests.channels_app.test_live_slack_channel import wait_for
 
 
 @pytest.fixture
@@ -27,12 +27,11 @@ def link_to(fake: SocketSlack, handle, token: str | None = APP_TOKEN) -> SocketM
     return SocketModeLink(config, handle, SimpleNamespace(agent=SimpleNamespace(slug="chatty"), channel_id="slack"))
 
 
-def wait_for(what, timeout: float = 20) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (found := what()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-    return found
+def attempt(link: SocketModeLink) -> None:
+    """One attempt to connect, to its end (it runs on a thread of its own)."""
+    link.tick()
+    assert link.attempt is not None, "no attempt started"
+    link.attempt.join(30)
 
 
 def test_an_envelope_is_handed_over_then_acknowledged_and_a_failed_one_comes_again(fake):
@@ -45,7 +44,7 @@ def test_an_envelope_is_handed_over_then_acknowledged_and_a_failed_one_comes_aga
         return "accepted"
 
     link = link_to(fake, handle)
-    link.tick()
+    attempt(link)
     try:
         assert link.connected and fake.opened == 1
         envelope = fake.send({"fail": True, "event_id": "Ev1"})
@@ -60,17 +59,19 @@ def test_an_envelope_is_handed_over_then_acknowledged_and_a_failed_one_comes_aga
 
 def test_a_link_that_cannot_connect_waits_twice_as_long_each_time(fake):
     link = link_to(fake, lambda *args: "ignored", token="xapp-wrong")
-    link.tick()
+    attempt(link)
     assert not link.connected and fake.opened == 0 and link.wait == 2 * FIRST_WAIT
     assert fake.calls("apps.connections.open")  # asked, and refused: invalid_auth
-    link.tick()  # too soon: no attempt
-    assert len(fake.calls("apps.connections.open")) == 1
-    link.next_try = 0
+    finished = link.attempt
+    link.next_try = float("inf")  # the wait has not passed: no attempt
     link.tick()
-    assert len(fake.calls("apps.connections.open")) == 2 and link.wait == 4 * FIRST_WAIT
+    assert link.attempt is finished and len(fake.calls("apps.connections.open")) == 1
+    link.next_try = 0
+    attempt(link)
+    assert link.attempt is not finished and len(fake.calls("apps.connections.open")) == 2 and link.wait == 4 * FIRST_WAIT
 
 
 def test_without_an_app_token_nothing_is_asked(fake):
     link = link_to(fake, lambda *args: "ignored", token=None)
-    link.tick()
+    attempt(link)
     assert not link.connected and fake.calls("apps.connections.open") == []
