@@ -30,6 +30,7 @@ from django.db import IntegrityError, transaction
 from agents.channels import LoadedChannel
 from agents.discovery import load_deployment
 from agents.models import Agent
+from agents.secrets.store import acting_for
 from agents.definitions import SessionInfo
 from sessions.direct import calls as direct
 from sessions.turn import approvals
@@ -212,6 +213,11 @@ class ChannelContext:
     def atomic(self):
         """A database transaction for channel code: what happens inside commits together or not at all."""
         return transaction.atomic()
+
+    def acting(self):
+        """The agent's secrets for code on a thread of its own (a connection's): credentials read
+        inside are its secrets, then the environment, as in a route or a task."""
+        return acting_for(self.agent.slug)
 
     # -- tools, host, background work, links --------------------------------------------
     def call_tool(self, name: str, input: dict[str, Any] | None = None, *, session_id: str | None = None

@@ -28,7 +28,6 @@ from django.db import close_old_connections
 from agents.integrations.events import PayloadError
 from agents.integrations.outbound import OutboundRefused, check_url
 from agents.integrations.slack.client import SlackChannelConfig
-from agents.secrets.store import acting_for
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +152,7 @@ class SocketModeLink:
         """Handle one envelope (on one of the client's threads), then acknowledge it."""
         close_old_connections()
         try:
-            with acting_for(self.ctx.agent.slug):
+            with self.ctx.acting():
                 outcome = self.handle(self.config, self.ctx, request.type, dict(request.payload or {}))
         except PayloadError as exc:
             outcome = f"refused: {exc}"  # sent again it would fail again

@@ -3,6 +3,7 @@ envelope over and acknowledges it once handled, leaves a failed one for Slack to
 backs off while it cannot connect."""
 from __future__ import annotations
 
+import contextlib
 from types import SimpleNamespace
 from typing import Iterator
 
@@ -24,7 +25,8 @@ def fake(settings) -> Iterator[SocketSlack]:
 def link_to(fake: SocketSlack, handle, token: str | None = APP_TOKEN) -> SocketModeLink:
     config = SlackChannelConfig(socket_mode=True, api_url=fake.api_url,
                                 environ={"SLACK_APP_TOKEN": token} if token else {})
-    return SocketModeLink(config, handle, SimpleNamespace(agent=SimpleNamespace(slug="chatty"), channel_id="slack"))
+    ctx = SimpleNamespace(agent=SimpleNamespace(slug="chatty"), channel_id="slack", acting=contextlib.nullcontext)
+    return SocketModeLink(config, handle, ctx)
 
 
 def attempt(link: SocketModeLink) -> None:
