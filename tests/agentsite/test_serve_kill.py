@@ -88,10 +88,11 @@ def wait_for(condition, what: str, timeout: float = 30):
 
 
 def cluster_processes(server: Server) -> set[int]:
-    """pids of the qcluster sentinel's children: the workers, the pusher and the monitor."""
+    """pids of the qcluster sentinel's children: the workers, the pusher and the monitor (none while
+    serve has not started the cluster yet)."""
     serve = psutil.Process(server.process.pid)
-    [cluster] = [p for p in serve.children() if "qcluster" in " ".join(p.cmdline())]
-    return {c.pid for sentinel in cluster.children() for c in sentinel.children()}
+    clusters = [p for p in serve.children() if "qcluster" in " ".join(p.cmdline())]
+    return {c.pid for cluster in clusters for sentinel in cluster.children() for c in sentinel.children()}
 
 
 def full_cluster(server: Server) -> set[int] | None:
