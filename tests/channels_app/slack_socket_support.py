@@ -112,7 +112,7 @@ class SocketSlack(FakeSlack):
                     if envelope is not None and envelope.acked_by is None:
                         envelope.acked_by = link.number
         except ConnectionClosed:
-            pass
+            pass  # the app went away (or was killed): its unacknowledged envelopes go to the next one
         finally:
             link.closed = True
 
