@@ -20,7 +20,7 @@ from tests.support import Server, backend_env, run_server
 
 from .slack_socket_support import APP_TOKEN, SocketSlack
 from .slack_support import ADA, BOB, GUEST, TEAM, TOKEN, click_payload, message_event
-from .test_custom_channels import REFUND_TOOL
+from .test_custom_channels import write_agent
 from .test_live_slack_channel import wait_for
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.django_db(transaction=True)]
@@ -29,14 +29,7 @@ CHANNEL = 'from agents.sdk import slack_channel\n\nchannel = slack_channel(engag
 
 
 def agents_folder(root) -> str:
-    base = root / "chatty" / "agent"
-    (base / "channels").mkdir(parents=True)
-    (base / "tools").mkdir()
-    (base / "instructions.md").write_text("Echo.\n")
-    (base / "agent.py").write_text('from agents.sdk import Agent\nagent = Agent(model="scripted:echo", tools=[])\n')
-    (base / "tools" / "refund.py").write_text(REFUND_TOOL)
-    (base / "channels" / "slack.py").write_text(CHANNEL)
-    return str(root / "chatty")
+    return str(write_agent(root / "chatty", {"slack": CHANNEL}))
 
 
 def slack_env(fake: SocketSlack) -> dict[str, str]:
