@@ -23,6 +23,7 @@ from agents.discovery.loaded import AgentFolderError, LoadedAgent, LoadedSubagen
 from agents.hooks import Hook
 from agents.models import validate_slug
 from agents.modules import find_in_file, release_namespace
+from agents.providers.runtimes import runtime_of
 from agents.schedules import load_schedules
 from agents.skills import load_skills
 from agents.workspaces.runtimes import VirtualRuntime
@@ -236,10 +237,17 @@ def _load_subagents(
         if config is None or not instructions:
             continue
         model = config.model or parent_model
+        if not config.model and runtime_of(model):
+            # Subagents run on the own loop: one under a claude-agent parent calls the same model over the Messages API.
+            model = f"anthropic:{model.partition(':')[2]}"
         try:
             providers.parse_model_id(model)
         except ValueError as exc:
             problems.append(Problem(f"{rel}/agent.py", str(exc)))
+            continue
+        if runtime_of(model):
+            problems.append(Problem(f"{rel}/agent.py", f"a subagent runs on the agent's own loop, not on {model!r}: "
+                                    "give it a model of another provider (model='anthropic:...')"))
             continue
         found[path.name] = LoadedSubagent(path.name, config.description.strip(), model, dict(config.params), instructions)
     return found

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from agents import providers
 from agents.definitions import Agent
+from agents.providers.runtimes import missing_runtime, runtime_of
 
 PEER_SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 PEER_URL = re.compile(r"^https?://[^\s/?#]+(/[^\s?#]*)?$")
@@ -64,6 +65,12 @@ def resolve(config: Agent, slug: str, default_model: str) -> tuple[ModelSet, lis
                 providers.parse_model_id(model_id)
             except ValueError as exc:
                 problems.append(str(exc))
+                continue
+            if problem := missing_runtime(model_id):
+                problems.append(problem)
+            elif label == "fallback" and runtime_of(model_id):
+                problems.append(f"fallback {model_id!r} is a whole agent runtime, not a model one step can fall "
+                                "over to: list it in models instead")
     for peer in peers:
         if not PEER_SLUG.match(peer):
             problems.append(f"peer {peer!r} is not an agent slug (lowercase letters, digits and '-') nor an agent's "

@@ -14,6 +14,8 @@ _registry: dict[str, str | Callable[[], Provider]] = {
     "scripted": "agents.providers.scripted:ScriptedProvider",
     "openai": "agents.providers.openai:OpenAIProvider",
     "anthropic": "agents.providers.anthropic:AnthropicProvider",
+    # A whole runtime rather than a step provider: sessions.claude_agent runs its turns.
+    "claude-agent": "agents.providers.claude_agent:ClaudeAgentRuntime",
 }
 
 

@@ -31,9 +31,11 @@ from typing import Any
 ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 OPENAI_ID_MAX = 40
 # Providers with a prompt cache the session may have warmed.
-CACHING = frozenset({"anthropic", "openai"})
+CACHING = frozenset({"anthropic", "openai", "claude-agent"})
 # Providers whose models read image parts.
-READS_IMAGES = frozenset({"anthropic", "openai"})
+READS_IMAGES = frozenset({"anthropic", "openai", "claude-agent"})
+# The official Claude Agent SDK's runtime calls the Messages API: Anthropic's rules for ids apply.
+WIRE = {"claude-agent": "anthropic"}
 IMAGE_PLACEHOLDER = "[image not carried over: the model this session moved to does not read images]"
 
 
@@ -43,6 +45,7 @@ def provider_of(model_id: str) -> str:
 
 def id_accepted(call_id: str, provider: str) -> bool:
     """Whether `provider` takes `call_id` back as a tool-call id."""
+    provider = WIRE.get(provider, provider)
     if provider == "anthropic":
         return bool(ANTHROPIC_ID.match(call_id or ""))
     if provider == "openai":

@@ -23,6 +23,7 @@ from django.db import DatabaseError, connection
 
 from agents.discovery import LoadedAgent, load_deployment, release
 from agents.providers.base import ProviderError
+from agents.providers.runtimes import runtime_of
 from agents.secrets.store import acting_for
 from agents.workspaces.filesystems import WorkspaceError
 from sessions.plumbing import logcontext
@@ -248,9 +249,12 @@ class TurnRunner:
             # A parked turn resumes on the model its loop was on (a fallback it had fallen over to).
             self.meter = Meter(payer_of(self.session), self.meter.take(),
                                warn=lambda found: self.emitter.emit(EventType.BUDGET_WARNING, found))
-            self.runner = Runner(profile, executor, self.emitter, self.interrupts, usage=self.usage_so_far,
-                                 clock=self.clock, model=self.turn.state.get("model"),
-                                 usage_by_model=self.turn.state.get("usageByModel"), meter=self.meter)
+            if runtime_of(profile.model):
+                self.runner = self.runtime_leg(profile, executor)
+            else:
+                self.runner = Runner(profile, executor, self.emitter, self.interrupts, usage=self.usage_so_far,
+                                     clock=self.clock, model=self.turn.state.get("model"),
+                                     usage_by_model=self.turn.state.get("usageByModel"), meter=self.meter)
             self.interrupts.check()
             first_step = 1
             if resuming:
@@ -281,6 +285,15 @@ class TurnRunner:
         else:
             ending = {"status": Turn.Status.COMPLETED}
         self.settle(messages, ending)
+
+    def runtime_leg(self, profile: Profile, executor: Executor):
+        """The loop of a session on another agent runtime (`claude-agent:`), in place of the own loop."""
+        # Imported with the first such turn: the runtime's SDK is large and optional.
+        from sessions.claude_agent.leg import ClaudeAgentLeg
+
+        root = self.workspace.root if self.workspace is not None else None
+        return ClaudeAgentLeg(profile, executor, self.emitter, self.interrupts, self.usage_so_far, self.meter,
+                              str(root) if root is not None else None)
 
     def resume_calls(self) -> list[dict[str, Any]]:
         """The parked step's calls, decided: approved ones run once, denied ones report the denial."""

@@ -1,0 +1,30 @@
+"""`claude-agent:<model>`: sessions whose turns run on the official Claude Agent SDK.
+
+This is not a provider the own loop calls step by step: the official runtime
+runs a whole turn (its model calls, its tool loop) in a child process, and
+sessions.claude_agent drives it. What the rest of the server asks of any
+model id is answered here, as for `anthropic:` (the runtime calls the same
+Messages API): whether it is configured (ANTHROPIC_API_KEY, or
+`api_key_env`), where it calls (ANTHROPIC_BASE_URL or the `base_url`
+param) and whether that answers. The SDK itself is an optional dependency
+(agents.providers.runtimes says whether it is installed).
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from agents.providers.anthropic import AnthropicProvider
+from agents.providers.base import ModelEvent, ModelRequest, ProviderError
+
+
+class ClaudeAgentRuntime(AnthropicProvider):
+    name = "claude-agent"
+    # Runs whole turns: sessions.turn.engine hands such a session's turns to this runtime's leg.
+    runtime = "claude-agent"
+
+    def warm(self) -> None:
+        """Nothing to warm: the SDK loads when a session on it first runs a turn."""
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
+        raise ProviderError(f"claude-agent:{request.model} runs whole turns on the Claude Agent SDK; it cannot "
+                            "answer one step of another loop (a fallback or a subagent)", code="model_error")

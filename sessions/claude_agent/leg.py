@@ -1,0 +1,242 @@
+"""One turn of a `claude-agent:` session, run on the official runtime in place of the own loop.
+
+`ClaudeAgentLeg` answers what sessions.turn.engine asks of a loop (`run`,
+`usage`, `reported_usage`, `model`) and turns the runtime's stream into the
+same events, ToolCall rows and stored conversation as the own loop: each
+model call is a step (its deltas, its reply, its usage), each call of the
+agent's tools is an action with its result, and the turn's usage carries the
+cost the SDK reports. The agent's tools reach the runtime as the MCP server
+`agent`, in this process; the runtime asks permission for every call, and
+that is where a call is stored (and, for a gated tool, waits for its
+decision) before the runtime runs it through the server. The runtime's own
+built-in tools are not offered.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import time
+import uuid
+from collections import defaultdict, deque
+from typing import Any
+
+from django.db import transaction
+
+from agents.providers.base import ProviderError, ToolCall
+from agents.providers import get_provider
+from sessions.claude_agent import home as homes
+from sessions.claude_agent import transcript
+from sessions.claude_agent.bridge import Asked, Child, Ended
+from sessions.claude_agent.steps import Steps
+from sessions.models import EventType, ToolCall as ToolCallRow
+from sessions.turn.runner import INTERRUPT_CHECK_SECONDS, Emitter, Interrupted, InterruptWatch, Profile
+from sessions.turn.tools import Executor, Prepared, result_payload, tool_message
+from sessions.turn.usage import Usage, add_usage, zero
+
+# How often a call waiting for its decision reads its row.
+DECISION_POLL_SECONDS = 0.25
+# The SDK's result subtypes, as the turn's failure codes.
+RESULT_CODES = {"error_max_turns": "step_limit", "error_max_budget_usd": "budget_exceeded"}
+# The runtime's reasons for a failed model call, as ProviderError codes.
+MESSAGE_ERRORS = {"authentication_failed": "auth_error", "rate_limit": "rate_limited", "server_error": "server_error",
+                  "billing_error": "auth_error", "invalid_request": "model_error"}
+
+
+class ClaudeAgentLeg:
+    def __init__(self, profile: Profile, executor: Executor, emitter: Emitter, interrupts: InterruptWatch,
+                 usage: Usage, meter, cwd: str | None):
+        self.profile = profile
+        self.executor = executor
+        self.emitter = emitter
+        self.interrupts = interrupts
+        self.usage: Usage = usage
+        self.meter = meter
+        self.cwd = cwd
+        self.model = profile.model  # never another: the runtime is given no fallback model
+        self.usage_by_model: dict[str, Usage] = {}
+        self.steps = Steps(emitter, profile.model)
+        # Calls the runtime was allowed to make, waiting for it to make them, by the agent's tool name.
+        self.allowed: dict[str, deque[Prepared]] = defaultdict(deque)
+        self.stopping = False
+
+    def reported_usage(self) -> Usage:
+        return self.usage
+
+    def add_usage_of(self, other) -> None:
+        """A subagent's loop (the `delegate` tool) counted in this turn's usage."""
+        self.usage = add_usage(self.usage, other.usage)
+
+    # -- the run -----------------------------------------------------------------------
+    def run(self, messages: list[dict[str, Any]], first_step: int = 1) -> str:
+        """Run the turn whose prompt is the last of `messages`; `messages` grows with what it adds."""
+        self.meter.before_call()  # a spent budget stops the turn before the runtime starts
+        home = homes.build()
+        child = Child()
+        try:
+            child.open(self.options(home, child, messages[:-1]))
+            child.ask(_prompt(messages[-1]))
+            result = self.follow(child, messages)
+        finally:
+            child.close()
+            home.remove()
+        return self.settle(result, messages)
+
+    def options(self, home: homes.RunHome, child: Child, history: list[dict[str, Any]]):
+        from claude_agent_sdk import ClaudeAgentOptions, SdkMcpTool, create_sdk_mcp_server
+
+        runtime, _ = get_provider(self.model)
+        # The session's local workspace once it exists (nothing of it is read as configuration).
+        cwd = self.cwd if self.cwd and os.path.isdir(self.cwd) else str(home.scratch)
+        resume = None
+        if history:  # the conversation so far, as the runtime's transcript of a session it resumes
+            resume = str(uuid.uuid4())
+            folder = home.config / "projects" / _project_key(cwd)
+            transcript.write(folder / f"{resume}.jsonl", transcript.entries(history, resume, cwd, self.model))
+        tools = [SdkMcpTool(name=spec.name, description=spec.description, input_schema=spec.input_schema,
+                            handler=_handler(child, spec.name))
+                 for spec in self.executor.specs()]
+
+        async def permit(tool: str, input: dict[str, Any], context) -> Any:
+            return await child.need("permission", tool, input, context.tool_use_id or "")
+
+        return ClaudeAgentOptions(
+            model=self.model.partition(":")[2],
+            system_prompt=self.profile.system,
+            cwd=cwd,
+            cli_path=str(home.launcher),
+            env=homes.environment(home, self.profile.params, runtime.key_env, runtime.base_url_env),
+            tools=[],  # the runtime's own tools are not offered
+            mcp_servers={transcript.SERVER: create_sdk_mcp_server(transcript.SERVER, tools=tools)} if tools else {},
+            strict_mcp_config=True,
+            setting_sources=[],  # no settings file of any tier, the workspace's included
+            can_use_tool=permit,
+            include_partial_messages=True,
+            max_turns=self.profile.max_steps,
+            resume=resume,
+        )
+
+    def follow(self, child: Child, messages: list[dict[str, Any]]):
+        """Turn the runtime's messages into events until its response ends; its result message."""
+        from claude_agent_sdk import ResultMessage
+
+        result = None
+        while True:
+            if not self.stopping and self.interrupts.should_stop():
+                self.stopping = True
+                child.interrupt()
+            try:
+                item = child.inbox.get(timeout=INTERRUPT_CHECK_SECONDS)
+            except queue.Empty:
+                continue
+            if isinstance(item, Ended):
+                self.steps.close(messages)
+                if item.error is not None and not self.stopping:
+                    raise ProviderError(f"the Claude Agent SDK runtime failed: {item.error}", code="model_error")
+                return result
+            if isinstance(item, Asked):
+                self.steps.close(messages)
+                item.answer.set_result(self.permit(item) if item.kind == "permission" else self.call(item))
+            elif isinstance(item.message, ResultMessage):
+                result = item.message
+            else:
+                self.steps.take(item.message, messages)
+
+    def settle(self, result, messages: list[dict[str, Any]]) -> str:
+        if self.stopping:
+            raise Interrupted()
+        if result is None:
+            raise ProviderError("the Claude Agent SDK runtime ended without a result", code="model_error")
+        usage = _usage(result)
+        self.usage = add_usage(self.usage, usage)
+        self.usage_by_model[self.model] = add_usage(self.usage_by_model.get(self.model, zero()), usage)
+        self.meter.called(self.model, usage)
+        if result.is_error:
+            code = RESULT_CODES.get(result.subtype) or MESSAGE_ERRORS.get(self.steps.error, "model_error")
+            detail = result.result or "; ".join(result.errors or []) or result.subtype
+            raise ProviderError(f"the Claude Agent SDK runtime stopped: {detail}", code=code)
+        return self.steps.last_text
+
+    # -- the agent's tools -----------------------------------------------------------------
+    def permit(self, asked: Asked) -> Any:
+        """Store the call; allow it (once decided, for a gated tool) or refuse it with the reason."""
+        from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny
+
+        name = transcript.agent_tool(asked.tool)
+        if not name:
+            return PermissionResultDeny(message=f"{asked.tool} is not offered to this agent")
+        with transaction.atomic():
+            [prepared] = self.executor.prepare([ToolCall(asked.tool_use_id, name, asked.input)])
+            self.emitter.emit(EventType.ACTIONS_REQUESTED, {"calls": [prepared.requested()]})
+            row = prepared.row
+            if row.status == ToolCallRow.Status.AWAITING_APPROVAL:
+                self.emitter.emit(EventType.ACTION_APPROVAL_REQUESTED, {
+                    **prepared.requested(), "description": prepared.tool.description, "effect": prepared.tool.effect})
+        self.emitter.flush()
+        if row.status == ToolCallRow.Status.AWAITING_APPROVAL:
+            self.await_decision(row)
+        if row.status in (ToolCallRow.Status.REQUESTED, ToolCallRow.Status.APPROVED):
+            self.allowed[name].append(prepared)
+            return PermissionResultAllow()
+        if row.status == ToolCallRow.Status.DENIED:
+            self.executor.explain_denials([row])
+        self.report(row, 0.0)  # refused, invalid, or a dry run's stub: it ends here
+        return PermissionResultDeny(message=tool_message(row)["content"])
+
+    def await_decision(self, row: ToolCallRow) -> None:
+        """Wait while the call is decided (over HTTP, in the playground, from Slack); the turn's lease is kept."""
+        while row.status == ToolCallRow.Status.AWAITING_APPROVAL:
+            self.interrupts.check()
+            time.sleep(DECISION_POLL_SECONDS)
+            row.refresh_from_db()
+
+    def call(self, asked: Asked) -> dict[str, Any]:
+        """Run an allowed call once; what the runtime hands the model."""
+        name = transcript.agent_tool(asked.tool)
+        waiting = self.allowed.get(name)
+        if not waiting:
+            return {"content": [{"type": "text", "text": f"{name} was not allowed"}], "is_error": True}
+        prepared = next((p for p in waiting if p.row.input == asked.input), waiting[0])
+        waiting.remove(prepared)
+        started = time.monotonic()
+        if prepared.row.status == ToolCallRow.Status.APPROVED:
+            durations = self.executor.run_approved([prepared.row])
+        else:
+            durations = self.executor.run([prepared])
+        self.report(prepared.row, durations.get(prepared.row.pk, (time.monotonic() - started) * 1000))
+        answer = tool_message(prepared.row)
+        return {"content": [{"type": "text", "text": answer["content"]}], "is_error": answer["isError"]}
+
+    def report(self, row: ToolCallRow, duration_ms: float) -> None:
+        self.emitter.emit(EventType.ACTION_RESULT, result_payload(row, duration_ms))
+        self.emitter.flush()
+
+
+def _handler(child: Child, name: str):
+    async def handle(arguments: dict[str, Any]) -> dict[str, Any]:
+        return await child.need("call", transcript.offered_name(name), arguments)
+    return handle
+
+
+def _prompt(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    return content if isinstance(content, str) else str(content)
+
+
+def _usage(result) -> dict[str, Any]:
+    """The turn's counts as the runtime totals them, with the cost the SDK reports."""
+    counts = result.usage or {}
+    usage: dict[str, Any] = {
+        "inputTokens": int(counts.get("input_tokens") or 0),
+        "outputTokens": int(counts.get("output_tokens") or 0),
+        "cacheReadTokens": int(counts.get("cache_read_input_tokens") or 0),
+        "cacheWriteTokens": int(counts.get("cache_creation_input_tokens") or 0),
+    }
+    if result.total_cost_usd is None:
+        return {**usage, "costUsd": None, "unpricedCalls": 1}
+    return {**usage, "costUsd": round(float(result.total_cost_usd), 11)}
+
+
+def _project_key(cwd: str) -> str:
+    from claude_agent_sdk import project_key_for_directory
+
+    return project_key_for_directory(cwd)

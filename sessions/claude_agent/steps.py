@@ -1,0 +1,155 @@
+"""The runtime's stream as steps: each model call's deltas, reply and usage, in the own loop's events.
+
+With partial messages on, a model call arrives as the Messages API's own
+stream events (message_start, the blocks' deltas, message_delta,
+message_stop) around the assistant messages the SDK assembles; a call the
+runtime made without streaming arrives as assistant messages only. Either
+way a step opens with the call's first sign and closes at its stop, or when
+what follows it (a permission question, tool results, the end) shows it is
+over. Tool results come back as user messages, and are stored as the
+conversation's tool messages. What a subagent of the runtime says is not
+shown (its parent_tool_use_id is set); the runtime has none while its own
+tools are off.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from agents.providers.base import ToolCall
+from sessions.claude_agent import transcript
+from sessions.eventlog.storable import clean_text
+from sessions.models import EventType
+from sessions.turn.runner import Emitter, assistant_message
+from sessions.turn.usage import zero
+
+
+class Steps:
+    def __init__(self, emitter: Emitter, model: str):
+        self.emitter = emitter
+        self.model = model  # the session's model id: it signs the thinking
+        self.step = 0
+        self.open = False
+        self.last_text = ""
+        self.error = ""  # the last failed model call's reason, as the runtime names it
+        self._reset()
+
+    def _reset(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.signature: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.streamed: set[str] = set()  # the kinds of delta the stream gave (then its blocks repeat them)
+        self.usage = zero()
+        self.started = time.monotonic()
+
+    def start(self) -> None:
+        if self.open:
+            return
+        self.step += 1
+        self.open = True
+        self._reset()
+        self.emitter.emit(EventType.STEP_STARTED, {"step": self.step})
+        self.emitter.flush()
+
+    def take(self, message: Any, messages: list[dict[str, Any]]) -> None:
+        from claude_agent_sdk import AssistantMessage, StreamEvent, UserMessage
+
+        if getattr(message, "parent_tool_use_id", None):
+            return
+        if isinstance(message, StreamEvent):
+            self.stream_event(message.event, messages)
+        elif isinstance(message, AssistantMessage):
+            self.start()
+            if message.error:
+                self.error = message.error
+            self.blocks(message.content)
+        elif isinstance(message, UserMessage):
+            self.close(messages)
+            self.results(message.content, messages)
+
+    def stream_event(self, event: dict[str, Any], messages: list[dict[str, Any]]) -> None:
+        kind = event.get("type")
+        if kind == "message_start":
+            self.close(messages)
+            self.start()
+            counts = (event.get("message") or {}).get("usage") or {}
+            self.usage = {"inputTokens": counts.get("input_tokens") or 0,
+                          "outputTokens": counts.get("output_tokens") or 0,
+                          "cacheReadTokens": counts.get("cache_read_input_tokens") or 0,
+                          "cacheWriteTokens": counts.get("cache_creation_input_tokens") or 0}
+        elif kind == "content_block_delta":
+            delta = event.get("delta") or {}
+            if delta.get("type") == "text_delta":
+                self.delta(EventType.MESSAGE_APPENDED, "text", delta.get("text", ""))
+            elif delta.get("type") == "thinking_delta":
+                self.delta(EventType.REASONING_APPENDED, "thinking", delta.get("thinking", ""))
+        elif kind == "message_delta":
+            output = (event.get("usage") or {}).get("output_tokens")
+            if output is not None:
+                self.usage["outputTokens"] = output
+        elif kind == "message_stop":
+            self.close(messages)
+
+    def delta(self, type_: EventType, kind: str, text: str) -> None:
+        text = clean_text(text)
+        if not text:
+            return
+        first = not self.streamed
+        self.streamed.add(kind)
+        (self.text if kind == "text" else self.reasoning).append(text)
+        self.emitter.emit(type_, {"delta": text})
+        if first:  # the first delta leaves at once; coalescing starts after it
+            self.emitter.flush()
+
+    def blocks(self, content: list[Any]) -> None:
+        from claude_agent_sdk import TextBlock, ThinkingBlock, ToolUseBlock
+
+        for block in content:
+            if isinstance(block, TextBlock) and "text" not in self.streamed:
+                self.text.append(clean_text(block.text))
+                self.emitter.emit(EventType.MESSAGE_APPENDED, {"delta": clean_text(block.text)})
+            elif isinstance(block, ThinkingBlock):
+                if "thinking" not in self.streamed:
+                    self.reasoning.append(clean_text(block.thinking))
+                    self.emitter.emit(EventType.REASONING_APPENDED, {"delta": clean_text(block.thinking)})
+                if block.signature:
+                    self.signature.append(block.signature)
+            elif isinstance(block, ToolUseBlock):
+                name = transcript.agent_tool(block.name) or block.name
+                self.calls.append(ToolCall(block.id, name, block.input))
+
+    def close(self, messages: list[dict[str, Any]]) -> None:
+        """End the open step: its reply joins the conversation and the log."""
+        if not self.open:
+            return
+        self.open = False
+        text, reasoning = "".join(self.text), "".join(self.reasoning)
+        if reasoning:
+            self.emitter.emit(EventType.REASONING_COMPLETED, {"text": reasoning})
+        if text:
+            self.emitter.emit(EventType.MESSAGE_COMPLETED, {"text": text})
+            self.last_text = text
+        messages.append(assistant_message(text, reasoning, "".join(self.signature), self.calls, self.model))
+        self.emitter.emit(EventType.STEP_COMPLETED, {
+            "step": self.step, "durationMs": round((time.monotonic() - self.started) * 1000, 1), "usage": self.usage})
+
+    def results(self, content: Any, messages: list[dict[str, Any]]) -> None:
+        """Tool results the runtime hands the model, as the conversation's tool messages."""
+        from claude_agent_sdk import ToolResultBlock
+
+        if not isinstance(content, list):
+            return
+        names = {c["id"]: c["name"] for m in messages[-1:] for c in m.get("toolCalls") or []}
+        for block in content:
+            if isinstance(block, ToolResultBlock):
+                messages.append({"role": "tool", "callId": block.tool_use_id, "name": names.get(block.tool_use_id, ""),
+                                 "content": _text(block.content), "isError": bool(block.is_error)})
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return ""

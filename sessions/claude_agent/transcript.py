@@ -1,0 +1,65 @@
+"""The session's conversation as the official runtime's own transcript, to resume from.
+
+The stored conversation (the neutral shape of agents.providers.base) is the
+one record of a session, whichever leg ran its turns. A run on the official
+runtime that does not find its child alive writes that conversation as the
+runtime's transcript (one JSON line per message, each naming its parent)
+and resumes it. The agent's tools are offered to the runtime as the MCP
+server `agent`, so their calls carry that server's prefix there and not in
+the stored conversation. Thinking goes back only to the model that signed it.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from agents.providers.anthropic import to_anthropic_messages
+from agents.providers.transcript import for_model
+
+SERVER = "agent"
+PREFIX = f"mcp__{SERVER}__"
+
+
+def offered_name(tool: str) -> str:
+    return PREFIX + tool
+
+
+def agent_tool(name: str) -> str:
+    """The agent's name of a tool as the runtime calls it; "" for one of the runtime's own."""
+    return name[len(PREFIX):] if name.startswith(PREFIX) else ""
+
+
+def entries(messages: list[dict[str, Any]], session_id: str, cwd: str, model_id: str) -> list[dict[str, Any]]:
+    """The transcript lines of `messages` for a runtime session `session_id` working in `cwd`."""
+    turns = to_anthropic_messages(for_model(_prefixed(messages), model_id, model_id))
+    now = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    lines, parent = [], None
+    for index, turn in enumerate(turns):
+        line_id = str(uuid.uuid4())
+        message: dict[str, Any] = turn
+        if turn["role"] == "assistant":
+            message = {"id": f"msg_{index}", "type": "message", "model": model_id.partition(":")[2],
+                       "stop_reason": "end_turn", "stop_sequence": None,
+                       "usage": {"input_tokens": 0, "output_tokens": 0}, **turn}
+        lines.append({"parentUuid": parent, "isSidechain": False, "type": turn["role"], "message": message,
+                      "uuid": line_id, "timestamp": now, "userType": "external", "cwd": cwd,
+                      "sessionId": session_id})
+        parent = line_id
+    return lines
+
+
+def write(path: Path, lines: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def _prefixed(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for m in messages:
+        if m.get("role") == "assistant" and m.get("toolCalls"):
+            m = {**m, "toolCalls": [{**c, "name": offered_name(c["name"])} for c in m["toolCalls"]]}
+        out.append(m)
+    return out

@@ -1,0 +1,117 @@
+"""`claude-agent:` sessions: turns run by the Claude Agent SDK's bundled runtime (the real one),
+against a loopback server that speaks the Messages API."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sessions.models import Event, Session
+from tests.providers.conftest import event_types, start
+from tests.providers.loopback import Reply, an_text, an_tool_uses
+
+pytest.importorskip("claude_agent_sdk", reason="the optional runtime: pip install -r requirements-claude-agent.txt")
+
+MODEL = "claude-agent:claude-sonnet-4-5"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def texts(server) -> list[list[str]]:
+    """Each model request's conversation as (role, text) pairs, without the runtime's own reminders."""
+    out = []
+    for request in server.requests:
+        turns = []
+        for message in request["body"]["messages"]:
+            content = message["content"]
+            parts = [content] if isinstance(content, str) else [
+                b.get("text") or json.dumps(b.get("content") or b.get("input")) for b in content
+                if "<system-reminder>" not in (b.get("text") or "")]
+            turns.append(f"{message['role']}: {' | '.join(parts)}")
+        out.append(turns)
+    return out
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_text_turn_gives_the_same_events_as_the_own_loop(local, agent_on_model, anthropic_server, sync_turns):
+    agent_on_model(MODEL, slug="official")
+    agent_on_model("anthropic:claude-sonnet-4-5", slug="own")
+    anthropic_server.replies.extend([Reply(events=an_text("Hello from the runtime.", 12, 6)),
+                                     Reply(events=an_text("Hello from the runtime.", 12, 6))])
+    official = start(local, "official", "hi")
+    own = start(local, "own", "hi")
+
+    assert event_types(official) == event_types(own)
+    deltas = "".join(e.data["delta"] for e in Event.objects.filter(session_id=official, type="message.appended"))
+    assert deltas == "Hello from the runtime."
+    usage = Event.objects.get(session_id=official, type="turn.completed").data["usage"]
+    assert (usage["inputTokens"], usage["outputTokens"]) == (12, 6)
+    assert usage["costUsd"] > 0  # as the SDK reports it
+    session = Session.objects.get(pk=official)
+    assert session.model == MODEL
+    assert session.conversation[-1] == {"role": "assistant", "content": "Hello from the runtime."}
+    request = anthropic_server.requests[0]
+    assert request["body"]["model"] == "claude-sonnet-4-5"
+    # The agent's tools, as the own loop offers them; none of the runtime's own.
+    own_tools = sorted(t["name"] for t in anthropic_server.requests[1]["body"]["tools"])
+    assert sorted(t["name"] for t in request["body"]["tools"]) == [f"mcp__agent__{name}" for name in own_tools]
+    assert "sk-ant-test" in request["headers"]["x-api-key"]
+    assert any("remote model" in block["text"] or "support" in block["text"].lower()
+               for block in request["body"]["system"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_typed_tool_runs_once_as_an_action_and_a_follow_up_resumes_the_conversation(
+        local, agent_on_model, anthropic_server, sync_turns):
+    agent_on_model(MODEL, slug="official")
+    anthropic_server.replies.extend([
+        Reply(events=an_tool_uses([("toolu_1", "mcp__agent__lookup_order", {"order_id": "A100"})])),
+        Reply(events=an_text("A100 has shipped.")),
+        Reply(events=an_text("You asked about A100.")),
+    ])
+    session_id = start(local, "official", "where is A100?")
+
+    types = event_types(session_id)
+    assert types.index("actions.requested") < types.index("action.result") < types.index("turn.completed")
+    [requested] = Event.objects.filter(session_id=session_id, type="actions.requested")
+    assert requested.data["calls"] == [{"callId": "toolu_1", "toolName": "lookup_order", "input": {"order_id": "A100"}}]
+    [result] = Event.objects.filter(session_id=session_id, type="action.result")
+    assert result.data["toolName"] == "lookup_order" and "error" not in result.data
+    handed = anthropic_server.requests[1]["body"]["messages"][-1]["content"][0]
+    assert handed["type"] == "tool_result" and handed["tool_use_id"] == "toolu_1"
+    assert json.dumps(result.data["output"])[:20] in json.dumps(handed["content"]).replace('\\"', '"')
+
+    response = local.post(f"/official/v1/session/{session_id}/message", {"message": "what did I ask?"},
+                          content_type="application/json")
+    assert response.status_code in (200, 201, 202), response.content
+    last = texts(anthropic_server)[-1]
+    assert last[0].startswith("user: where is A100?")
+    assert any(t.startswith("assistant: ") and "lookup_order" not in t and "A100 has shipped." in t for t in last)
+    assert last[-1].endswith("what did I ask?")
+    conversation = Session.objects.get(pk=session_id).conversation
+    assert [m["role"] for m in conversation] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+    assert conversation[1]["toolCalls"][0]["name"] == "lookup_order"
+
+
+def test_a_server_without_the_sdk_refuses_such_a_model_at_deploy(tmp_path):
+    folder = tmp_path / "official" / "agent"
+    folder.mkdir(parents=True)
+    (folder / "instructions.md").write_text("Be brief.\n")
+    (folder / "agent.py").write_text(f"from agents.sdk import Agent\nagent = Agent(model={MODEL!r}, description='x')\n")
+    hide = ("import importlib.abc, sys\n"
+            "class Hidden(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] == 'claude_agent_sdk': raise ImportError(name)\n"
+            "sys.meta_path.insert(0, Hidden())\n"
+            "sys.argv = ['manage.py', 'deploy', sys.argv[1]]\n"
+            "from django.core.management import execute_from_command_line\n"
+            "execute_from_command_line(sys.argv)\n")
+    env = {"AGENTSITE_STATE_ROOT": str(tmp_path / "state"), "DJANGO_SETTINGS_MODULE": "agentsite.settings",
+           "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", hide, str(tmp_path / "official")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if "Claude Agent SDK" in line]
+    assert lines and "pip install -r requirements-claude-agent.txt" in lines[0], done.stdout + done.stderr
