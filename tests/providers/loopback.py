@@ -12,12 +12,13 @@ from typing import Any
 
 class Reply:
     def __init__(self, status: int = 200, events: list[Any] | None = None, headers: dict[str, str] | None = None,
-                 body: Any = None, delay: float = 0.0):
+                 body: Any = None, delay: float = 0.0, gap: float = 0.0):
         self.status = status
         self.events = events or []
         self.headers = headers or {}
         self.body = body
         self.delay = delay  # seconds before answering: longer than the client's timeout makes it give up
+        self.gap = gap  # seconds between streamed events: a reply still streaming when a turn is stopped
 
 
 class LoopbackModelServer:
@@ -92,6 +93,8 @@ class LoopbackModelServer:
                             chunk = f"data: {json.dumps(event)}\n\n"
                         self.wfile.write(chunk.encode())
                         self.wfile.flush()
+                        if reply.gap:
+                            time.sleep(reply.gap)
                     if server.kind == "openai":
                         self.wfile.write(b"data: [DONE]\n\n")
                     self.wfile.flush()
