@@ -71,11 +71,13 @@ class Child:
 
         self._wait(connect(), CONNECT_SECONDS)
 
-    def ask(self, prompt: str) -> None:
-        """Send the prompt; the response's messages then arrive in the inbox, then Ended."""
+    def ask(self, prompt: str | None) -> None:
+        """Send the prompt (None: none, the runtime goes on by itself); the response's messages then arrive
+        in the inbox, then Ended."""
         async def respond() -> None:
             try:
-                await self.client.query(prompt)
+                if prompt is not None:
+                    await self.client.query(prompt)
                 async for message in self.client.receive_response():
                     self.inbox.put(Said(message))
             except Exception as exc:  # the turn's thread reports it: it cannot surface here

@@ -29,12 +29,10 @@ from sessions.claude_agent import transcript
 from sessions.claude_agent.bridge import Asked, Child, Ended
 from sessions.claude_agent.steps import Steps
 from sessions.models import EventType, ToolCall as ToolCallRow
-from sessions.turn.runner import INTERRUPT_CHECK_SECONDS, Emitter, Interrupted, InterruptWatch, Profile
+from sessions.turn.runner import INTERRUPT_CHECK_SECONDS, Emitter, Interrupted, InterruptWatch, Parked, Profile
 from sessions.turn.tools import Executor, Prepared, result_payload, tool_message
 from sessions.turn.usage import Usage, add_usage, zero
 
-# How often a call waiting for its decision reads its row.
-DECISION_POLL_SECONDS = 0.25
 # The SDK's result subtypes, as the turn's failure codes.
 RESULT_CODES = {"error_max_turns": "step_limit", "error_max_budget_usd": "budget_exceeded"}
 # The runtime's reasons for a failed model call, as ProviderError codes.
@@ -44,7 +42,8 @@ MESSAGE_ERRORS = {"authentication_failed": "auth_error", "rate_limit": "rate_lim
 
 class ClaudeAgentLeg:
     def __init__(self, profile: Profile, executor: Executor, emitter: Emitter, interrupts: InterruptWatch,
-                 usage: Usage, meter, cwd: str | None):
+                 usage: Usage, meter, cwd: str | None, parked: dict[str, Any] | None = None):
+        """`parked`: where a run that parked for approvals left the runtime (its transcript), to resume from."""
         self.profile = profile
         self.executor = executor
         self.emitter = emitter
@@ -56,8 +55,9 @@ class ClaudeAgentLeg:
         self.usage_by_model: dict[str, Usage] = {}
         self.steps = Steps(emitter, profile.model)
         # Calls the runtime was allowed to make, waiting for it to make them, by the agent's tool name.
-        self.allowed: dict[str, deque[Prepared]] = defaultdict(deque)
+        self.allowed: dict[str, deque[ToolCallRow]] = defaultdict(deque)
         self.stopping = False
+        self.parked = parked
 
     def reported_usage(self) -> Usage:
         return self.usage
@@ -68,36 +68,58 @@ class ClaudeAgentLeg:
 
     # -- the run -----------------------------------------------------------------------
     def run(self, messages: list[dict[str, Any]], first_step: int = 1) -> str:
-        """Run the turn whose prompt is the last of `messages`; `messages` grows with what it adds."""
+        """Run the turn whose prompt is the last of `messages` (or resume a parked run of it);
+        `messages` grows with what it adds. Raises Parked when a gated call waits for its decision."""
         self.meter.before_call()  # a spent budget stops the turn before the runtime starts
+        self.steps.step = first_step - 1
         home = homes.build()
         child = Child()
         try:
             child.open(self.options(home, child, messages[:-1]))
-            child.ask(_prompt(messages[-1]))
+            # A parked run resumes with no prompt: the runtime asks again for the call it deferred, and goes on.
+            child.ask(None if self.parked else _prompt(messages[-1]))
             result = self.follow(child, messages)
+            if result is not None and result.stop_reason == "tool_deferred":
+                self.charge(result)
+                raise Parked(self.steps.step, [transcript.agent_tool(result.deferred_tool_use.name)],
+                             resume={"session": result.session_id,
+                                     "transcript": _read_transcript(home, self.options_cwd, result.session_id)})
         finally:
             child.close()
             home.remove()
-        return self.settle(result, messages)
+        return self.settle(result)
 
     def options(self, home: homes.RunHome, child: Child, history: list[dict[str, Any]]):
-        from claude_agent_sdk import ClaudeAgentOptions, SdkMcpTool, create_sdk_mcp_server
+        from claude_agent_sdk import (ClaudeAgentOptions, HookMatcher, PermissionResultAllow, PermissionResultDeny,
+                                      SdkMcpTool, create_sdk_mcp_server)
 
         runtime, _ = get_provider(self.model)
         # The session's local workspace once it exists (nothing of it is read as configuration).
-        cwd = self.cwd if self.cwd and os.path.isdir(self.cwd) else str(home.scratch)
+        cwd = self.options_cwd = self.cwd if self.cwd and os.path.isdir(self.cwd) else str(home.scratch)
+        folder = home.config / "projects" / _project_key(cwd)
         resume = None
-        if history:  # the conversation so far, as the runtime's transcript of a session it resumes
+        if self.parked:  # the runtime's own transcript: it holds the call it deferred
+            resume = self.parked["session"]
+            transcript.write(folder / f"{resume}.jsonl", self.parked["transcript"])
+        elif history:  # the conversation so far, as the runtime's transcript of a session it resumes
             resume = str(uuid.uuid4())
-            folder = home.config / "projects" / _project_key(cwd)
-            transcript.write(folder / f"{resume}.jsonl", transcript.entries(history, resume, cwd, self.model))
+            transcript.write(folder / f"{resume}.jsonl",
+                             transcript.as_jsonl(transcript.entries(history, resume, cwd, self.model)))
         tools = [SdkMcpTool(name=spec.name, description=spec.description, input_schema=spec.input_schema,
                             handler=_handler(child, spec.name))
                  for spec in self.executor.specs()]
 
+        async def before_call(hook_input: dict[str, Any], tool_use_id: str | None, context) -> dict[str, Any]:
+            decision, reason = await child.need("permission", hook_input.get("tool_name", ""),
+                                                hook_input.get("tool_input"), tool_use_id or "")
+            return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": decision,
+                                           "permissionDecisionReason": reason}}
+
         async def permit(tool: str, input: dict[str, Any], context) -> Any:
-            return await child.need("permission", tool, input, context.tool_use_id or "")
+            # Every call was decided before it (before_call); a call of anything else is refused here too.
+            if transcript.agent_tool(tool):
+                return PermissionResultAllow()
+            return PermissionResultDeny(message=f"{tool} is not offered to this agent")
 
         return ClaudeAgentOptions(
             model=self.model.partition(":")[2],
@@ -109,6 +131,7 @@ class ClaudeAgentLeg:
             mcp_servers={transcript.SERVER: create_sdk_mcp_server(transcript.SERVER, tools=tools)} if tools else {},
             strict_mcp_config=True,
             setting_sources=[],  # no settings file of any tier, the workspace's included
+            hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[before_call])]},
             can_use_tool=permit,
             include_partial_messages=True,
             max_turns=self.profile.max_steps,
@@ -120,6 +143,7 @@ class ClaudeAgentLeg:
         from claude_agent_sdk import ResultMessage
 
         result = None
+        held: list[Asked] = []
         while True:
             if not self.stopping and self.interrupts.should_stop():
                 self.stopping = True
@@ -134,22 +158,32 @@ class ClaudeAgentLeg:
                     raise ProviderError(f"the Claude Agent SDK runtime failed: {item.error}", code="model_error")
                 return result
             if isinstance(item, Asked):
-                self.steps.close(messages)
-                item.answer.set_result(self.permit(item) if item.kind == "permission" else self.call(item))
+                # The runtime asks about a call while the reply is still streaming: it is answered once the
+                # step has ended, so the step's events come before its calls', as on the own loop.
+                held.append(item)
             elif isinstance(item.message, ResultMessage):
                 result = item.message
             else:
                 self.steps.take(item.message, messages)
+            if held and not self.steps.streaming:
+                self.steps.close(messages)
+                for asked in held:
+                    asked.answer.set_result(self.permit(asked) if asked.kind == "permission" else self.call(asked))
+                held.clear()
 
-    def settle(self, result, messages: list[dict[str, Any]]) -> str:
-        if self.stopping:
-            raise Interrupted()
-        if result is None:
-            raise ProviderError("the Claude Agent SDK runtime ended without a result", code="model_error")
+    def charge(self, result) -> None:
+        """The run's usage, with the cost the SDK reports, counted and charged."""
         usage = _usage(result)
         self.usage = add_usage(self.usage, usage)
         self.usage_by_model[self.model] = add_usage(self.usage_by_model.get(self.model, zero()), usage)
         self.meter.called(self.model, usage)
+
+    def settle(self, result) -> str:
+        if self.stopping:
+            raise Interrupted()
+        if result is None:
+            raise ProviderError("the Claude Agent SDK runtime ended without a result", code="model_error")
+        self.charge(result)
         if result.is_error:
             code = RESULT_CODES.get(result.subtype) or MESSAGE_ERRORS.get(self.steps.error, "model_error")
             detail = result.result or "; ".join(result.errors or []) or result.subtype
@@ -157,37 +191,35 @@ class ClaudeAgentLeg:
         return self.steps.last_text
 
     # -- the agent's tools -----------------------------------------------------------------
-    def permit(self, asked: Asked) -> Any:
-        """Store the call; allow it (once decided, for a gated tool) or refuse it with the reason."""
-        from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny
+    def permit(self, asked: Asked) -> tuple[str, str]:
+        """Decide a call before it runs: "allow", "deny" with the reason, or "defer" (it waits for approval).
 
+        The first time, the call is stored and announced; a deferred call asked
+        again when its parked turn resumes finds its row, decided.
+        """
         name = transcript.agent_tool(asked.tool)
         if not name:
-            return PermissionResultDeny(message=f"{asked.tool} is not offered to this agent")
-        with transaction.atomic():
-            [prepared] = self.executor.prepare([ToolCall(asked.tool_use_id, name, asked.input)])
-            self.emitter.emit(EventType.ACTIONS_REQUESTED, {"calls": [prepared.requested()]})
+            return "deny", f"{asked.tool} is not offered to this agent"
+        row = ToolCallRow.objects.filter(turn=self.executor.turn, call_id=asked.tool_use_id).first()
+        if row is None:
+            with transaction.atomic():
+                [prepared] = self.executor.prepare([ToolCall(asked.tool_use_id, name, asked.input)])
+                self.emitter.emit(EventType.ACTIONS_REQUESTED, {"calls": [prepared.requested()]})
+                if prepared.row.status == ToolCallRow.Status.AWAITING_APPROVAL:
+                    self.emitter.emit(EventType.ACTION_APPROVAL_REQUESTED, {
+                        **prepared.requested(), "description": prepared.tool.description,
+                        "effect": prepared.tool.effect})
+            self.emitter.flush()
             row = prepared.row
-            if row.status == ToolCallRow.Status.AWAITING_APPROVAL:
-                self.emitter.emit(EventType.ACTION_APPROVAL_REQUESTED, {
-                    **prepared.requested(), "description": prepared.tool.description, "effect": prepared.tool.effect})
-        self.emitter.flush()
         if row.status == ToolCallRow.Status.AWAITING_APPROVAL:
-            self.await_decision(row)
+            return "defer", "waiting for a person's approval"
         if row.status in (ToolCallRow.Status.REQUESTED, ToolCallRow.Status.APPROVED):
-            self.allowed[name].append(prepared)
-            return PermissionResultAllow()
+            self.allowed[name].append(row)
+            return "allow", ""
         if row.status == ToolCallRow.Status.DENIED:
             self.executor.explain_denials([row])
         self.report(row, 0.0)  # refused, invalid, or a dry run's stub: it ends here
-        return PermissionResultDeny(message=tool_message(row)["content"])
-
-    def await_decision(self, row: ToolCallRow) -> None:
-        """Wait while the call is decided (over HTTP, in the playground, from Slack); the turn's lease is kept."""
-        while row.status == ToolCallRow.Status.AWAITING_APPROVAL:
-            self.interrupts.check()
-            time.sleep(DECISION_POLL_SECONDS)
-            row.refresh_from_db()
+        return "deny", tool_message(row)["content"]
 
     def call(self, asked: Asked) -> dict[str, Any]:
         """Run an allowed call once; what the runtime hands the model."""
@@ -195,15 +227,17 @@ class ClaudeAgentLeg:
         waiting = self.allowed.get(name)
         if not waiting:
             return {"content": [{"type": "text", "text": f"{name} was not allowed"}], "is_error": True}
-        prepared = next((p for p in waiting if p.row.input == asked.input), waiting[0])
-        waiting.remove(prepared)
+        row = next((r for r in waiting if r.input == asked.input), waiting[0])
+        waiting.remove(row)
         started = time.monotonic()
-        if prepared.row.status == ToolCallRow.Status.APPROVED:
-            durations = self.executor.run_approved([prepared.row])
+        if row.status == ToolCallRow.Status.APPROVED:
+            durations = self.executor.run_approved([row])
         else:
-            durations = self.executor.run([prepared])
-        self.report(prepared.row, durations.get(prepared.row.pk, (time.monotonic() - started) * 1000))
-        answer = tool_message(prepared.row)
+            tool = self.executor.tools[row.tool]
+            durations = self.executor.run([Prepared(ToolCall(row.call_id, row.tool, row.input), row, tool,
+                                                    tool.input_model.model_validate(row.input), row.input)])
+        self.report(row, durations.get(row.pk, (time.monotonic() - started) * 1000))
+        answer = tool_message(row)
         return {"content": [{"type": "text", "text": answer["content"]}], "is_error": answer["isError"]}
 
     def report(self, row: ToolCallRow, duration_ms: float) -> None:
@@ -215,6 +249,12 @@ def _handler(child: Child, name: str):
     async def handle(arguments: dict[str, Any]) -> dict[str, Any]:
         return await child.need("call", transcript.offered_name(name), arguments)
     return handle
+
+
+def _read_transcript(home: homes.RunHome, cwd: str, session_id: str) -> str:
+    """The runtime's own transcript of its session in this run, as it wrote it."""
+    path = home.config / "projects" / _project_key(cwd) / f"{session_id}.jsonl"
+    return path.read_text() if path.is_file() else ""
 
 
 def _prompt(message: dict[str, Any]) -> str:

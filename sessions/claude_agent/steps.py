@@ -30,6 +30,7 @@ class Steps:
         self.model = model  # the session's model id: it signs the thinking
         self.step = 0
         self.open = False
+        self.streaming = False  # the open step's model call streams, and has not stopped yet
         self.last_text = ""
         self.error = ""  # the last failed model call's reason, as the runtime names it
         self._reset()
@@ -73,6 +74,7 @@ class Steps:
         if kind == "message_start":
             self.close(messages)
             self.start()
+            self.streaming = True
             counts = (event.get("message") or {}).get("usage") or {}
             self.usage = {"inputTokens": counts.get("input_tokens") or 0,
                           "outputTokens": counts.get("output_tokens") or 0,
@@ -123,7 +125,7 @@ class Steps:
         """End the open step: its reply joins the conversation and the log."""
         if not self.open:
             return
-        self.open = False
+        self.open = self.streaming = False
         text, reasoning = "".join(self.text), "".join(self.reasoning)
         if reasoning:
             self.emitter.emit(EventType.REASONING_COMPLETED, {"text": reasoning})
@@ -140,7 +142,8 @@ class Steps:
 
         if not isinstance(content, list):
             return
-        names = {c["id"]: c["name"] for m in messages[-1:] for c in m.get("toolCalls") or []}
+        asked = next((m for m in reversed(messages) if m.get("role") == "assistant"), {})
+        names = {c["id"]: c["name"] for c in asked.get("toolCalls") or []}
         for block in content:
             if isinstance(block, ToolResultBlock):
                 messages.append({"role": "tool", "callId": block.tool_use_id, "name": names.get(block.tool_use_id, ""),

@@ -51,9 +51,14 @@ def entries(messages: list[dict[str, Any]], session_id: str, cwd: str, model_id:
     return lines
 
 
-def write(path: Path, lines: list[dict[str, Any]]) -> None:
+def as_jsonl(lines: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(line) + "\n" for line in lines)
+
+
+def write(path: Path, text: str) -> None:
+    """Put a transcript where the runtime resumes it from."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    path.write_text(text)
 
 
 def _prefixed(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -258,12 +258,13 @@ class TurnRunner:
             self.interrupts.check()
             first_step = 1
             if resuming:
-                messages.extend(self.resume_calls())
+                if "runtime" not in self.turn.state:  # another runtime's leg resumes its own calls
+                    messages.extend(self.resume_calls())
                 first_step = self.turn.state["step"] + 1
                 self.interrupts.check()
             self.runner.run(messages, first_step)
         except Parked as parked:
-            self.park(messages, parked.step, parked.tools)
+            self.park(messages, parked.step, parked.tools, parked.resume)
             return
         except Interrupted:
             ending = {"status": Turn.Status.INTERRUPTED, "error": "turn interrupted"}
@@ -292,8 +293,9 @@ class TurnRunner:
         from sessions.claude_agent.leg import ClaudeAgentLeg
 
         root = self.workspace.root if self.workspace is not None else None
+        self.called_tools = self.called_tools or "runtime" in self.turn.state
         return ClaudeAgentLeg(profile, executor, self.emitter, self.interrupts, self.usage_so_far, self.meter,
-                              str(root) if root is not None else None)
+                              str(root) if root is not None else None, parked=self.turn.state.get("runtime"))
 
     def resume_calls(self) -> list[dict[str, Any]]:
         """The parked step's calls, decided: approved ones run once, denied ones report the denial."""
@@ -303,13 +305,16 @@ class TurnRunner:
         self.clock.resumed(max((r.decided_at for r in rows if r.decided_at), default=None))
         return self.runner.resume_tools(rows)
 
-    def park(self, messages: list[dict[str, Any]], step: int, waiting_on: list[str]) -> None:
+    def park(self, messages: list[dict[str, Any]], step: int, waiting_on: list[str],
+             runtime: dict[str, Any] | None = None) -> None:
         """Store where the turn is and end this run; deciding the calls queues it again."""
         state = {"messages": messages, "step": step, "usage": self.usage,
                  "elapsedMs": round((time.monotonic() - self.started) * 1000, 1),
                  "timings": self.clock.park(waiting_on),
                  "model": self.runner.model, "usageByModel": self.runner.usage_by_model,
                  "unchargedCalls": self.meter.take()}
+        if runtime is not None:
+            state["runtime"] = runtime
         lifecycle.park(self.turn, state, self.emitter.take(), self.emitter.hooks)
 
     def delegate(self, subagent_id: str, task: str, call_id: str) -> str:

@@ -102,10 +102,11 @@ class InterruptWatch:
 class Parked(Exception):
     """Calls of this step wait for approval; the turn resumes in a new task once they are decided."""
 
-    def __init__(self, step: int, tools: list[str] | None = None):
+    def __init__(self, step: int, tools: list[str] | None = None, resume: dict[str, Any] | None = None):
         super().__init__(step)
         self.step = step
         self.tools = tools or []  # the names of the calls that wait
+        self.resume = resume  # what another runtime's leg resumes from (sessions.claude_agent), kept with the turn
 
 
 @dataclass

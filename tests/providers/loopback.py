@@ -2,12 +2,16 @@
 Messages streaming protocols, scripted per test, for the real SDK clients."""
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+# Each reply's message id differs, as the API's do (the Claude Agent SDK's runtime merges messages of one id).
+MESSAGE_IDS = itertools.count(1)
 
 
 class Reply:
@@ -168,7 +172,7 @@ def oa_tool_calls(calls: list[tuple[str, str, dict]], prompt: int = 20, completi
 
 def an_start(input_tokens: int, cache_read: int = 0, cache_write: int = 0) -> dict[str, Any]:
     return {"type": "message_start", "message": {
-        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test", "content": [],
+        "id": f"msg_{next(MESSAGE_IDS)}", "type": "message", "role": "assistant", "model": "claude-test", "content": [],
         "stop_reason": None, "stop_sequence": None,
         "usage": {"input_tokens": input_tokens, "output_tokens": 1, "cache_read_input_tokens": cache_read,
                   "cache_creation_input_tokens": cache_write}}}

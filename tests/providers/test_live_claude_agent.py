@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
+import psutil
 import pytest
 
 from tests.conftest import EXAMPLE
@@ -90,27 +93,65 @@ def test_stop_mid_reply_interrupts_the_runtime_and_the_session_goes_on(live):
     assert ended(client, session, 2)[-1] == "turn.completed"
 
 
-def test_a_gated_tool_waits_for_its_decision_over_http_and_runs_once(live):
-    server, model, client = live
-    model.replies.extend([
-        Reply(events=an_tool_uses([("toolu_cancel", "mcp__agent__cancel_order", {"order_id": "A102"})])),
-        Reply(events=an_text("A102 is cancelled.")),
-    ])
-    before = len(model.requests)
-    session = start(client, "cancel A102")
-    [asked] = wait_for_event(client, session, "action.approval_requested")
-    assert asked["data"]["toolName"] == "cancel_order"
-    pending = client.get(f"/official/v1/session/{session}/approvals").json()
-    assert [p["callId"] for p in pending["approvals"]] == ["toolu_cancel"], pending
-    decided = client.post(f"/official/v1/session/{session}/approvals/toolu_cancel", json={"decision": "approve"})
-    assert decided.status_code == 200, decided.text
-    assert ended(client, session) == ["turn.completed"]
-    results = [e for e in events(client, session) if e["type"] == "action.result"]
-    assert len(results) == 1 and "error" not in results[0]["data"], results
-    handed = model.requests[before + 1]["body"]["messages"][-1]["content"][0]
-    assert handed["type"] == "tool_result" and handed["tool_use_id"] == "toolu_cancel" and not handed.get("is_error")
-    again = client.post(f"/official/v1/session/{session}/approvals/toolu_cancel", json={"decision": "approve"})
-    assert again.status_code == 409
+def conversation(server: Server, session: str) -> list[dict[str, Any]]:
+    """The session's stored conversation, read from the server's database."""
+    with sqlite3.connect(server.state_root / "db.sqlite3") as db:
+        [(stored,)] = db.execute("select conversation from agent_sessions_session where id = ?", (session,))
+    return json.loads(stored)
+
+
+def runtimes(server: Server) -> list[psutil.Process]:
+    """The SDK's runtime processes under serve."""
+    return [p for p in psutil.Process(server.process.pid).children(recursive=True)
+            if "_bundled/claude" in " ".join(p.cmdline())]
+
+
+def test_a_gated_call_parks_the_turn_and_runs_once_when_approved_after_serve_was_killed(tmp_path):
+    """The decision comes after every process that ran the turn was SIGKILLed: a new serve resumes it."""
+    folder, state = write_folder(tmp_path / "folder"), tmp_path / "state"
+    args = ("--no-examples", "--no-schedules", "--agents", str(folder))
+    with LoopbackModelServer("anthropic") as model:
+        env = {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "sk-ant-live"}
+        model.replies.extend([
+            Reply(events=an_tool_uses([("toolu_look", "mcp__agent__lookup_order", {"order_id": "A102"}),
+                                       ("toolu_cancel", "mcp__agent__cancel_order", {"order_id": "A102"})])),
+            Reply(events=an_text("A102 is cancelled.")),
+        ])
+        with run_server(state, *args, env=env) as server, httpx.Client(base_url=server.base_url, timeout=30) as client:
+            session = start(client, "cancel A102")
+            [asked] = wait_for_event(client, session, "action.approval_requested")
+            assert asked["data"]["toolName"] == "cancel_order"
+            deadline = time.monotonic() + 30
+            while client.get(f"/official/v1/session/{session}").json()["status"] != "awaiting_approval":
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            pending = client.get(f"/official/v1/session/{session}/approvals").json()
+            assert [p["callId"] for p in pending["approvals"]] == ["toolu_cancel"], pending
+            assert not runtimes(server)  # a parked turn holds no runtime child
+            serve = psutil.Process(server.process.pid)
+            tree = [serve, *serve.children(recursive=True)]
+            for process in tree:
+                process.send_signal(signal.SIGKILL)
+            psutil.wait_procs(tree, timeout=10)
+
+        with run_server(state, *args, env=env) as server, httpx.Client(base_url=server.base_url, timeout=30) as client:
+            decided = client.post(f"/official/v1/session/{session}/approvals/toolu_cancel", json={"decision": "approve"})
+            assert decided.status_code == 200, decided.text
+            assert ended(client, session) == ["turn.completed"]
+            results = [e["data"] for e in events(client, session) if e["type"] == "action.result"]
+            assert [r["callId"] for r in results] == ["toolu_look", "toolu_cancel"], results
+            assert all("error" not in r for r in results), results
+            handed = [b for b in model.requests[1]["body"]["messages"][-1]["content"] if b["type"] == "tool_result"]
+            assert [b["tool_use_id"] for b in handed] == ["toolu_look", "toolu_cancel"]
+            assert not any(b.get("is_error") for b in handed)
+            assert len(model.requests) == 2  # the step that asked for the call is not asked again
+            assert [e["data"]["text"] for e in events(client, session) if e["type"] == "message.completed"] == [
+                "A102 is cancelled."]
+            assert [(m["role"], m.get("name", "")) for m in conversation(server, session)] == [
+                ("user", ""), ("assistant", ""), ("tool", "lookup_order"), ("tool", "cancel_order"), ("assistant", "")]
+            again = client.post(f"/official/v1/session/{session}/approvals/toolu_cancel", json={"decision": "approve"})
+            assert again.status_code == 409
+            assert not runtimes(server)
 
 
 def test_what_an_earlier_turn_planted_in_the_workspace_configures_nothing(live):
