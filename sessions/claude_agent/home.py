@@ -14,30 +14,34 @@ what the runtime needs.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import stat
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
 from agents.secrets.lookup import credential
+from agents.workspaces import sandbox
+from agents.workspaces.runtimes import LocalRuntime
+from sessions.claude_agent.proxy import PLACEHOLDER_KEY
 
 # What the runtime's process keeps of its environment (the SDK's own variables are named by prefix).
-KEPT = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR", "HOME", "PATH", "LANG", "TZ",
+KEPT = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_UNIX_SOCKET", "CLAUDE_CONFIG_DIR", "HOME", "PATH", "LANG", "TZ",
         "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_AGENT_SDK_VERSION", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
         "DISABLE_AUTOUPDATER", "DISABLE_TELEMETRY", "DISABLE_ERROR_REPORTING", "CLAUDE_CODE_SDK_READS_SESSION_STATE",
         "PWD")
 
-# Variables that are set pass on; all others are dropped (`env -i`).
+# Variables that are set pass on; all others are dropped (`env -i`). `command`: the runtime, in its sandbox.
 LAUNCHER = """#!/bin/bash
 kept=()
 for name in {names}; do
   [[ -v $name ]] && kept+=("$name=${{!name}}")
 done
-exec /usr/bin/env -i "${{kept[@]}}" '{runtime}' "$@"
+exec /usr/bin/env -i "${{kept[@]}}" {command} "$@"
 """
 
 
@@ -47,6 +51,7 @@ class RunHome:
     config: Path
     launcher: Path
     scratch: Path  # the working directory of a session without a local workspace
+    socket: Path  # where the runtime reaches its model (sessions.claude_agent.proxy)
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -61,34 +66,69 @@ def bundled_runtime() -> Path:
 def build() -> RunHome:
     base = Path(settings.STATE_ROOT) / "run-homes"
     base.mkdir(mode=0o700, exist_ok=True)
-    root = base / uuid.uuid4().hex
+    root = base / uuid.uuid4().hex[:16]  # short: the socket's path must fit a unix address
     root.mkdir(mode=0o700)
     config, scratch = root / "config", root / "work"
     config.mkdir(mode=0o700)
     scratch.mkdir(mode=0o700)
-    launcher = root / "claude"
-    launcher.write_text(LAUNCHER.format(names=" ".join(KEPT), runtime=bundled_runtime()))
-    launcher.chmod(stat.S_IRWXU)
-    return RunHome(root, config, launcher, scratch)
+    return RunHome(root, config, root / "claude", scratch, root / "model.sock")
 
 
-def environment(home: RunHome, params: dict[str, Any], key_env: str, base_url_env: str) -> dict[str, str]:
-    """What the runtime's process is given: the model's key and address, and its own folders."""
-    env = {
+def sandbox_mounts(runtime: Any) -> sandbox.Mounts | None:
+    """The sandbox the runtime runs in, from the agent's runtime declaration (its network and limits);
+    None: unsandboxed (AGENTSITE_SANDBOX=off, or a host that cannot build one: then no tool of the
+    runtime's own is offered)."""
+    if not sandbox.status().active:
+        return None
+    if isinstance(runtime, LocalRuntime):
+        return sandbox.Mounts(network=runtime.network, limits=runtime.limits())
+    return sandbox.Mounts()
+
+
+def write_launcher(home: RunHome, cwd: str, mounts: sandbox.Mounts | None) -> None:
+    """The command the SDK starts: the runtime in the sandbox `mounts` describes (None: unsandboxed).
+
+    In the sandbox the runtime sees the system, its own program, its run home
+    and the working directory `cwd` (the session's workspace), and nothing
+    else: no state root, no other workspace, no network unless the agent
+    declared one (its model is reached through the run home's socket). When
+    the server is root it runs as the workspace's own uid, which is given
+    the run home and the workspace first.
+    """
+    runtime = bundled_runtime()
+    argv = [str(runtime)]
+    if mounts is not None:
+        mounts = replace(mounts, writable=(cwd, str(home.root)), readable=(str(runtime.parent),),
+                         user=sandbox.runs_as(cwd))
+        if os.geteuid() == 0:
+            sandbox.hand_over(Path(cwd))
+            for folder, _, files in os.walk(home.root):
+                for path in (folder, *(os.path.join(folder, name) for name in files)):
+                    os.lchown(path, *mounts.user)
+        argv = sandbox.command(argv, cwd=cwd, mounts=mounts)
+    home.launcher.write_text(LAUNCHER.format(names=" ".join(KEPT), command=" ".join(shlex.quote(a) for a in argv)))
+    home.launcher.chmod(stat.S_IRWXU)
+
+
+def environment(home: RunHome) -> dict[str, str]:
+    """What the runtime's process is given: its folders, and the socket it reaches its model through
+    (sessions.claude_agent.proxy) with a placeholder for the key it never holds."""
+    return {
         "CLAUDE_CONFIG_DIR": str(home.config),
         "HOME": str(home.config),
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "LANG": "C.UTF-8",
+        "ANTHROPIC_UNIX_SOCKET": str(home.socket),
+        "ANTHROPIC_BASE_URL": "http://localhost",
+        "ANTHROPIC_API_KEY": PLACEHOLDER_KEY,
         # No title requests, update checks, telemetry or error reports: only the turn's model calls leave.
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1",
     }
-    key = credential(params.get("api_key_env", key_env))
-    if key:
-        env["ANTHROPIC_API_KEY"] = key
-    base_url = params.get("base_url") or credential(base_url_env)
-    if base_url:
-        env["ANTHROPIC_BASE_URL"] = base_url
-    return env
+
+
+def model_server(params: dict[str, Any], key_env: str, base_url_env: str) -> tuple[str | None, str | None]:
+    """Where the proxy forwards the runtime's calls, and the key it adds: as for `anthropic:` models."""
+    return params.get("base_url") or credential(base_url_env), credential(params.get("api_key_env", key_env))

@@ -13,7 +13,6 @@ built-in tools are not offered.
 """
 from __future__ import annotations
 
-import os
 import queue
 import time
 import uuid
@@ -27,11 +26,13 @@ from agents.providers import get_provider
 from sessions.claude_agent import home as homes
 from sessions.claude_agent import transcript
 from sessions.claude_agent.bridge import Asked, Child, Ended
+from sessions.claude_agent.proxy import ModelProxy
 from sessions.claude_agent.steps import Steps
 from sessions.models import EventType, ToolCall as ToolCallRow
 from sessions.turn.runner import INTERRUPT_CHECK_SECONDS, Emitter, Interrupted, InterruptWatch, Parked, Profile
 from sessions.turn.tools import Executor, Prepared, result_payload, tool_message
 from sessions.turn.usage import Usage, add_usage, zero
+from sessions.workspaces.store import Workspace
 
 # The SDK's result subtypes, as the turn's failure codes.
 RESULT_CODES = {"error_max_turns": "step_limit", "error_max_budget_usd": "budget_exceeded"}
@@ -42,7 +43,7 @@ MESSAGE_ERRORS = {"authentication_failed": "auth_error", "rate_limit": "rate_lim
 
 class ClaudeAgentLeg:
     def __init__(self, profile: Profile, executor: Executor, emitter: Emitter, interrupts: InterruptWatch,
-                 usage: Usage, meter, cwd: str | None, parked: dict[str, Any] | None = None):
+                 usage: Usage, meter, workspace: Workspace, parked: dict[str, Any] | None = None):
         """`parked`: where a run that parked for approvals left the runtime (its transcript), to resume from."""
         self.profile = profile
         self.executor = executor
@@ -50,7 +51,7 @@ class ClaudeAgentLeg:
         self.interrupts = interrupts
         self.usage: Usage = usage
         self.meter = meter
-        self.cwd = cwd
+        self.workspace = workspace
         self.model = profile.model  # never another: the runtime is given no fallback model
         self.usage_by_model: dict[str, Usage] = {}
         self.steps = Steps(emitter, profile.model)
@@ -72,7 +73,18 @@ class ClaudeAgentLeg:
         `messages` grows with what it adds. Raises Parked when a gated call waits for its decision."""
         self.meter.before_call()  # a spent budget stops the turn before the runtime starts
         self.steps.step = first_step - 1
+        runtime, _ = get_provider(self.model)
         home = homes.build()
+        try:
+            with ModelProxy(home.socket, *homes.model_server(self.profile.params, runtime.key_env,
+                                                             runtime.base_url_env)):
+                result = self.converse(home, messages)
+        finally:
+            home.remove()
+        return self.settle(result)
+
+    def converse(self, home: homes.RunHome, messages: list[dict[str, Any]]):
+        """One child of the runtime through the turn (or until a call waits for approval); its result."""
         child = Child()
         try:
             child.open(self.options(home, child, messages[:-1]))
@@ -84,18 +96,17 @@ class ClaudeAgentLeg:
                 raise Parked(self.steps.step, [transcript.agent_tool(result.deferred_tool_use.name)],
                              resume={"session": result.session_id,
                                      "transcript": _read_transcript(home, self.options_cwd, result.session_id)})
+            return result
         finally:
             child.close()
-            home.remove()
-        return self.settle(result)
 
     def options(self, home: homes.RunHome, child: Child, history: list[dict[str, Any]]):
         from claude_agent_sdk import (ClaudeAgentOptions, HookMatcher, PermissionResultAllow, PermissionResultDeny,
                                       SdkMcpTool, create_sdk_mcp_server)
 
-        runtime, _ = get_provider(self.model)
         # The session's local workspace once it exists (nothing of it is read as configuration).
-        cwd = self.options_cwd = self.cwd if self.cwd and os.path.isdir(self.cwd) else str(home.scratch)
+        root = self.workspace.root
+        cwd = self.options_cwd = str(root) if root is not None and root.is_dir() else str(home.scratch)
         folder = home.config / "projects" / _project_key(cwd)
         resume = None
         if self.parked:  # the runtime's own transcript: it holds the call it deferred
@@ -105,6 +116,7 @@ class ClaudeAgentLeg:
             resume = str(uuid.uuid4())
             transcript.write(folder / f"{resume}.jsonl",
                              transcript.as_jsonl(transcript.entries(history, resume, cwd, self.model)))
+        homes.write_launcher(home, cwd, homes.sandbox_mounts(self.workspace.loaded.runtime))
         tools = [SdkMcpTool(name=spec.name, description=spec.description, input_schema=spec.input_schema,
                             handler=_handler(child, spec.name))
                  for spec in self.executor.specs()]
@@ -126,7 +138,7 @@ class ClaudeAgentLeg:
             system_prompt=self.profile.system,
             cwd=cwd,
             cli_path=str(home.launcher),
-            env=homes.environment(home, self.profile.params, runtime.key_env, runtime.base_url_env),
+            env=homes.environment(home),
             tools=[],  # the runtime's own tools are not offered
             mcp_servers={transcript.SERVER: create_sdk_mcp_server(transcript.SERVER, tools=tools)} if tools else {},
             strict_mcp_config=True,

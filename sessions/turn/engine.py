@@ -292,10 +292,9 @@ class TurnRunner:
         # Imported with the first such turn: the runtime's SDK is large and optional.
         from sessions.claude_agent.leg import ClaudeAgentLeg
 
-        root = self.workspace.root if self.workspace is not None else None
         self.called_tools = self.called_tools or "runtime" in self.turn.state
         return ClaudeAgentLeg(profile, executor, self.emitter, self.interrupts, self.usage_so_far, self.meter,
-                              str(root) if root is not None else None, parked=self.turn.state.get("runtime"))
+                              self.workspace, parked=self.turn.state.get("runtime"))
 
     def resume_calls(self) -> list[dict[str, Any]]:
         """The parked step's calls, decided: approved ones run once, denied ones report the denial."""
