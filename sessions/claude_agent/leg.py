@@ -6,10 +6,11 @@ same events, ToolCall rows and stored conversation as the own loop: each
 model call is a step (its deltas, its reply, its usage), each call of the
 agent's tools is an action with its result, and the turn's usage carries the
 cost the SDK reports. The agent's tools reach the runtime as the MCP server
-`agent`, in this process; the runtime asks permission for every call, and
-that is where a call is stored (and, for a gated tool, waits for its
-decision) before the runtime runs it through the server. The runtime's own
-built-in tools are not offered.
+`agent`, in this process, and the runtime's own tools stand in for the
+workspace verbs they do (sessions.claude_agent.builtins). The runtime asks
+about every call before it runs it (a PreToolUse hook): that is where the
+call is stored and announced, and where a gated call is deferred until
+its decision, which parks the turn.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from agents.providers import get_provider
 from sessions.claude_agent import home as homes
 from sessions.claude_agent import transcript
 from sessions.claude_agent.bridge import Asked, Child, Ended
+from sessions.claude_agent.builtins import Builtins
 from sessions.claude_agent.proxy import ModelProxy
 from sessions.claude_agent.steps import Steps
 from sessions.models import EventType, ToolCall as ToolCallRow
@@ -54,7 +56,8 @@ class ClaudeAgentLeg:
         self.workspace = workspace
         self.model = profile.model  # never another: the runtime is given no fallback model
         self.usage_by_model: dict[str, Usage] = {}
-        self.steps = Steps(emitter, profile.model)
+        self.builtins = Builtins(workspace, executor.turn, emitter, executor.options.dry_run)
+        self.steps = Steps(emitter, profile.model, self.builtins.finished)
         # Calls the runtime was allowed to make, waiting for it to make them, by the agent's tool name.
         self.allowed: dict[str, deque[ToolCallRow]] = defaultdict(deque)
         self.stopping = False
@@ -117,9 +120,10 @@ class ClaudeAgentLeg:
             transcript.write(folder / f"{resume}.jsonl",
                              transcript.as_jsonl(transcript.entries(history, resume, cwd, self.model)))
         homes.write_launcher(home, cwd, homes.sandbox_mounts(self.workspace.loaded.runtime))
+        # The agent's tools, and the workspace verbs the runtime's own tools do not stand in for.
         tools = [SdkMcpTool(name=spec.name, description=spec.description, input_schema=spec.input_schema,
                             handler=_handler(child, spec.name))
-                 for spec in self.executor.specs()]
+                 for spec in self.executor.specs() if spec.name not in self.builtins.verbs()]
 
         async def before_call(hook_input: dict[str, Any], tool_use_id: str | None, context) -> dict[str, Any]:
             decision, reason = await child.need("permission", hook_input.get("tool_name", ""),
@@ -129,7 +133,7 @@ class ClaudeAgentLeg:
 
         async def permit(tool: str, input: dict[str, Any], context) -> Any:
             # Every call was decided before it (before_call); a call of anything else is refused here too.
-            if transcript.agent_tool(tool):
+            if transcript.agent_tool(tool) or tool in self.builtins.tools:
                 return PermissionResultAllow()
             return PermissionResultDeny(message=f"{tool} is not offered to this agent")
 
@@ -139,7 +143,7 @@ class ClaudeAgentLeg:
             cwd=cwd,
             cli_path=str(home.launcher),
             env=homes.environment(home),
-            tools=[],  # the runtime's own tools are not offered
+            tools=list(self.builtins.tools),  # of the runtime's own, those standing in for declared verbs
             mcp_servers={transcript.SERVER: create_sdk_mcp_server(transcript.SERVER, tools=tools)} if tools else {},
             strict_mcp_config=True,
             setting_sources=[],  # no settings file of any tier, the workspace's included
@@ -209,6 +213,8 @@ class ClaudeAgentLeg:
         The first time, the call is stored and announced; a deferred call asked
         again when its parked turn resumes finds its row, decided.
         """
+        if asked.tool in self.builtins.tools:
+            return self.builtins.permit(asked.tool_use_id, asked.tool, asked.input)
         name = transcript.agent_tool(asked.tool)
         if not name:
             return "deny", f"{asked.tool} is not offered to this agent"

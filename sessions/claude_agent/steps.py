@@ -8,13 +8,12 @@ way a step opens with the call's first sign and closes at its stop, or when
 what follows it (a permission question, tool results, the end) shows it is
 over. Tool results come back as user messages, and are stored as the
 conversation's tool messages. What a subagent of the runtime says is not
-shown (its parent_tool_use_id is set); the runtime has none while its own
-tools are off.
+shown (its parent_tool_use_id is set).
 """
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 from agents.providers.base import ToolCall
 from sessions.claude_agent import transcript
@@ -25,8 +24,10 @@ from sessions.turn.usage import zero
 
 
 class Steps:
-    def __init__(self, emitter: Emitter, model: str):
+    def __init__(self, emitter: Emitter, model: str, ran: Callable[[str, str, bool], None]):
+        """`ran(call id, result, is_error)`: told of each tool result (the runtime's own tools' end there)."""
         self.emitter = emitter
+        self.ran = ran
         self.model = model  # the session's model id: it signs the thinking
         self.step = 0
         self.open = False
@@ -146,8 +147,10 @@ class Steps:
         names = {c["id"]: c["name"] for c in asked.get("toolCalls") or []}
         for block in content:
             if isinstance(block, ToolResultBlock):
+                text = _text(block.content)
                 messages.append({"role": "tool", "callId": block.tool_use_id, "name": names.get(block.tool_use_id, ""),
-                                 "content": _text(block.content), "isError": bool(block.is_error)})
+                                 "content": text, "isError": bool(block.is_error)})
+                self.ran(block.tool_use_id, text, bool(block.is_error))
 
 
 def _text(content: Any) -> str:
