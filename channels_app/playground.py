@@ -18,6 +18,7 @@ from django.urls import path
 
 from agents.mcpauth.stored import with_status
 from agents.models import Agent
+from agents.providers.runtimes import LABELS, runtime_name
 from channels_app.auth import agent_scope
 from channels_app.doors import AGENT, LISTING, admit_page, error_page, every_session_refused, is_operator, refusal_page
 from channels_app.errors import APIError
@@ -168,6 +169,7 @@ def session_page(request: HttpRequest, slug: str, session_id: str) -> HttpRespon
     return render(request, "playground/session.html", {
         "agent": session.agent, "release": session.deployment, "session": session, "manifest": manifest, "tools": _tool_rows(manifest),
         "model": bound,  # the session's selection, which may differ from the release's default
+        "runtime": LABELS[runtime_name(bound)],
         "following": following, "models": models,
         # "Switch model…": to whoever the handoff route admits (the owner and operators), on a chat
         # session (a task session has no next turn to run elsewhere) whose release lists another model.

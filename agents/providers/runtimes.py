@@ -12,10 +12,20 @@ from functools import lru_cache
 RUNTIMES = {"claude-agent": ("claude_agent_sdk", "pip install -r requirements-claude-agent.txt")}
 
 
+OWN = "agentsite"
+# How pages name each runtime.
+LABELS = {OWN: "agentsite's loop", "claude-agent": "Claude Agent SDK"}
+
+
 def runtime_of(model_id: str) -> str:
     """The agent runtime a session on `model_id` runs on: "" for the own loop."""
     provider = (model_id or "").partition(":")[0]
     return provider if provider in RUNTIMES else ""
+
+
+def runtime_name(model_id: str) -> str:
+    """The runtime of `model_id` as the model directory and pages name it: "agentsite" for the own loop."""
+    return runtime_of(model_id) or OWN
 
 
 @lru_cache(maxsize=None)

@@ -6,6 +6,7 @@ from typing import ClassVar
 
 from pydantic import ConfigDict
 
+from agents.providers.runtimes import runtime_name
 from channels_app.replies.base import Reply
 from sessions.handoff.directory import DirectoryEntry
 
@@ -19,6 +20,8 @@ class ModelEntry(Reply):
     id: str
     provider: str
     model: str
+    # The agent runtime a session on it runs on: "agentsite" (the server's own loop) or "claude-agent".
+    runtime: str
     configured: bool
     reachable: bool | None
     checked_at: datetime | None
@@ -36,6 +39,7 @@ class ModelEntry(Reply):
             id=entry.id,
             provider=entry.provider,
             model=entry.model,
+            runtime=runtime_name(entry.id),
             configured=entry.configured,
             reachable=entry.reachable,
             checked_at=entry.checked_at,

@@ -17,6 +17,7 @@ import os
 import shlex
 import shutil
 import stat
+import tempfile
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -51,10 +52,13 @@ class RunHome:
     config: Path
     launcher: Path
     scratch: Path  # the working directory of a session without a local workspace
-    socket: Path  # where the runtime reaches its model (sessions.claude_agent.proxy)
+    # Where the runtime reaches its model (sessions.claude_agent.proxy): in a folder of its own under the
+    # system's temporary folder, as a unix socket's path must be short (about 100 bytes).
+    socket: Path
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.socket.parent, ignore_errors=True)
 
 
 def bundled_runtime() -> Path:
@@ -66,12 +70,13 @@ def bundled_runtime() -> Path:
 def build() -> RunHome:
     base = Path(settings.STATE_ROOT) / "run-homes"
     base.mkdir(mode=0o700, exist_ok=True)
-    root = base / uuid.uuid4().hex[:16]  # short: the socket's path must fit a unix address
+    root = base / uuid.uuid4().hex
     root.mkdir(mode=0o700)
     config, scratch = root / "config", root / "work"
     config.mkdir(mode=0o700)
     scratch.mkdir(mode=0o700)
-    return RunHome(root, config, root / "claude", scratch, root / "model.sock")
+    sockets = Path(tempfile.mkdtemp(prefix="agentsite-run-"))
+    return RunHome(root, config, root / "claude", scratch, sockets / "model.sock")
 
 
 def sandbox_mounts(runtime: Any) -> sandbox.Mounts | None:
@@ -91,20 +96,21 @@ def write_launcher(home: RunHome, cwd: str, mounts: sandbox.Mounts | None) -> No
     In the sandbox the runtime sees the system, its own program, its run home
     and the working directory `cwd` (the session's workspace), and nothing
     else: no state root, no other workspace, no network unless the agent
-    declared one (its model is reached through the run home's socket). When
+    declared one (its model is reached through the run's socket). When
     the server is root it runs as the workspace's own uid, which is given
     the run home and the workspace first.
     """
     runtime = bundled_runtime()
     argv = [str(runtime)]
     if mounts is not None:
-        mounts = replace(mounts, writable=(cwd, str(home.root)), readable=(str(runtime.parent),),
-                         user=sandbox.runs_as(cwd))
+        mounts = replace(mounts, writable=(cwd, str(home.root), str(home.socket.parent)),
+                         readable=(str(runtime.parent),), user=sandbox.runs_as(cwd))
         if os.geteuid() == 0:
             sandbox.hand_over(Path(cwd))
-            for folder, _, files in os.walk(home.root):
-                for path in (folder, *(os.path.join(folder, name) for name in files)):
-                    os.lchown(path, *mounts.user)
+            for top in (home.root, home.socket.parent):
+                for folder, _, files in os.walk(top):
+                    for path in (folder, *(os.path.join(folder, name) for name in files)):
+                        os.lchown(path, *mounts.user)
         argv = sandbox.command(argv, cwd=cwd, mounts=mounts)
     home.launcher.write_text(LAUNCHER.format(names=" ".join(KEPT), command=" ".join(shlex.quote(a) for a in argv)))
     home.launcher.chmod(stat.S_IRWXU)

@@ -22,6 +22,7 @@ from agents.models import Agent, Deployment
 from agents.providers import get_provider, parse_model_id
 from agents.providers.base import Endpoint, params_for
 from agents.providers.health import PROBE_TIMEOUT_SECONDS, Health, check
+from agents.providers.runtimes import missing_runtime
 from agents.secrets.store import acting_for
 from sessions.models import Session
 
@@ -69,6 +70,9 @@ def model_directory() -> list[DirectoryEntry]:
             entry = entries[model_id] = DirectoryEntry(model_id, provider, model)
         if slug and slug not in entry.agents:
             entry.agents.append(slug)
+        if problem := missing_runtime(model_id):  # released where its runtime is installed, but not here
+            entry.error = entry.error or problem
+            return
         try:
             parse_model_id(model_id)
             provider, _ = get_provider(model_id)

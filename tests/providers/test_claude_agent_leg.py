@@ -95,6 +95,25 @@ def test_a_typed_tool_runs_once_as_an_action_and_a_follow_up_resumes_the_convers
     assert conversation[1]["toolCalls"][0]["name"] == "lookup_order"
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_model_directory_the_session_and_the_playground_name_the_runtime(local, agent_on_model, anthropic_server,
+                                                                             sync_turns):
+    agent_on_model(MODEL, slug="official")
+    anthropic_server.replies.append(Reply(events=an_text("hi")))
+    session_id = start(local, "official", "hi")
+    listed = {m["id"]: m for m in local.get("/v1/models").json()["models"]}
+    assert listed[MODEL]["runtime"] == "claude-agent" and listed[MODEL]["provider"] == "claude-agent"
+    assert listed[MODEL]["configured"] is True and listed[MODEL]["reachable"] is True
+    assert listed[MODEL]["agents"] == ["official"] and listed[MODEL]["sessions"] == 1
+    assert all(m["runtime"] == "agentsite" for i, m in listed.items() if i != MODEL)
+    assert local.get("/official/v1/info").json()["models"] == [MODEL]
+    assert local.get(f"/official/v1/session/{session_id}").json()["model"] == MODEL
+    bound = Event.objects.get(session_id=session_id, type="agent.bound").data
+    assert MODEL in json.dumps(bound)
+    page = local.get(f"/playground/official/session/{session_id}").content.decode()
+    assert '<span id="runtime" class="badge"' in page and "Claude Agent SDK" in page
+
+
 def test_a_server_without_the_sdk_refuses_such_a_model_at_deploy(tmp_path):
     folder = tmp_path / "official" / "agent"
     folder.mkdir(parents=True)

@@ -57,7 +57,7 @@ def wait_for_event(client: httpx.Client, session: str, type_: str, count: int = 
         found = [e for e in events(client, session) if e["type"] == type_]
         if len(found) >= count:
             return found
-        assert time.monotonic() < deadline, f"no {type_} in {[e['type'] for e in events(client, session)]}"
+        assert time.monotonic() < deadline, f"no {type_} in {[(e['type'], e['data']) for e in events(client, session)]}"
         time.sleep(0.1)
 
 

@@ -125,6 +125,8 @@ function showModel(root, model) {
   root.dataset.model = model;
   const badge = document.getElementById("model");
   if (badge) badge.textContent = model;
+  const runtime = document.getElementById("runtime");  // a handoff may move the session to another runtime
+  if (runtime) runtime.textContent = model.startsWith("claude-agent:") ? "Claude Agent SDK" : "agentsite's loop";
   root.dispatchEvent(new CustomEvent("session:model", { detail: model }));
 }
 
