@@ -54,10 +54,18 @@ class Child:
     def __init__(self) -> None:
         self.inbox: queue.Queue[Said | Asked | Ended] = queue.Queue()
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="claude-agent", daemon=True)
+        self.thread = threading.Thread(target=self._run, name="claude-agent", daemon=True)
         self.thread.start()
         self.client: Any = None
         self._asked: set[concurrent.futures.Future] = set()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+        # Stopped by close(): what is left is cancelled, and the pipes the SDK closed finish closing, before
+        # the loop closes (a transport collected after its loop closed cannot close itself).
+        self.loop.run_until_complete(_drain())
+        self.loop.close()
 
     def _wait(self, coroutine, timeout: float) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
@@ -112,7 +120,16 @@ class Child:
         except Exception:  # the process is ended by the SDK's own cleanup either way
             log.warning("the Claude Agent SDK child did not close cleanly", exc_info=True)
         finally:
+            self.client = None
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(CLOSE_SECONDS)
-            if not self.thread.is_alive():
-                self.loop.close()
+
+
+async def _drain() -> None:
+    tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for _ in range(3):  # a closed pipe's last callbacks: each takes a pass of the loop
+        await asyncio.sleep(0)
+    await asyncio.get_running_loop().shutdown_asyncgens()

@@ -2,9 +2,10 @@
 
 Each run gets a new folder under the state root, removed when the run ends:
 the runtime's configuration directory and home (so nothing of the server
-user's own home is read), and a launcher. The runtime is told to read no
-settings file at all, so nothing a workspace holds (a CLAUDE.md, a
-`.claude/` folder, a `.mcp.json`) configures it.
+user's own home is read), the release's skills in it, and a launcher. The
+runtime reads settings of the user tier only, which is that folder, so
+nothing a workspace holds (a CLAUDE.md, a `.claude/` folder, a `.mcp.json`)
+configures it.
 
 The launcher starts the SDK's bundled runtime with an environment of named
 variables only: the SDK passes its child the server's whole environment
@@ -20,9 +21,10 @@ import stat
 import tempfile
 import uuid
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
+import frontmatter
 from django.conf import settings
 
 from agents.secrets.lookup import credential
@@ -31,11 +33,13 @@ from agents.workspaces.runtimes import LocalRuntime
 from sessions.claude_agent.proxy import PLACEHOLDER_KEY
 
 # What the runtime's process keeps of its environment (the SDK's own variables are named by prefix).
-KEPT = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_UNIX_SOCKET", "CLAUDE_CONFIG_DIR", "HOME", "PATH", "LANG", "TZ",
-        "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_AGENT_SDK_VERSION", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
-        "DISABLE_AUTOUPDATER", "DISABLE_TELEMETRY", "DISABLE_ERROR_REPORTING", "CLAUDE_CODE_SDK_READS_SESSION_STATE",
-        "PWD")
+KEPT = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_UNIX_SOCKET", "CLAUDE_CONFIG_DIR", "HOME", "PATH",
+        "LANG", "TZ", "PWD", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_AGENT_SDK_VERSION",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_AUTOUPDATER", "DISABLE_TELEMETRY",
+        "DISABLE_ERROR_REPORTING", "CLAUDE_CODE_SDK_READS_SESSION_STATE", "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS")
 
+# Providers whose models the runtime runs (a subagent on one is the runtime's own).
+ANTHROPIC = ("anthropic", "claude-agent")
 # Variables that are set pass on; all others are dropped (`env -i`). `command`: the runtime, in its sandbox.
 LAUNCHER = """#!/bin/bash
 kept=()
@@ -77,6 +81,40 @@ def build() -> RunHome:
     scratch.mkdir(mode=0o700)
     sockets = Path(tempfile.mkdtemp(prefix="agentsite-run-"))
     return RunHome(root, config, root / "claude", scratch, sockets / "model.sock")
+
+
+def natives(loaded: Any) -> frozenset[str]:
+    """What of the release the runtime does with its own tools: its skills always (`skills`, the Skill
+    tool), and its subagents (`subagents`, the Agent tool) when every one is on one of Anthropic's
+    models, which the runtime can run; otherwise agentsite's `delegate` runs them on the own loop."""
+    parts = {"skills"} if loaded.skills else set()
+    if loaded.subagents and all(sub.model.partition(":")[0] in ANTHROPIC for sub in loaded.subagents.values()):
+        parts.add("subagents")
+    return frozenset(parts)
+
+
+def write_skills(home: RunHome, loaded: Any) -> None:
+    """The release's skills where the runtime reads its user-tier skills: `<config>/skills/<name>/`."""
+    for skill in loaded.skills.values():
+        folder = home.config / "skills" / skill.name
+        folder.mkdir(parents=True)
+        (folder / "SKILL.md").write_text(frontmatter.dumps(frontmatter.Post(
+            skill.markdown, name=skill.name, description=skill.description)) + "\n")
+        for relative, content in skill.files.items():
+            path = PurePosixPath(relative)
+            if path.is_absolute() or ".." in path.parts or path.name == "SKILL.md":
+                continue  # a skill's files stay in its folder
+            (folder / path).parent.mkdir(parents=True, exist_ok=True)
+            (folder / path).write_text(content)
+
+
+def agent_definitions(loaded: Any) -> dict[str, Any]:
+    """The release's subagents as the runtime's own (run in the foreground: CLAUDE_CODE_DISABLE_BACKGROUND_TASKS)."""
+    from claude_agent_sdk import AgentDefinition
+
+    return {sub.id: AgentDefinition(description=sub.description, prompt=sub.instructions,
+                                    model=sub.model.partition(":")[2])
+            for sub in loaded.subagents.values()}
 
 
 def sandbox_mounts(runtime: Any) -> sandbox.Mounts | None:
@@ -132,6 +170,8 @@ def environment(home: RunHome) -> dict[str, str]:
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1",
+        # A subagent (the Agent tool) runs to its end within the call, as `delegate` does on the own loop.
+        "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1",
     }
 
 

@@ -56,7 +56,8 @@ class ClaudeAgentLeg:
         self.workspace = workspace
         self.model = profile.model  # never another: the runtime is given no fallback model
         self.usage_by_model: dict[str, Usage] = {}
-        self.builtins = Builtins(workspace, executor.turn, emitter, executor.options.dry_run)
+        self.natives = homes.natives(workspace.loaded)
+        self.builtins = Builtins(workspace, self.natives, executor.turn, emitter, executor.options.dry_run)
         self.steps = Steps(emitter, profile.model, self.builtins.finished)
         # Calls the runtime was allowed to make, waiting for it to make them, by the agent's tool name.
         self.allowed: dict[str, deque[ToolCallRow]] = defaultdict(deque)
@@ -119,11 +120,12 @@ class ClaudeAgentLeg:
             resume = str(uuid.uuid4())
             transcript.write(folder / f"{resume}.jsonl",
                              transcript.as_jsonl(transcript.entries(history, resume, cwd, self.model)))
+        homes.write_skills(home, self.workspace.loaded)
         homes.write_launcher(home, cwd, homes.sandbox_mounts(self.workspace.loaded.runtime))
         # The agent's tools, and the workspace verbs the runtime's own tools do not stand in for.
         tools = [SdkMcpTool(name=spec.name, description=spec.description, input_schema=spec.input_schema,
                             handler=_handler(child, spec.name))
-                 for spec in self.executor.specs() if spec.name not in self.builtins.verbs()]
+                 for spec in self.executor.specs() if spec.name not in self.builtins.stands_for()]
 
         async def before_call(hook_input: dict[str, Any], tool_use_id: str | None, context) -> dict[str, Any]:
             decision, reason = await child.need("permission", hook_input.get("tool_name", ""),
@@ -143,10 +145,11 @@ class ClaudeAgentLeg:
             cwd=cwd,
             cli_path=str(home.launcher),
             env=homes.environment(home),
-            tools=list(self.builtins.tools),  # of the runtime's own, those standing in for declared verbs
+            tools=self.builtins.offered(),  # of the runtime's own, those standing in for agentsite's
+            agents=homes.agent_definitions(self.workspace.loaded) if "subagents" in self.natives else None,
             mcp_servers={transcript.SERVER: create_sdk_mcp_server(transcript.SERVER, tools=tools)} if tools else {},
             strict_mcp_config=True,
-            setting_sources=[],  # no settings file of any tier, the workspace's included
+            setting_sources=["user"],  # the run home's only: none of the workspace's (the project's)
             hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[before_call])]},
             can_use_tool=permit,
             include_partial_messages=True,

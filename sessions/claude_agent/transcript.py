@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from agents.providers.anthropic import to_anthropic_messages
+from agents.providers.messages_api import to_anthropic_messages
 from agents.providers.transcript import for_model
 
 SERVER = "agent"

@@ -27,6 +27,8 @@ from agents.providers.runtimes import runtime_of
 from agents.secrets.store import acting_for
 from agents.workspaces.filesystems import WorkspaceError
 from sessions.plumbing import logcontext
+from sessions.claude_agent.home import natives as runtime_natives
+from sessions.claude_agent.leg import ClaudeAgentLeg
 from sessions.turn import extensions, lifecycle
 from sessions.eventlog.events import SessionGone
 from sessions.models import EventType, Session, ToolCall, Turn
@@ -184,13 +186,15 @@ class TurnRunner:
         """`usage` with `byModel` when more than one model answered (what the turn's end reports and stores)."""
         return self.runner.reported_usage() if self.runner else self.usage_so_far
 
-    def system_prompt(self, loaded: LoadedAgent, instructions: str | None = None) -> str:
-        """`instructions`: the session's variant's, when an A/B experiment replaces the agent's."""
+    def system_prompt(self, loaded: LoadedAgent, instructions: str | None = None,
+                      natives: frozenset[str] = frozenset()) -> str:
+        """`instructions`: the session's variant's, when an A/B experiment replaces the agent's;
+        `natives`: what another runtime lists itself (`skills`, `subagents`: sessions.claude_agent)."""
         system = loaded.instructions if instructions is None else instructions
-        if loaded.skills:
+        if loaded.skills and "skills" not in natives:
             catalog = "\n".join(f"- {s.name}: {s.description}" for s in loaded.skills.values())
             system += f"\n\nSkills (load one with the load_skill tool when the task calls for it):\n{catalog}"
-        if loaded.subagents:
+        if loaded.subagents and "subagents" not in natives:
             roster = "\n".join(f"- {a.id}: {a.description}" for a in loaded.subagents.values())
             system += f"\n\nSubagents (hand work to one with the delegate tool):\n{roster}"
         if (as_of := self.session.run_options.as_of) is not None:
@@ -240,7 +244,9 @@ class TurnRunner:
                 self.clock.span("workspace", "", preparing)
             chosen = extensions.variants().choose(loaded, self.session.ab_variants)  # the session's A/B variants
             # The session's selection (chosen at its creation, moved only by a handoff); A/B variants chose it then.
-            profile = Profile(self.session.model or chosen.model, self.system_prompt(loaded, chosen.instructions),
+            model = self.session.model or chosen.model
+            natives = runtime_natives(loaded) if runtime_of(model) else frozenset()
+            profile = Profile(model, self.system_prompt(loaded, chosen.instructions, natives),
                               chosen.params,
                               loaded.config.max_steps or settings.AGENTSITE_MAX_STEPS,
                               fallback=tuple(loaded.fallback), declared_for=chosen.model)
@@ -287,11 +293,8 @@ class TurnRunner:
             ending = {"status": Turn.Status.COMPLETED}
         self.settle(messages, ending)
 
-    def runtime_leg(self, profile: Profile, executor: Executor):
+    def runtime_leg(self, profile: Profile, executor: Executor) -> ClaudeAgentLeg:
         """The loop of a session on another agent runtime (`claude-agent:`), in place of the own loop."""
-        # Imported with the first such turn: the runtime's SDK is large and optional.
-        from sessions.claude_agent.leg import ClaudeAgentLeg
-
         self.called_tools = self.called_tools or "runtime" in self.turn.state
         return ClaudeAgentLeg(profile, executor, self.emitter, self.interrupts, self.usage_so_far, self.meter,
                               self.workspace, parked=self.turn.state.get("runtime"))

@@ -3,6 +3,7 @@ against a loopback server that speaks the Messages API."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -112,6 +113,49 @@ def test_the_model_directory_the_session_and_the_playground_name_the_runtime(loc
     assert MODEL in json.dumps(bound)
     page = local.get(f"/playground/official/session/{session_id}").content.decode()
     assert '<span id="runtime" class="badge"' in page and "Claude Agent SDK" in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_skills_and_subagents_are_the_runtimes_own_read_from_the_run_home(local, anthropic_server, sync_turns, tmp_path):
+    from agents.discovery import deploy_agent_folder
+    from tests.conftest import EXAMPLE
+
+    root = tmp_path / "official"
+    shutil.copytree(EXAMPLE / "agent", root / "agent", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "agent" / "agent.py").write_text(
+        f"from agents.sdk import Agent\nagent = Agent(model={MODEL!r}, description='with skills', tools=[])\n")
+    (root / "agent" / "skills").mkdir()
+    (root / "agent" / "skills" / "refunds.md").write_text(
+        "---\ndescription: How to refund an order\n---\nSKILL-BODY: refund within 30 days.\n")
+    sub = root / "agent" / "subagents" / "researcher"
+    sub.mkdir(parents=True)
+    (sub / "agent.py").write_text("from agents.sdk import Agent\nagent = Agent(description='Finds facts')\n")
+    (sub / "instructions.md").write_text("SUBAGENT-PROMPT: research carefully.\n")
+    deploy_agent_folder(root)
+    anthropic_server.replies.extend([
+        Reply(events=an_tool_uses([("toolu_s", "Skill", {"skill": "refunds"})])),
+        Reply(events=an_tool_uses([("toolu_a", "Task", {"description": "research", "prompt": "find X",
+                                                        "subagent_type": "researcher"})])),
+        Reply(events=an_text("SUB-RESULT found X")),
+        Reply(events=an_text("All done.")),
+    ])
+    session_id = start(local, "official", "refund A100 after researching")
+
+    first = anthropic_server.requests[0]["body"]
+    names = [t["name"] for t in first["tools"]]
+    assert "Skill" in names and "Agent" in names, names
+    assert "mcp__agent__load_skill" not in names and "mcp__agent__delegate" not in names
+    assert "load_skill" not in json.dumps(first["system"]) and "refunds" in json.dumps(first["messages"])
+    assert "SKILL-BODY" in json.dumps(anthropic_server.requests[1]["body"]["messages"][-1])
+    assert "SUBAGENT-PROMPT" in json.dumps(anthropic_server.requests[2]["body"]["system"])
+    [called] = Event.objects.filter(session_id=session_id, type="subagent.called")
+    assert called.data == {"subagent": "researcher", "task": "find X"}
+    [completed] = Event.objects.filter(session_id=session_id, type="subagent.completed")
+    assert "SUB-RESULT found X" in completed.data["reply"] and completed.data["error"] is None
+    results = {e.data["callId"]: e.data for e in Event.objects.filter(session_id=session_id, type="action.result")}
+    assert set(results) == {"toolu_s", "toolu_a"} and not any("error" in r for r in results.values())
+    assert Event.objects.filter(session_id=session_id, type="turn.completed").exists()
+    assert Session.objects.get(pk=session_id).conversation[-1]["content"] == "All done."
 
 
 def test_a_server_without_the_sdk_refuses_such_a_model_at_deploy(tmp_path):
