@@ -11,10 +11,12 @@ param) and whether that answers. The SDK itself is an optional dependency
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterator
 
 from agents.providers.anthropic import AnthropicProvider
-from agents.providers.base import ModelEvent, ModelRequest, ProviderError
+from agents.providers.base import ModelEvent, ModelRequest
+from agents.providers.claude_agent_names import on_the_wire, wire_name
 
 
 class ClaudeAgentRuntime(AnthropicProvider):
@@ -26,5 +28,10 @@ class ClaudeAgentRuntime(AnthropicProvider):
         """Nothing to warm: the SDK loads when a session on it first runs a turn."""
 
     def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
-        raise ProviderError(f"claude-agent:{request.model} runs whole turns on the Claude Agent SDK; it cannot "
-                            "answer one step of another loop (a fallback or a subagent)", code="model_error")
+        """One call to the runtime's model with the conversation as the runtime would send it (its tools
+        named as it calls them): what a handoff to such a session confirms before it moves. The runtime
+        runs whole turns, so this is never a step of another loop (a fallback or a subagent: deploy
+        refuses both)."""
+        wire = replace(request, messages=on_the_wire(request.messages),
+                       tools=[replace(tool, name=wire_name(tool.name)) for tool in request.tools])
+        yield from super().stream(wire)

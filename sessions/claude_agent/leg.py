@@ -22,8 +22,9 @@ from typing import Any
 
 from django.db import transaction
 
-from agents.providers.base import ProviderError, ToolCall
+from agents.providers import claude_agent_names as names
 from agents.providers import get_provider
+from agents.providers.base import ProviderError, ToolCall
 from sessions.claude_agent import home as homes
 from sessions.claude_agent import transcript
 from sessions.claude_agent.bridge import Asked, Child, Ended
@@ -97,7 +98,7 @@ class ClaudeAgentLeg:
             result = self.follow(child, messages)
             if result is not None and result.stop_reason == "tool_deferred":
                 self.charge(result)
-                raise Parked(self.steps.step, [transcript.agent_tool(result.deferred_tool_use.name)],
+                raise Parked(self.steps.step, [names.stored_name(result.deferred_tool_use.name)],
                              resume={"session": result.session_id,
                                      "transcript": _read_transcript(home, self.options_cwd, result.session_id)})
             return result
@@ -135,7 +136,7 @@ class ClaudeAgentLeg:
 
         async def permit(tool: str, input: dict[str, Any], context) -> Any:
             # Every call was decided before it (before_call); a call of anything else is refused here too.
-            if transcript.agent_tool(tool) or tool in self.builtins.tools:
+            if names.agent_tool(tool) or tool in self.builtins.tools:
                 return PermissionResultAllow()
             return PermissionResultDeny(message=f"{tool} is not offered to this agent")
 
@@ -147,7 +148,7 @@ class ClaudeAgentLeg:
             env=homes.environment(home),
             tools=self.builtins.offered(),  # of the runtime's own, those standing in for agentsite's
             agents=homes.agent_definitions(self.workspace.loaded) if "subagents" in self.natives else None,
-            mcp_servers={transcript.SERVER: create_sdk_mcp_server(transcript.SERVER, tools=tools)} if tools else {},
+            mcp_servers={names.SERVER: create_sdk_mcp_server(names.SERVER, tools=tools)} if tools else {},
             strict_mcp_config=True,
             setting_sources=["user"],  # the run home's only: none of the workspace's (the project's)
             hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[before_call])]},
@@ -218,7 +219,7 @@ class ClaudeAgentLeg:
         """
         if asked.tool in self.builtins.tools:
             return self.builtins.permit(asked.tool_use_id, asked.tool, asked.input)
-        name = transcript.agent_tool(asked.tool)
+        name = names.agent_tool(asked.tool)
         if not name:
             return "deny", f"{asked.tool} is not offered to this agent"
         row = ToolCallRow.objects.filter(turn=self.executor.turn, call_id=asked.tool_use_id).first()
@@ -244,7 +245,7 @@ class ClaudeAgentLeg:
 
     def call(self, asked: Asked) -> dict[str, Any]:
         """Run an allowed call once; what the runtime hands the model."""
-        name = transcript.agent_tool(asked.tool)
+        name = names.agent_tool(asked.tool)
         waiting = self.allowed.get(name)
         if not waiting:
             return {"content": [{"type": "text", "text": f"{name} was not allowed"}], "is_error": True}
@@ -268,7 +269,7 @@ class ClaudeAgentLeg:
 
 def _handler(child: Child, name: str):
     async def handle(arguments: dict[str, Any]) -> dict[str, Any]:
-        return await child.need("call", transcript.offered_name(name), arguments)
+        return await child.need("call", names.PREFIX + name, arguments)
     return handle
 
 

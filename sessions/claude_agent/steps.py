@@ -16,7 +16,7 @@ import time
 from typing import Any, Callable
 
 from agents.providers.base import ToolCall
-from sessions.claude_agent import transcript
+from agents.providers.claude_agent_names import stored_name
 from sessions.eventlog.storable import clean_text
 from sessions.models import EventType
 from sessions.turn.runner import Emitter, assistant_message
@@ -119,7 +119,7 @@ class Steps:
                 if block.signature:
                     self.signature.append(block.signature)
             elif isinstance(block, ToolUseBlock):
-                name = transcript.agent_tool(block.name) or block.name
+                name = stored_name(block.name)
                 self.calls.append(ToolCall(block.id, name, block.input))
 
     def close(self, messages: list[dict[str, Any]]) -> None:

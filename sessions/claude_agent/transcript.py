@@ -4,9 +4,9 @@ The stored conversation (the neutral shape of agents.providers.base) is the
 one record of a session, whichever leg ran its turns. A run on the official
 runtime that does not find its child alive writes that conversation as the
 runtime's transcript (one JSON line per message, each naming its parent)
-and resumes it. The agent's tools are offered to the runtime as the MCP
-server `agent`, so their calls carry that server's prefix there and not in
-the stored conversation. Thinking goes back only to the model that signed it.
+and resumes it, each call's tool named as the runtime calls it
+(agents.providers.claude_agent_names). Thinking goes back only to the
+model that signed it.
 """
 from __future__ import annotations
 
@@ -16,25 +16,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from agents.providers.claude_agent_names import on_the_wire
 from agents.providers.messages_api import to_anthropic_messages
 from agents.providers.transcript import for_model
 
-SERVER = "agent"
-PREFIX = f"mcp__{SERVER}__"
-
-
-def offered_name(tool: str) -> str:
-    return PREFIX + tool
-
-
-def agent_tool(name: str) -> str:
-    """The agent's name of a tool as the runtime calls it; "" for one of the runtime's own."""
-    return name[len(PREFIX):] if name.startswith(PREFIX) else ""
-
-
 def entries(messages: list[dict[str, Any]], session_id: str, cwd: str, model_id: str) -> list[dict[str, Any]]:
     """The transcript lines of `messages` for a runtime session `session_id` working in `cwd`."""
-    turns = to_anthropic_messages(for_model(_prefixed(messages), model_id, model_id))
+    turns = to_anthropic_messages(for_model(on_the_wire(messages), model_id, model_id))
     now = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     lines, parent = [], None
     for index, turn in enumerate(turns):
@@ -59,12 +47,3 @@ def write(path: Path, text: str) -> None:
     """Put a transcript where the runtime resumes it from."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-
-
-def _prefixed(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    for m in messages:
-        if m.get("role") == "assistant" and m.get("toolCalls"):
-            m = {**m, "toolCalls": [{**c, "name": offered_name(c["name"])} for c in m["toolCalls"]]}
-        out.append(m)
-    return out

@@ -15,6 +15,7 @@ from agents.providers import get_provider
 from agents.providers.base import params_for
 from agents.providers.transcript import CACHING, READS_IMAGES, provider_of, take_inventory
 from agents.secrets.store import acting_for
+from sessions.handoff.runtimes import across_runtimes
 from sessions.models import Session
 
 
@@ -97,6 +98,7 @@ def review_content(session: Session, to_model: str) -> dict[str, Any]:
                         if m != source and not missing_configuration(m, params_for(m, params, declared_for))]
     seen = take_inventory(conversation, to_model)
     runtime = (session.deployment.manifest or {}).get("runtime") or {}
+    lost, transformed = across_runtimes(conversation, source, to_model)
     return {
         "sessionId": session.id,
         "from": source,
@@ -109,10 +111,11 @@ def review_content(session: Session, to_model: str) -> dict[str, Any]:
             "toolResults": seen.tool_results,
             "workspace": {"kind": runtime.get("kind", "local"), "carried": True},
         },
-        "lost": _lost(session, source, to_model, seen),
-        "transformed": [{"kind": "toolCallIds", "count": len(seen.remapped), "detail": (
+        "lost": _lost(session, source, to_model, seen) + lost,
+        "transformed": ([{"kind": "toolCallIds", "count": len(seen.remapped), "detail": (
             f"{len(seen.remapped)} tool-call id(s) are in a form {provider_of(to_model)} refuses; each is "
-            "replaced by one derived from it, in the call and in its result alike")}] if seen.remapped else [],
+            "replaced by one derived from it, in the call and in its result alike")}] if seen.remapped else [])
+        + transformed,
         "atIndex": session.next_event_index,
     }
 
