@@ -347,6 +347,10 @@ AGENTSITE_CHANNEL_RESCAN_SECONDS = float(os.environ.get("AGENTSITE_CHANNEL_RESCA
 # The lease on a channel's connection to its provider (Slack's Socket Mode), renewed every third of
 # it: when its holder dies, another process takes the connection over within this many seconds.
 AGENTSITE_CHANNEL_LEASE_SECONDS = max(3.0, float(os.environ.get("AGENTSITE_CHANNEL_LEASE_SECONDS", "10")))
+# claude-agent sessions: how long a worker keeps a session's runtime child for its next turn (0: never), and
+# how many it keeps at most (each is a process of some 100-200 MB).
+AGENTSITE_CLAUDE_AGENT_KEEP_SECONDS = float(os.environ.get("AGENTSITE_CLAUDE_AGENT_KEEP_SECONDS", "180"))
+AGENTSITE_CLAUDE_AGENT_KEPT = int(os.environ.get("AGENTSITE_CLAUDE_AGENT_KEPT", "4"))
 # Sessions idle for longer than this many days are deleted by the ticker (sessions/retention/sweep.py);
 # None (unset) keeps them. An agent overrides it with Agent(retention_days=N).
 AGENTSITE_RETENTION_DAYS = _env_retention_days("AGENTSITE_RETENTION_DAYS")

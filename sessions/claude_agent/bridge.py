@@ -105,6 +105,11 @@ class Child:
         finally:
             self._asked.discard(asked.answer)
 
+    def alive(self) -> bool:
+        """Whether the child can take another prompt (its loop runs and its process has not ended)."""
+        transport = getattr(getattr(self.client, "_transport", None), "_process", None)
+        return self.thread.is_alive() and self.client is not None and getattr(transport, "returncode", None) is None
+
     def interrupt(self) -> None:
         """Ask the runtime to stop its response (it ends it with a result message)."""
         if self.client is not None:

@@ -149,7 +149,9 @@ def write_launcher(home: RunHome, cwd: str, mounts: sandbox.Mounts | None) -> No
                 for folder, _, files in os.walk(top):
                     for path in (folder, *(os.path.join(folder, name) for name in files)):
                         os.lchown(path, *mounts.user)
-        argv = sandbox.command(argv, cwd=cwd, mounts=mounts)
+        argv = sandbox.command(argv, cwd=cwd, mounts=mounts)  # bubblewrap dies with its parent, and the rest with it
+    elif shutil.which("setpriv"):
+        argv = ["setpriv", "--pdeathsig", "KILL", "--", *argv]  # unsandboxed: it dies with the worker all the same
     home.launcher.write_text(LAUNCHER.format(names=" ".join(KEPT), command=" ".join(shlex.quote(a) for a in argv)))
     home.launcher.chmod(stat.S_IRWXU)
 

@@ -26,6 +26,7 @@ from agents.providers import claude_agent_names as names
 from agents.providers import get_provider
 from agents.providers.base import ProviderError, ToolCall
 from sessions.claude_agent import home as homes
+from sessions.claude_agent import pool
 from sessions.claude_agent import transcript
 from sessions.claude_agent.bridge import Asked, Child, Ended
 from sessions.claude_agent.builtins import Builtins
@@ -78,40 +79,58 @@ class ClaudeAgentLeg:
         `messages` grows with what it adds. Raises Parked when a gated call waits for its decision."""
         self.meter.before_call()  # a spent budget stops the turn before the runtime starts
         self.steps.step = first_step - 1
-        runtime, _ = get_provider(self.model)
-        home = homes.build()
+        session_id = self.executor.session.id
+        kept = None if self.parked else pool.take(session_id, self.key(), len(messages) - 1)
+        if kept is None:
+            kept = self.start(messages[:-1])
+        keep = False
         try:
-            with ModelProxy(home.socket, *homes.model_server(self.profile.params, runtime.key_env,
-                                                             runtime.base_url_env)):
-                result = self.converse(home, messages)
-        finally:
-            home.remove()
-        return self.settle(result)
-
-    def converse(self, home: homes.RunHome, messages: list[dict[str, Any]]):
-        """One child of the runtime through the turn (or until a call waits for approval); its result."""
-        child = Child()
-        try:
-            child.open(self.options(home, child, messages[:-1]))
             # A parked run resumes with no prompt: the runtime asks again for the call it deferred, and goes on.
-            child.ask(None if self.parked else _prompt(messages[-1]))
-            result = self.follow(child, messages)
+            kept.child.ask(None if self.parked else _prompt(messages[-1]))
+            result = self.follow(kept.child, messages)
             if result is not None and result.stop_reason == "tool_deferred":
                 self.charge(result)
                 raise Parked(self.steps.step, [names.stored_name(result.deferred_tool_use.name)],
                              resume={"session": result.session_id,
-                                     "transcript": _read_transcript(home, self.options_cwd, result.session_id)})
-            return result
+                                     "transcript": _read_transcript(kept.home, kept.cwd, result.session_id)})
+            keep = result is not None and not result.is_error and not self.stopping
         finally:
-            child.close()
+            if keep:  # for the session's next turn, if this process runs it soon
+                kept.key, kept.seen = self.key(), len(messages)
+                pool.keep(session_id, kept)
+            else:
+                kept.close()
+        return self.settle(result)
 
-    def options(self, home: homes.RunHome, child: Child, history: list[dict[str, Any]]):
+    def key(self) -> tuple[Any, ...]:
+        """What a kept child must have been started for to run this session's next turn."""
+        session = self.executor.session
+        root = self.workspace.root
+        return (session.deployment_id, self.model, str(root) if root is not None and root.is_dir() else None)
+
+    def start(self, history: list[dict[str, Any]]) -> pool.Kept:
+        """A new child of the runtime, in a new run home, resuming `history` (or the parked run)."""
+        runtime, _ = get_provider(self.model)
+        home = homes.build()
+        proxy = ModelProxy(home.socket, *homes.model_server(self.profile.params, runtime.key_env,
+                                                            runtime.base_url_env)).__enter__()
+        child = Child()
+        kept = pool.Kept(child, home, proxy, cwd="")
+        try:
+            child.open(self.options(kept, history))
+        except BaseException:
+            kept.close()
+            raise
+        return kept
+
+    def options(self, kept: pool.Kept, history: list[dict[str, Any]]):
         from claude_agent_sdk import (ClaudeAgentOptions, HookMatcher, PermissionResultAllow, PermissionResultDeny,
                                       SdkMcpTool, create_sdk_mcp_server)
 
+        home, child = kept.home, kept.child
         # The session's local workspace once it exists (nothing of it is read as configuration).
         root = self.workspace.root
-        cwd = self.options_cwd = str(root) if root is not None and root.is_dir() else str(home.scratch)
+        cwd = kept.cwd = str(root) if root is not None and root.is_dir() else str(home.scratch)
         folder = home.config / "projects" / _project_key(cwd)
         resume = None
         if self.parked:  # the runtime's own transcript: it holds the call it deferred
@@ -134,9 +153,11 @@ class ClaudeAgentLeg:
             return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": decision,
                                            "permissionDecisionReason": reason}}
 
+        offered = set(self.builtins.tools)  # the same for every turn a kept child runs (one release)
+
         async def permit(tool: str, input: dict[str, Any], context) -> Any:
             # Every call was decided before it (before_call); a call of anything else is refused here too.
-            if names.agent_tool(tool) or tool in self.builtins.tools:
+            if names.agent_tool(tool) or tool in offered:
                 return PermissionResultAllow()
             return PermissionResultDeny(message=f"{tool} is not offered to this agent")
 

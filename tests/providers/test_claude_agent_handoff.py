@@ -16,6 +16,15 @@ from tests.sessions.test_handoff import FAILING, fresh, follow_up, handoff_event
 
 pytest.importorskip("claude_agent_sdk", reason="the optional runtime: pip install -r requirements-claude-agent.txt")
 
+
+@pytest.fixture(autouse=True)
+def no_child_kept_after():
+    """Children a test's turns left for the next turn are closed with the test."""
+    from sessions.claude_agent import pool
+
+    yield
+    pool.close_all()
+
 OWN = "anthropic:claude-sonnet-4-5"
 RUNTIME = "claude-agent:claude-sonnet-4-5"
 LOOKUP = [("toolu_a", "lookup_order", {"order_id": "A100"})]

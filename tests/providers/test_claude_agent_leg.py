@@ -16,6 +16,15 @@ from tests.providers.loopback import Reply, an_text, an_tool_uses
 
 pytest.importorskip("claude_agent_sdk", reason="the optional runtime: pip install -r requirements-claude-agent.txt")
 
+
+@pytest.fixture(autouse=True)
+def no_child_kept_after():
+    """Children a test's turns left for the next turn are closed with the test."""
+    from sessions.claude_agent import pool
+
+    yield
+    pool.close_all()
+
 MODEL = "claude-agent:claude-sonnet-4-5"
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,6 +93,11 @@ def test_a_typed_tool_runs_once_as_an_action_and_a_follow_up_resumes_the_convers
     assert handed["type"] == "tool_result" and handed["tool_use_id"] == "toolu_1"
     assert json.dumps(result.data["output"])[:20] in json.dumps(handed["content"]).replace('\\"', '"')
 
+    from django.conf import settings
+    from sessions.claude_agent import pool
+
+    assert pool.kept_sessions() == [session_id]  # its child waits for the next turn
+    homes = set((settings.STATE_ROOT / "run-homes").iterdir())
     response = local.post(f"/official/v1/session/{session_id}/message", {"message": "what did I ask?"},
                           content_type="application/json")
     assert response.status_code in (200, 201, 202), response.content
@@ -91,8 +105,17 @@ def test_a_typed_tool_runs_once_as_an_action_and_a_follow_up_resumes_the_convers
     assert last[0].startswith("user: where is A100?")
     assert any(t.startswith("assistant: ") and "lookup_order" not in t and "A100 has shipped." in t for t in last)
     assert last[-1].endswith("what did I ask?")
+    assert set((settings.STATE_ROOT / "run-homes").iterdir()) == homes  # the same child: no new run home
     conversation = Session.objects.get(pk=session_id).conversation
     assert [m["role"] for m in conversation] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+
+    # A turn the child did not see (another process ran it): the next starts a child from the stored conversation.
+    Session.objects.filter(pk=session_id).update(conversation=conversation + [
+        {"role": "user", "content": "a turn run elsewhere"}, {"role": "assistant", "content": "ELSEWHERE-REPLY"}])
+    anthropic_server.replies.append(Reply(events=an_text("Fresh child.")))
+    local.post(f"/official/v1/session/{session_id}/message", {"message": "again?"}, content_type="application/json")
+    assert len(set((settings.STATE_ROOT / "run-homes").iterdir()) - homes) == 1
+    assert "ELSEWHERE-REPLY" in json.dumps(anthropic_server.requests[-1]["body"]["messages"])
     assert conversation[1]["toolCalls"][0]["name"] == "lookup_order"
 
 

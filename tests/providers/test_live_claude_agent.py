@@ -3,6 +3,7 @@ loopback Messages API. Stop mid-reply, a gated tool decided over HTTP, and a wor
 to configure the runtime."""
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import shutil
@@ -102,9 +103,13 @@ def conversation(server: Server, session: str) -> list[dict[str, Any]]:
 
 
 def runtimes(server: Server) -> list[psutil.Process]:
-    """The SDK's runtime processes under serve."""
-    return [p for p in psutil.Process(server.process.pid).children(recursive=True)
-            if "_bundled/claude" in " ".join(p.cmdline())]
+    """The SDK's runtime processes under serve (not the sandbox's processes around them)."""
+    found = []
+    for process in psutil.Process(server.process.pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # one that ended while the tree was read
+            if (process.cmdline() or [""])[0].endswith("_bundled/claude"):
+                found.append(process)
+    return found
 
 
 def test_a_gated_call_parks_the_turn_and_runs_once_when_approved_after_serve_was_killed(tmp_path):
@@ -152,7 +157,23 @@ def test_a_gated_call_parks_the_turn_and_runs_once_when_approved_after_serve_was
                 ("user", ""), ("assistant", ""), ("tool", "lookup_order"), ("tool", "cancel_order"), ("assistant", "")]
             again = client.post(f"/official/v1/session/{session}/approvals/toolu_cancel", json={"decision": "approve"})
             assert again.status_code == 409
-            assert not runtimes(server)
+            assert len(runtimes(server)) == 1  # the child that ran the turn, kept for the session's next
+
+
+def test_a_runtime_child_dies_with_the_worker_that_started_it(tmp_path):
+    folder, state = write_folder(tmp_path / "folder"), tmp_path / "state"
+    with LoopbackModelServer("anthropic") as model, run_server(
+            state, "--no-examples", "--no-schedules", "--agents", str(folder),
+            env={"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "sk-ant-live"}) as server, \
+            httpx.Client(base_url=server.base_url, timeout=30) as client:
+        model.replies.append(Reply(events=an_text("slowly " * 60), gap=0.3))
+        session = start(client, "take your time")
+        wait_for_event(client, session, "message.appended")
+        [child] = runtimes(server)
+        [worker] = [p for p in child.parents() if " ".join(p.cmdline()).startswith("qcluster Process-")]
+        worker.send_signal(signal.SIGKILL)
+        gone, alive = psutil.wait_procs([child, *child.children(recursive=True)], timeout=15)
+        assert not alive, [p.cmdline()[:2] for p in alive]
 
 
 def bash(call_id: str, command: str) -> tuple[str, str, dict[str, str]]:
