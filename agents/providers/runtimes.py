@@ -43,3 +43,8 @@ def missing_runtime(model_id: str) -> str:
         return ""
     return (f"model {model_id!r} runs on the Claude Agent SDK, which this server does not have: "
             f"install it with `{RUNTIMES[runtime][1]}`")
+
+
+def needs_runtime(problem: str) -> bool:
+    """Whether a deploy's problem is only that an optional runtime is not installed (missing_runtime's)."""
+    return any(install in problem for _, install in RUNTIMES.values())

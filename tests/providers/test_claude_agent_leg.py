@@ -8,11 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from sessions.models import Event, Session
 from tests.providers.conftest import event_types, start
 from tests.providers.loopback import Reply, an_text, an_tool_uses
+from tests.support import child_env, run_server
 
 pytest.importorskip("claude_agent_sdk", reason="the optional runtime: pip install -r requirements-claude-agent.txt")
 
@@ -181,23 +183,46 @@ def test_skills_and_subagents_are_the_runtimes_own_read_from_the_run_home(local,
     assert Session.objects.get(pk=session_id).conversation[-1]["content"] == "All done."
 
 
-def test_a_server_without_the_sdk_refuses_such_a_model_at_deploy(tmp_path):
+HIDE_SDK = """import importlib.abc, sys
+
+
+class Hidden(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "claude_agent_sdk":
+            raise ImportError(name)
+
+
+sys.meta_path.insert(0, Hidden())
+"""
+
+
+@pytest.fixture
+def without_sdk(tmp_path) -> dict[str, str]:
+    """An environment whose Python cannot import the SDK (a sitecustomize hides it), as on a host without it."""
+    hidden = tmp_path / "hide-sdk"
+    hidden.mkdir()
+    (hidden / "sitecustomize.py").write_text(HIDE_SDK)
+    return {"PYTHONPATH": str(hidden)}
+
+
+def test_a_server_without_the_sdk_refuses_such_a_model_at_deploy(tmp_path, without_sdk):
     folder = tmp_path / "official" / "agent"
     folder.mkdir(parents=True)
     (folder / "instructions.md").write_text("Be brief.\n")
     (folder / "agent.py").write_text(f"from agents.sdk import Agent\nagent = Agent(model={MODEL!r}, description='x')\n")
-    hide = ("import importlib.abc, sys\n"
-            "class Hidden(importlib.abc.MetaPathFinder):\n"
-            "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name.split('.')[0] == 'claude_agent_sdk': raise ImportError(name)\n"
-            "sys.meta_path.insert(0, Hidden())\n"
-            "sys.argv = ['manage.py', 'deploy', sys.argv[1]]\n"
-            "from django.core.management import execute_from_command_line\n"
-            "execute_from_command_line(sys.argv)\n")
-    env = {"AGENTSITE_STATE_ROOT": str(tmp_path / "state"), "DJANGO_SETTINGS_MODULE": "agentsite.settings",
-           "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", hide, str(tmp_path / "official")], cwd=ROOT, env=env,
+    done = subprocess.run([sys.executable, "manage.py", "deploy", str(tmp_path / "official")], cwd=ROOT,
+                          env=child_env(AGENTSITE_STATE_ROOT=str(tmp_path / "state"), **without_sdk),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     lines = [line for line in (done.stdout + done.stderr).splitlines() if "Claude Agent SDK" in line]
-    assert lines and "pip install -r requirements-claude-agent.txt" in lines[0], done.stdout + done.stderr
+    assert len(lines) == 1 and "install it with `pip install -r requirements-claude-agent.txt`" in lines[0], lines
+
+
+def test_the_quickstart_without_the_sdk_serves_the_other_examples_and_says_why_not_this_one(tmp_path, without_sdk):
+    with run_server(tmp_path / "state", "--no-schedules", env=without_sdk) as server:
+        listed = httpx.get(f"{server.base_url}/v1/agents", headers={"host": "127.0.0.1"}).json()
+        output = server.output()
+    slugs = {agent["slug"] for agent in listed["agents"]}
+    assert "support" in slugs and "coder" not in slugs, slugs
+    [line] = [line for line in output.splitlines() if line.startswith("example coder:")]
+    assert "not deployed" in line and "requirements-claude-agent.txt" in line

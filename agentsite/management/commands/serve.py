@@ -50,6 +50,7 @@ from agents.discovery.watching import Watched, watch
 from agents.forking import close_database_before_fork
 from agents.management.database import migrate_if_needed
 from agents.models import Agent
+from agents.providers.runtimes import needs_runtime
 from channels_app.proxies import trusted_networks
 from sessions.metrics.families import clear_dead_processes
 
@@ -204,7 +205,15 @@ class Command(BaseCommand):
         try:
             for root in find_agent_folders(dirs):
                 watched.remember(root)  # the reload process deploys what changes from here on
-                done = deploy_release(root)
+                try:
+                    done = deploy_release(root)
+                except AgentFolderError as exc:
+                    example = root.is_relative_to(examples_dir())
+                    if not (example and all(needs_runtime(problem.message) for problem in exc.problems)):
+                        raise
+                    # An example on an optional runtime this host lacks: the quickstart goes on without it.
+                    self.say(f"example {root.name}: not deployed: {exc.problems[0].message}")
+                    continue
                 d = done.deployment
                 deployed.add(d.agent.slug)
                 watched.slugs[root] = d.agent.slug
