@@ -162,7 +162,7 @@ def environment(home: RunHome) -> dict[str, str]:
     return {
         "CLAUDE_CONFIG_DIR": str(home.config),
         "HOME": str(home.config),
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PATH": sandbox.base_environment()["PATH"],  # the system's programs, as a sandboxed command's
         "LANG": "C.UTF-8",
         "ANTHROPIC_UNIX_SOCKET": str(home.socket),
         "ANTHROPIC_BASE_URL": "http://localhost",

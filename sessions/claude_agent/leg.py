@@ -89,9 +89,9 @@ class ClaudeAgentLeg:
             kept.child.ask(None if self.parked else _prompt(messages[-1]))
             result = self.follow(kept.child, messages)
             if result is not None and result.stop_reason == "tool_deferred":
-                self.charge(result)
+                self.charge(result, kept)
                 raise Parked(self.steps.step, [names.stored_name(result.deferred_tool_use.name)],
-                             resume={"session": result.session_id,
+                             resume={"session": result.session_id, "costUsd": kept.cost,
                                      "transcript": _read_transcript(kept.home, kept.cwd, result.session_id)})
             keep = result is not None and not result.is_error and not self.stopping
         finally:
@@ -100,7 +100,7 @@ class ClaudeAgentLeg:
                 pool.keep(session_id, kept)
             else:
                 kept.close()
-        return self.settle(result)
+        return self.settle(result, kept)
 
     def key(self) -> tuple[Any, ...]:
         """What a kept child must have been started for to run this session's next turn."""
@@ -115,7 +115,8 @@ class ClaudeAgentLeg:
         proxy = ModelProxy(home.socket, *homes.model_server(self.profile.params, runtime.key_env,
                                                             runtime.base_url_env)).__enter__()
         child = Child()
-        kept = pool.Kept(child, home, proxy, cwd="")
+        # A parked run's transcript holds the runtime's cost so far, which it goes on from.
+        kept = pool.Kept(child, home, proxy, cwd="", cost=float((self.parked or {}).get("costUsd") or 0.0))
         try:
             child.open(self.options(kept, history))
         except BaseException:
@@ -212,19 +213,25 @@ class ClaudeAgentLeg:
                     asked.answer.set_result(self.permit(asked) if asked.kind == "permission" else self.call(asked))
                 held.clear()
 
-    def charge(self, result) -> None:
-        """The run's usage, with the cost the SDK reports, counted and charged."""
-        usage = _usage(result)
+    def charge(self, result, kept: pool.Kept) -> None:
+        """The run's usage, with the cost the SDK reports, counted and charged.
+
+        The SDK reports the cost of the runtime's whole session so far (a kept child's earlier turns, a
+        parked run's first part): this run's is what it added since `kept.cost`.
+        """
+        usage = _usage(result, kept.cost)
+        if result.total_cost_usd is not None:
+            kept.cost = float(result.total_cost_usd)
         self.usage = add_usage(self.usage, usage)
         self.usage_by_model[self.model] = add_usage(self.usage_by_model.get(self.model, zero()), usage)
         self.meter.called(self.model, usage)
 
-    def settle(self, result) -> str:
+    def settle(self, result, kept: pool.Kept) -> str:
         if self.stopping:
             raise Interrupted()
         if result is None:
             raise ProviderError("the Claude Agent SDK runtime ended without a result", code="model_error")
-        self.charge(result)
+        self.charge(result, kept)
         if result.is_error:
             code = RESULT_CODES.get(result.subtype) or MESSAGE_ERRORS.get(self.steps.error, "model_error")
             detail = result.result or "; ".join(result.errors or []) or result.subtype
@@ -305,8 +312,8 @@ def _prompt(message: dict[str, Any]) -> str:
     return content if isinstance(content, str) else str(content)
 
 
-def _usage(result) -> dict[str, Any]:
-    """The turn's counts as the runtime totals them, with the cost the SDK reports."""
+def _usage(result, cost_before: float) -> dict[str, Any]:
+    """The run's counts as the runtime totals them, with the cost the SDK reports beyond `cost_before`."""
     counts = result.usage or {}
     usage: dict[str, Any] = {
         "inputTokens": int(counts.get("input_tokens") or 0),
@@ -316,7 +323,7 @@ def _usage(result) -> dict[str, Any]:
     }
     if result.total_cost_usd is None:
         return {**usage, "costUsd": None, "unpricedCalls": 1}
-    return {**usage, "costUsd": round(float(result.total_cost_usd), 11)}
+    return {**usage, "costUsd": round(max(0.0, float(result.total_cost_usd) - cost_before), 11)}
 
 
 def _project_key(cwd: str) -> str:

@@ -41,6 +41,7 @@ class Kept:
     cwd: str
     key: tuple[Any, ...] = ()  # what the session must still be: its release, model and working directory
     seen: int = 0  # the conversation's length when its turn ended
+    cost: float = 0.0  # the runtime's session's cost so far, as the SDK reports it (a running total)
     used: float = field(default_factory=time.monotonic)
 
     def close(self) -> None:

@@ -108,6 +108,10 @@ def test_a_typed_tool_runs_once_as_an_action_and_a_follow_up_resumes_the_convers
     assert any(t.startswith("assistant: ") and "lookup_order" not in t and "A100 has shipped." in t for t in last)
     assert last[-1].endswith("what did I ask?")
     assert set((settings.STATE_ROOT / "run-homes").iterdir()) == homes  # the same child: no new run home
+    # The SDK reports its session's running total: each turn is charged what it added (one call, not three).
+    first, second = [e.data["usage"]["costUsd"] for e in Event.objects.filter(
+        session_id=session_id, type="turn.completed").order_by("index")]
+    assert 0 < second < first
     conversation = Session.objects.get(pk=session_id).conversation
     assert [m["role"] for m in conversation] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
 
