@@ -20,6 +20,7 @@ from agents.discovery.releases import load_deployment, release
 from agents.models import Deployment
 from agents.pricing.prices import TABLE_PROVIDERS, load_table
 from agents.providers import get_provider
+from agents.providers.runtimes import runtime_of
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ def warm_active_releases() -> list[str]:
             loaded = load_deployment(deployment)
             for model_id in dict.fromkeys([loaded.model, *loaded.models, *loaded.fallback,
                                            *(s.model for s in loaded.subagents.values())]):
-                if model_id:
+                if model_id and not runtime_of(model_id):  # a whole runtime's SDK loads with its first turn
                     provider, _ = get_provider(model_id)
                     if warm := getattr(provider, "warm", None):
                         warm()  # the SDK's lazily imported parts: a worker's first call would import them

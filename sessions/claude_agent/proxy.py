@@ -15,8 +15,10 @@ import socketserver
 import threading
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +29,7 @@ FORWARDED = ("/v1/messages", "/v1/models")
 # Never forwarded from the runtime: the proxy sets them (the key) or the connection does.
 DROPPED = frozenset({"host", "content-length", "x-api-key", "authorization", "connection", "accept-encoding",
                      "transfer-encoding", "keep-alive"})
-TIMEOUT = httpx.Timeout(600.0, connect=30.0)
+TIMEOUT_SECONDS, CONNECT_SECONDS = 600.0, 30.0
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -39,7 +41,10 @@ class ModelProxy:
         self.socket_path = socket_path
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         self.key = key or ""
-        self.client = httpx.Client(timeout=TIMEOUT)
+        import httpx  # here, not at the top: a worker that runs no such session does not load it for this
+
+        self.http = httpx
+        self.client = httpx.Client(timeout=httpx.Timeout(TIMEOUT_SECONDS, connect=CONNECT_SECONDS))
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -68,6 +73,8 @@ class ModelProxy:
         self.server.server_close()
         self.client.close()
 
+    client: "httpx.Client"
+
     def forward(self, request: BaseHTTPRequestHandler) -> None:
         path = request.path
         if not path.split("?")[0].startswith(FORWARDED):
@@ -89,7 +96,7 @@ class ModelProxy:
                 for chunk in answer.iter_bytes():
                     request.wfile.write(chunk)
                     request.wfile.flush()
-        except httpx.HTTPError as exc:
+        except self.http.HTTPError as exc:
             log.warning("the model's server could not be reached for the runtime: %s", exc)
             try:
                 request.send_error(502, "the model's server could not be reached")
