@@ -96,7 +96,7 @@ class ClaudeAgentLeg:
             keep = result is not None and not result.is_error and not self.stopping
         finally:
             if keep:  # for the session's next turn, if this process runs it soon
-                kept.key, kept.seen = self.key(), len(messages)
+                kept.key, kept.seen, kept.turn_created = self.key(), len(messages), self.executor.turn.created_at
                 pool.keep(session_id, kept)
             else:
                 kept.close()

@@ -9,8 +9,10 @@ the session the same release, model and working directory; otherwise
 (another process ran a turn meanwhile, a handoff) it is closed and the
 turn starts a child that resumes from the stored conversation. At most
 AGENTSITE_CLAUDE_AGENT_KEPT children are kept per process, the least
-recently used closed first; a thread closes those idle too long. A forked
-process keeps none of its parent's.
+recently used closed first; a thread closes those idle too long, and those
+whose session a later turn has moved on from in another process (with
+several workers a follow-up often runs in another: its session's child
+here would never be taken). A forked process keeps none of its parent's.
 """
 from __future__ import annotations
 
@@ -20,13 +22,16 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.db import DatabaseError, connection
 
 from sessions.claude_agent.bridge import Child
 from sessions.claude_agent.home import RunHome
 from sessions.claude_agent.proxy import ModelProxy
+from sessions.models import Turn
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +47,7 @@ class Kept:
     key: tuple[Any, ...] = ()  # what the session must still be: its release, model and working directory
     seen: int = 0  # the conversation's length when its turn ended
     cost: float = 0.0  # the runtime's session's cost so far, as the SDK reports it (a running total)
+    turn_created: datetime | None = None  # when the turn it ran last was created
     used: float = field(default_factory=time.monotonic)
 
     def close(self) -> None:
@@ -103,15 +109,41 @@ def close_all() -> None:
 def _reap() -> None:
     while True:
         time.sleep(REAP_SECONDS)
-        deadline = time.monotonic() - settings.AGENTSITE_CLAUDE_AGENT_KEEP_SECONDS
-        with _lock:
-            idle = [sid for sid, kept in _kept.items() if kept.used < deadline]
-            expired = [_kept.pop(sid) for sid in idle]
-        for kept in expired:
-            try:
-                kept.close()
-            except Exception:  # one child that will not close must not stop the others closing
-                log.exception("a kept Claude Agent SDK child did not close")
+        try:
+            reap()
+        except Exception:  # the next round tries again: the thread must outlive a bad one
+            log.exception("closing kept Claude Agent SDK children failed")
+
+
+def reap() -> None:
+    """Close the children idle too long, and those whose session moved on elsewhere."""
+    deadline = time.monotonic() - settings.AGENTSITE_CLAUDE_AGENT_KEEP_SECONDS
+    try:
+        overtaken = _overtaken()
+    except DatabaseError:  # read again next round
+        log.warning("cannot read which kept children's sessions moved on", exc_info=True)
+        overtaken = set()
+    finally:
+        connection.close()  # the reaper's thread holds no connection between rounds
+    with _lock:
+        gone = [sid for sid, kept in _kept.items() if kept.used < deadline or sid in overtaken]
+        expired = [_kept.pop(sid) for sid in gone]
+    for kept in expired:
+        try:
+            kept.close()
+        except Exception:  # one child that will not close must not stop the others closing
+            log.exception("a kept Claude Agent SDK child did not close")
+
+
+def _overtaken() -> set[str]:
+    """Kept sessions a later turn has ended in, in another process: their child will never be taken."""
+    with _lock:
+        last = {sid: kept.turn_created for sid, kept in _kept.items() if kept.turn_created is not None}
+    if not last:
+        return set()
+    ended = Turn.objects.filter(session_id__in=list(last), status__in=Turn.FINISHED,
+                                created_at__gt=min(last.values())).values_list("session_id", "created_at")
+    return {sid for sid, created in ended if created > last[sid]}
 
 
 def _forget() -> None:

@@ -115,6 +115,16 @@ def test_a_typed_tool_runs_once_as_an_action_and_a_follow_up_resumes_the_convers
     conversation = Session.objects.get(pk=session_id).conversation
     assert [m["role"] for m in conversation] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
 
+    # A later turn that ended in another process: this one's kept child will never be taken, and is closed.
+    from sessions.models import Turn
+
+    assert pool.kept_sessions() == [session_id]
+    pool.reap()
+    assert pool.kept_sessions() == [session_id]  # nothing newer yet
+    Turn.objects.create(session_id=session_id, message="elsewhere", status=Turn.Status.COMPLETED)
+    pool.reap()
+    assert pool.kept_sessions() == []
+
     # A turn the child did not see (another process ran it): the next starts a child from the stored conversation.
     Session.objects.filter(pk=session_id).update(conversation=conversation + [
         {"role": "user", "content": "a turn run elsewhere"}, {"role": "assistant", "content": "ELSEWHERE-REPLY"}])

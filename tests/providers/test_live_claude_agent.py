@@ -228,6 +228,7 @@ def test_the_runtimes_commands_see_no_key_no_server_state_no_other_workspace_and
         bash("toolu_state", f"ls {server.state_root} 2>&1; ls {server.state_root}/workspaces/{other} 2>&1; echo END"),
         bash("toolu_net", f"(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>&1 && echo CONNECTED; echo END"),
         bash("toolu_procs", "ps -eo pid,args 2>/dev/null || ls /proc | grep -c '^[0-9]'; echo END"),
+        bash("toolu_limits", "echo processes=$(ulimit -u) memory=$(ulimit -v); echo END"),
     ]
     model.replies.extend([Reply(events=an_tool_uses(tries)), Reply(events=an_text("Looked around."))])
     session = start(client, "look around")
@@ -241,6 +242,8 @@ def test_the_runtimes_commands_see_no_key_no_server_state_no_other_workspace_and
     assert "No such file" in outputs["toolu_state"] and "db.sqlite3" not in outputs["toolu_state"]
     assert "CONNECTED" not in outputs["toolu_net"]
     assert "manage.py" not in outputs["toolu_procs"] and "qcluster" not in outputs["toolu_procs"]
+    # The limits of the agent's runtime (local_runtime()'s defaults), as agentsite's own shell has them.
+    assert "processes=128 memory=4194304" in outputs["toolu_limits"], outputs["toolu_limits"]
 
 
 def start_and_finish(client: httpx.Client, model: LoopbackModelServer, message: str) -> str:
