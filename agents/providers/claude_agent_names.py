@@ -5,7 +5,9 @@ so the runtime (and the model behind it) calls them `mcp__agent__<name>`;
 the runtime's own tools keep their names (Read, Write, Edit, Bash, Skill,
 and its subagent tool, offered as Task and called Agent). The stored
 conversation names every call as agentsite does: the agent's tools by their
-own names, the runtime's by theirs. Light on purpose: no SDK is imported.
+own names, the runtime's by theirs. `natives` says which of a release's
+parts the runtime does with tools of its own. Light on purpose: no SDK is
+imported.
 """
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from typing import Any
 
 SERVER = "agent"
 PREFIX = f"mcp__{SERVER}__"
+# Providers whose models the runtime runs (a subagent on one is the runtime's own).
+ANTHROPIC = ("anthropic", "claude-agent")
 # The runtime's own tools that a session may be offered (sessions.claude_agent.builtins).
 RUNTIME_TOOLS = frozenset({"Read", "Write", "Edit", "Bash", "Skill", "Task", "Agent"})
 
@@ -42,3 +46,13 @@ def on_the_wire(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             message = {**message, "name": wire_name(message["name"])}
         out.append(message)
     return out
+
+
+def natives(loaded: Any) -> frozenset[str]:
+    """What of the release the runtime does with its own tools: its skills always (`skills`, the Skill
+    tool), and its subagents (`subagents`, the Agent tool) when every one is on one of Anthropic's
+    models, which the runtime can run; otherwise agentsite's `delegate` runs them on the own loop."""
+    parts = {"skills"} if loaded.skills else set()
+    if loaded.subagents and all(sub.model.partition(":")[0] in ANTHROPIC for sub in loaded.subagents.values()):
+        parts.add("subagents")
+    return frozenset(parts)

@@ -38,8 +38,6 @@ KEPT = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_UNIX_SOCKET", "CLA
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_AUTOUPDATER", "DISABLE_TELEMETRY",
         "DISABLE_ERROR_REPORTING", "CLAUDE_CODE_SDK_READS_SESSION_STATE", "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS")
 
-# Providers whose models the runtime runs (a subagent on one is the runtime's own).
-ANTHROPIC = ("anthropic", "claude-agent")
 # Variables that are set pass on; all others are dropped (`env -i`). `command`: the runtime, in its sandbox.
 LAUNCHER = """#!/bin/bash
 kept=()
@@ -81,16 +79,6 @@ def build() -> RunHome:
     scratch.mkdir(mode=0o700)
     sockets = Path(tempfile.mkdtemp(prefix="agentsite-run-"))
     return RunHome(root, config, root / "claude", scratch, sockets / "model.sock")
-
-
-def natives(loaded: Any) -> frozenset[str]:
-    """What of the release the runtime does with its own tools: its skills always (`skills`, the Skill
-    tool), and its subagents (`subagents`, the Agent tool) when every one is on one of Anthropic's
-    models, which the runtime can run; otherwise agentsite's `delegate` runs them on the own loop."""
-    parts = {"skills"} if loaded.skills else set()
-    if loaded.subagents and all(sub.model.partition(":")[0] in ANTHROPIC for sub in loaded.subagents.values()):
-        parts.add("subagents")
-    return frozenset(parts)
 
 
 def write_skills(home: RunHome, loaded: Any) -> None:

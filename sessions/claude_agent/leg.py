@@ -58,7 +58,7 @@ class ClaudeAgentLeg:
         self.workspace = workspace
         self.model = profile.model  # never another: the runtime is given no fallback model
         self.usage_by_model: dict[str, Usage] = {}
-        self.natives = homes.natives(workspace.loaded)
+        self.natives = names.natives(workspace.loaded)
         self.builtins = Builtins(workspace, self.natives, executor.turn, emitter, executor.options.dry_run)
         self.steps = Steps(emitter, profile.model, self.builtins.finished)
         # Calls the runtime was allowed to make, waiting for it to make them, by the agent's tool name.

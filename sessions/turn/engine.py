@@ -23,12 +23,11 @@ from django.db import DatabaseError, connection
 
 from agents.discovery import LoadedAgent, load_deployment, release
 from agents.providers.base import ProviderError
+from agents.providers.claude_agent_names import natives as runtime_natives
 from agents.providers.runtimes import runtime_of
 from agents.secrets.store import acting_for
 from agents.workspaces.filesystems import WorkspaceError
 from sessions.plumbing import logcontext
-from sessions.claude_agent.home import natives as runtime_natives
-from sessions.claude_agent.leg import ClaudeAgentLeg
 from sessions.turn import extensions, lifecycle
 from sessions.eventlog.events import SessionGone
 from sessions.models import EventType, Session, ToolCall, Turn
@@ -293,8 +292,12 @@ class TurnRunner:
             ending = {"status": Turn.Status.COMPLETED}
         self.settle(messages, ending)
 
-    def runtime_leg(self, profile: Profile, executor: Executor) -> ClaudeAgentLeg:
+    def runtime_leg(self, profile: Profile, executor: Executor):
         """The loop of a session on another agent runtime (`claude-agent:`), in place of the own loop."""
+        # Loaded with the first such turn: a worker that runs none does not carry the leg (its HTTP
+        # server, its SDK bridge); the SDK itself loads later still, when the runtime starts.
+        from sessions.claude_agent.leg import ClaudeAgentLeg
+
         self.called_tools = self.called_tools or "runtime" in self.turn.state
         return ClaudeAgentLeg(profile, executor, self.emitter, self.interrupts, self.usage_so_far, self.meter,
                               self.workspace, parked=self.turn.state.get("runtime"))
