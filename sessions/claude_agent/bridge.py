@@ -38,6 +38,7 @@ class Asked:
     tool: str
     input: Any
     tool_use_id: str = ""
+    in_subagent: bool = False  # asked by a subagent of the runtime's (which cannot wait for approval)
     answer: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
 
 
@@ -95,9 +96,9 @@ class Child:
 
         asyncio.run_coroutine_threadsafe(respond(), self.loop)
 
-    async def need(self, kind: str, tool: str, input: Any, tool_use_id: str = "") -> Any:
+    async def need(self, kind: str, tool: str, input: Any, tool_use_id: str = "", in_subagent: bool = False) -> Any:
         """On the loop: ask the turn's thread, and wait for its answer without blocking the loop."""
-        asked = Asked(kind, tool, input, tool_use_id)
+        asked = Asked(kind, tool, input, tool_use_id, in_subagent)
         self._asked.add(asked.answer)
         self.inbox.put(asked)
         try:
@@ -107,8 +108,8 @@ class Child:
 
     def alive(self) -> bool:
         """Whether the child can take another prompt (its loop runs and its process has not ended)."""
-        transport = getattr(getattr(self.client, "_transport", None), "_process", None)
-        return self.thread.is_alive() and self.client is not None and getattr(transport, "returncode", None) is None
+        process = getattr(getattr(self.client, "_transport", None), "_process", None)  # the SDK's, if it says
+        return self.thread.is_alive() and self.client is not None and getattr(process, "returncode", None) is None
 
     def interrupt(self) -> None:
         """Ask the runtime to stop its response (it ends it with a result message)."""

@@ -8,8 +8,9 @@ Read, `write` as Write, `edit` as Edit, `shell` as Bash) in place of
 agentsite's; the others (ls, glob, grep, delete) stay agentsite's, offered
 through the MCP server like the agent's own tools. The runtime's tools run
 in its sandbox (sessions.claude_agent.home), so they reach the session's
-workspace and nothing else; on a host whose sandbox cannot start, none of
-the workspace's is offered, and every declared verb is agentsite's.
+workspace and nothing else; where the sandbox does not run (off, or a host
+that cannot start it) none of the workspace's is offered, and every declared
+verb is agentsite's, which keeps to the workspace by itself.
 
 Each call is a ToolCall row and an action like any other: stored and
 announced when the runtime asks about it, waiting for approval when its
@@ -23,7 +24,9 @@ from typing import Any
 
 from django.db import transaction
 
+from agents.providers.claude_agent_names import PREFIX
 from agents.workspaces import sandbox
+from agents.workspaces.filesystems import VERBS
 from sessions.eventlog.storable import clean_text
 from sessions.models import EventType, ToolCall
 from sessions.turn.runner import Emitter
@@ -33,6 +36,7 @@ from sessions.workspaces.store import Workspace
 # A workspace verb, and the runtime's tool that does its work.
 RUNTIME_TOOLS = {"read": "Read", "write": "Write", "edit": "Edit", "shell": "Bash"}
 WRITES = frozenset({"Write", "Edit", "Bash"})
+SUBAGENT_CANNOT_ASK = "this tool needs approval, which a subagent cannot ask for: leave it to the parent"
 # The runtime's tools for the release's skills and subagents, and agentsite's built-ins they stand in for.
 # (The runtime offers its subagent tool as Task and calls it Agent.)
 NATIVE_TOOLS = {"skills": {"Skill": "load_skill"}, "subagents": {"Task": "delegate", "Agent": "delegate"}}
@@ -41,14 +45,37 @@ NATIVE_TOOLS = {"skills": {"Skill": "load_skill"}, "subagents": {"Task": "delega
 def offered(workspace: Workspace, natives: frozenset[str]) -> dict[str, str]:
     """The runtime's tools this session is offered, each with agentsite's tool it stands for."""
     tools = {name: stands_for for part in natives for name, stands_for in NATIVE_TOOLS[part].items()}
-    if workspace.kind == "local" and (sandbox.status().active or sandbox.mode() == "off"):
+    if workspace.kind == "local" and sandbox.status().active:  # their only bounds are the sandbox's
         tools.update({tool: verb for verb, tool in RUNTIME_TOOLS.items() if verb in workspace.offered})
     return tools
+
+
+def brief(workspace: Workspace, tools: dict[str, str]) -> str:
+    """The workspace brief appended to the runtime's system prompt, naming the tools it has for it."""
+    own = [name for name, verb in tools.items() if verb in RUNTIME_TOOLS]
+    others = [f"{PREFIX}{verb}" for verb in VERBS if verb in workspace.offered and verb not in tools.values()]
+    if not own and not others:
+        return ""
+    if workspace.kind != "local":
+        lines = ["## Workspace", "Your workspace is a virtual filesystem rooted at /; there is no shell."]
+    else:
+        lines = ["## Workspace", "Your working directory is yours for this conversation; it keeps its files between "
+                 "turns, and nothing outside it is reachable."]
+    if own:
+        lines.append(f"Your tools for it: {', '.join(own)}.")
+        if "Bash" in own:
+            runtime = workspace.loaded.runtime
+            network = "with" if runtime.network else "without"
+            lines.append(f"Bash commands run {network} network, for at most {runtime.shell_timeout:g} s each.")
+    if others:
+        lines.append(f"More tools for it: {', '.join(others)}.")
+    return "\n\n" + "\n".join(lines)
 
 
 class Builtins:
     def __init__(self, workspace: Workspace, natives: frozenset[str], turn, emitter: Emitter, dry_run: bool):
         self.tools = offered(workspace, natives)
+        self.subagents = set(workspace.loaded.subagents)
         self.gated = set(workspace.loaded.runtime.needs_approval)
         self.turn = turn
         self.emitter = emitter
@@ -63,19 +90,25 @@ class Builtins:
         """agentsite's tools the runtime's own stand in for (not offered again through the MCP server)."""
         return set(self.tools.values())
 
-    def permit(self, call_id: str, name: str, input: Any) -> tuple[str, str]:
+    def permit(self, call_id: str, name: str, input: Any, *, in_subagent: bool = False) -> tuple[str, str]:
         row = ToolCall.objects.filter(turn=self.turn, call_id=call_id).first()
         if row is None:
             verb = self.tools[name]
-            status = ToolCall.Status.AWAITING_APPROVAL if verb in self.gated else ToolCall.Status.REQUESTED
+            status, error = ToolCall.Status.REQUESTED, ""
+            if verb in self.gated:
+                status = ToolCall.Status.AWAITING_APPROVAL
+                if in_subagent:
+                    status, error = ToolCall.Status.FAILED, SUBAGENT_CANNOT_ASK
             if self.dry_run and name in WRITES:
-                status = ToolCall.Status.FAILED
+                status, error = ToolCall.Status.FAILED, "not run: a dry run changes nothing"
+            if verb == "delegate" and _subagent(input) not in self.subagents:
+                status, error = ToolCall.Status.FAILED, (
+                    f"no subagent {_subagent(input)!r}: this agent has {', '.join(sorted(self.subagents))}")
             shown = json_safe(input)
             with transaction.atomic():
                 row = ToolCall.objects.create(
                     session_id=self.turn.session_id, turn=self.turn, call_id=clean_text(call_id), tool=name,
-                    input=shown if isinstance(shown, dict) else {"raw": shown}, status=status,
-                    error="not run: a dry run changes nothing" if status == ToolCall.Status.FAILED else "")
+                    input=shown if isinstance(shown, dict) else {"raw": shown}, status=status, error=error)
                 family = "workspace" if verb in RUNTIME_TOOLS else "builtin"
                 requested = {"callId": row.call_id, "toolName": name, "input": row.input, "family": family}
                 self.emitter.emit(EventType.ACTIONS_REQUESTED, {"calls": [requested]})
@@ -111,6 +144,14 @@ class Builtins:
                 "subagent": _subagent(row.input), "reply": "" if is_error else content,
                 "error": content if is_error else None, "usage": None, "durationMs": round(duration_ms, 1)})
         self.report(row, duration_ms)
+
+    def end_unfinished(self) -> None:
+        """Calls the runtime started but never told the result of (its run broke off): ended as interrupted."""
+        for call_id, started in list(self.started.items()):
+            row = ToolCall.objects.filter(turn=self.turn, call_id=call_id).first()
+            if row is not None and row.abandon("interrupted: the runtime stopped before the call ended"):
+                self.report(row, (time.monotonic() - started) * 1000)
+        self.started.clear()
 
     def report(self, row: ToolCall, duration_ms: float) -> None:
         self.emitter.emit(EventType.ACTION_RESULT, result_payload(row, duration_ms))

@@ -1,6 +1,8 @@
 """The folder one run of the official runtime reads its configuration from, and what it is given.
 
-Each run gets a new folder under the state root, removed when the run ends:
+Each child of the runtime gets a new folder under the state root, removed when
+the child closes (a kept child keeps it between its session's turns; what a
+killed worker left is removed by the next worker that starts a child):
 the runtime's configuration directory and home (so nothing of the server
 user's own home is read), the release's skills in it, and a launcher. The
 runtime reads settings of the user tier only, which is that folder, so
@@ -19,6 +21,7 @@ import shlex
 import shutil
 import stat
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
@@ -36,7 +39,8 @@ from sessions.claude_agent.proxy import PLACEHOLDER_KEY
 KEPT = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_UNIX_SOCKET", "CLAUDE_CONFIG_DIR", "HOME", "PATH",
         "LANG", "TZ", "PWD", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_AGENT_SDK_VERSION",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_AUTOUPDATER", "DISABLE_TELEMETRY",
-        "DISABLE_ERROR_REPORTING", "CLAUDE_CODE_SDK_READS_SESSION_STATE", "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS")
+        "DISABLE_ERROR_REPORTING", "CLAUDE_CODE_SDK_READS_SESSION_STATE", "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS",
+        "BASH_DEFAULT_TIMEOUT_MS", "BASH_MAX_TIMEOUT_MS", "BASH_MAX_OUTPUT_LENGTH")
 
 # Variables that are set pass on; all others are dropped (`env -i`). `command`: the runtime, in its sandbox.
 LAUNCHER = """#!/bin/bash
@@ -61,6 +65,29 @@ class RunHome:
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
         shutil.rmtree(self.socket.parent, ignore_errors=True)
+
+
+RUNTIME_CPU_SECONDS = 3600
+# A run home older than this is no live child's (a kept one is closed within minutes): a killed worker's.
+STALE_SECONDS = 6 * 3600
+_swept = False
+
+
+def sweep_once() -> None:
+    """Once per process: remove the run homes and sockets folders of children no process holds any more."""
+    global _swept
+    if _swept:
+        return
+    _swept = True
+    cutoff = time.time() - STALE_SECONDS
+    base = Path(settings.STATE_ROOT) / "run-homes"
+    stale = [*(base.iterdir() if base.is_dir() else ()), *Path(tempfile.gettempdir()).glob("agentsite-run-*")]
+    for folder in stale:
+        try:
+            if folder.stat().st_mtime < cutoff:
+                shutil.rmtree(folder, ignore_errors=True)
+        except OSError:  # another process removed it meanwhile
+            continue
 
 
 def bundled_runtime() -> Path:
@@ -112,8 +139,12 @@ def sandbox_mounts(runtime: Any) -> sandbox.Mounts | None:
     if not sandbox.status().active:
         return None
     if isinstance(runtime, LocalRuntime):
-        return sandbox.Mounts(network=runtime.network, limits=runtime.limits())
-    return sandbox.Mounts()
+        limits = runtime.limits()
+        # The CPU limit is each process's: the runtime's own, over a kept child's turns, may reach more than
+        # a command's (which its Bash tool bounds by the clock, as `shell` does).
+        return sandbox.Mounts(network=runtime.network,
+                              limits=replace(limits, cpu_seconds=max(limits.cpu_seconds, RUNTIME_CPU_SECONDS)))
+    return sandbox.Mounts(limits=sandbox.Limits(cpu_seconds=RUNTIME_CPU_SECONDS))
 
 
 def write_launcher(home: RunHome, cwd: str, mounts: sandbox.Mounts | None) -> None:
@@ -144,10 +175,17 @@ def write_launcher(home: RunHome, cwd: str, mounts: sandbox.Mounts | None) -> No
     home.launcher.chmod(stat.S_IRWXU)
 
 
-def environment(home: RunHome) -> dict[str, str]:
-    """What the runtime's process is given: its folders, and the socket it reaches its model through
-    (sessions.claude_agent.proxy) with a placeholder for the key it never holds."""
+def environment(home: RunHome, runtime: Any) -> dict[str, str]:
+    """What the runtime's process is given: its folders, the socket it reaches its model through
+    (sessions.claude_agent.proxy) with a placeholder for the key it never holds, and, for its Bash
+    tool, the time and output limits the agent's runtime gives `shell`."""
+    limits = {}
+    if isinstance(runtime, LocalRuntime):
+        timeout_ms = str(int(runtime.shell_timeout * 1000))
+        limits = {"BASH_DEFAULT_TIMEOUT_MS": timeout_ms, "BASH_MAX_TIMEOUT_MS": timeout_ms,
+                  "BASH_MAX_OUTPUT_LENGTH": str(runtime.output_limit)}
     return {
+        **limits,
         "CLAUDE_CONFIG_DIR": str(home.config),
         "HOME": str(home.config),
         "PATH": sandbox.base_environment()["PATH"],  # the system's programs, as a sandboxed command's

@@ -29,7 +29,7 @@ from sessions.claude_agent import home as homes
 from sessions.claude_agent import pool
 from sessions.claude_agent import transcript
 from sessions.claude_agent.bridge import Asked, Child, Ended
-from sessions.claude_agent.builtins import Builtins
+from sessions.claude_agent.builtins import SUBAGENT_CANNOT_ASK, Builtins, brief
 from sessions.claude_agent.proxy import ModelProxy
 from sessions.claude_agent.steps import Steps
 from sessions.models import EventType, ToolCall as ToolCallRow
@@ -38,6 +38,8 @@ from sessions.turn.tools import Executor, Prepared, result_payload, tool_message
 from sessions.turn.usage import Usage, add_usage, zero
 from sessions.workspaces.store import Workspace
 
+# How long a stopped runtime may take to end its response before its child is closed.
+STOP_GRACE_SECONDS = 10.0
 # The SDK's result subtypes, as the turn's failure codes.
 RESULT_CODES = {"error_max_turns": "step_limit", "error_max_budget_usd": "budget_exceeded"}
 # The runtime's reasons for a failed model call, as ProviderError codes.
@@ -62,7 +64,7 @@ class ClaudeAgentLeg:
         self.builtins = Builtins(workspace, self.natives, executor.turn, emitter, executor.options.dry_run)
         self.steps = Steps(emitter, profile.model, self.builtins.finished)
         # Calls the runtime was allowed to make, waiting for it to make them, by the agent's tool name.
-        self.allowed: dict[str, deque[ToolCallRow]] = defaultdict(deque)
+        self.allowed: dict[str, deque[tuple[Any, ToolCallRow]]] = defaultdict(deque)
         self.stopping = False
         self.parked = parked
 
@@ -83,18 +85,21 @@ class ClaudeAgentLeg:
         kept = None if self.parked else pool.take(session_id, self.key(), len(messages) - 1)
         if kept is None:
             kept = self.start(messages[:-1])
-        keep = False
+        keep = parked = False
         try:
             # A parked run resumes with no prompt: the runtime asks again for the call it deferred, and goes on.
             kept.child.ask(None if self.parked else _prompt(messages[-1]))
             result = self.follow(kept.child, messages)
             if result is not None and result.stop_reason == "tool_deferred":
                 self.charge(result, kept)
+                parked = True  # its calls are asked about again when it resumes
                 raise Parked(self.steps.step, [names.stored_name(result.deferred_tool_use.name)],
-                             resume={"session": result.session_id, "costUsd": kept.cost,
+                             resume={"session": result.session_id,
                                      "transcript": _read_transcript(kept.home, kept.cwd, result.session_id)})
             keep = result is not None and not result.is_error and not self.stopping
         finally:
+            if not parked:
+                self.end_unfinished()
             if keep:  # for the session's next turn, if this process runs it soon
                 kept.key, kept.seen, kept.turn_created = self.key(), len(messages), self.executor.turn.created_at
                 pool.keep(session_id, kept)
@@ -111,14 +116,19 @@ class ClaudeAgentLeg:
     def start(self, history: list[dict[str, Any]]) -> pool.Kept:
         """A new child of the runtime, in a new run home, resuming `history` (or the parked run)."""
         runtime, _ = get_provider(self.model)
+        homes.sweep_once()
         home = homes.build()
-        proxy = ModelProxy(home.socket, *homes.model_server(self.profile.params, runtime.key_env,
-                                                            runtime.base_url_env)).__enter__()
-        child = Child()
-        # A parked run's transcript holds the runtime's cost so far, which it goes on from.
-        kept = pool.Kept(child, home, proxy, cwd="", cost=float((self.parked or {}).get("costUsd") or 0.0))
         try:
-            child.open(self.options(kept, history))
+            proxy = ModelProxy(home.socket, *homes.model_server(self.profile.params, runtime.key_env,
+                                                                runtime.base_url_env)).__enter__()
+        except BaseException:
+            home.remove()
+            raise
+        # The runtime goes on from the cost its resumed transcript records (a parked run's may hold one).
+        kept = pool.Kept(Child(), home, proxy, cwd="",
+                         cost=transcript.recorded_cost((self.parked or {}).get("transcript", "")))
+        try:
+            kept.child.open(self.options(kept, history))
         except BaseException:
             kept.close()
             raise
@@ -150,7 +160,8 @@ class ClaudeAgentLeg:
 
         async def before_call(hook_input: dict[str, Any], tool_use_id: str | None, context) -> dict[str, Any]:
             decision, reason = await child.need("permission", hook_input.get("tool_name", ""),
-                                                hook_input.get("tool_input"), tool_use_id or "")
+                                                hook_input.get("tool_input"), tool_use_id or "",
+                                                in_subagent=bool(hook_input.get("agent_id")))
             return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": decision,
                                            "permissionDecisionReason": reason}}
 
@@ -164,10 +175,10 @@ class ClaudeAgentLeg:
 
         return ClaudeAgentOptions(
             model=self.model.partition(":")[2],
-            system_prompt=self.profile.system,
+            system_prompt=self.profile.system + brief(self.workspace, self.builtins.tools),
             cwd=cwd,
             cli_path=str(home.launcher),
-            env=homes.environment(home),
+            env=homes.environment(home, self.workspace.loaded.runtime),
             tools=self.builtins.offered(),  # of the runtime's own, those standing in for agentsite's
             agents=homes.agent_definitions(self.workspace.loaded) if "subagents" in self.natives else None,
             mcp_servers={names.SERVER: create_sdk_mcp_server(names.SERVER, tools=tools)} if tools else {},
@@ -186,13 +197,16 @@ class ClaudeAgentLeg:
 
         result = None
         held: list[Asked] = []
+        stopped_at = 0.0
         while True:
             if not self.stopping and self.interrupts.should_stop():
-                self.stopping = True
+                self.stopping, stopped_at = True, time.monotonic()
                 child.interrupt()
             try:
                 item = child.inbox.get(timeout=INTERRUPT_CHECK_SECONDS)
             except queue.Empty:
+                if self.stopping and time.monotonic() - stopped_at > STOP_GRACE_SECONDS:
+                    return result  # the child did not end its response: closing it ends it
                 continue
             if isinstance(item, Ended):
                 self.steps.close(messages)
@@ -210,8 +224,21 @@ class ClaudeAgentLeg:
             if held and not self.steps.streaming:
                 self.steps.close(messages)
                 for asked in held:
-                    asked.answer.set_result(self.permit(asked) if asked.kind == "permission" else self.call(asked))
+                    self.answer(asked)
                 held.clear()
+
+    def answer(self, asked: Asked) -> None:
+        """Answer the runtime's question about a call, unless it withdrew it (an interrupt cancels it)."""
+        if not asked.answer.set_running_or_notify_cancel():
+            return
+        if self.stopping:  # nothing more runs once the turn was asked to stop
+            refusal = "the turn was stopped"
+            asked.answer.set_result(("deny", refusal) if asked.kind == "permission" else
+                                    {"content": [{"type": "text", "text": refusal}], "is_error": True})
+        elif asked.kind == "permission":
+            asked.answer.set_result(self.permit(asked))
+        else:
+            asked.answer.set_result(self.call(asked))
 
     def charge(self, result, kept: pool.Kept) -> None:
         """The run's usage, with the cost the SDK reports, counted and charged.
@@ -228,6 +255,8 @@ class ClaudeAgentLeg:
 
     def settle(self, result, kept: pool.Kept) -> str:
         if self.stopping:
+            if result is not None:  # what the runtime spent before it stopped is charged too
+                self.charge(result, kept)
             raise Interrupted()
         if result is None:
             raise ProviderError("the Claude Agent SDK runtime ended without a result", code="model_error")
@@ -246,7 +275,7 @@ class ClaudeAgentLeg:
         again when its parked turn resumes finds its row, decided.
         """
         if asked.tool in self.builtins.tools:
-            return self.builtins.permit(asked.tool_use_id, asked.tool, asked.input)
+            return self.builtins.permit(asked.tool_use_id, asked.tool, asked.input, in_subagent=asked.in_subagent)
         name = names.agent_tool(asked.tool)
         if not name:
             return "deny", f"{asked.tool} is not offered to this agent"
@@ -254,17 +283,19 @@ class ClaudeAgentLeg:
         if row is None:
             with transaction.atomic():
                 [prepared] = self.executor.prepare([ToolCall(asked.tool_use_id, name, asked.input)])
+                row = prepared.row
+                if row.status == ToolCallRow.Status.AWAITING_APPROVAL and asked.in_subagent:
+                    row.fail(SUBAGENT_CANNOT_ASK, expect=(ToolCallRow.Status.AWAITING_APPROVAL,))
                 self.emitter.emit(EventType.ACTIONS_REQUESTED, {"calls": [prepared.requested()]})
-                if prepared.row.status == ToolCallRow.Status.AWAITING_APPROVAL:
+                if row.status == ToolCallRow.Status.AWAITING_APPROVAL:
                     self.emitter.emit(EventType.ACTION_APPROVAL_REQUESTED, {
                         **prepared.requested(), "description": prepared.tool.description,
                         "effect": prepared.tool.effect})
             self.emitter.flush()
-            row = prepared.row
         if row.status == ToolCallRow.Status.AWAITING_APPROVAL:
             return "defer", "waiting for a person's approval"
         if row.status in (ToolCallRow.Status.REQUESTED, ToolCallRow.Status.APPROVED):
-            self.allowed[name].append(row)
+            self.allowed[name].append((asked.input, row))
             return "allow", ""
         if row.status == ToolCallRow.Status.DENIED:
             self.executor.explain_denials([row])
@@ -275,10 +306,13 @@ class ClaudeAgentLeg:
         """Run an allowed call once; what the runtime hands the model."""
         name = names.agent_tool(asked.tool)
         waiting = self.allowed.get(name)
-        if not waiting:
-            return {"content": [{"type": "text", "text": f"{name} was not allowed"}], "is_error": True}
-        row = next((r for r in waiting if r.input == asked.input), waiting[0])
-        waiting.remove(row)
+        # The call asked about with these arguments; the runtime calls in the order it asked.
+        match = next((pair for pair in waiting or () if pair[0] == asked.input), None)
+        if match is None:
+            return {"content": [{"type": "text", "text": f"{name} was not allowed with these arguments"}],
+                    "is_error": True}
+        waiting.remove(match)
+        row = match[1]
         started = time.monotonic()
         if row.status == ToolCallRow.Status.APPROVED:
             durations = self.executor.run_approved([row])
@@ -289,6 +323,15 @@ class ClaudeAgentLeg:
         self.report(row, durations.get(row.pk, (time.monotonic() - started) * 1000))
         answer = tool_message(row)
         return {"content": [{"type": "text", "text": answer["content"]}], "is_error": answer["isError"]}
+
+    def end_unfinished(self) -> None:
+        """Calls the runtime was allowed but never made, or never told the result of (the run broke off)."""
+        for waiting in self.allowed.values():
+            for _, row in waiting:
+                if row.abandon("not run: the runtime did not make the call"):
+                    self.report(row, 0.0)
+        self.allowed.clear()
+        self.builtins.end_unfinished()
 
     def report(self, row: ToolCallRow, duration_ms: float) -> None:
         self.emitter.emit(EventType.ACTION_RESULT, result_payload(row, duration_ms))

@@ -122,11 +122,12 @@ def reap() -> None:
         overtaken = _overtaken()
     except DatabaseError:  # read again next round
         log.warning("cannot read which kept children's sessions moved on", exc_info=True)
-        overtaken = set()
+        overtaken = {}
     finally:
         connection.close()  # the reaper's thread holds no connection between rounds
-    with _lock:
-        gone = [sid for sid, kept in _kept.items() if kept.used < deadline or sid in overtaken]
+    with _lock:  # a child taken and kept again since `overtaken` was read ran a newer turn: it stays
+        gone = [sid for sid, kept in _kept.items()
+                if kept.used < deadline or (sid in overtaken and overtaken[sid] == kept.turn_created)]
         expired = [_kept.pop(sid) for sid in gone]
     for kept in expired:
         try:
@@ -135,15 +136,16 @@ def reap() -> None:
             log.exception("a kept Claude Agent SDK child did not close")
 
 
-def _overtaken() -> set[str]:
-    """Kept sessions a later turn has ended in, in another process: their child will never be taken."""
+def _overtaken() -> dict[str, datetime]:
+    """Kept sessions a later turn has ended in, in another process (their child will never be taken),
+    each with the turn its child ran, as read."""
     with _lock:
         last = {sid: kept.turn_created for sid, kept in _kept.items() if kept.turn_created is not None}
     if not last:
-        return set()
+        return {}
     ended = Turn.objects.filter(session_id__in=list(last), status__in=Turn.FINISHED,
                                 created_at__gt=min(last.values())).values_list("session_id", "created_at")
-    return {sid for sid, created in ended if created > last[sid]}
+    return {sid: last[sid] for sid, created in ended if created > last[sid]}
 
 
 def _forget() -> None:

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 # What the runtime holds instead of the key: worthless outside the socket, which takes any.
 PLACEHOLDER_KEY = "agentsite-run-proxy"
-FORWARDED = ("/v1/messages", "/v1/models")
+FORWARDED = frozenset({"/v1/messages", "/v1/messages/count_tokens", "/v1/models"})
 # Never forwarded from the runtime: the proxy sets them (the key) or the connection does.
 DROPPED = frozenset({"host", "content-length", "x-api-key", "authorization", "connection", "accept-encoding",
                      "transfer-encoding", "keep-alive"})
@@ -77,7 +77,7 @@ class ModelProxy:
 
     def forward(self, request: BaseHTTPRequestHandler) -> None:
         path = request.path
-        if not path.split("?")[0].startswith(FORWARDED):
+        if path.split("?")[0] not in FORWARDED:
             request.send_error(404, "not a Messages API path")
             return
         length = int(request.headers.get("content-length") or 0)

@@ -58,6 +58,9 @@ class Steps:
         from claude_agent_sdk import AssistantMessage, StreamEvent, UserMessage
 
         if getattr(message, "parent_tool_use_id", None):
+            # A subagent of the runtime's: not shown, but its calls of the runtime's own tools end here.
+            if isinstance(message, UserMessage):
+                self.results(message.content, None)
             return
         if isinstance(message, StreamEvent):
             self.stream_event(message.event, messages)
@@ -137,19 +140,22 @@ class Steps:
         self.emitter.emit(EventType.STEP_COMPLETED, {
             "step": self.step, "durationMs": round((time.monotonic() - self.started) * 1000, 1), "usage": self.usage})
 
-    def results(self, content: Any, messages: list[dict[str, Any]]) -> None:
-        """Tool results the runtime hands the model, as the conversation's tool messages."""
+    def results(self, content: Any, messages: list[dict[str, Any]] | None) -> None:
+        """Tool results the runtime hands the model, as the conversation's tool messages (`messages`
+        None: a subagent's, which the conversation does not keep)."""
         from claude_agent_sdk import ToolResultBlock
 
         if not isinstance(content, list):
             return
-        asked = next((m for m in reversed(messages) if m.get("role") == "assistant"), {})
+        asked = next((m for m in reversed(messages or []) if m.get("role") == "assistant"), {})
         names = {c["id"]: c["name"] for c in asked.get("toolCalls") or []}
         for block in content:
             if isinstance(block, ToolResultBlock):
                 text = _text(block.content)
-                messages.append({"role": "tool", "callId": block.tool_use_id, "name": names.get(block.tool_use_id, ""),
-                                 "content": text, "isError": bool(block.is_error)})
+                if messages is not None:
+                    messages.append({"role": "tool", "callId": block.tool_use_id,
+                                     "name": names.get(block.tool_use_id, ""), "content": text,
+                                     "isError": bool(block.is_error)})
                 self.ran(block.tool_use_id, text, bool(block.is_error))
 
 

@@ -47,3 +47,19 @@ def write(path: Path, text: str) -> None:
     """Put a transcript where the runtime resumes it from."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+
+
+def recorded_cost(text: str) -> float:
+    """The cost the runtime recorded in its transcript (its running total, which it restores when it
+    resumes the transcript); 0 for one it did not write or that records none."""
+    total = 0.0
+    for line in text.splitlines():
+        if '"cost-state"' not in line:
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if entry.get("type") == "cost-state" and isinstance(entry.get("totalCostUSD"), (int, float)):
+            total = float(entry["totalCostUSD"])
+    return total

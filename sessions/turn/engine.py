@@ -186,14 +186,15 @@ class TurnRunner:
         return self.runner.reported_usage() if self.runner else self.usage_so_far
 
     def system_prompt(self, loaded: LoadedAgent, instructions: str | None = None,
-                      natives: frozenset[str] = frozenset()) -> str:
+                      natives: frozenset[str] | None = None) -> str:
         """`instructions`: the session's variant's, when an A/B experiment replaces the agent's;
-        `natives`: what another runtime lists itself (`skills`, `subagents`: sessions.claude_agent)."""
+        `natives`: on another runtime, what it does with tools of its own (`skills`, `subagents`:
+        sessions.claude_agent), which it lists itself; its workspace brief is its own too."""
         system = loaded.instructions if instructions is None else instructions
-        if loaded.skills and "skills" not in natives:
+        if loaded.skills and "skills" not in (natives or ()):
             catalog = "\n".join(f"- {s.name}: {s.description}" for s in loaded.skills.values())
             system += f"\n\nSkills (load one with the load_skill tool when the task calls for it):\n{catalog}"
-        if loaded.subagents and "subagents" not in natives:
+        if loaded.subagents and "subagents" not in (natives or ()):
             roster = "\n".join(f"- {a.id}: {a.description}" for a in loaded.subagents.values())
             system += f"\n\nSubagents (hand work to one with the delegate tool):\n{roster}"
         if (as_of := self.session.run_options.as_of) is not None:
@@ -201,7 +202,7 @@ class TurnRunner:
                 f"\n\nThis session is frozen at {as_of.isoformat()} (asOf): treat that instant as now, "
                 "and bound every time range at or before it with absolute ISO-8601 instants."
             )
-        return system + self.workspace_brief()
+        return system + (self.workspace_brief() if natives is None else "")
 
     def workspace_brief(self) -> str:
         brief = self.workspace.brief() if self.workspace else ""
@@ -244,7 +245,7 @@ class TurnRunner:
             chosen = extensions.variants().choose(loaded, self.session.ab_variants)  # the session's A/B variants
             # The session's selection (chosen at its creation, moved only by a handoff); A/B variants chose it then.
             model = self.session.model or chosen.model
-            natives = runtime_natives(loaded) if runtime_of(model) else frozenset()
+            natives = runtime_natives(loaded) if runtime_of(model) else None
             profile = Profile(model, self.system_prompt(loaded, chosen.instructions, natives),
                               chosen.params,
                               loaded.config.max_steps or settings.AGENTSITE_MAX_STEPS,
@@ -298,7 +299,7 @@ class TurnRunner:
         # server, its SDK bridge); the SDK itself loads later still, when the runtime starts.
         from sessions.claude_agent.leg import ClaudeAgentLeg
 
-        self.called_tools = self.called_tools or "runtime" in self.turn.state
+        self.called_tools = True  # its calls' rows: any left unsettled are ended with the turn
         return ClaudeAgentLeg(profile, executor, self.emitter, self.interrupts, self.usage_so_far, self.meter,
                               self.workspace, parked=self.turn.state.get("runtime"))
 
