@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import logging
 import queue
 import threading
@@ -136,6 +137,9 @@ async def _drain() -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    for _ in range(3):  # a closed pipe's last callbacks: each takes a pass of the loop
+    # The SDK's process transport, unreferenced now, is collected while its loop still runs: collected after
+    # the loop closed, it could not close its pipes. Then their last callbacks, each a pass of the loop.
+    gc.collect()
+    for _ in range(3):
         await asyncio.sleep(0)
     await asyncio.get_running_loop().shutdown_asyncgens()

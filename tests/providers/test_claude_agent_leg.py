@@ -11,7 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sessions.models import Event, Session
+from agents.workspaces import sandbox
+from sessions.models import Event, Session, ToolCall, Turn
 from tests.providers.conftest import event_types, start
 from tests.providers.loopback import Reply, an_text, an_tool_uses
 from tests.support import child_env, run_server
@@ -70,7 +71,8 @@ def test_a_text_turn_gives_the_same_events_as_the_own_loop(local, agent_on_model
     own_tools = sorted(t["name"] for t in anthropic_server.requests[1]["body"]["tools"])
     assert sorted(t["name"] for t in request["body"]["tools"]) == [f"mcp__agent__{name}" for name in own_tools]
     assert "sk-ant-test" in request["headers"]["x-api-key"]
-    assert any("remote model" in block["text"] or "support" in block["text"].lower()
+    # The agent's instructions are the runtime's system prompt, as the own loop's.
+    assert any(block["text"].startswith("You are the support agent of a small online shop.")
                for block in request["body"]["system"])
 
 
@@ -116,8 +118,6 @@ def test_a_typed_tool_runs_once_as_an_action_and_a_follow_up_resumes_the_convers
     assert [m["role"] for m in conversation] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
 
     # A later turn that ended in another process: this one's kept child will never be taken, and is closed.
-    from sessions.models import Turn
-
     assert pool.kept_sessions() == [session_id]
     pool.reap()
     assert pool.kept_sessions() == [session_id]  # nothing newer yet
@@ -240,3 +240,97 @@ def test_the_quickstart_without_the_sdk_serves_the_other_examples_and_says_why_n
     assert "support" in slugs and "coder" not in slugs, slugs
     [line] = [line for line in output.splitlines() if line.startswith("example coder:")]
     assert "not deployed" in line and "requirements-claude-agent.txt" in line
+
+
+def write_shell_agent(root: Path, *, subagent: bool = False) -> Path:
+    """The example agent with the shell verb, every command gated, and optionally a subagent."""
+    from tests.conftest import EXAMPLE
+
+    shutil.copytree(EXAMPLE / "agent", root / "agent", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "agent" / "agent.py").write_text(
+        "from agents.sdk import Agent, local_runtime\n"
+        f"agent = Agent(model={MODEL!r}, description='shell', tools=['shell'],\n"
+        "              runtime=local_runtime(needs_approval=[] if " + repr(subagent) + " else ['shell']))\n")
+    if subagent:
+        sub = root / "agent" / "subagents" / "runner"
+        sub.mkdir(parents=True)
+        (sub / "agent.py").write_text("from agents.sdk import Agent\nagent = Agent(description='Runs commands')\n")
+        (sub / "instructions.md").write_text("Run what you are asked to.\n")
+    return root
+
+
+needs_sandbox = pytest.mark.skipif(not sandbox.status().active,
+                                   reason="the runtime's own tools are offered only where the sandbox runs")
+
+
+@needs_sandbox
+@pytest.mark.django_db(transaction=True)
+def test_a_gated_bash_call_parks_then_runs_once_approved_and_the_turn_costs_both_parts(
+        local, anthropic_server, sync_turns, tmp_path):
+    from agents.discovery import deploy_agent_folder
+
+    deploy_agent_folder(write_shell_agent(tmp_path / "official"))
+    anthropic_server.replies.extend([
+        Reply(events=an_tool_uses([("toolu_sh", "Bash", {"command": "echo RAN-ONCE >> ran.txt; cat ran.txt",
+                                                         "description": "mark"})], 40, 9)),
+        Reply(events=an_text("Done.", 30, 4)),
+    ])
+    session_id = start(local, "official", "mark it")
+    session = Session.objects.get(pk=session_id)
+    assert session.status == "awaiting_approval"
+    [asked] = Event.objects.filter(session_id=session_id, type="action.approval_requested")
+    assert asked.data["toolName"] == "Bash" and asked.data["family"] == "workspace"
+    parked_cost = Turn.objects.get(session_id=session_id).state["usage"]["costUsd"]
+    assert parked_cost > 0
+
+    decided = local.post(f"/official/v1/session/{session_id}/approvals/toolu_sh", {"decision": "approve"},
+                         content_type="application/json")
+    assert decided.status_code == 200, decided.content
+    [result] = Event.objects.filter(session_id=session_id, type="action.result")
+    assert result.data["toolName"] == "Bash" and "RAN-ONCE" in json.dumps(result.data["output"])
+    assert json.dumps(result.data["output"]).count("RAN-ONCE") == 1
+    [completed] = Event.objects.filter(session_id=session_id, type="turn.completed")
+    usage = completed.data["usage"]
+    assert (usage["inputTokens"], usage["outputTokens"]) == (70, 13)  # both parts of the turn
+    assert usage["costUsd"] > parked_cost  # the part after the decision is charged too
+
+
+@needs_sandbox
+@pytest.mark.django_db(transaction=True)
+def test_a_subagents_runtime_tool_call_ends_with_its_result(local, anthropic_server, sync_turns, tmp_path):
+    from agents.discovery import deploy_agent_folder
+
+    deploy_agent_folder(write_shell_agent(tmp_path / "official", subagent=True))
+    anthropic_server.replies.extend([
+        Reply(events=an_tool_uses([("toolu_a", "Task", {"description": "run", "prompt": "run pwd",
+                                                        "subagent_type": "runner"})])),
+        Reply(events=an_tool_uses([("toolu_sub", "Bash", {"command": "echo FROM-SUBAGENT",
+                                                          "description": "say"})])),
+        Reply(events=an_text("It printed FROM-SUBAGENT.")),
+        Reply(events=an_text("All done.")),
+    ])
+    session_id = start(local, "official", "have the runner say something")
+
+    rows = {row.call_id: row for row in ToolCall.objects.filter(session_id=session_id)}
+    assert rows["toolu_sub"].status == "done" and "FROM-SUBAGENT" in json.dumps(rows["toolu_sub"].output)
+    assert rows["toolu_a"].status == "done"
+    results = [e.data["callId"] for e in Event.objects.filter(session_id=session_id, type="action.result")]
+    assert results == ["toolu_sub", "toolu_a"]
+    assert Event.objects.filter(session_id=session_id, type="turn.completed").exists()
+
+
+def test_the_model_proxy_forwards_the_messages_api_only_and_adds_the_key(tmp_path):
+    from sessions.claude_agent.proxy import PLACEHOLDER_KEY, ModelProxy
+    from tests.providers.loopback import LoopbackModelServer
+
+    socket_path = tmp_path / "m.sock"
+    with LoopbackModelServer("anthropic") as upstream, ModelProxy(socket_path, upstream.url, "sk-real"), \
+            httpx.Client(transport=httpx.HTTPTransport(uds=str(socket_path)), base_url="http://localhost") as client:
+        upstream.replies.append(Reply(events=an_text("hi")))
+        answered = client.post("/v1/messages?beta=true", json={"model": "m", "messages": []},
+                               headers={"x-api-key": PLACEHOLDER_KEY})
+        assert answered.status_code == 200 and "text_delta" in answered.text
+        assert upstream.requests[-1]["headers"]["x-api-key"] == "sk-real"
+        for path in ("/v1/messagesX", "/v1/messages/../../admin", "/v1/files", "/admin/"):
+            assert client.post(path, json={}).status_code == 404, path
+        assert len(upstream.requests) == 1
