@@ -32,6 +32,7 @@ class Steps:
         self.step = 0
         self.open = False
         self.streaming = False  # the open step's model call streams, and has not stopped yet
+        self.appended: int | None = None  # where the last step's reply went in the conversation
         self.last_text = ""
         self.error = ""  # the last failed model call's reason, as the runtime names it
         self._reset()
@@ -55,14 +56,16 @@ class Steps:
         self.emitter.flush()
 
     def take(self, message: Any, messages: list[dict[str, Any]]) -> None:
-        from claude_agent_sdk import AssistantMessage, StreamEvent, UserMessage
+        from claude_agent_sdk import AssistantMessage, StreamEvent, SystemMessage, UserMessage
 
         if getattr(message, "parent_tool_use_id", None):
             # A subagent of the runtime's: not shown, but its calls of the runtime's own tools end here.
             if isinstance(message, UserMessage):
                 self.results(message.content, None)
             return
-        if isinstance(message, StreamEvent):
+        if isinstance(message, SystemMessage) and message.subtype == "api_retry":
+            self.retract(messages)
+        elif isinstance(message, StreamEvent):
             self.stream_event(message.event, messages)
         elif isinstance(message, AssistantMessage):
             self.start()
@@ -125,6 +128,14 @@ class Steps:
                 name = stored_name(block.name)
                 self.calls.append(ToolCall(block.id, name, block.input))
 
+    def retract(self, messages: list[dict[str, Any]]) -> None:
+        """The model call whose stream just broke off is made again: what it said is out of the conversation
+        (the runtime does not keep it either), though its deltas were streamed already."""
+        self.close(messages)
+        if self.appended is not None and self.appended == len(messages) - 1:
+            messages.pop()
+        self.appended = None
+
     def close(self, messages: list[dict[str, Any]]) -> None:
         """End the open step: its reply joins the conversation and the log."""
         if not self.open:
@@ -135,8 +146,9 @@ class Steps:
             self.emitter.emit(EventType.REASONING_COMPLETED, {"text": reasoning})
         if text:
             self.emitter.emit(EventType.MESSAGE_COMPLETED, {"text": text})
-            self.last_text = text
+        self.last_text = text or self.last_text
         messages.append(assistant_message(text, reasoning, "".join(self.signature), self.calls, self.model))
+        self.appended = len(messages) - 1  # taken back if the call turns out to have broken off (retract)
         self.emitter.emit(EventType.STEP_COMPLETED, {
             "step": self.step, "durationMs": round((time.monotonic() - self.started) * 1000, 1), "usage": self.usage})
 

@@ -16,13 +16,14 @@ MESSAGE_IDS = itertools.count(1)
 
 class Reply:
     def __init__(self, status: int = 200, events: list[Any] | None = None, headers: dict[str, str] | None = None,
-                 body: Any = None, delay: float = 0.0, gap: float = 0.0):
+                 body: Any = None, delay: float = 0.0, gap: float = 0.0, break_after: int | None = None):
         self.status = status
         self.events = events or []
         self.headers = headers or {}
         self.body = body
         self.delay = delay  # seconds before answering: longer than the client's timeout makes it give up
         self.gap = gap  # seconds between streamed events: a reply still streaming when a turn is stopped
+        self.break_after = break_after  # events sent before the stream breaks off (None: it does not)
 
 
 class LoopbackModelServer:
@@ -74,7 +75,9 @@ class LoopbackModelServer:
                         "type": "invalid_request_error", "message": f"Invalid `signature` in `thinking` block: {foreign}"}})
                 if reply.delay:
                     time.sleep(reply.delay)
-                if reply.status != 200:
+                if reply.status == 200 and server.kind == "anthropic" and body.get("stream") is False:
+                    reply = Reply(body=as_message(reply.events))  # a non-streaming call: the same reply, whole
+                if reply.status != 200 or reply.body is not None:
                     payload = json.dumps(reply.body or {"error": {"message": "error", "type": "error"}}).encode()
                     self.send_response(reply.status)
                     self.send_header("content-type", "application/json")
@@ -88,7 +91,11 @@ class LoopbackModelServer:
                     self.send_response(200)
                     self.send_header("content-type", "text/event-stream")
                     self.end_headers()
-                    for event in reply.events:
+                    for at, event in enumerate(reply.events):
+                        if reply.break_after is not None and at == reply.break_after:
+                            self.wfile.flush()
+                            self.close_connection = True
+                            return  # the stream breaks off: the connection closes mid-answer
                         if server.signs_thinking and event.get("delta", {}).get("type") == "signature_delta":
                             event = {**event, "delta": {**event["delta"], "signature": signature_of(body["model"])}}
                         if server.kind == "anthropic":
@@ -121,6 +128,38 @@ class LoopbackModelServer:
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def as_message(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """A streamed Anthropic reply as the non-streaming API answers it: one message with its blocks."""
+    message: dict[str, Any] = {}
+    blocks: dict[int, dict[str, Any]] = {}
+    for event in events:
+        kind = event.get("type")
+        if kind == "message_start":
+            message = {**event["message"], "content": []}
+        elif kind == "content_block_start":
+            blocks[event["index"]] = dict(event["content_block"], **({"input": ""} if
+                                                                    event["content_block"]["type"] == "tool_use" else {}))
+        elif kind == "content_block_delta":
+            block, delta = blocks[event["index"]], event["delta"]
+            if delta["type"] == "text_delta":
+                block["text"] += delta["text"]
+            elif delta["type"] == "thinking_delta":
+                block["thinking"] += delta["thinking"]
+            elif delta["type"] == "signature_delta":
+                block["signature"] = delta["signature"]
+            elif delta["type"] == "input_json_delta":
+                block["input"] += delta["partial_json"]
+        elif kind == "message_delta":
+            message.update(event["delta"])
+            message["usage"] = {**message.get("usage", {}), **event.get("usage", {})}
+    for index in sorted(blocks):
+        block = blocks[index]
+        if block["type"] == "tool_use":
+            block["input"] = json.loads(block["input"] or "{}")
+        message["content"].append(block)
+    return message
 
 
 def signature_of(model: str) -> str:

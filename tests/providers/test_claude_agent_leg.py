@@ -334,3 +334,30 @@ def test_the_model_proxy_forwards_the_messages_api_only_and_adds_the_key(tmp_pat
         for path in ("/v1/messagesX", "/v1/messages/../../admin", "/v1/files", "/admin/"):
             assert client.post(path, json={}).status_code == 404, path
         assert len(upstream.requests) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stream_that_breaks_off_is_asked_again_and_only_the_whole_reply_is_kept(local, agent_on_model,
+                                                                                   anthropic_server, sync_turns):
+    agent_on_model(MODEL, slug="official")
+    anthropic_server.replies.extend([Reply(events=an_text("The whole reply.", 10, 5), break_after=3),
+                                     Reply(events=an_text("The whole reply.", 10, 5))])
+    session_id = start(local, "official", "hi")
+
+    assert len(anthropic_server.requests) == 2  # the runtime made the call again
+    assert Session.objects.get(pk=session_id).conversation == [
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "The whole reply."}]
+    completed = [e.data["text"] for e in Event.objects.filter(session_id=session_id, type="message.completed")]
+    assert completed[-1] == "The whole reply." and Event.objects.filter(session_id=session_id,
+                                                                         type="turn.completed").exists()
+
+
+def test_a_non_streaming_call_gets_the_same_reply_whole():
+    from tests.providers.loopback import as_message
+
+    message = as_message(an_tool_uses([("toolu_1", "lookup_order", {"order_id": "A100"})]))
+    assert message["content"] == [{"type": "tool_use", "id": "toolu_1", "name": "lookup_order",
+                                   "input": {"order_id": "A100"}}]
+    assert message["stop_reason"] == "tool_use" and message["usage"]["output_tokens"] == 8
+    assert as_message(an_text("Hello there.", thinking="Hmm."))["content"] == [
+        {"type": "thinking", "thinking": "Hmm.", "signature": "sig-1"}, {"type": "text", "text": "Hello there."}]
