@@ -27,7 +27,7 @@ from tests.support import Server, backend_env, run_server
 
 SERVER_TOKEN = "a2a-door-server-token-0123456789"
 SLOW = 'from agents.sdk import Agent\nagent = Agent(model="scripted:echo", params={"chunk_delay_ms": 40})\n'
-LONG = " ".join(f"word{n}" for n in range(60))  # streamed for seconds: the resubscription comes mid-reply
+LONG = " ".join(f"word{n}" for n in range(200))  # ~2.5 s of chunks: the resubscription comes mid-reply, under load too
 SEND_03 = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {
     "message": {"role": "user", "messageId": "m1", "parts": [{"kind": "text", "text": "hello"}]}}}
 
