@@ -4,9 +4,9 @@
 Starts `manage.py serve` on the embedded default (SQLite; the rate limits and the running-turn cap
 off, as every benchmark runs) with one agent that may run on `anthropic:claude-sonnet-4-5` (the loop)
 and `claude-agent:claude-sonnet-4-5` (the runtime), both calling one loopback Messages API that
-streams a short reply at once. Then, N times each, alternating the two so load drift hits both
-alike: a new session with its first turn, then a follow-up on it. Each turn is read as NDJSON from
-the request that starts it, and measured for:
+streams a short reply at once. Then, N times on each: a new session with its first turn, then a
+follow-up on it. Each turn is read as NDJSON from
+the request that starts it, and measured for (the loop's turns first, then the runtime's):
 
 - first delta: the request sent → its first `message.appended` read;
 - turn: the request sent → `session.waiting` read;
@@ -86,7 +86,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1,
                         help="turn workers (1: a follow-up runs where its session's child was kept)")
     opts = parser.parse_args()
-    # Every child kept for the run: one closed to make room would take its CPU time out of the tree measured.
+    # No child closed to make room: a closed child's CPU time leaves the tree measured (the sandbox's init
+    # reaps it), so every one is kept for the run; idle, each still wakes now and then, which counts.
     env = dict(UNLIMITED, AGENTSITE_CLAUDE_AGENT_KEEP_SECONDS="0" if opts.no_keep else "600",
                AGENTSITE_CLAUDE_AGENT_KEPT=str(2 * (opts.count + opts.warmup)))
     print("limits off for the run: AGENTSITE_RATE_SESSIONS, AGENTSITE_RATE_MESSAGES, AGENTSITE_MAX_RUNNING_TURNS")
@@ -102,8 +103,10 @@ def main() -> None:
                         "--workers", str(opts.workers), env=env, migrated=False) as server, \
                 httpx.Client(base_url=server.base_url, timeout=120) as client:
             pid = server.process.pid
-            for at in range(opts.warmup + opts.count):
-                for label, model_id in (("loop", LOOP), ("runtime", RUNTIME)):
+            # The loop's turns first: a kept runtime child, idle, still wakes now and then, and its CPU would
+            # count in the loop's turns otherwise.
+            for label, model_id in (("loop", LOOP), ("runtime", RUNTIME)):
+                for at in range(opts.warmup + opts.count):
                     new = turn(client, pid, {"message": "where is A100?", "model": model_id})
                     follow = turn(client, pid, {"message": "and A101?", "continuationToken": new[3]})
                     if at >= opts.warmup:

@@ -89,8 +89,8 @@ def keep(session_id: str, kept: Kept) -> None:
         if _reaper_pid != os.getpid():
             _reaper_pid = os.getpid()
             threading.Thread(target=_reap, name="claude-agent-reaper", daemon=True).start()
-    for old in evicted:
-        old.close()
+    for old in evicted:  # closed aside: the turn that kept its child ends without waiting for this one's
+        threading.Thread(target=old.close, name="claude-agent-close", daemon=True).start()
 
 
 def kept_sessions() -> list[str]:
