@@ -24,9 +24,6 @@ class ClaudeAgentRuntime(AnthropicProvider):
     # Runs whole turns: sessions.turn.engine hands such a session's turns to this runtime's leg.
     runtime = "claude-agent"
 
-    def warm(self) -> None:
-        """Nothing to warm: the SDK loads when a session on it first runs a turn."""
-
     def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
         """One call to the runtime's model with the conversation as the runtime would send it (its tools
         named as it calls them): what a handoff to such a session confirms before it moves. The runtime

@@ -110,12 +110,9 @@ class Builtins:
                     session_id=self.turn.session_id, turn=self.turn, call_id=clean_text(call_id), tool=name,
                     input=shown if isinstance(shown, dict) else {"raw": shown}, status=status, error=error)
                 family = "workspace" if verb in RUNTIME_TOOLS else "builtin"
-                requested = {"callId": row.call_id, "toolName": name, "input": row.input, "family": family}
-                self.emitter.emit(EventType.ACTIONS_REQUESTED, {"calls": [requested]})
-                if status == ToolCall.Status.AWAITING_APPROVAL:
-                    self.emitter.emit(EventType.ACTION_APPROVAL_REQUESTED, {
-                        **requested, "description": f"the runtime's {name} tool ({verb} in the workspace)",
-                        "effect": "write" if name in WRITES else "read"})
+                announce(self.emitter, row, {"callId": row.call_id, "toolName": name, "input": row.input,
+                                             "family": family},
+                         f"the runtime's {name} tool ({verb} in the workspace)", "write" if name in WRITES else "read")
             self.emitter.flush()
         if row.status == ToolCall.Status.AWAITING_APPROVAL:
             return "defer", "waiting for a person's approval"
@@ -154,8 +151,21 @@ class Builtins:
         self.started.clear()
 
     def report(self, row: ToolCall, duration_ms: float) -> None:
-        self.emitter.emit(EventType.ACTION_RESULT, result_payload(row, duration_ms))
-        self.emitter.flush()
+        report(self.emitter, row, duration_ms)
+
+
+def announce(emitter: Emitter, row: ToolCall, requested: dict[str, Any], description: str, effect: str) -> None:
+    """A call stored as `row`, as the log shows it, and its approval request if it waits for one (buffered:
+    the caller flushes once the row's transaction is over)."""
+    emitter.emit(EventType.ACTIONS_REQUESTED, {"calls": [requested]})
+    if row.status == ToolCall.Status.AWAITING_APPROVAL:
+        emitter.emit(EventType.ACTION_APPROVAL_REQUESTED, {**requested, "description": description, "effect": effect})
+
+
+def report(emitter: Emitter, row: ToolCall, duration_ms: float) -> None:
+    """A call's end, written at once."""
+    emitter.emit(EventType.ACTION_RESULT, result_payload(row, duration_ms))
+    emitter.flush()
 
 
 def _subagent(call_input: dict[str, Any]) -> str:

@@ -29,12 +29,12 @@ from sessions.claude_agent import home as homes
 from sessions.claude_agent import pool
 from sessions.claude_agent import transcript
 from sessions.claude_agent.bridge import Asked, Child, Ended
-from sessions.claude_agent.builtins import SUBAGENT_CANNOT_ASK, Builtins, brief
+from sessions.claude_agent.builtins import SUBAGENT_CANNOT_ASK, Builtins, announce, brief, report
 from sessions.claude_agent.proxy import ModelProxy
 from sessions.claude_agent.steps import Steps
-from sessions.models import EventType, ToolCall as ToolCallRow
+from sessions.models import ToolCall as ToolCallRow
 from sessions.turn.runner import INTERRUPT_CHECK_SECONDS, Emitter, Interrupted, InterruptWatch, Parked, Profile
-from sessions.turn.tools import Executor, Prepared, result_payload, tool_message
+from sessions.turn.tools import Executor, Prepared, tool_message
 from sessions.turn.usage import Usage, add_usage, zero
 from sessions.workspaces.store import Workspace
 
@@ -142,14 +142,13 @@ class ClaudeAgentLeg:
         # The session's local workspace once it exists (nothing of it is read as configuration).
         root = self.workspace.root
         cwd = kept.cwd = str(root) if root is not None and root.is_dir() else str(home.scratch)
-        folder = home.config / "projects" / _project_key(cwd)
         resume = None
         if self.parked:  # the runtime's own transcript: it holds the call it deferred
             resume = self.parked["session"]
-            transcript.write(folder / f"{resume}.jsonl", self.parked["transcript"])
+            transcript.write(_transcript_path(home, cwd, resume), self.parked["transcript"])
         elif history:  # the conversation so far, as the runtime's transcript of a session it resumes
             resume = str(uuid.uuid4())
-            transcript.write(folder / f"{resume}.jsonl",
+            transcript.write(_transcript_path(home, cwd, resume),
                              transcript.as_jsonl(transcript.entries(history, resume, cwd, self.model)))
         homes.write_skills(home, self.workspace.loaded)
         homes.write_launcher(home, cwd, homes.sandbox_mounts(self.workspace.loaded.runtime))
@@ -286,11 +285,8 @@ class ClaudeAgentLeg:
                 row = prepared.row
                 if row.status == ToolCallRow.Status.AWAITING_APPROVAL and asked.in_subagent:
                     row.fail(SUBAGENT_CANNOT_ASK, expect=(ToolCallRow.Status.AWAITING_APPROVAL,))
-                self.emitter.emit(EventType.ACTIONS_REQUESTED, {"calls": [prepared.requested()]})
-                if row.status == ToolCallRow.Status.AWAITING_APPROVAL:
-                    self.emitter.emit(EventType.ACTION_APPROVAL_REQUESTED, {
-                        **prepared.requested(), "description": prepared.tool.description,
-                        "effect": prepared.tool.effect})
+                announce(self.emitter, row, prepared.requested(), prepared.tool.description if prepared.tool else "",
+                         prepared.tool.effect if prepared.tool else "")
             self.emitter.flush()
         if row.status == ToolCallRow.Status.AWAITING_APPROVAL:
             return "defer", "waiting for a person's approval"
@@ -334,8 +330,7 @@ class ClaudeAgentLeg:
         self.builtins.end_unfinished()
 
     def report(self, row: ToolCallRow, duration_ms: float) -> None:
-        self.emitter.emit(EventType.ACTION_RESULT, result_payload(row, duration_ms))
-        self.emitter.flush()
+        report(self.emitter, row, duration_ms)
 
 
 def _handler(child: Child, name: str):
@@ -346,7 +341,7 @@ def _handler(child: Child, name: str):
 
 def _read_transcript(home: homes.RunHome, cwd: str, session_id: str) -> str:
     """The runtime's own transcript of its session in this run, as it wrote it."""
-    path = home.config / "projects" / _project_key(cwd) / f"{session_id}.jsonl"
+    path = _transcript_path(home, cwd, session_id)
     return path.read_text() if path.is_file() else ""
 
 
@@ -369,7 +364,8 @@ def _usage(result, cost_before: float) -> dict[str, Any]:
     return {**usage, "costUsd": round(max(0.0, float(result.total_cost_usd) - cost_before), 11)}
 
 
-def _project_key(cwd: str) -> str:
+def _transcript_path(home: homes.RunHome, cwd: str, session_id: str):
+    """Where the runtime keeps (and resumes) the transcript of its session `session_id` working in `cwd`."""
     from claude_agent_sdk import project_key_for_directory
 
-    return project_key_for_directory(cwd)
+    return home.config / "projects" / project_key_for_directory(cwd) / f"{session_id}.jsonl"

@@ -72,3 +72,12 @@ def event_types(session_id: str) -> list[str]:
             continue
         types.append(t)
     return types
+
+
+@pytest.fixture
+def no_runtime_child_kept():
+    """Claude Agent SDK children a test's turns kept for a next turn (sessions.claude_agent.pool) close with it."""
+    yield
+    from sessions.claude_agent import pool  # read once Django is set up: it loads the models
+
+    pool.close_all()

@@ -10,36 +10,23 @@ from sessions.handoff import perform, review
 from sessions.handoff.runtimes import across_runtimes
 from sessions.models import Handoff
 from sessions.turn.admission import AdmissionError
-from tests.providers.loopback import Reply, an_text, an_tool_uses
-from tests.sessions.handoff_support import deploy_on_models
-from tests.sessions.test_handoff import FAILING, fresh, follow_up, handoff_events, open_session
+from tests.providers.loopback import Reply, an_text
+from tests.sessions.handoff_support import thinking_session_on
+from tests.sessions.test_handoff import FAILING, fresh, follow_up, handoff_events
 
 pytest.importorskip("claude_agent_sdk", reason="the optional runtime: pip install -r requirements-claude-agent.txt")
 
-
-@pytest.fixture(autouse=True)
-def no_child_kept_after():
-    """Children a test's turns left for the next turn are closed with the test."""
-    from sessions.claude_agent import pool
-
-    yield
-    pool.close_all()
+pytestmark = pytest.mark.usefixtures("no_runtime_child_kept")
 
 OWN = "anthropic:claude-sonnet-4-5"
 RUNTIME = "claude-agent:claude-sonnet-4-5"
-LOOKUP = [("toolu_a", "lookup_order", {"order_id": "A100"})]
 transactional = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def own_session(local, sync_turns, tmp_path, anthropic_server):
     """A session on agentsite's loop whose conversation holds signed thinking and a call of the agent's tool."""
-    deploy_on_models(tmp_path, [OWN, RUNTIME], {"thinking_budget": 1024})
-    anthropic_server.replies.extend([
-        Reply(events=an_text("", thinking="Let me look it up.")[:-3] + an_tool_uses(LOOKUP)[1:]),
-        Reply(events=an_text("A100 is on its way.")),
-    ])
-    return open_session(local, "duo", "where is A100?")
+    return thinking_session_on(local, tmp_path, anthropic_server, [OWN, RUNTIME])
 
 
 @transactional

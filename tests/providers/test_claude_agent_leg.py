@@ -19,14 +19,7 @@ from tests.support import child_env, run_server
 
 pytest.importorskip("claude_agent_sdk", reason="the optional runtime: pip install -r requirements-claude-agent.txt")
 
-
-@pytest.fixture(autouse=True)
-def no_child_kept_after():
-    """Children a test's turns left for the next turn are closed with the test."""
-    from sessions.claude_agent import pool
-
-    yield
-    pool.close_all()
+pytestmark = pytest.mark.usefixtures("no_runtime_child_kept")
 
 MODEL = "claude-agent:claude-sonnet-4-5"
 ROOT = Path(__file__).resolve().parents[2]

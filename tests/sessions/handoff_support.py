@@ -11,7 +11,8 @@ from agents.discovery import deploy_agent_folder
 from agents.models import Agent
 from tests.conftest import EXAMPLE
 from tests.providers.conftest import loopback_provider
-from tests.providers.loopback import LoopbackModelServer
+from sessions.models import Session
+from tests.providers.loopback import LoopbackModelServer, Reply, an_text, an_tool_uses
 
 ANTHROPIC = "anthropic:claude-test"
 OPENAI = "openai:gpt-test"
@@ -38,3 +39,25 @@ def both_servers(monkeypatch) -> Iterator[tuple[LoopbackModelServer, LoopbackMod
     finally:
         for generator in (openai, anthropic):
             next(generator, None)
+
+
+def open_session(client, slug: str, message: str) -> tuple[Session, str]:
+    """A session whose first turn ran (turns run inline), and its continuation token."""
+    created = client.post(f"/{slug}/v1/session", {"message": message}, content_type="application/json")
+    assert created.status_code == 201, created.content
+    body = created.json()
+    return Session.objects.select_related("agent", "deployment").get(pk=body["sessionId"]), body["continuationToken"]
+
+
+LOOKUP = [("toolu_a", "lookup_order", {"order_id": "A100"})]
+
+
+def thinking_session_on(client, tmp_path: Path, anthropic: LoopbackModelServer, models: list[str]):
+    """A session of `duo` (on `models`, the first Anthropic's) whose first turn left signed thinking and a
+    call of the agent's tool in its conversation: (session, continuation token)."""
+    deploy_on_models(tmp_path, models, {"thinking_budget": 1024})
+    anthropic.replies.extend([
+        Reply(events=an_text("", thinking="Let me look it up.")[:-3] + an_tool_uses(LOOKUP)[1:]),
+        Reply(events=an_text("A100 is on its way.")),
+    ])
+    return open_session(client, "duo", "where is A100?")

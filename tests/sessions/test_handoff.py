@@ -18,20 +18,12 @@ from sessions.handoff import materialize, perform, review
 from sessions.models import Handoff, Session, Turn
 from sessions.plumbing.processes import host_id
 from sessions.turn.recovery import sweep
-from tests.providers.loopback import Reply, an_text, an_tool_uses, oa_text
-from tests.sessions.handoff_support import ANTHROPIC, OPENAI, both_servers, deploy_on_models  # noqa: F401
+from tests.providers.loopback import Reply, an_text, oa_text
+from tests.sessions.handoff_support import (  # noqa: F401  (both_servers: a fixture)
+    ANTHROPIC, OPENAI, both_servers, deploy_on_models, open_session, thinking_session_on)
 
 transactional = pytest.mark.django_db(transaction=True)
-LOOKUP = [("toolu_a", "lookup_order", {"order_id": "A100"})]
 FAILING = Reply(500, headers={"retry-after": "0.01"}, body={"error": {"message": "boom", "type": "server_error"}})
-
-
-def open_session(client, slug: str, message: str) -> tuple[Session, str]:
-    """A session whose first turn ran (turns run inline), and its continuation token."""
-    created = client.post(f"/{slug}/v1/session", {"message": message}, content_type="application/json")
-    assert created.status_code == 201, created.content
-    body = created.json()
-    return Session.objects.select_related("agent", "deployment").get(pk=body["sessionId"]), body["continuationToken"]
 
 
 def follow_up(client, session: Session, token: str, message: str) -> str:
@@ -52,13 +44,7 @@ def handoff_events(session: Session) -> list[dict]:
 @pytest.fixture
 def thinking_session(local, sync_turns, tmp_path, both_servers):
     """A session bound to Anthropic whose conversation holds a signed thinking block and a tool call."""
-    anthropic, _ = both_servers
-    deploy_on_models(tmp_path, [ANTHROPIC, OPENAI], {"thinking_budget": 1024})
-    anthropic.replies.extend([
-        Reply(events=an_text("", thinking="Let me look it up.")[:-3] + an_tool_uses(LOOKUP)[1:]),
-        Reply(events=an_text("A100 is on its way.")),
-    ])
-    return open_session(local, "duo", "where is A100?")
+    return thinking_session_on(local, tmp_path, both_servers[0], [ANTHROPIC, OPENAI])
 
 
 @transactional
