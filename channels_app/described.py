@@ -203,10 +203,11 @@ class PrincipalDescription(TypedDict, total=False):
 
 @with_config(OPEN)
 class TimingStep(TypedDict, total=False):
-    """One bar of a turn's waterfall: `kind` queue | load | workspace | model | tool | approval | settle,
-    `name` the model, the tool or the tools waited on; ms from the turn's creation."""
+    """One bar of a turn's waterfall: `kind` queue | load | workspace | runtime | model | tool | approval |
+    settle, `name` the model, the tool, the tools waited on, or how another runtime's child was had (`new`,
+    `kept`); ms from the turn's creation."""
 
-    kind: Literal["queue", "load", "workspace", "model", "tool", "approval", "settle"]
+    kind: Literal["queue", "load", "workspace", "runtime", "model", "tool", "approval", "settle"]
     name: str
     startMs: float
     durationMs: float
@@ -227,6 +228,7 @@ class TurnTimings(TypedDict, total=False):
     queueMs: float | None
     loadMs: float | None
     workspaceMs: float | None
+    runtimeMs: float | None  # only on turns of another agent runtime (`claude-agent:`)
     modelMs: float | None
     firstTokenMs: float | None
     toolsMs: float | None

@@ -196,7 +196,8 @@ def _parse(at: str) -> datetime:
 
 
 # A turn's stage totals as the waterfall's heading names them, in the order the stages come.
-WATERFALL_TOTALS = (("queue", "queueMs"), ("load", "loadMs"), ("workspace", "workspaceMs"), ("model", "modelMs"),
+WATERFALL_TOTALS = (("queue", "queueMs"), ("load", "loadMs"), ("workspace", "workspaceMs"), ("runtime", "runtimeMs"),
+                    ("model", "modelMs"),
                     ("first output", "firstTokenMs"), ("tools", "toolsMs"), ("approval", "approvalMs"),
                     ("settle", "settleMs"), ("total", "totalMs"))
 

@@ -34,6 +34,7 @@ from sessions.claude_agent.proxy import ModelProxy
 from sessions.claude_agent.steps import Steps
 from sessions.models import ToolCall as ToolCallRow
 from sessions.turn.runner import INTERRUPT_CHECK_SECONDS, Emitter, Interrupted, InterruptWatch, Parked, Profile
+from sessions.turn.timings import TurnClock
 from sessions.turn.tools import Executor, Prepared, tool_message
 from sessions.turn.usage import Usage, add_usage, zero
 from sessions.workspaces.store import Workspace
@@ -49,8 +50,10 @@ MESSAGE_ERRORS = {"authentication_failed": "auth_error", "rate_limit": "rate_lim
 
 class ClaudeAgentLeg:
     def __init__(self, profile: Profile, executor: Executor, emitter: Emitter, interrupts: InterruptWatch,
-                 usage: Usage, meter, workspace: Workspace, parked: dict[str, Any] | None = None):
-        """`parked`: where a run that parked for approvals left the runtime (its transcript), to resume from."""
+                 usage: Usage, meter, workspace: Workspace, parked: dict[str, Any] | None = None,
+                 clock: TurnClock | None = None):
+        """`parked`: where a run that parked for approvals left the runtime (its transcript), to resume from;
+        `clock`: the turn's, told how its child was had and of each model call."""
         self.profile = profile
         self.executor = executor
         self.emitter = emitter
@@ -62,7 +65,8 @@ class ClaudeAgentLeg:
         self.usage_by_model: dict[str, Usage] = {}
         self.natives = names.natives(workspace.loaded)
         self.builtins = Builtins(workspace, self.natives, executor.turn, emitter, executor.options.dry_run)
-        self.steps = Steps(emitter, profile.model, self.builtins.finished)
+        self.clock = clock
+        self.steps = Steps(emitter, profile.model, self.builtins.finished, clock)
         # Calls the runtime was allowed to make, waiting for it to make them, by the agent's tool name.
         self.allowed: dict[str, deque[tuple[Any, ToolCallRow]]] = defaultdict(deque)
         self.stopping = False
@@ -82,11 +86,15 @@ class ClaudeAgentLeg:
         self.meter.before_call()  # a spent budget stops the turn before the runtime starts
         self.steps.step = first_step - 1
         session_id = self.executor.session.id
-        kept = None if self.parked else pool.take(session_id, self.key(), len(messages) - 1)
+        began = time.monotonic()
+        kept, how = None if self.parked else pool.take(session_id, self.key(), len(messages) - 1), "kept"
         if kept is None:
-            kept = self.start(messages[:-1])
+            kept, how = self.start(messages[:-1]), "new"
+        if self.clock is not None:
+            self.clock.span("runtime", how, began)
         keep = parked = False
         try:
+            self.steps.asked = time.monotonic()
             # A parked run resumes with no prompt: the runtime asks again for the call it deferred, and goes on.
             kept.child.ask(None if self.parked else _prompt(messages[-1]))
             result = self.follow(kept.child, messages)

@@ -1,18 +1,19 @@
 """Runtime children kept alive between a session's turns, in the worker process that ran them.
 
-A follow-up that comes within AGENTSITE_CLAUDE_AGENT_KEEP_SECONDS and is run
-by the same worker process goes to the same child (the SDK's streaming
-input): no new process, no transcript to resume, the runtime's own context
-as it left it. A child is taken only for the turn that follows the one it
-ran: the session's conversation must have the length it left it with, and
-the session the same release, model and working directory; otherwise
-(another process ran a turn meanwhile, a handoff) it is closed and the
-turn starts a child that resumes from the stored conversation. At most
+A follow-up that comes within AGENTSITE_CLAUDE_AGENT_KEEP_SECONDS goes to
+the same child (the SDK's streaming input): no new process, no transcript
+to resume, the runtime's own context as it left it. Another worker of this
+machine that dequeues it hands it to this one (sessions.turn.affinity). A
+child is taken only for the turn that follows the one it ran: the
+session's conversation must have the length it left it with, and the
+session the same release, model and working directory; otherwise (another
+process ran a turn meanwhile, a handoff) it is closed and the turn starts
+a child that resumes from the stored conversation. At most
 AGENTSITE_CLAUDE_AGENT_KEPT children are kept per process, the least
 recently used closed first; a thread closes those idle too long, and those
-whose session a later turn has moved on from in another process (with
-several workers a follow-up often runs in another: its session's child
-here would never be taken). A forked process keeps none of its parent's.
+whose session a later turn has moved on from in another process (its
+child here would never be taken). A forked process keeps none of its
+parent's.
 """
 from __future__ import annotations
 

@@ -20,13 +20,18 @@ from agents.providers.claude_agent_names import stored_name
 from sessions.eventlog.storable import clean_text
 from sessions.models import EventType
 from sessions.turn.runner import Emitter, assistant_message
+from sessions.turn.timings import TurnClock
 from sessions.turn.usage import zero
 
 
 class Steps:
-    def __init__(self, emitter: Emitter, model: str, ran: Callable[[str, str, bool], None]):
-        """`ran(call id, result, is_error)`: told of each tool result (the runtime's own tools' end there)."""
+    def __init__(self, emitter: Emitter, model: str, ran: Callable[[str, str, bool], None],
+                 clock: TurnClock | None = None):
+        """`ran(call id, result, is_error)`: told of each tool result (the runtime's own tools' end there);
+        `clock`: the turn's, told of each model call."""
         self.emitter = emitter
+        self.clock = clock
+        self.asked = time.monotonic()  # when the model was last given something to answer
         self.ran = ran
         self.model = model  # the session's model id: it signs the thinking
         self.step = 0
@@ -45,6 +50,7 @@ class Steps:
         self.streamed: set[str] = set()  # the kinds of delta the stream gave (then its blocks repeat them)
         self.usage = zero()
         self.started = time.monotonic()
+        self.first_output: float | None = None
 
     def start(self) -> None:
         if self.open:
@@ -106,6 +112,8 @@ class Steps:
             return
         first = not self.streamed
         self.streamed.add(kind)
+        if self.first_output is None:
+            self.first_output = time.monotonic()
         (self.text if kind == "text" else self.reasoning).append(text)
         self.emitter.emit(type_, {"delta": text})
         if first:  # the first delta leaves at once; coalescing starts after it
@@ -115,6 +123,8 @@ class Steps:
         from claude_agent_sdk import TextBlock, ThinkingBlock, ToolUseBlock
 
         for block in content:
+            if self.first_output is None:  # a call that did not stream: its whole reply is its first output
+                self.first_output = time.monotonic()
             if isinstance(block, TextBlock) and "text" not in self.streamed:
                 self.text.append(clean_text(block.text))
                 self.emitter.emit(EventType.MESSAGE_APPENDED, {"delta": clean_text(block.text)})
@@ -151,6 +161,8 @@ class Steps:
         self.appended = len(messages) - 1  # taken back if the call turns out to have broken off (retract)
         self.emitter.emit(EventType.STEP_COMPLETED, {
             "step": self.step, "durationMs": round((time.monotonic() - self.started) * 1000, 1), "usage": self.usage})
+        if self.clock is not None:
+            self.clock.model_called(self.model, min(self.asked, self.started), self.first_output)
 
     def results(self, content: Any, messages: list[dict[str, Any]] | None) -> None:
         """Tool results the runtime hands the model, as the conversation's tool messages (`messages`
@@ -159,6 +171,8 @@ class Steps:
 
         if not isinstance(content, list):
             return
+        if messages is not None:  # the runtime's next model call starts with these
+            self.asked = time.monotonic()
         asked = next((m for m in reversed(messages or []) if m.get("role") == "assistant"), {})
         names = {c["id"]: c["name"] for c in asked.get("toolCalls") or []}
         for block in content:

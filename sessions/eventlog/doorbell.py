@@ -101,6 +101,21 @@ def ring(kind: str, payload: bytes = b"", patience: float = 0.0) -> None:
             pass  # full (past the patience): the listener is awake, and readers poll for what is lost
 
 
+def ring_one(kind: str, pid: int, payload: bytes) -> bool:
+    """Tell one process's listener of `kind`; whether it was there to be told (never raises)."""
+    path = _path(kind, pid)
+    if path is None:
+        return False
+    try:
+        _sender(0.0).sendto(payload, str(path))
+        return True
+    except (ConnectionRefusedError, FileNotFoundError):
+        _unlink_stale(path)
+        return False
+    except OSError:
+        return False
+
+
 def _unlink_stale(path: Path) -> None:
     """A socket nobody listens on belongs to a dead process."""
     try:
@@ -152,6 +167,20 @@ class Bell:
             except BlockingIOError:
                 break
         return rung
+
+    def receive(self, timeout: float) -> list[bytes]:
+        """What the rings since the last call said, waiting up to `timeout` for the first."""
+        if self.sock is None:
+            select.select([], [], [], timeout)
+            return []
+        ready, _, _ = select.select([self.sock], [], [], timeout)
+        said = []
+        while ready:
+            try:
+                said.append(self.sock.recv(256))
+            except BlockingIOError:
+                break
+        return said
 
 
 _async_bells: dict[str, int] = {}

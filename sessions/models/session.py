@@ -345,6 +345,12 @@ class Turn(models.Model):
                              "lease_until": now + timezone.timedelta(seconds=lease_seconds)},
                             first={"started_at": now}) == 1
 
+    @staticmethod
+    def unclaim(turn_id: str, worker: str) -> bool:
+        """running (claimed by `worker`, not yet started on) → queued, for another process to claim."""
+        return bool(Turn.objects.filter(pk=turn_id, status=Turn.Status.RUNNING, claimed_by=worker).update(
+            status=Turn.Status.QUEUED, claimed_by="", lease_until=None))
+
     def renew_lease(self, lease_seconds: float) -> bool:
         return bool(
             Turn.objects.filter(pk=self.pk, status=self.Status.RUNNING, claimed_by=self.claimed_by).update(

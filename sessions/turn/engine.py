@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import threading
 import time
 from contextlib import ExitStack
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 
 from agents.discovery import LoadedAgent, load_deployment, release
 from agents.providers.base import ProviderError
@@ -28,7 +27,7 @@ from agents.providers.runtimes import runtime_of
 from agents.secrets.store import acting_for
 from agents.workspaces.filesystems import WorkspaceError
 from sessions.plumbing import logcontext
-from sessions.turn import extensions, lifecycle
+from sessions.turn import affinity, extensions, lifecycle
 from sessions.eventlog.events import SessionGone
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.plumbing.processes import process_id
@@ -39,6 +38,7 @@ from sessions.sql.turns import read_session, read_turn
 from sessions.turn.timings import TurnClock
 from sessions.turn.tools import Executor, result_payload, tool_message
 from sessions.turn.toolset import Toolset, toolset
+from sessions.turn.leases import Heartbeat, drop_broken_connection, lease_seconds
 from sessions.turn.usage import zero
 from sessions.workspaces.store import Workspace, WorkspaceUnavailable, file_record, open_workspace, write_sent_files
 
@@ -46,64 +46,6 @@ log = logging.getLogger(__name__)
 
 # The turn's own input events: kept even when what the turn produced cannot be stored.
 INPUT_EVENTS = (EventType.MESSAGE_RECEIVED, EventType.TURN_STARTED)
-
-
-def lease_seconds() -> float:
-    return float(settings.AGENTSITE_TURN_LEASE_SECONDS)
-
-
-def drop_broken_connection() -> None:
-    """After a database error: give back this thread's connection if it no longer works.
-
-    The next query then opens (or takes from the pool) a fresh one instead of
-    failing on the dead one again.
-    """
-    if not connection.in_atomic_block:
-        connection.close_if_unusable_or_obsolete()
-
-
-class Heartbeat:
-    """Keeps a turn's lease while it runs, so a long model call or tool keeps it.
-
-    One thread per process renews the leases of every turn the process runs;
-    a turn only registers and unregisters (a thread per turn cost more than a
-    scripted turn takes).
-    """
-
-    _lock = threading.Lock()
-    _turns: dict[str, Turn] = {}
-    _pid: int | None = None
-
-    def __init__(self, turn: Turn):
-        self.turn = turn
-
-    def __enter__(self) -> "Heartbeat":
-        cls = type(self)
-        with cls._lock:
-            cls._turns[self.turn.id] = self.turn
-            if cls._pid != os.getpid():  # a forked worker needs its own thread
-                cls._pid = os.getpid()
-                threading.Thread(target=cls._beat, name="heartbeat", daemon=True).start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        with type(self)._lock:
-            type(self)._turns.pop(self.turn.id, None)
-
-    @classmethod
-    def _beat(cls) -> None:
-        while True:
-            time.sleep(max(0.5, lease_seconds() / 3))
-            with cls._lock:
-                turns = list(cls._turns.values())
-            for turn in turns:
-                try:
-                    turn.renew_lease(lease_seconds())
-                except Exception:  # a missed beat only shortens the lease
-                    log.exception("heartbeat of %s failed", turn.id)
-                    drop_broken_connection()
-            if not turns:
-                connection.close()
 
 
 def run_turn(turn_id: str) -> None:
@@ -119,6 +61,12 @@ def run_turn(turn_id: str) -> None:
     turn = load_turn(turn_id)
     if turn is None:  # its session was deleted in between
         return
+    if runtime_of(turn.session.model):  # its process keeps the session's runtime child for the next turn
+        affinity.listen(run_turn)
+        if not turn.state and (keeper := affinity.keeper_of(turn, settings.AGENTSITE_CLAUDE_AGENT_KEEP_SECONDS)):
+            if affinity.hand_over(turn, keeper):
+                return
+            claimed = time.monotonic()
     handler = extensions.triggers.get(turn.trigger)
     try:
         with Heartbeat(turn), logcontext.about(sessionId=turn.session_id, turnId=turn_id), ExitStack() as observed:
@@ -301,7 +249,7 @@ class TurnRunner:
 
         self.called_tools = True  # its calls' rows: any left unsettled are ended with the turn
         return ClaudeAgentLeg(profile, executor, self.emitter, self.interrupts, self.usage_so_far, self.meter,
-                              self.workspace, parked=self.turn.state.get("runtime"))
+                              self.workspace, parked=self.turn.state.get("runtime"), clock=self.clock)
 
     def resume_calls(self) -> list[dict[str, Any]]:
         """The parked step's calls, decided: approved ones run once, denied ones report the denial."""

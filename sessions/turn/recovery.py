@@ -1,6 +1,6 @@
 """Recovery of turns whose worker died.
 
-A running turn holds a lease its worker renews (see engine.Heartbeat), and
+A running turn holds a lease its worker renews (see leases.Heartbeat), and
 its worker's host holds a lease its processes renew (sessions.plumbing.processes). The
 sweep ends a turn whose lease lapsed, whose worker process on this host is
 gone, or whose worker's host is lost (its lease lapsed: the host died), with

@@ -23,6 +23,11 @@ The stages, each a step of the waterfall (`kind`) and a total:
     settle     the loop's end → the settle's write (unrun calls reported, the
                conversation answered, the ending built)                         settleMs
 
+and, only on turns of another agent runtime (`claude-agent:`):
+
+    runtime    its child started and resuming the conversation ("new"), or
+               the one the session's last turn left running taken ("kept")    runtimeMs
+
 `toolsMs` counts the wall time of each step's tool run, so calls of one step
 that run in parallel count once. `firstTokenMs` is the first model call's.
 `totalMs` runs from the turn's creation to its settle, parked time included;
@@ -39,6 +44,7 @@ from sessions.turn.extensions import ModelCall, TurnObserver
 
 TOTALS = {"queue": "queueMs", "load": "loadMs", "workspace": "workspaceMs", "model": "modelMs", "tool": "toolsMs",
           "approval": "approvalMs", "settle": "settleMs"}
+OPTIONAL = {"runtime": "runtimeMs"}  # in a turn's timings only when it has such a step
 
 
 def _ms(value: float) -> float:
@@ -54,6 +60,7 @@ class TurnClock(TurnObserver):
         saved = saved or {}
         self.steps: list[dict[str, Any]] = list(saved.get("steps", ()))
         self.totals = {kind: saved.get(key) or 0.0 for kind, key in TOTALS.items()}
+        self.totals.update({kind: saved[key] for kind, key in OPTIONAL.items() if saved.get(key) is not None})
         self.first_token: float | None = saved.get("firstTokenMs")
         self.models = int(saved.get("models", 0))
         self.claimed = claimed
@@ -72,7 +79,7 @@ class TurnClock(TurnObserver):
         self.steps.append({"kind": kind, "name": name, "startMs": _ms(start_ms), "durationMs": _ms(duration_ms),
                            **extra})
         if kind != "tool":  # tools count by their step's wall time (tools_ran)
-            self.totals[kind] += max(duration_ms, 0.0)
+            self.totals[kind] = self.totals.get(kind, 0.0) + max(duration_ms, 0.0)
 
     def span(self, kind: str, name: str, started: float, ended: float | None = None, **extra: Any) -> None:
         """A step between two monotonic instants of this run (`ended`: now)."""
@@ -142,6 +149,7 @@ class TurnClock(TurnObserver):
 
     def _totals(self) -> dict[str, Any]:
         totals: dict[str, Any] = {key: _ms(self.totals[kind]) for kind, key in TOTALS.items()}
+        totals.update({key: _ms(self.totals[kind]) for kind, key in OPTIONAL.items() if kind in self.totals})
         totals["firstTokenMs"] = self.first_token
         return totals
 

@@ -107,6 +107,14 @@ def test_a_typed_tool_runs_once_as_an_action_and_a_follow_up_resumes_the_convers
     first, second = [e.data["usage"]["costUsd"] for e in Event.objects.filter(
         session_id=session_id, type="turn.completed").order_by("index")]
     assert 0 < second < first
+    # The waterfall: how each turn had its child, and each model call the runtime made.
+    first, second = [e.data["timings"] for e in Event.objects.filter(
+        session_id=session_id, type="turn.completed").order_by("index")]
+    assert [(s["kind"], s["name"]) for s in first["steps"] if s["kind"] in ("runtime", "model")] == [
+        ("runtime", "new"), ("model", MODEL), ("model", MODEL)]
+    assert [(s["kind"], s["name"]) for s in second["steps"] if s["kind"] in ("runtime", "model")] == [
+        ("runtime", "kept"), ("model", MODEL)]
+    assert first["runtimeMs"] > second["runtimeMs"] and first["firstTokenMs"] is not None
     conversation = Session.objects.get(pk=session_id).conversation
     assert [m["role"] for m in conversation] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
 

@@ -95,6 +95,28 @@ def test_stop_mid_reply_interrupts_the_runtime_and_the_session_goes_on(live):
     assert ended(client, session, 2)[-1] == "turn.completed"
 
 
+def test_each_follow_up_goes_to_the_child_its_session_left_whichever_worker_dequeues_it(live):
+    # Two workers take turns at the task queue: without the hand-over, every other follow-up would start a
+    # new child in the worker that did not run the turn before it.
+    server, model, client = live
+    model.replies.extend(Reply(events=an_text(f"Reply {n}.")) for n in range(5))
+    session = start(client, "first")
+    ended(client, session, 1)
+    for n in range(2, 6):
+        reply = client.post(f"/official/v1/session/{session}/message", json={"message": f"message {n}"})
+        assert reply.status_code == 202, reply.text
+        assert ended(client, session, n)[-1] == "turn.completed"
+    completed = [e["data"]["timings"] for e in events(client, session) if e["type"] == "turn.completed"]
+    assert [[s["name"] for s in t["steps"] if s["kind"] == "runtime"] for t in completed] == [
+        ["new"], ["kept"], ["kept"], ["kept"], ["kept"]]
+    with sqlite3.connect(server.state_root / "db.sqlite3") as db:
+        workers = {row[0] for row in db.execute("select claimed_by from agent_sessions_turn where session_id = ?",
+                                                (session,))}
+    assert len(workers) == 1
+    said = "".join(e["data"]["delta"] for e in events(client, session) if e["type"] == "message.appended")
+    assert said == "Reply 0.Reply 1.Reply 2.Reply 3.Reply 4."
+
+
 def conversation(server: Server, session: str) -> list[dict[str, Any]]:
     """The session's stored conversation, read from the server's database."""
     with sqlite3.connect(server.state_root / "db.sqlite3") as db:

@@ -3,7 +3,9 @@ state root is, and never through a folder another user could have planted."""
 from __future__ import annotations
 
 import os
+import socket
 import stat
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -37,6 +39,27 @@ def test_a_ring_wakes_a_listener_under_the_state_root(state_root, tmp_path):
 
     assert doorbell.bell_dir() == root / "doorbells"
     assert rung("web")
+
+
+def test_one_process_is_told_what_happened_and_a_dead_ones_socket_is_cleared(state_root, tmp_path):
+    root = state_root(tmp_path / "s")
+    bell = doorbell.Bell("keeper")
+    try:
+        assert doorbell.ring_one("keeper", os.getpid(), b"turn_1")
+        assert doorbell.ring_one("keeper", os.getpid(), b"turn_2")
+        assert bell.receive(2.0) == [b"turn_1", b"turn_2"]
+        assert bell.receive(0.01) == []
+    finally:
+        bell.sock.close()
+    assert not doorbell.ring_one("keeper", os.getpid(), b"turn_3")  # no longer listening
+    # A socket left by a process that is gone: nobody is told, and the socket goes.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    left = root / "doorbells" / f"keeper-{gone.pid}.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(str(left))
+    assert not doorbell.ring_one("keeper", gone.pid, b"turn_4")
+    assert not left.exists()
 
 
 def test_under_a_long_state_root_the_bells_live_in_a_private_temp_folder(state_root, tmp_path):

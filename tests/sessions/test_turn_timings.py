@@ -235,9 +235,10 @@ def test_the_openapi_document_describes_last_turn_and_its_timings(local):
     last_turn = schemas["LastTurn"]
     assert set(last_turn["properties"]) == {"id", "status", "timings", "traceId"}
     timings = schemas["TurnTimings"]["properties"]
-    assert set(TOTALS) | {"firstTokenMs", "steps"} <= set(timings)
+    assert set(TOTALS) | {"firstTokenMs", "runtimeMs", "steps"} <= set(timings)
     kind = schemas["TimingStep"]["properties"]["kind"]["allOf"][0]["$ref"].rsplit("/", 1)[1]
-    assert set(schemas[kind]["enum"]) == {"queue", "load", "workspace", "model", "tool", "approval", "settle"}
+    assert set(schemas[kind]["enum"]) == {"queue", "load", "workspace", "runtime", "model", "tool", "approval",
+                                          "settle"}
 
 
 @transactional

@@ -17,7 +17,8 @@ function el(tag, attrs, ...children) {
 
 // A turn's waterfall from the `timings` of its turn.completed / turn.failed: one bar per step,
 // placed and sized by its share of the whole turn (the trace page draws the same, server-side).
-const WATERFALL_TOTALS = [["queue", "queueMs"], ["load", "loadMs"], ["workspace", "workspaceMs"], ["model", "modelMs"],
+const WATERFALL_TOTALS = [["queue", "queueMs"], ["load", "loadMs"], ["workspace", "workspaceMs"], ["runtime", "runtimeMs"],
+  ["model", "modelMs"],
   ["first output", "firstTokenMs"], ["tools", "toolsMs"], ["approval", "approvalMs"], ["settle", "settleMs"],
   ["total", "totalMs"]];
 
