@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from django.conf import settings
 
 from agents.workspaces import sandbox
 from sessions.models import Event, Session, ToolCall, Turn
@@ -90,7 +91,6 @@ def test_a_typed_tool_runs_once_as_an_action_and_a_follow_up_resumes_the_convers
     assert handed["type"] == "tool_result" and handed["tool_use_id"] == "toolu_1"
     assert json.dumps(result.data["output"])[:20] in json.dumps(handed["content"]).replace('\\"', '"')
 
-    from django.conf import settings
     from sessions.claude_agent import pool
 
     assert pool.kept_sessions() == [session_id]  # its child waits for the next turn
@@ -294,6 +294,40 @@ def test_a_gated_bash_call_parks_then_runs_once_approved_and_the_turn_costs_both
     usage = completed.data["usage"]
     assert (usage["inputTokens"], usage["outputTokens"]) == (70, 13)  # both parts of the turn
     assert usage["costUsd"] > parked_cost  # the part after the decision is charged too
+
+
+@needs_sandbox
+@pytest.mark.django_db(transaction=True)
+def test_a_gated_call_denied_in_the_admin_never_runs_and_the_runtime_hears_why(
+        local, anthropic_server, sync_turns, tmp_path):
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from agents.discovery import deploy_agent_folder
+
+    deploy_agent_folder(write_shell_agent(tmp_path / "official"))
+    anthropic_server.replies.extend([
+        Reply(events=an_tool_uses([("toolu_rm", "Bash", {"command": "touch denied.txt", "description": "x"})])),
+        Reply(events=an_text("Understood, I left it.")),
+    ])
+    session_id = start(local, "official", "make the file")
+    assert Session.objects.get(pk=session_id).status == "awaiting_approval"
+    operator = Client()
+    operator.force_login(get_user_model().objects.create_superuser("ops", "ops@example.com", "not-used"))
+    call = ToolCall.objects.get(session_id=session_id, call_id="toolu_rm")
+
+    response = operator.post("/admin/agent_sessions/toolcall/", {"action": "deny", "_selected_action": [call.pk]},
+                             follow=True)
+
+    assert [str(m) for m in response.context["messages"]] == ["Denied 1 parked call(s)."]
+    resolved = Event.objects.get(session_id=session_id, type="action.approval_resolved")
+    assert resolved.data["decision"] == "deny" and resolved.data["decidedBy"]["principalId"] == "ops"
+    assert Turn.objects.get(session_id=session_id).status == Turn.Status.COMPLETED
+    assert Session.objects.get(pk=session_id).conversation[-1]["content"] == "Understood, I left it."
+    handed = anthropic_server.requests[-1]["body"]["messages"][-1]["content"][0]
+    assert handed["type"] == "tool_result" and handed["tool_use_id"] == "toolu_rm" and handed["is_error"]
+    assert "denied" in json.dumps(handed["content"]).lower()
+    assert not any(Path(settings.STATE_ROOT).rglob("denied.txt"))  # never ran
 
 
 @needs_sandbox

@@ -9,6 +9,7 @@ import shlex
 import shutil
 import signal
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -16,6 +17,7 @@ from typing import Any, Iterator
 import httpx
 import psutil
 import pytest
+from websockets.sync.client import connect
 
 from tests.conftest import EXAMPLE
 from tests.providers.loopback import LoopbackModelServer, Reply, an_text, an_tool_uses
@@ -115,6 +117,62 @@ def test_each_follow_up_goes_to_the_child_its_session_left_whichever_worker_dequ
     assert len(workers) == 1
     said = "".join(e["data"]["delta"] for e in events(client, session) if e["type"] == "message.appended")
     assert said == "Reply 0.Reply 1.Reply 2.Reply 3.Reply 4."
+
+
+def test_the_websocket_and_sse_follow_the_runtime_live_and_follow_ups_coalesce_or_preempt(live):
+    server, model, client = live
+    slow = "alpha beta gamma delta epsilon zeta eta theta iota kappa"
+    model.replies.extend([Reply(events=an_text(slow), gap=0.15), Reply(events=an_text("Coalesced.")),
+                          Reply(events=an_text(slow), gap=0.3), Reply(events=an_text("Preempted it."))])
+    session = start(client, "count")
+    sse: list[tuple[int, str]] = []
+
+    def follow_sse() -> None:
+        with httpx.Client(base_url=server.base_url, timeout=30) as reader, reader.stream(
+                "GET", f"/official/v1/session/{session}/stream?startIndex=0",
+                headers={"Accept": "text/event-stream"}) as answer:
+            index = None
+            for line in answer.iter_lines():
+                if line.startswith("id: "):
+                    index = int(line[4:])
+                elif line.startswith("event: "):
+                    sse.append((index, line[7:]))
+                    if line[7:] == "turn.completed":
+                        return
+
+    reader = threading.Thread(target=follow_sse)
+    reader.start()
+    url = server.base_url.replace("http://", "ws://") + f"/official/v1/session/{session}/ws?startIndex=0"
+    frames: list[dict[str, Any]] = []
+    with connect(url, additional_headers={"Origin": server.base_url}, open_timeout=10) as ws:
+        while not any(f["type"] == "message.appended" for f in frames):
+            frames.append(json.loads(ws.recv(timeout=30)))
+        # Said while the runtime streams its reply: the follow-up waits for that turn's end.
+        ws.send(json.dumps({"type": "message", "message": "and then?", "admission": "coalesce"}))
+        while sum(f["type"] == "turn.completed" for f in frames) < 2:
+            frames.append(json.loads(ws.recv(timeout=30)))
+    reader.join(timeout=30)
+
+    log = events(client, session)
+    replies = [f for f in frames if "index" not in f]
+    assert [f["type"] for f in replies] == ["ack"], replies  # the socket's answer to what it was sent
+    logged = [(f["index"], f["type"]) for f in frames if "index" in f]
+    assert logged == [(e["index"], e["type"]) for e in log[:len(logged)]]
+    first_end = next(i for i, e in enumerate(log) if e["type"] == "turn.completed")
+    assert sse == [(e["index"], e["type"]) for e in log[:first_end + 1]]
+    said = [e["data"]["delta"] for e in log[:first_end] if e["type"] == "message.appended"]
+    assert "".join(said) == slow and len(said) > 1  # streamed live, then the whole reply
+    assert [e["type"] for e in log].count("turn.failed") == 0
+
+    # A follow-up with the default admission (preempt) stops the turn streaming and runs next.
+    assert client.post(f"/official/v1/session/{session}/message", json={"message": "count again"}).status_code == 202
+    wait_for_event(client, session, "message.appended", count=len(said) + 2)
+    reply = client.post(f"/official/v1/session/{session}/message", json={"message": "stop, say this instead"})
+    assert reply.status_code == 202, reply.text
+    assert ended(client, session, 4)[2:] == ["turn.failed", "turn.completed"]
+    log = events(client, session)
+    assert "interrupted" in [e for e in log if e["type"] == "turn.failed"][0]["data"]["error"]
+    assert conversation(server, session)[-1] == {"role": "assistant", "content": "Preempted it."}
 
 
 def conversation(server: Server, session: str) -> list[dict[str, Any]]:
