@@ -71,6 +71,7 @@ class ClaudeAgentLeg:
         self.allowed: dict[str, deque[tuple[Any, ToolCallRow]]] = defaultdict(deque)
         self.stopping = False
         self.parked = parked
+        self.room = None  # what is left of the turn's tightest budget (None: it has none)
 
     def reported_usage(self) -> Usage:
         return self.usage
@@ -83,11 +84,15 @@ class ClaudeAgentLeg:
     def run(self, messages: list[dict[str, Any]], first_step: int = 1) -> str:
         """Run the turn whose prompt is the last of `messages` (or resume a parked run of it);
         `messages` grows with what it adds. Raises Parked when a gated call waits for its decision."""
-        self.meter.before_call()  # a spent budget stops the turn before the runtime starts
+        # A spent budget stops the turn before the runtime starts; what is left of one bounds the runtime.
+        self.room = self.meter.before_call()
         self.steps.step = first_step - 1
         session_id = self.executor.session.id
         began = time.monotonic()
         kept, how = None if self.parked else pool.take(session_id, self.key(), len(messages) - 1), "kept"
+        if kept is not None and not self.bounded(kept):
+            kept.close()
+            kept = None
         if kept is None:
             kept, how = self.start(messages[:-1]), "new"
         if self.clock is not None:
@@ -114,6 +119,12 @@ class ClaudeAgentLeg:
             else:
                 kept.close()
         return self.settle(result, kept)
+
+    def bounded(self, kept: pool.Kept) -> bool:
+        """Whether a kept child's runtime stops where the turn's budgets now say it must (or sooner)."""
+        if self.room is None:
+            return kept.limit is None
+        return kept.limit is not None and kept.limit - kept.cost <= float(self.room)
 
     def key(self) -> tuple[Any, ...]:
         """What a kept child must have been started for to run this session's next turn."""
@@ -180,6 +191,8 @@ class ClaudeAgentLeg:
                 return PermissionResultAllow()
             return PermissionResultDeny(message=f"{tool} is not offered to this agent")
 
+        # Under a budget the runtime stops itself once its session's running total passes what is left.
+        kept.limit = None if self.room is None else kept.cost + float(self.room)
         return ClaudeAgentOptions(
             model=self.model.partition(":")[2],
             system_prompt=self.profile.system + brief(self.workspace, self.builtins.tools),
@@ -195,6 +208,7 @@ class ClaudeAgentLeg:
             can_use_tool=permit,
             include_partial_messages=True,
             max_turns=self.profile.max_steps,
+            max_budget_usd=kept.limit,
             resume=resume,
         )
 
@@ -269,6 +283,8 @@ class ClaudeAgentLeg:
             raise ProviderError("the Claude Agent SDK runtime ended without a result", code="model_error")
         self.charge(result, kept)
         if result.is_error:
+            if result.subtype == "error_max_budget_usd":
+                self.meter.before_call()  # the budget it stopped for, named as the own loop names it
             code = RESULT_CODES.get(result.subtype) or MESSAGE_ERRORS.get(self.steps.error, "model_error")
             detail = result.result or "; ".join(result.errors or []) or result.subtype
             raise ProviderError(f"the Claude Agent SDK runtime stopped: {detail}", code=code)

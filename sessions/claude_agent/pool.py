@@ -48,6 +48,7 @@ class Kept:
     key: tuple[Any, ...] = ()  # what the session must still be: its release, model and working directory
     seen: int = 0  # the conversation's length when its turn ended
     cost: float = 0.0  # the runtime's session's cost so far, as the SDK reports it (a running total)
+    limit: float | None = None  # the running total its runtime stops at (a budget's), set when it started
     turn_created: datetime | None = None  # when the turn it ran last was created
     used: float = field(default_factory=time.monotonic)
 

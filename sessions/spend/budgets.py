@@ -54,11 +54,18 @@ class Payer:
 
     def over(self, now: datetime | None = None) -> tuple[Budget, Decimal] | None:
         """The first budget already spent, and what was spent of it; None while every one has room."""
+        over, _ = self.standing(now)
+        return over
+
+    def standing(self, now: datetime | None = None) -> tuple[tuple[Budget, Decimal] | None, Decimal | None]:
+        """(`over`'s answer, what is left of the tightest budget while none is spent: None without budgets)."""
         now = now or timezone.now()
+        room = None
         for budget in self.budgets:
             if (spent := self.spent(budget, now)) >= budget.usd:
-                return budget, spent
-        return None
+                return (budget, spent), Decimal(0)
+            room = budget.usd - spent if room is None else min(room, budget.usd - spent)
+        return None, room
 
 
 def payer(principal_id: str, authenticator: str, agent_id: int, agent_budget: dict[str, Any] | None) -> Payer:

@@ -50,9 +50,14 @@ class Meter:
         self.warn = warn
         self._lock = threading.Lock()  # a subagent's calls come from tool threads
 
-    def before_call(self) -> None:
-        if self.payer is not None and (over := self.payer.over()) is not None:
+    def before_call(self) -> Decimal | None:
+        """Stop the turn if a budget of its is spent; what is left of the tightest (None: no budget)."""
+        if self.payer is None:
+            return None
+        over, room = self.payer.standing()
+        if over is not None:
             raise BudgetExceeded(*over)
+        return room
 
     def called(self, model_id: str, usage: dict[str, Any] | None) -> None:
         if self.payer is None:

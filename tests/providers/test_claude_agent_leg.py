@@ -396,3 +396,32 @@ def test_a_non_streaming_call_gets_the_same_reply_whole():
     assert message["stop_reason"] == "tool_use" and message["usage"]["output_tokens"] == 8
     assert as_message(an_text("Hello there.", thinking="Hmm."))["content"] == [
         {"type": "thinking", "thinking": "Hmm.", "signature": "sig-1"}, {"type": "text", "text": "Hello there."}]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_under_a_budget_the_runtime_stops_itself_once_what_was_left_is_spent(local, agent_on_model, anthropic_server,
+                                                                            sync_turns, settings):
+    from decimal import Decimal
+
+    from sessions.models import Spend
+    from sessions.models.spend import utc_day
+
+    settings.AGENTSITE_BUDGET_PRINCIPAL_DAILY = Decimal("1")
+    agent = agent_on_model(MODEL, slug="official")
+    Spend.objects.create(day=utc_day(), agent=agent, model=MODEL, cost_usd=Decimal("0.9999"),
+                         principal_id="local", authenticator="local")
+    # One call costs more than the $0.0001 left: the runtime goes no further than that call.
+    anthropic_server.replies.extend([
+        Reply(events=an_tool_uses([("toolu_1", "mcp__agent__lookup_order", {"order_id": "A100"})], 200, 20)),
+        Reply(events=an_text("A100 has shipped.")),
+    ])
+    session_id = start(local, "official", "where is A100?")
+
+    [failed] = Event.objects.filter(session_id=session_id, type="turn.failed")
+    assert failed.data["code"] == "budget_exceeded", failed.data
+    assert "daily budget of $1 is spent" in failed.data["error"]
+    assert len(anthropic_server.requests) == 1
+    assert Spend.objects.filter(day=utc_day(), principal_id="local").dollars() > Decimal("1")  # the call is charged
+    response = local.post(f"/official/v1/session/{session_id}/message", {"message": "and now?"},
+                          content_type="application/json")
+    assert response.status_code == 429 and response.json()["error"]["code"] == "budget_exceeded"
