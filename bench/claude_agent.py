@@ -12,9 +12,10 @@ the request that starts it, and measured for (the loop's turns first, then the r
 - turn: the request sent → `session.waiting` read;
 - server CPU: the serve process tree's CPU time over the turn, the runtime's children included.
 
-A follow-up on the runtime goes to the child its session's first turn left (one worker process
-ran both: the bench runs one turn at a time); `--no-keep` sets AGENTSITE_CLAUDE_AGENT_KEEP_SECONDS=0,
-so every turn starts a child that resumes from the stored conversation.
+A follow-up on the runtime goes to the child its session's first turn left: a worker that dequeues it
+hands it to the worker keeping that child (`--workers`, 2 as serve's default; 1 has nothing to hand
+over); `--no-keep` sets AGENTSITE_CLAUDE_AGENT_KEEP_SECONDS=0, so every turn starts a child that
+resumes from the stored conversation.
 
     .venv/bin/python bench/claude_agent.py              # 20 of each
     .venv/bin/python bench/claude_agent.py --count 50 --no-keep
@@ -83,8 +84,8 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--no-keep", action="store_true", help="no live child between a session's turns")
-    parser.add_argument("--workers", type=int, default=1,
-                        help="turn workers (1: a follow-up runs where its session's child was kept)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="turn workers (with several, a follow-up another dequeues is handed over)")
     opts = parser.parse_args()
     # No child closed to make room: a closed child's CPU time leaves the tree measured (the sandbox's init
     # reaps it), so every one is kept for the run; idle, each still wakes now and then, which counts.

@@ -180,6 +180,11 @@ class KeyedProvider:
         return self.key_variable(params)
 
 
+def max_retries(params: dict[str, Any]) -> int:
+    """How often a failed model call (a rate limit, an overload, a server error) is made again: `max_retries`."""
+    return int(params.get("max_retries", 3))
+
+
 def sdk_client(client_class: Callable[..., ClientT], params: dict[str, Any], *, key_env: str, base_url_env: str,
                timeout: float) -> ClientT:
     """An official SDK's client configured from an agent's params and its credentials (secrets, then environment).
@@ -193,7 +198,7 @@ def sdk_client(client_class: Callable[..., ClientT], params: dict[str, Any], *, 
         client_class,
         credential(params.get("api_key_env", key_env)) or "unset",  # local servers often need no key
         params.get("base_url") or credential(base_url_env) or None,
-        int(params.get("max_retries", 3)),
+        max_retries(params),
         float(params.get("timeout", timeout)),
     )
     with _clients_lock:

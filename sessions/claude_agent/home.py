@@ -30,6 +30,7 @@ from typing import Any
 import frontmatter
 from django.conf import settings
 
+from agents.providers.base import max_retries
 from agents.secrets.lookup import credential
 from agents.workspaces import sandbox
 from agents.workspaces.runtimes import LocalRuntime
@@ -40,7 +41,7 @@ KEPT = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_UNIX_SOCKET", "CLA
         "LANG", "TZ", "PWD", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_AGENT_SDK_VERSION",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_AUTOUPDATER", "DISABLE_TELEMETRY",
         "DISABLE_ERROR_REPORTING", "CLAUDE_CODE_SDK_READS_SESSION_STATE", "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS",
-        "BASH_DEFAULT_TIMEOUT_MS", "BASH_MAX_TIMEOUT_MS", "BASH_MAX_OUTPUT_LENGTH")
+        "CLAUDE_CODE_MAX_RETRIES", "BASH_DEFAULT_TIMEOUT_MS", "BASH_MAX_TIMEOUT_MS", "BASH_MAX_OUTPUT_LENGTH")
 
 # Variables that are set pass on; all others are dropped (`env -i`). `command`: the runtime, in its sandbox.
 LAUNCHER = """#!/bin/bash
@@ -175,10 +176,11 @@ def write_launcher(home: RunHome, cwd: str, mounts: sandbox.Mounts | None) -> No
     home.launcher.chmod(stat.S_IRWXU)
 
 
-def environment(home: RunHome, runtime: Any) -> dict[str, str]:
+def environment(home: RunHome, runtime: Any, params: dict[str, Any]) -> dict[str, str]:
     """What the runtime's process is given: its folders, the socket it reaches its model through
-    (sessions.claude_agent.proxy) with a placeholder for the key it never holds, and, for its Bash
-    tool, the time and output limits the agent's runtime gives `shell`."""
+    (sessions.claude_agent.proxy) with a placeholder for the key it never holds, as many retries of a
+    failed model call as the own loop makes (the agent's `params`), and, for its Bash tool, the time
+    and output limits the agent's runtime gives `shell`."""
     limits = {}
     if isinstance(runtime, LocalRuntime):
         timeout_ms = str(int(runtime.shell_timeout * 1000))
@@ -193,6 +195,7 @@ def environment(home: RunHome, runtime: Any) -> dict[str, str]:
         "ANTHROPIC_UNIX_SOCKET": str(home.socket),
         "ANTHROPIC_BASE_URL": "http://localhost",
         "ANTHROPIC_API_KEY": PLACEHOLDER_KEY,
+        "CLAUDE_CODE_MAX_RETRIES": str(max_retries(params)),
         # No title requests, update checks, telemetry or error reports: only the turn's model calls leave.
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "DISABLE_AUTOUPDATER": "1",

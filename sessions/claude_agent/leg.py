@@ -198,7 +198,7 @@ class ClaudeAgentLeg:
             system_prompt=self.profile.system + brief(self.workspace, self.builtins.tools),
             cwd=cwd,
             cli_path=str(home.launcher),
-            env=homes.environment(home, self.workspace.loaded.runtime),
+            env=homes.environment(home, self.workspace.loaded.runtime, self.profile.params),
             tools=self.builtins.offered(),  # of the runtime's own, those standing in for agentsite's
             agents=homes.agent_definitions(self.workspace.loaded) if "subagents" in self.natives else None,
             mcp_servers={names.SERVER: create_sdk_mcp_server(names.SERVER, tools=tools)} if tools else {},

@@ -56,9 +56,15 @@ def listen(run: Callable[[str], None]) -> None:
 
 def _listen(bell: doorbell.Bell, run: Callable[[str], None]) -> None:
     while True:
-        for said in bell.receive(60.0):
-            turn_id = said.decode(errors="replace")
-            threading.Thread(target=_run_one, args=(run, turn_id), name=f"turn-{turn_id}", daemon=True).start()
+        try:
+            said = bell.receive(60.0)
+        except OSError:  # the next round listens again: a hand-over meanwhile runs where it was dequeued
+            log.exception("the keeper doorbell failed")
+            time.sleep(1.0)
+            continue
+        for turn_id in (one.decode(errors="replace") for one in said):
+            # Not a daemon: a worker that ends (django-q2 recycles it) finishes the turns handed to it first.
+            threading.Thread(target=_run_one, args=(run, turn_id), name=f"turn-{turn_id}").start()
 
 
 def _run_one(run: Callable[[str], None], turn_id: str) -> None:

@@ -425,3 +425,18 @@ def test_under_a_budget_the_runtime_stops_itself_once_what_was_left_is_spent(loc
     response = local.post(f"/official/v1/session/{session_id}/message", {"message": "and now?"},
                           content_type="application/json")
     assert response.status_code == 429 and response.json()["error"]["code"] == "budget_exceeded"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_runtime_makes_a_failed_call_again_as_often_as_the_own_loop_would(local, agent_on_model,
+                                                                               anthropic_server, sync_turns):
+    agent_on_model(MODEL, params={"max_retries": 1}, slug="official")
+    anthropic_server.replies.extend([Reply(status=500, body={"type": "error", "error": {
+        "type": "api_error", "message": "upstream fell over"}}) for _ in range(2)])
+    anthropic_server.replies.append(Reply(events=an_text("Too late.")))
+
+    session_id = start(local, "official", "hello?")
+
+    [failed] = Event.objects.filter(session_id=session_id, type="turn.failed")
+    assert failed.data["code"] == "server_error", failed.data
+    assert len(anthropic_server.requests) == 2  # the call and its one retry
