@@ -41,6 +41,8 @@ from sessions.workspaces.store import Workspace
 
 # How long a stopped runtime may take to end its response before its child is closed.
 STOP_GRACE_SECONDS = 10.0
+# How far a kept child's spending limit may be from what its budgets leave for it to run a follow-up.
+BUDGET_TOLERANCE_USD = 1e-6
 # The SDK's result subtypes, as the turn's failure codes.
 RESULT_CODES = {"error_max_turns": "step_limit", "error_max_budget_usd": "budget_exceeded"}
 # The runtime's reasons for a failed model call, as ProviderError codes.
@@ -91,12 +93,15 @@ class ClaudeAgentLeg:
         began = time.monotonic()
         kept, how = None if self.parked else pool.take(session_id, self.key(), len(messages) - 1), "kept"
         if kept is not None and not self.bounded(kept):
-            kept.close()
+            pool.close_aside(kept)
             kept = None
-        if kept is None:
-            kept, how = self.start(messages[:-1]), "new"
-        if self.clock is not None:
-            self.clock.span("runtime", how, began)
+        try:
+            if kept is None:
+                how = "new"
+                kept = self.start(messages[:-1])
+        finally:  # a child that would not start is timed too
+            if self.clock is not None:
+                self.clock.span("runtime", how, began)
         keep = parked = False
         try:
             self.steps.asked = time.monotonic()
@@ -121,10 +126,11 @@ class ClaudeAgentLeg:
         return self.settle(result, kept)
 
     def bounded(self, kept: pool.Kept) -> bool:
-        """Whether a kept child's runtime stops where the turn's budgets now say it must (or sooner)."""
+        """Whether a kept child's runtime stops where the turn's budgets now say it must: what it may still
+        spend is what is left of them (give or take rounding; other spending or a new window moves it)."""
         if self.room is None:
             return kept.limit is None
-        return kept.limit is not None and kept.limit - kept.cost <= float(self.room)
+        return kept.limit is not None and abs(kept.limit - kept.cost - float(self.room)) <= BUDGET_TOLERANCE_USD
 
     def key(self) -> tuple[Any, ...]:
         """What a kept child must have been started for to run this session's next turn."""

@@ -92,7 +92,12 @@ def keep(session_id: str, kept: Kept) -> None:
             _reaper_pid = os.getpid()
             threading.Thread(target=_reap, name="claude-agent-reaper", daemon=True).start()
     for old in evicted:  # closed aside: the turn that kept its child ends without waiting for this one's
-        threading.Thread(target=old.close, name="claude-agent-close", daemon=True).start()
+        close_aside(old)
+
+
+def close_aside(kept: Kept) -> None:
+    """Close a child on a thread of its own (closing waits for the runtime to end)."""
+    threading.Thread(target=kept.close, name="claude-agent-close", daemon=True).start()
 
 
 def kept_sessions() -> list[str]:

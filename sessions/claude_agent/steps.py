@@ -163,6 +163,7 @@ class Steps:
             "step": self.step, "durationMs": round((time.monotonic() - self.started) * 1000, 1), "usage": self.usage})
         if self.clock is not None:
             self.clock.model_called(self.model, min(self.asked, self.started), self.first_output)
+        self.asked = time.monotonic()  # a call made again after this one (a retry) starts now
 
     def results(self, content: Any, messages: list[dict[str, Any]] | None) -> None:
         """Tool results the runtime hands the model, as the conversation's tool messages (`messages`

@@ -93,27 +93,24 @@ def ring(kind: str, payload: bytes = b"", patience: float = 0.0) -> None:
         return
     sender = _sender(patience)
     for path in paths:
-        try:
-            sender.sendto(payload, str(path))
-        except (ConnectionRefusedError, FileNotFoundError):
-            _unlink_stale(path)
-        except (BlockingIOError, TimeoutError, OSError):
-            pass  # full (past the patience): the listener is awake, and readers poll for what is lost
+        _send(sender, path, payload)  # one that is full (past the patience) is awake: readers poll what is lost
 
 
 def ring_one(kind: str, pid: int, payload: bytes) -> bool:
     """Tell one process's listener of `kind`; whether it was there to be told (never raises)."""
     path = _path(kind, pid)
-    if path is None:
-        return False
+    return path is not None and _send(_sender(0.0), path, payload)
+
+
+def _send(sender: socket.socket, path: Path, payload: bytes) -> bool:
     try:
-        _sender(0.0).sendto(payload, str(path))
+        sender.sendto(payload, str(path))
         return True
     except (ConnectionRefusedError, FileNotFoundError):
         _unlink_stale(path)
-        return False
-    except OSError:
-        return False
+    except (BlockingIOError, TimeoutError, OSError):
+        pass
+    return False
 
 
 def _unlink_stale(path: Path) -> None:
@@ -155,18 +152,7 @@ class Bell:
 
     def wait(self, timeout: float) -> bool:
         """Sleep until rung or `timeout`; True if rung. Drains queued rings."""
-        if self.sock is None:
-            select.select([], [], [], timeout)
-            return False
-        ready, _, _ = select.select([self.sock], [], [], timeout)
-        rung = False
-        while ready:
-            try:
-                self.sock.recv(256)
-                rung = True
-            except BlockingIOError:
-                break
-        return rung
+        return bool(self.receive(timeout))
 
     def receive(self, timeout: float) -> list[bytes]:
         """What the rings since the last call said, waiting up to `timeout` for the first."""

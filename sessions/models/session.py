@@ -346,10 +346,11 @@ class Turn(models.Model):
                             first={"started_at": now}) == 1
 
     @staticmethod
-    def unclaim(turn_id: str, worker: str) -> bool:
-        """running (claimed by `worker`, not yet started on) → queued, for another process to claim."""
+    def unclaim(turn_id: str, worker: str, retry_at: datetime) -> bool:
+        """running (claimed by `worker`, not yet started on) → queued, for another process to claim;
+        due another task at `retry_at` if it is still queued then (as `mark_reenqueued`)."""
         return bool(Turn.objects.filter(pk=turn_id, status=Turn.Status.RUNNING, claimed_by=worker).update(
-            status=Turn.Status.QUEUED, claimed_by="", lease_until=None))
+            status=Turn.Status.QUEUED, claimed_by="", lease_until=retry_at))
 
     def renew_lease(self, lease_seconds: float) -> bool:
         return bool(

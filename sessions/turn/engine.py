@@ -31,6 +31,7 @@ from sessions.turn import affinity, extensions, lifecycle
 from sessions.eventlog.events import SessionGone
 from sessions.models import EventType, Session, ToolCall, Turn
 from sessions.plumbing.processes import process_id
+from sessions.plumbing.taskqueue import runs_inline
 from sessions.spend.budgets import payer_of
 from sessions.spend.meter import Meter
 from sessions.turn.runner import Emitter, Interrupted, InterruptWatch, Parked, Profile, Runner
@@ -61,12 +62,14 @@ def run_turn(turn_id: str) -> None:
     turn = load_turn(turn_id)
     if turn is None:  # its session was deleted in between
         return
-    if runtime_of(turn.session.model):  # its process keeps the session's runtime child for the next turn
+    if runtime_of(turn.session.model) and not runs_inline():  # a worker keeps the runtime's child for the next
         affinity.listen(run_turn)
-        if not turn.state and (keeper := affinity.keeper_of(turn, settings.AGENTSITE_CLAUDE_AGENT_KEEP_SECONDS)):
+        if not turn.state and (keeper := affinity.keeper_of(turn, kept_seconds())):
             if affinity.hand_over(turn, keeper):
                 return
-            claimed = time.monotonic()
+            claimed, turn = time.monotonic(), load_turn(turn_id)  # read again: a stop meanwhile counts
+            if turn is None:
+                return
     handler = extensions.triggers.get(turn.trigger)
     try:
         with Heartbeat(turn), logcontext.about(sessionId=turn.session_id, turnId=turn_id), ExitStack() as observed:
@@ -81,6 +84,13 @@ def run_turn(turn_id: str) -> None:
                 TurnRunner(turn, claimed).run()
     except SessionGone:
         log.info("session of turn %s was deleted mid-turn", turn_id)
+
+
+def kept_seconds() -> float:
+    """How long after its turn a runtime child waits for the session's next (0: none waits)."""
+    if settings.AGENTSITE_CLAUDE_AGENT_KEPT <= 0:
+        return 0.0
+    return settings.AGENTSITE_CLAUDE_AGENT_KEEP_SECONDS
 
 
 def load_turn(turn_id: str) -> Turn | None:

@@ -440,3 +440,28 @@ def test_the_runtime_makes_a_failed_call_again_as_often_as_the_own_loop_would(lo
     [failed] = Event.objects.filter(session_id=session_id, type="turn.failed")
     assert failed.data["code"] == "server_error", failed.data
     assert len(anthropic_server.requests) == 2  # the call and its one retry
+
+
+@pytest.mark.django_db(transaction=True)
+def test_under_a_budget_with_room_a_follow_up_goes_to_the_kept_child_until_other_spending_moves_it(
+        local, agent_on_model, anthropic_server, sync_turns, settings):
+    from decimal import Decimal
+
+    from sessions.models import Spend
+    from sessions.models.spend import utc_day
+
+    settings.AGENTSITE_BUDGET_PRINCIPAL_DAILY = Decimal("5")
+    agent = agent_on_model(MODEL, slug="official")
+    anthropic_server.replies.extend(Reply(events=an_text(f"Reply {n}.", 1000, 100)) for n in range(3))
+    session_id = start(local, "official", "first")
+    for message in ("second", "third"):
+        if message == "third":  # another session's spending: the kept child's limit no longer fits
+            Spend.objects.create(day=utc_day(), agent=agent, model="anthropic:claude-sonnet-4-5",
+                                 cost_usd=Decimal("0.5"), principal_id="local", authenticator="local")
+        response = local.post(f"/official/v1/session/{session_id}/message", {"message": message},
+                              content_type="application/json")
+        assert response.status_code == 202, response.content
+
+    ended = Event.objects.filter(session_id=session_id, type="turn.completed").order_by("index")
+    assert [[s["name"] for s in e.data["timings"]["steps"] if s["kind"] == "runtime"] for e in ended] == [
+        ["new"], ["kept"], ["new"]]
