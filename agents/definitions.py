@@ -52,6 +52,12 @@ class Agent:
     # US dollars this agent's model calls may cost in a UTC day and month, all people together:
     # {"daily": 5, "monthly": 100} (either); None: no budget of its own.
     budget: dict[str, float] | None = None
+    # Built-in tools the agent opts into (BUILTINS), offered under those names on every model.
+    builtins: list[str] | tuple[str, ...] = ()
+
+
+# What `Agent(builtins=[...])` may name: each is one or more tools of that name (sessions.harness).
+BUILTINS = ("web_fetch", "todos")
 
 
 @dataclass(frozen=True)

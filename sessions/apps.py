@@ -19,6 +19,7 @@ class SessionsConfig(AppConfig):
         from sessions.experiments.enrollment import register as experiments
         from sessions.experiments.samples import register as experiment_samples
         from sessions.handoff.perform import register as handoff
+        from sessions.harness.tools import register as harness
         from sessions.mcp.check import register as mcp_checks
         from sessions.mcp.tools import register as mcp
         from sessions.messaging.turns import register as messaging
@@ -34,7 +35,7 @@ class SessionsConfig(AppConfig):
         # What each feature adds to a turn (sessions.turn.extensions); the turn room names none of them.
         # Observers in this order: the trace's span is open around the metrics' recording.
         for register in (tracing.register, metrics, turn_lines, experiment_samples, messaging, direct_calls, handoff,
-                         custom_channels, mcp, mcp_checks, experiments):
+                         custom_channels, mcp, mcp_checks, experiments, harness):
             register()
         # The ticker's jobs, in order: end lost turns first, then fire due timers, then (hourly) retention.
         ticker.add_job("recovery sweep", sweep_and_report)

@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 
 from agents import providers
 from agents.channels import load_channels
-from agents.definitions import Agent, Tool
+from agents.definitions import BUILTINS, Agent, Tool
 from agents.discovery.checks import check_runtime, load_mcp, seed_folder, tool_problems
 from agents.discovery.experiments import load_experiments
 from agents.discovery.modelset import resolve as resolve_models
@@ -120,6 +120,8 @@ def load_agent_folder(root: Path | str, slug: str | None = None, *, resolved_def
         problems.append(Problem("agent/agent.py", problem))
     if (problem := budget_problem(config.budget)) is not None:
         problems.append(Problem("agent/agent.py", problem))
+    if (problem := builtins_problem(config.builtins)) is not None:
+        problems.append(Problem("agent/agent.py", problem))
 
     tools: dict[str, Tool] = {}
     tools_dir = base / "tools"
@@ -184,6 +186,15 @@ def retention_problem(days: object) -> str | None:
     return (f"retention_days must be a whole number of days between 0 and {MAX_RETENTION_DAYS}, not {days!r}: "
             "Agent(retention_days=90) deletes sessions idle for 90 days, 0 keeps them forever, and None "
             "(the default) follows the server's AGENTSITE_RETENTION_DAYS")
+
+
+def builtins_problem(builtins: object) -> str | None:
+    choose = f"choose from {', '.join(BUILTINS)}, e.g. builtins=[{BUILTINS[0]!r}]"
+    if not isinstance(builtins, (list, tuple)) or not all(isinstance(name, str) for name in builtins):
+        return f"builtins must be a list of names, not {builtins!r}: {choose}"
+    if unknown := [name for name in builtins if name not in BUILTINS]:
+        return f"builtins: {', '.join(map(repr, unknown))} is not a built-in tool this server offers: {choose}"
+    return None
 
 
 def budget_problem(budget: object) -> str | None:

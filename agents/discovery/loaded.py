@@ -107,6 +107,7 @@ class LoadedAgent:
             "maxSteps": self.config.max_steps,
             "retentionDays": self.config.retention_days,
             **({"budget": dict(self.config.budget)} if self.config.budget else {}),
+            **({"builtins": sorted(set(self.config.builtins))} if self.config.builtins else {}),
             "instructions": self.instructions,
             "tools": [
                 {

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 ORDER = (
     "new-agent", "http-api", "agents", "handoff", "models", "tools-and-approvals", "schedules-and-reminders",
     "messaging",
-    "runtimes-and-workspaces", "claude-agent-sdk", "mcp", "serving-mcp", "serving-a2a", "channels-and-providers", "slack-socket-mode", "secrets-and-connections", "deployments",
+    "runtimes-and-workspaces", "claude-agent-sdk", "builtin-tools", "mcp", "serving-mcp", "serving-a2a", "channels-and-providers", "slack-socket-mode", "secrets-and-connections", "deployments",
     "evals",
     "running-for-a-team", "backups-and-upgrades",
     "observability", "costs-and-budgets", "experiments", "scale-out",

@@ -168,6 +168,7 @@ class AgentInfo(Reply):
     models: list[str] = []  # what POST /session may name as `model`, as resolved at deploy; the first is `model`
     fallback: list[str] = []  # what a failed model call may fall over to, in order (none: the turn fails)
     peers: list[str] = []  # the agents (slugs) it may message
+    builtins: list[str] = []  # the built-in tools it opted into (`Agent(builtins=[...])`), in `offeredTools`
     # The model's parameters, passed to its provider as they are: free-form.
     params: JSONObject
     max_steps: int | None

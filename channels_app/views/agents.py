@@ -70,6 +70,7 @@ class AgentInfoView(APIView):
             slug=agent.slug, name=agent.name or agent.slug, description=agent.description,
             model=manifest.get("model", ""), models=deployment.models if deployment else [],
             fallback=manifest.get("fallback", []), peers=manifest.get("peers", []),
+            builtins=manifest.get("builtins", []),
             params=manifest.get("params", {}), max_steps=manifest.get("maxSteps"),
             tools=declared_tools(manifest), skills=manifest.get("skills", []),
             subagents=manifest.get("subagents", []), channels=[ChannelRef(id="http", kind="http")] + [
