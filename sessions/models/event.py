@@ -49,6 +49,9 @@ class EventType(StrEnum):
     SESSION_HANDOFF = "session.handoff"
     # Not in DESIGN.md's table: a file a turn produced was stored (`ctx.host.artifacts.save`).
     ARTIFACT_SAVED = "artifact.saved"
+    # Not in DESIGN.md's table: the model's plan for the session, whole (the `todos` built-in,
+    # sessions.harness.todos): {items: [{content, status: pending | in_progress | done}]}.
+    TODOS_UPDATED = "todos.updated"
 
 
 class Event(models.Model):

@@ -325,6 +325,9 @@ class SessionView {
       case "artifact.saved":
         this.addArtifact(data);
         break;
+      case "todos.updated":
+        this.showTodos(data.items || []);
+        break;
       case "session.handoff": {
         // Written by the handoff itself: the page that asked and any other page on the session see it alike.
         const failed = data.status === "failed";
@@ -377,6 +380,19 @@ class SessionView {
       default:
         break;
     }
+  }
+
+  showTodos(items) {
+    // The model's plan, whole each time: the newest todos.updated is the plan.
+    const box = document.getElementById("todos");
+    const list = document.getElementById("todo-list");
+    if (!box || !list) return;
+    const mark = { pending: "to do", in_progress: "doing", done: "done" };
+    list.replaceChildren(...items.map((item) => el("li", { class: `todo todo-${item.status}`, "data-status": item.status },
+      el("span", { class: "badge", text: mark[item.status] || item.status }), " ", el("span", { text: item.content }))));
+    const done = items.filter((item) => item.status === "done").length;
+    document.getElementById("todo-counts").textContent = `${done} of ${items.length} done`;
+    box.hidden = items.length === 0;
   }
 
   addArtifact(data) {
