@@ -57,7 +57,7 @@ class Agent:
 
 
 # What `Agent(builtins=[...])` may name: each is one or more tools of that name (sessions.harness).
-BUILTINS = ("web_fetch", "todos")
+BUILTINS = ("web_fetch", "web_search", "todos")
 
 
 @dataclass(frozen=True)

@@ -351,6 +351,9 @@ AGENTSITE_CHANNEL_LEASE_SECONDS = max(3.0, float(os.environ.get("AGENTSITE_CHANN
 # how many it keeps at most (each is a process of some 100-200 MB).
 AGENTSITE_CLAUDE_AGENT_KEEP_SECONDS = float(os.environ.get("AGENTSITE_CLAUDE_AGENT_KEEP_SECONDS", "180"))
 AGENTSITE_CLAUDE_AGENT_KEPT = int(os.environ.get("AGENTSITE_CLAUDE_AGENT_KEPT", "4"))
+# The web_search built-in's backend (sessions.harness.search): searxng:<base URL>, or brave (its key in
+# BRAVE_SEARCH_API_KEY); unset: agents that declare web_search are not offered it, and /info says why.
+AGENTSITE_SEARCH_BACKEND = os.environ.get("AGENTSITE_SEARCH_BACKEND", "")
 # Sessions idle for longer than this many days are deleted by the ticker (sessions/retention/sweep.py);
 # None (unset) keeps them. An agent overrides it with Agent(retention_days=N).
 AGENTSITE_RETENTION_DAYS = _env_retention_days("AGENTSITE_RETENTION_DAYS")

@@ -169,6 +169,8 @@ class AgentInfo(Reply):
     fallback: list[str] = []  # what a failed model call may fall over to, in order (none: the turn fails)
     peers: list[str] = []  # the agents (slugs) it may message
     builtins: list[str] = []  # the built-in tools it opted into (`Agent(builtins=[...])`), in `offeredTools`
+    # Those of them this server cannot offer now, each with why (e.g. web_search without a search backend).
+    unavailable_builtins: dict[str, str] = {}
     # The model's parameters, passed to its provider as they are: free-form.
     params: JSONObject
     max_steps: int | None

@@ -27,6 +27,7 @@ from channels_app.replies.agents import (
     Health, ReleaseState,
 )
 from channels_app.schema import list_parameters, refusals
+from sessions.harness.tools import unavailable as unavailable_builtins
 from sessions.instants import iso_z
 from sessions.mcp.tools import hub
 from sessions.models import ChannelConnection, Schedule
@@ -70,7 +71,7 @@ class AgentInfoView(APIView):
             slug=agent.slug, name=agent.name or agent.slug, description=agent.description,
             model=manifest.get("model", ""), models=deployment.models if deployment else [],
             fallback=manifest.get("fallback", []), peers=manifest.get("peers", []),
-            builtins=manifest.get("builtins", []),
+            builtins=manifest.get("builtins", []), unavailable_builtins=unavailable_builtins(manifest.get("builtins", [])),
             params=manifest.get("params", {}), max_steps=manifest.get("maxSteps"),
             tools=declared_tools(manifest), skills=manifest.get("skills", []),
             subagents=manifest.get("subagents", []), channels=[ChannelRef(id="http", kind="http")] + [

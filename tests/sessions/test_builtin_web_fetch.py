@@ -118,4 +118,4 @@ def test_an_unknown_built_in_is_refused_naming_the_file_and_the_choices(tmp_path
     with pytest.raises(AgentFolderError) as refused:
         load_agent_folder(write_agent(tmp_path / "odd", ["web_fetch", "telepathy"]))
     assert "agent/agent.py: builtins: 'telepathy' is not a built-in tool this server offers" in str(refused.value)
-    assert "choose from web_fetch, todos" in str(refused.value)
+    assert "choose from web_fetch, web_search, todos" in str(refused.value)
