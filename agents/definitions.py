@@ -56,8 +56,9 @@ class Agent:
     builtins: list[str] | tuple[str, ...] = ()
 
 
-# What `Agent(builtins=[...])` may name: each is one or more tools of that name (sessions.harness).
-BUILTINS = ("web_fetch", "web_search", "todos")
+# What `Agent(builtins=[...])` may name, and the tools each brings (sessions.harness).
+BUILTIN_TOOLS = {"web_fetch": ("web_fetch",), "web_search": ("web_search",), "todos": ("update_todos", "read_todos")}
+BUILTINS = tuple(BUILTIN_TOOLS)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 
 from agents import providers
 from agents.channels import load_channels
+from agents.definitions import BUILTIN_TOOLS as DECLARABLE
 from agents.definitions import BUILTINS, Agent, Tool
 from agents.discovery.checks import check_runtime, load_mcp, seed_folder, tool_problems
 from agents.discovery.experiments import load_experiments
@@ -125,6 +126,9 @@ def load_agent_folder(root: Path | str, slug: str | None = None, *, resolved_def
 
     tools: dict[str, Tool] = {}
     tools_dir = base / "tools"
+    # The tools of the built-ins it declares (Agent(builtins=[...])): its own tools may not take their names.
+    declared = config.builtins if isinstance(config.builtins, (list, tuple)) else ()
+    opted_into = {tool for builtin in declared if isinstance(builtin, str) for tool in DECLARABLE.get(builtin, ())}
     if tools_dir.is_dir():
         for path in sorted(tools_dir.iterdir()):
             if path.name in IGNORED_PARTS or path.name == "__init__.py" or path.name.startswith("_"):
@@ -140,7 +144,8 @@ def load_agent_folder(root: Path | str, slug: str | None = None, *, resolved_def
             found_tools = find_in_file(path, f"{namespace}.tools.{name}", Tool, _reporter(problems, rel))
             if found_tools is None:
                 continue
-            if name in BUILTIN_TOOLS or ((modelset.peers or modelset.remote_peers) and name in MESSAGING_TOOLS):
+            if name in BUILTIN_TOOLS or ((modelset.peers or modelset.remote_peers) and name in MESSAGING_TOOLS) or \
+                    name in opted_into:
                 problems.append(Problem(rel, f"{name!r} is a built-in tool name: rename the file"))
                 continue
             if len(found_tools) != 1:

@@ -5,6 +5,6 @@ model and every runtime.
 - `fetch`: `web_fetch`, through the egress door (`ctx.host.http`);
 - `search`: `web_search`, through the backend the operator configures (AGENTSITE_SEARCH_BACKEND);
 - `todos`: `update_todos` and `read_todos`, the plan kept in the session's log (`todos.updated`);
-- `tools`: the tools each declared name brings, registered as the `harness` feature's built-ins
+- `tools`: the tools each declared name brings, registered as the `builtins` feature's built-ins
   (sessions.turn.extensions), so /info and the runners see them as any other built-in.
 """

@@ -18,6 +18,10 @@ from pydantic import BaseModel, Field
 FETCH_SECONDS = 20.0  # the whole fetch: resolving, every redirect and the body
 DEFAULT_BYTES = 100_000
 MAX_BYTES = 1_000_000
+# Converting HTML costs some 5-10 ms of CPU a kilobyte (parsing, then markdownify): a page is cut to twice
+# what may be returned (at least 256 KB, at most 1 MB) before it is parsed, however much was read.
+HTML_PER_BYTE = 2
+MIN_HTML, MAX_HTML = 256_000, 1_000_000
 ACCEPT = "text/html, application/xhtml+xml, text/*;q=0.9, application/json;q=0.8, */*;q=0.1"
 NOT_CONTENT = ("script", "style", "noscript", "template", "svg", "iframe", "head")
 TEXTUAL = ("application/json", "application/xml", "application/javascript", "application/x-yaml")
@@ -46,31 +50,42 @@ def web_fetch(input: WebFetchInput, ctx) -> dict[str, Any]:
     if kind == "application/pdf":
         raise FetchRefused(f"{response.url} is a PDF: web_fetch returns web pages and text, and does not "
                            "extract PDFs")
-    html = kind in ("text/html", "application/xhtml+xml") or (not kind and _looks_like_html(response.text))
+    html = kind in ("text/html", "application/xhtml+xml") or (not kind and _looks_like_html(response.content))
     if not (html or kind.startswith("text/") or kind in TEXTUAL or kind.endswith(("+json", "+xml"))):
         raise FetchRefused(f"{response.url} is {kind or 'of no stated type'}: web_fetch returns web pages and "
                            "text, not binary content")
-    content = response.text
     if html and input.format != "raw":
-        content = as_markdown(content) if input.format == "markdown" else as_text(content)
+        page = response.content[:min(max(HTML_PER_BYTE * input.max_bytes, MIN_HTML), MAX_HTML)]
+        # Without a charset in its header, the page's own <meta charset> decides (BeautifulSoup reads it).
+        charset = response.charset_encoding
+        try:
+            content = (as_markdown if input.format == "markdown" else as_text)(
+                page.decode(charset, errors="replace") if charset else page)
+        except RecursionError:
+            raise FetchRefused(f"{response.url} nests its HTML too deeply to convert: ask for format='raw'") from None
+        whole = len(response.content)
+    else:
+        content = response.text
+        whole = None
     data = content.encode("utf-8")
     cut = data[:input.max_bytes].decode("utf-8", errors="ignore")
     return {"url": str(response.url), "status": response.status_code, "contentType": kind,
-            "format": input.format if html else "raw", "bytes": len(data), "truncated": len(data) > input.max_bytes,
+            "format": input.format if html else "raw", "bytes": len(data),
+            "truncated": len(data) > input.max_bytes or (whole is not None and whole > len(page)),
             "untrusted": True, "notice": NOTICE, "content": cut}
 
 
-def as_markdown(html: str) -> str:
-    from markdownify import markdownify
+def as_markdown(html: str | bytes) -> str:
+    from markdownify import MarkdownConverter
 
-    return _tidy(markdownify(str(_content_of(html)), heading_style="ATX", strip=["img"]))
+    return _tidy(MarkdownConverter(heading_style="ATX", strip=["img"]).convert_soup(_content_of(html)))
 
 
-def as_text(html: str) -> str:
+def as_text(html: str | bytes) -> str:
     return _tidy(_content_of(html).get_text("\n"))
 
 
-def _content_of(html: str):
+def _content_of(html: str | bytes):
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(html, "html.parser")
@@ -84,5 +99,5 @@ def _tidy(text: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
-def _looks_like_html(text: str) -> bool:
-    return text.lstrip()[:15].lower().startswith(("<!doctype html", "<html"))
+def _looks_like_html(body: bytes) -> bool:
+    return body[:512].lstrip().lower().startswith((b"<!doctype html", b"<html"))

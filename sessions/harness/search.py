@@ -15,6 +15,7 @@ Results are title, URL and snippet, marked untrusted as web_fetch's content is.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from pydantic import BaseModel, Field
@@ -26,6 +27,7 @@ SEARCH_SECONDS = 15.0
 MAX_RESULTS = 20
 BRAVE_URL = "https://api.search.brave.com"
 BRAVE_KEY = "BRAVE_SEARCH_API_KEY"
+LOOPBACK = ("127.0.0.1", "::1", "localhost")  # a proxy on this machine may take the key over plain HTTP
 
 
 class WebSearchInput(BaseModel):
@@ -56,6 +58,8 @@ def unavailable() -> str | None:
         return f"AGENTSITE_SEARCH_BACKEND names {kind!r}: it must be searxng:<URL> or brave"
     if not base.startswith(("http://", "https://")):
         return f"AGENTSITE_SEARCH_BACKEND gives {kind} no http(s) URL: write {kind}:https://..."
+    if kind == "brave" and base.startswith("http://") and urlsplit(base).hostname not in LOOPBACK:
+        return f"the brave search backend's key would travel in the clear: write brave:https://... (not {base})"
     if kind == "brave" and not credential(BRAVE_KEY):
         return f"the brave search backend needs {BRAVE_KEY} (an agent secret or the server's environment)"
     return None
@@ -64,10 +68,9 @@ def unavailable() -> str | None:
 def web_search(input: WebSearchInput, ctx) -> dict[str, Any]:
     import httpx
 
-    found = backend()
-    if found is None or (why := unavailable()) is not None:
-        raise SearchFailed(why if found is not None else "no search backend is configured")
-    kind, base = found
+    if (why := unavailable()) is not None:
+        raise SearchFailed(why)
+    kind, base = backend()
     try:
         if kind == "searxng":
             answer = httpx.get(f"{base}/search", params={"q": input.query, "format": "json"}, timeout=SEARCH_SECONDS)

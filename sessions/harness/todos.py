@@ -37,8 +37,10 @@ class ReadTodosInput(BaseModel):
 def update_todos(input: UpdateTodosInput, ctx) -> dict[str, Any]:
     session = _session(ctx)
     items = [item.model_dump() for item in input.items]
-    append_events(session.pk, [(EventType.TODOS_UPDATED, {"items": items})], turn_id=ctx.host.turn_id,
-                  hooks=session.hooks())
+    updated: dict[str, Any] = {"items": items}
+    if ctx.host.call_id:
+        updated["callId"] = ctx.host.call_id
+    append_events(session.pk, [(EventType.TODOS_UPDATED, updated)], turn_id=ctx.host.turn_id, hooks=session.hooks())
     return plan(items)
 
 

@@ -50,7 +50,7 @@ class EventType(StrEnum):
     # Not in DESIGN.md's table: a file a turn produced was stored (`ctx.host.artifacts.save`).
     ARTIFACT_SAVED = "artifact.saved"
     # Not in DESIGN.md's table: the model's plan for the session, whole (the `todos` built-in,
-    # sessions.harness.todos): {items: [{content, status: pending | in_progress | done}]}.
+    # sessions.harness.todos): {items: [{content, status: pending | in_progress | done}], callId}.
     TODOS_UPDATED = "todos.updated"
 
 

@@ -50,7 +50,7 @@ def test_the_plan_is_logged_read_back_in_the_next_turn_and_kept_across_a_handoff
     session_id = updated["sessionId"]
     assert updated["output"] == {"items": PLAN, "pending": 1, "inProgress": 1, "done": 1}
     [logged] = [e for e in read_events(session_id) if e["type"] == "todos.updated"]
-    assert logged["data"] == {"items": PLAN} and logged["turnId"]
+    assert logged["data"]["items"] == PLAN and logged["data"]["callId"] and logged["turnId"]
     assert call(local, session_id, "read_todos", {})["output"]["items"] == PLAN
 
     session = Session.objects.get(pk=session_id)

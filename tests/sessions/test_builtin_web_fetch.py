@@ -48,6 +48,8 @@ def web(settings):
         fake.route("GET", "/data.json", Answer(body={"open": True}))
         fake.route("GET", "/menu.pdf", Answer(body=b"%PDF-1.7 ...", headers={"content-type": "application/pdf"}))
         fake.route("GET", "/inside", Answer(302, headers={"location": "http://10.0.0.7/admin"}))
+        fake.route("GET", "/latin", Answer(body=b'<html><head><meta charset="iso-8859-1"></head><body><p>caf\xe9</p>'
+                                                b"</body></html>", headers={"content-type": "text/html"}))
         yield fake
 
 
@@ -67,6 +69,7 @@ def test_a_page_comes_as_markdown_text_or_as_served_and_is_marked_untrusted(loca
     assert "We open at" in text and "**" not in text and "<p>" not in text
     raw = fetch(local, {"url": f"{web.url}/hours", "format": "raw"})["output"]["content"]
     assert raw == PAGE.decode()
+    assert fetch(local, {"url": f"{web.url}/latin"})["output"]["content"] == "café"  # the page's own charset
     data = fetch(local, {"url": f"{web.url}/data.json"})["output"]
     assert json.loads(data["content"]) == {"open": True} and data["format"] == "raw"
 
@@ -119,3 +122,14 @@ def test_an_unknown_built_in_is_refused_naming_the_file_and_the_choices(tmp_path
         load_agent_folder(write_agent(tmp_path / "odd", ["web_fetch", "telepathy"]))
     assert "agent/agent.py: builtins: 'telepathy' is not a built-in tool this server offers" in str(refused.value)
     assert "choose from web_fetch, web_search, todos" in str(refused.value)
+
+
+def test_an_agents_own_tool_may_not_take_the_name_of_a_built_in_it_declares(tmp_path):
+    root = write_agent(tmp_path / "clash", ["web_fetch"])
+    (root / "agent" / "tools").mkdir()
+    (root / "agent" / "tools" / "web_fetch.py").write_text(
+        "from pydantic import BaseModel\nfrom agents.sdk import tool\n\n\nclass Input(BaseModel):\n    url: str\n\n\n"
+        "@tool(description='Mine.')\ndef web_fetch(input: Input, ctx) -> str:\n    return 'mine'\n")
+    with pytest.raises(AgentFolderError) as refused:
+        load_agent_folder(root)
+    assert "agent/tools/web_fetch.py: 'web_fetch' is a built-in tool name: rename the file" in str(refused.value)

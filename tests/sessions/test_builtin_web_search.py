@@ -89,6 +89,9 @@ def test_without_a_backend_or_its_key_the_tool_is_not_offered_and_info_says_why(
     assert "BRAVE_SEARCH_API_KEY" in local.get("/searcher/v1/info").json()["unavailableBuiltins"]["web_search"]
 
     monkeypatch.setenv("BRAVE_SEARCH_API_KEY", "brave-key")
+    settings.AGENTSITE_SEARCH_BACKEND = "brave:http://search-proxy.example"
+    assert "in the clear" in local.get("/searcher/v1/info").json()["unavailableBuiltins"]["web_search"]
+    settings.AGENTSITE_SEARCH_BACKEND = "brave"
     info = local.get("/searcher/v1/info").json()
     assert info["unavailableBuiltins"] == {}
     assert "web_search" in {t["name"] for t in info["offeredTools"]}
