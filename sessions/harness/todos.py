@@ -31,7 +31,7 @@ class UpdateTodosInput(BaseModel):
 
 
 class ReadTodosInput(BaseModel):
-    pass
+    """read_todos takes nothing."""
 
 
 def update_todos(input: UpdateTodosInput, ctx) -> dict[str, Any]:

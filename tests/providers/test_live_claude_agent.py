@@ -251,8 +251,9 @@ def test_a_runtime_child_dies_with_the_worker_that_started_it(tmp_path):
         wait_for_event(client, session, "message.appended")
         [child] = runtimes(server)
         [worker] = [p for p in child.parents() if " ".join(p.cmdline()).startswith("qcluster Process-")]
+        started = [child, *child.children(recursive=True)]  # listed first: they may be gone a moment after
         worker.send_signal(signal.SIGKILL)
-        gone, alive = psutil.wait_procs([child, *child.children(recursive=True)], timeout=15)
+        gone, alive = psutil.wait_procs(started, timeout=15)
         assert not alive, [p.cmdline()[:2] for p in alive]
 
 
