@@ -36,12 +36,9 @@ from agents.workspaces import sandbox
 from agents.workspaces.runtimes import LocalRuntime
 from sessions.claude_agent.proxy import PLACEHOLDER_KEY
 
-# What the runtime's process keeps of its environment (the SDK's own variables are named by prefix).
-KEPT = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_UNIX_SOCKET", "CLAUDE_CONFIG_DIR", "HOME", "PATH",
-        "LANG", "TZ", "PWD", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_AGENT_SDK_VERSION",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_AUTOUPDATER", "DISABLE_TELEMETRY",
-        "DISABLE_ERROR_REPORTING", "CLAUDE_CODE_SDK_READS_SESSION_STATE", "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS",
-        "CLAUDE_CODE_MAX_RETRIES", "BASH_DEFAULT_TIMEOUT_MS", "BASH_MAX_TIMEOUT_MS", "BASH_MAX_OUTPUT_LENGTH")
+# What the runtime's process keeps of its environment besides what `environment` gives it: what the SDK
+# itself sets when it starts the runtime.
+SDK_SETS = ("TZ", "PWD", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_AGENT_SDK_VERSION", "CLAUDE_CODE_SDK_READS_SESSION_STATE")
 
 # Variables that are set pass on; all others are dropped (`env -i`). `command`: the runtime, in its sandbox.
 LAUNCHER = """#!/bin/bash
@@ -148,8 +145,9 @@ def sandbox_mounts(runtime: Any) -> sandbox.Mounts | None:
     return sandbox.Mounts(limits=sandbox.Limits(cpu_seconds=RUNTIME_CPU_SECONDS))
 
 
-def write_launcher(home: RunHome, cwd: str, mounts: sandbox.Mounts | None) -> None:
-    """The command the SDK starts: the runtime in the sandbox `mounts` describes (None: unsandboxed).
+def write_launcher(home: RunHome, cwd: str, mounts: sandbox.Mounts | None, given: dict[str, str]) -> None:
+    """The command the SDK starts: the runtime in the sandbox `mounts` describes (None: unsandboxed), with
+    the environment `given` (`environment`'s) and the SDK's own variables, and nothing else.
 
     In the sandbox the runtime sees the system, its own program, its run home
     and the working directory `cwd` (the session's workspace), and nothing
@@ -172,7 +170,8 @@ def write_launcher(home: RunHome, cwd: str, mounts: sandbox.Mounts | None) -> No
         argv = sandbox.command(argv, cwd=cwd, mounts=mounts)  # bubblewrap dies with its parent, and the rest with it
     elif shutil.which("setpriv"):
         argv = ["setpriv", "--pdeathsig", "KILL", "--", *argv]  # unsandboxed: it dies with the worker all the same
-    home.launcher.write_text(LAUNCHER.format(names=" ".join(KEPT), command=" ".join(shlex.quote(a) for a in argv)))
+    names = " ".join((*SDK_SETS, *given))
+    home.launcher.write_text(LAUNCHER.format(names=names, command=" ".join(shlex.quote(a) for a in argv)))
     home.launcher.chmod(stat.S_IRWXU)
 
 

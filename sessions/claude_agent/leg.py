@@ -176,7 +176,8 @@ class ClaudeAgentLeg:
             transcript.write(_transcript_path(home, cwd, resume),
                              transcript.as_jsonl(transcript.entries(history, resume, cwd, self.model)))
         homes.write_skills(home, self.workspace.loaded)
-        homes.write_launcher(home, cwd, homes.sandbox_mounts(self.workspace.loaded.runtime))
+        env = homes.environment(home, self.workspace.loaded.runtime, self.profile.params)
+        homes.write_launcher(home, cwd, homes.sandbox_mounts(self.workspace.loaded.runtime), env)
         # The agent's tools, and the workspace verbs the runtime's own tools do not stand in for.
         tools = [SdkMcpTool(name=spec.name, description=spec.description, input_schema=spec.input_schema,
                             handler=_handler(child, spec.name))
@@ -204,7 +205,7 @@ class ClaudeAgentLeg:
             system_prompt=self.profile.system + brief(self.workspace, self.builtins.tools),
             cwd=cwd,
             cli_path=str(home.launcher),
-            env=homes.environment(home, self.workspace.loaded.runtime, self.profile.params),
+            env=env,
             tools=self.builtins.offered(),  # of the runtime's own, those standing in for agentsite's
             agents=homes.agent_definitions(self.workspace.loaded) if "subagents" in self.natives else None,
             mcp_servers={names.SERVER: create_sdk_mcp_server(names.SERVER, tools=tools)} if tools else {},

@@ -264,21 +264,28 @@ needs_sandbox = pytest.mark.skipif(not sandbox.status().active,
                                    reason="the runtime's own tools are offered only where the sandbox runs")
 
 
-@needs_sandbox
-@pytest.mark.django_db(transaction=True)
-def test_a_gated_bash_call_parks_then_runs_once_approved_and_the_turn_costs_both_parts(
-        local, anthropic_server, sync_turns, tmp_path):
+def park_a_bash_call(local, anthropic_server, tmp_path, call_id: str, command: str, then: Reply,
+                     counts: tuple[int, ...] = ()) -> str:
+    """A session of the gated-shell agent whose first turn parked on the runtime's Bash call `command`;
+    `then`: the model's reply once the call is decided."""
     from agents.discovery import deploy_agent_folder
 
     deploy_agent_folder(write_shell_agent(tmp_path / "official"))
     anthropic_server.replies.extend([
-        Reply(events=an_tool_uses([("toolu_sh", "Bash", {"command": "echo RAN-ONCE >> ran.txt; cat ran.txt",
-                                                         "description": "mark"})], 40, 9)),
-        Reply(events=an_text("Done.", 30, 4)),
+        Reply(events=an_tool_uses([(call_id, "Bash", {"command": command, "description": "a step"})], *counts)),
+        then,
     ])
-    session_id = start(local, "official", "mark it")
-    session = Session.objects.get(pk=session_id)
-    assert session.status == "awaiting_approval"
+    session_id = start(local, "official", "run it")
+    assert Session.objects.get(pk=session_id).status == "awaiting_approval"
+    return session_id
+
+
+@needs_sandbox
+@pytest.mark.django_db(transaction=True)
+def test_a_gated_bash_call_parks_then_runs_once_approved_and_the_turn_costs_both_parts(
+        local, anthropic_server, sync_turns, tmp_path):
+    session_id = park_a_bash_call(local, anthropic_server, tmp_path, "toolu_sh",
+                                  "echo RAN-ONCE >> ran.txt; cat ran.txt", Reply(events=an_text("Done.", 30, 4)), (40, 9))
     [asked] = Event.objects.filter(session_id=session_id, type="action.approval_requested")
     assert asked.data["toolName"] == "Bash" and asked.data["family"] == "workspace"
     parked_cost = Turn.objects.get(session_id=session_id).state["usage"]["costUsd"]
@@ -303,15 +310,8 @@ def test_a_gated_call_denied_in_the_admin_never_runs_and_the_runtime_hears_why(
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    from agents.discovery import deploy_agent_folder
-
-    deploy_agent_folder(write_shell_agent(tmp_path / "official"))
-    anthropic_server.replies.extend([
-        Reply(events=an_tool_uses([("toolu_rm", "Bash", {"command": "touch denied.txt", "description": "x"})])),
-        Reply(events=an_text("Understood, I left it.")),
-    ])
-    session_id = start(local, "official", "make the file")
-    assert Session.objects.get(pk=session_id).status == "awaiting_approval"
+    session_id = park_a_bash_call(local, anthropic_server, tmp_path, "toolu_rm", "touch denied.txt",
+                                  Reply(events=an_text("Understood, I left it.")))
     operator = Client()
     operator.force_login(get_user_model().objects.create_superuser("ops", "ops@example.com", "not-used"))
     call = ToolCall.objects.get(session_id=session_id, call_id="toolu_rm")
