@@ -57,7 +57,8 @@ class Agent:
 
 
 # What `Agent(builtins=[...])` may name, and the tools each brings (sessions.harness).
-BUILTIN_TOOLS = {"web_fetch": ("web_fetch",), "web_search": ("web_search",), "todos": ("update_todos", "read_todos")}
+BUILTIN_TOOLS = {"web_fetch": ("web_fetch",), "web_search": ("web_search",), "todos": ("update_todos", "read_todos"),
+                 "ask_question": ("ask_question",)}
 BUILTINS = tuple(BUILTIN_TOOLS)
 
 
@@ -76,6 +77,9 @@ class Tool:
     # A needs_approval tool may run without approval when called directly
     # (the tool-call route, `manage.py call`, schedule handlers) only if it opts in.
     direct_call: bool = False
+    # A question to the person (the built-in ask_question): its call waits, like one for approval, and the
+    # person's answer is its result; the function never runs.
+    question: bool = False
 
     def input_schema(self) -> dict[str, Any]:
         return _schema_of(self.input_model)

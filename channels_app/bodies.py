@@ -283,6 +283,18 @@ class ApprovalDecision(Body):
     reason: str = Field(default="", max_length=2000, json_schema_extra=TEXT)
 
 
+class QuestionAnswer(Body):
+    answer: str = Field(min_length=1, max_length=4000, json_schema_extra={"pattern": NOT_BLANK},
+                        description="The answer: one of the question's options, or the person's own words")
+
+    @field_validator("answer")
+    @classmethod
+    def not_blank(cls, value: str) -> str:
+        if _BLANK.fullmatch(value):
+            raise ValueError("answer must not be blank")
+        return value.strip()
+
+
 class ToolCallBody(Body):
     input: dict[str, Any] = Field(default_factory=dict)  # documented as JSON without NUL by channels_app.schema
     session_id: str | None = Field(default=None, max_length=40, json_schema_extra=TEXT)

@@ -30,6 +30,8 @@ urlpatterns = [
     path("<slug:slug>/v1/session/<str:session_id>/approvals", tools.ApprovalListView.as_view(), name="approvals"),
     path("<slug:slug>/v1/session/<str:session_id>/approvals/<str:call_id>", tools.ApprovalResolveView.as_view(),
          name="approval-resolve"),
+    path("<slug:slug>/v1/session/<str:session_id>/questions/<str:call_id>", tools.QuestionAnswerView.as_view(),
+         name="question-answer"),
     path("<slug:slug>/v1/session/<str:session_id>/artifacts", artifacts.SessionArtifactsView.as_view(),
          name="artifacts"),
     path("<slug:slug>/v1/session/<str:session_id>/artifacts/<str:name>", artifacts.SessionArtifactView.as_view(),

@@ -13,8 +13,12 @@ from sessions.models import ToolCall
 
 
 class Approval(Reply):
+    """A parked call: one for approval (`kind` approval), or the model's question to the person (`kind`
+    question: answer it at `…/questions/{callId}`; its input holds `question` and `options`)."""
+
     call_id: str
     tool_name: str
+    kind: Literal["approval", "question"]
     input: JSONValue  # the tool's input, free-form
     status: str
     turn_id: str
@@ -27,12 +31,44 @@ class Approval(Reply):
         return cls(
             call_id=row.call_id,
             tool_name=row.tool,
+            kind="question" if row.question else "approval",
             input=row.input,
             status=row.status,
             turn_id=row.turn_id,
             decided_by=row.decided_by,
             reason=row.reason,
             requested_at=row.created_at,
+        )
+
+
+class Question(Reply):
+    """A question the model asked (`ask_question`): `waiting` for an answer, `answered`, or `interrupted`
+    (its turn ended first)."""
+
+    call_id: str
+    turn_id: str
+    question: str
+    options: list[str]
+    status: Literal["waiting", "answered", "interrupted"]
+    answer: str | None
+    answered_by: PrincipalDescription | None
+    asked_at: datetime
+    answered_at: datetime | None
+
+    @classmethod
+    def of(cls, row: ToolCall) -> Question:
+        status = {ToolCall.Status.AWAITING_APPROVAL: "waiting", ToolCall.Status.DONE: "answered"}.get(
+            row.status, "interrupted")
+        return cls(
+            call_id=row.call_id,
+            turn_id=row.turn_id,
+            question=str(row.input.get("question", "")),
+            options=list(row.input.get("options") or []),
+            status=status,
+            answer=row.output if status == "answered" else None,
+            answered_by=row.decided_by if status == "answered" else None,
+            asked_at=row.created_at,
+            answered_at=row.decided_at if status == "answered" else None,
         )
 
 

@@ -1,4 +1,4 @@
-"""Tools called without a model turn, and the approvals that gate tool calls."""
+"""Tools called without a model turn, the approvals that gate tool calls, and the model's questions."""
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -6,12 +6,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from channels_app.bodies import ApprovalDecision, ToolCallBody, validate_body
+from channels_app.bodies import ApprovalDecision, QuestionAnswer, ToolCallBody, validate_body
 from channels_app.ownership import get_agent, get_owned_session
 from channels_app.pagination import ApprovalPages, paginate
-from channels_app.replies.tools import Approval, ApprovalList, ParkedToolCall, ToolResult
+from channels_app.replies.tools import Approval, ApprovalList, ParkedToolCall, Question, ToolResult
 from channels_app.schema import BODY, SESSION, list_parameters, refusals
-from sessions.turn.approvals import pending_approvals, resolve_approval
+from sessions.turn.approvals import answer_question, pending_approvals, resolve_approval
 from sessions.direct.calls import Parked, run_call
 
 
@@ -31,6 +31,15 @@ class ApprovalResolveView(APIView):
         session = get_owned_session(slug, session_id, request.user, operators=True)
         row = resolve_approval(session, call_id, body.decision, request.user, body.reason)
         return Response(Approval.of(row))
+
+
+class QuestionAnswerView(APIView):
+    @extend_schema(summary="Answer a question the agent asked (ask_question): the answer is the call's result",
+                   request=QuestionAnswer, responses={200: Question, **refusals(*SESSION, 409, *BODY)})
+    def post(self, request: Request, slug: str, session_id: str, call_id: str) -> Response:
+        body: QuestionAnswer = validate_body(QuestionAnswer, request.data)
+        session = get_owned_session(slug, session_id, request.user, operators=True)
+        return Response(Question.of(answer_question(session, call_id, body.answer, request.user)))
 
 
 class ToolCallView(APIView):

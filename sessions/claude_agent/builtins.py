@@ -30,7 +30,7 @@ from agents.workspaces.filesystems import VERBS
 from sessions.eventlog.storable import clean_text
 from sessions.models import EventType, ToolCall
 from sessions.turn.runner import Emitter
-from sessions.turn.tools import json_safe, result_payload
+from sessions.turn.tools import approval_requested, json_safe, result_payload
 from sessions.workspaces.store import Workspace
 
 # A workspace verb, and the runtime's tool that does its work.
@@ -159,7 +159,7 @@ def announce(emitter: Emitter, row: ToolCall, requested: dict[str, Any], descrip
     the caller flushes once the row's transaction is over)."""
     emitter.emit(EventType.ACTIONS_REQUESTED, {"calls": [requested]})
     if row.status == ToolCall.Status.AWAITING_APPROVAL:
-        emitter.emit(EventType.ACTION_APPROVAL_REQUESTED, {**requested, "description": description, "effect": effect})
+        emitter.emit(EventType.ACTION_APPROVAL_REQUESTED, approval_requested(row, requested, description, effect))
 
 
 def report(emitter: Emitter, row: ToolCall, duration_ms: float) -> None:

@@ -320,8 +320,9 @@ class ClaudeAgentLeg:
                          prepared.tool.effect if prepared.tool else "")
             self.emitter.flush()
         if row.status == ToolCallRow.Status.AWAITING_APPROVAL:
-            return "defer", "waiting for a person's approval"
-        if row.status in (ToolCallRow.Status.REQUESTED, ToolCallRow.Status.APPROVED):
+            return "defer", "waiting for a person's " + ("answer" if row.question else "approval")
+        if row.status in (ToolCallRow.Status.REQUESTED, ToolCallRow.Status.APPROVED) or (
+                row.question and row.status == ToolCallRow.Status.DONE):  # a question answered: the answer
             self.allowed[name].append((asked.input, row))
             return "allow", ""
         if row.status == ToolCallRow.Status.DENIED:
@@ -341,7 +342,9 @@ class ClaudeAgentLeg:
         waiting.remove(match)
         row = match[1]
         started = time.monotonic()
-        if row.status == ToolCallRow.Status.APPROVED:
+        if row.status == ToolCallRow.Status.DONE:  # a question's answer, given while the turn was parked
+            durations = {}
+        elif row.status == ToolCallRow.Status.APPROVED:
             durations = self.executor.run_approved([row])
         else:
             tool = self.executor.tools[row.tool]

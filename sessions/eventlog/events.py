@@ -113,8 +113,8 @@ def operator_acted(principal, action: str, call_id: str = "", **ids: str) -> tup
 
 
 # What each operator act reads as, after the operator's name (the playground says the same).
-ACTS = {"approve": "approved call {callId}", "deny": "denied call {callId}", "stop": "stopped the session",
-        "cancel_reminder": "cancelled reminder {reminderId}"}
+ACTS = {"approve": "approved call {callId}", "deny": "denied call {callId}", "answer": "answered question {callId}",
+        "stop": "stopped the session", "cancel_reminder": "cancelled reminder {reminderId}"}
 
 
 def describe_act(data: dict[str, Any]) -> str:

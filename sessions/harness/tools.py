@@ -6,6 +6,7 @@ from typing import Any
 from agents.definitions import Tool
 from sessions.harness import search
 from sessions.harness.fetch import WebFetchInput, web_fetch
+from sessions.harness.questions import DESCRIPTION as ASK_QUESTION, AskQuestionInput, ask_question
 from sessions.harness.todos import ReadTodosInput, UpdateTodosInput, read_todos, update_todos
 from sessions.turn import extensions
 
@@ -29,6 +30,8 @@ def harness_tools(loaded: Any) -> dict[str, Tool]:
             "Replace the plan you keep for this conversation: the whole list of steps, each pending, in_progress "
             "or done. Keep it current as you work; the person sees it.", UpdateTodosInput, update_todos)
         tools["read_todos"] = Tool("Read the plan you keep for this conversation.", ReadTodosInput, read_todos)
+    if "ask_question" in declared:
+        tools["ask_question"] = Tool(ASK_QUESTION, AskQuestionInput, ask_question, question=True)
     return tools
 
 

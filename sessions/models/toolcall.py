@@ -38,6 +38,8 @@ class ToolCall(models.Model):
     input = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=24, choices=Status.choices, default=Status.REQUESTED)
     stubbed = models.BooleanField(default=False)
+    # A question to the person (Tool.question): it waits like a call for approval, and is answered, not run.
+    question = models.BooleanField(default=False)
     output = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     decided_by = models.JSONField(null=True, blank=True)
@@ -68,6 +70,12 @@ class ToolCall(models.Model):
         status = self.Status.APPROVED if decision == self.Decision.APPROVE else self.Status.DENIED
         return self._move((self.Status.AWAITING_APPROVAL,), status=status, decided_by=decided_by, reason=reason,
                           decided_at=timezone.now())
+
+    def answer(self, answer: str, answered_by: dict) -> bool:
+        """awaiting_approval → done, the answer its output: a question answered (False: it was already)."""
+        now = timezone.now()
+        return self._move((self.Status.AWAITING_APPROVAL,), status=self.Status.DONE, output=answer,
+                          decided_by=answered_by, decided_at=now, ended_at=now)
 
     def start(self) -> bool:
         """requested | approved → running: the caller whose update wins runs the call, exactly once."""

@@ -1,4 +1,5 @@
-"""Deciding parked tool calls: approve runs the call once, deny tells the model why."""
+"""Deciding parked tool calls: approve runs the call once, deny tells the model why, and a question's
+answer is its result."""
 from __future__ import annotations
 
 from django.db import transaction
@@ -18,31 +19,63 @@ def pending_approvals(session: Session) -> QuerySet[ToolCall]:
 def resolve_approval(session: Session, call_id: str, decision: str, principal, reason: str = "") -> ToolCall:
     """Record the decision and resume the turn once none of its calls still waits.
 
-    An operator deciding on someone else's session is recorded with the decision (`operator.acted`).
-    Raises AdmissionError 404 for an unknown call and 409 for one already decided.
+    Raises AdmissionError 404 for an unknown call and 409 for one already decided (or a question).
     """
     if decision not in ToolCall.Decision.values:
         raise AdmissionError("invalid_decision", "decision must be 'approve' or 'deny'", 400)
     rows = ToolCall.objects.filter(session=session, call_id=call_id).order_by("-id")
+    row = parked_call(session, call_id)
+    if row.question:
+        raise AdmissionError("is_question", f"tool call {call_id!r} is a question to answer, not a call to approve: "
+                             f"POST its answer to …/questions/{call_id}", 409)
+    decided_by = principal.as_dict()
+    _decide(session, row, principal, lambda: row.resolve(decision, decided_by, reason), {
+        "callId": row.call_id, "toolName": row.tool, "decision": decision, "reason": reason, "decidedBy": decided_by,
+    })
+    return row
+
+
+def answer_question(session: Session, call_id: str, answer: str, principal) -> ToolCall:
+    """Record a person's answer to a question the model asked (`ask_question`) as its result, and resume
+    the turn once none of its calls still waits. 404 for an unknown call, 409 for a call that is not a
+    question or one already answered (or ended with its turn)."""
+    row = parked_call(session, call_id)
+    if not row.question:
+        raise AdmissionError("not_a_question", f"tool call {call_id!r} waits for approval, not an answer: decide "
+                             f"it at …/approvals/{call_id}", 409)
+    answered_by = principal.as_dict()
+    _decide(session, row, principal, lambda: row.answer(answer, answered_by), {
+        "callId": row.call_id, "toolName": row.tool, "decision": "answer", "answer": answer, "reason": "",
+        "decidedBy": answered_by,
+    })
+    return row
+
+
+def parked_call(session: Session, call_id: str) -> ToolCall:
+    """The session's call `call_id` (one still waiting first: a call id may repeat across turns); 404 if none."""
+    rows = ToolCall.objects.filter(session=session, call_id=call_id).order_by("-id")
     row = rows.filter(status=ToolCall.Status.AWAITING_APPROVAL).first() or rows.first()
     if row is None:
         raise AdmissionError("approval_not_found", f"no tool call {call_id!r} on this session", 404)
-    decided_by = principal.as_dict()
+    return row
+
+
+def _decide(session: Session, row: ToolCall, principal, won, resolved: dict) -> None:
+    """`won()` moves the row if it still waits; the decision is logged, and the turn resumes if it was the last.
+
+    An operator deciding on someone else's session is recorded with the decision (`operator.acted`).
+    """
     hooks = session.hooks()  # loaded before the write lock is taken
     with transaction.atomic():
         lifecycle.principal_turn_lock(session)  # first: the lifecycle's lock order (resuming may take a slot)
-        if not row.resolve(decision, decided_by, reason):
+        if not won():
             row.refresh_from_db()
-            raise AdmissionError(
-                "already_resolved", f"tool call {call_id!r} is not awaiting approval (it is {row.status})", 409
-            )
-        events = [(EventType.ACTION_APPROVAL_RESOLVED, {
-            "callId": row.call_id, "toolName": row.tool, "decision": decision, "reason": reason,
-            "decidedBy": decided_by,
-        })]
+            waits = "an answer" if row.question else "approval"
+            raise AdmissionError("already_resolved",
+                                 f"tool call {row.call_id!r} is not awaiting {waits} (it is {row.status})", 409)
+        events = [(EventType.ACTION_APPROVAL_RESOLVED, resolved)]
         if principal.oversees(session):
-            events.append(operator_acted(principal, decision, row.call_id))
+            events.append(operator_acted(principal, resolved["decision"], row.call_id))
         append_events(session.id, events, row.turn_id, hooks)
         if not ToolCall.objects.filter(turn_id=row.turn_id, status=ToolCall.Status.AWAITING_APPROVAL).exists():
             lifecycle.resume_parked(row.turn_id, hooks=hooks)
-    return row

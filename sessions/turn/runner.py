@@ -339,9 +339,7 @@ class Runner:
             self.emitter.emit(EventType.ACTIONS_REQUESTED, {"calls": [p.requested() for p in prepared]})
             parked = [p for p in prepared if p.row.status == ToolCallRow.Status.AWAITING_APPROVAL]
             for p in parked:
-                self.emitter.emit(EventType.ACTION_APPROVAL_REQUESTED, {
-                    **p.requested(), "description": p.tool.description, "effect": p.tool.effect,
-                })
+                self.emitter.emit(EventType.ACTION_APPROVAL_REQUESTED, p.approval_requested())
             if any(p.row.status == ToolCallRow.Status.REQUESTED for p in prepared):
                 self.emitter.flush()  # readers see the calls while they run
         started = time.monotonic()
@@ -354,13 +352,13 @@ class Runner:
         return [tool_message(p.row, clean_text(p.call.call_id)) for p in prepared]
 
     def resume_tools(self, rows: list[ToolCallRow]) -> list[dict[str, Any]]:
-        """Finish a parked step once decided: run approved calls once, report denied ones."""
+        """Finish a parked step once decided: run approved calls once, report denied ones and answers."""
         self.executor.explain_denials(rows)
         self.interrupts.check()  # an interrupt while parked wins over the approvals
         started = time.monotonic()
         durations = self.executor.run_approved(rows)
-        self.report_tools(started, [r for r in rows if r.pk in durations or r.status == ToolCallRow.Status.DENIED],
-                          durations)
+        self.report_tools(started, [r for r in rows if r.pk in durations or r.status == ToolCallRow.Status.DENIED
+                                    or (r.question and r.status == ToolCallRow.Status.DONE)], durations)
         return [tool_message(r) for r in rows]
 
     def report_tools(self, started: float, rows: list[ToolCallRow], durations: dict[int, float]) -> None:

@@ -187,6 +187,18 @@ class Prepared:
             requested["family"] = self.family
         return requested
 
+    def approval_requested(self) -> dict[str, Any]:
+        return approval_requested(self.row, self.requested(), self.tool.description if self.tool else "",
+                                  self.tool.effect if self.tool else "")
+
+
+def approval_requested(row: ToolCall, requested: dict[str, Any], description: str, effect: str) -> dict[str, Any]:
+    """What `action.approval_requested` says of a parked call; a question's carries its text and options."""
+    data = {**requested, "description": description, "effect": effect}
+    if row.question:
+        data.update(kind="question", question=row.input.get("question", ""), options=row.input.get("options") or [])
+    return data
+
 
 class Executor:
     """Validates, stores and runs the tool calls of one agent loop: a turn's agent or one of its subagents.
@@ -239,7 +251,12 @@ class Executor:
         return tool, validated, execution_problem(name, tool)
 
     def initial_status(self, tool: Tool) -> dict[str, Any]:
-        """Where a valid call starts: stubbed (dryRun write), parked (gated), or ready to run."""
+        """Where a valid call starts: parked (a question, or gated), stubbed (dryRun write), or ready to run."""
+        if tool.question:
+            if not self.can_park:
+                return {"status": ToolCall.Status.FAILED,
+                        "error": "a subagent cannot ask the person: leave the question to the parent"}
+            return {"status": ToolCall.Status.AWAITING_APPROVAL, "question": True}
         if self.options.dry_run and tool.effect == "write":
             # A stub has no effect, so it needs no approval.
             return {"status": ToolCall.Status.DONE, "stubbed": True, "output": stub_output(tool)}

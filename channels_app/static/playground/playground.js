@@ -114,6 +114,7 @@ function describeAct(data) {
   const did = {
     approve: `approved call ${data.callId}`,
     deny: `denied call ${data.callId}`,
+    answer: `answered question ${data.callId}`,
     stop: data.turnId ? `stopped turn ${data.turnId}` : "stopped the session",
     cancel_reminder: `cancelled reminder ${data.reminderId}`,
   }[data.action] || data.action;
