@@ -1,6 +1,7 @@
 // agentsite playground: renders a session's events as they stream over the
-// session websocket, and posts new conversations, follow-ups, stops and
-// approval decisions to the HTTP API. No build step, no dependencies.
+// session websocket, and posts new conversations, follow-ups, stops, approval
+// decisions and answers to the agent's questions (question.js) to the HTTP API.
+// No build step, no dependencies.
 "use strict";
 
 function el(tag, attrs, ...children) {
@@ -320,7 +321,8 @@ class SessionView {
         this.removeApproval(data.callId);
         if (!this.approvals.querySelector(".approval")) this.setStatus("running");
         const card = this.calls.get(data.callId);
-        if (card) card.querySelector(".head").append(el("span", { class: "badge", text: `${data.decision}d by ${who}` }));
+        const decided = data.decision === "answer" ? "answered" : `${data.decision}d`;
+        if (card) card.querySelector(".head").append(el("span", { class: "badge", text: `${decided} by ${who}` }));
         break;
       }
       case "artifact.saved":
@@ -413,6 +415,10 @@ class SessionView {
 
   addApproval(data) {
     if (this.approvals.querySelector(`[data-call="${CSS.escape(data.callId)}"]`)) return;
+    if (data.kind === "question") {  // question.js: answered, not decided
+      this.approvals.append(questionBox(data, `${this.api}/questions/${encodeURIComponent(data.callId)}`));
+      return;
+    }
     const error = el("span", { class: "error" });
     const decide = async (decision) => {
       error.textContent = "";
