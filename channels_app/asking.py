@@ -28,7 +28,7 @@ from sessions.eventlog.events import read_lines
 from sessions.models import EventType, ToolCall, Turn
 from sessions.principal import Principal
 from sessions.turn.admission import AdmissionError, start_session, submit_message
-from sessions.turn.approvals import resolve_approval
+from sessions.turn.approvals import answer_question, resolve_approval
 
 # What says how the turn ended: its last reply, its failure, or the session's state after it.
 OUTCOME_TYPES = frozenset({EventType.MESSAGE_COMPLETED, EventType.TURN_FAILED, EventType.SESSION_WAITING,
@@ -92,23 +92,33 @@ def ask(principal: Principal, slug: str, message: str, session_id: str | None, t
 
 
 def pending_calls(turn_id: str) -> list[dict[str, Any]]:
-    """The turn's calls waiting for a decision: what a person is asked about."""
+    """The turn's calls waiting on a person: what they are asked about (`kind` question: the model's
+    question, its text and options in `input`; approval: a call to approve or deny)."""
     rows = ToolCall.objects.filter(turn_id=turn_id, status=ToolCall.Status.AWAITING_APPROVAL).order_by("id")
-    return [{"callId": row.call_id, "toolName": row.tool, "input": row.input} for row in rows]
+    return [waiting_call(row.call_id, row.tool, row.input, row.question) for row in rows]
 
 
-def decide(principal: Principal, asked: Asked, decisions: dict[str, tuple[str, str]]) -> None:
-    """Record the person's decisions (call id → (approve|deny, reason)) on the calls `asked`'s turn waits
-    on, as the HTTP route records them. A call decided meanwhile elsewhere keeps that decision; an id the
-    turn is not waiting on is left alone.
+def waiting_call(call_id: str, tool_name: str, input: Any, question: bool) -> dict[str, Any]:
+    return {"callId": call_id, "toolName": tool_name, "input": input, "kind": "question" if question else "approval"}
+
+
+def decide(principal: Principal, asked: Asked, decisions: dict[str, tuple[str, str]],
+           answers: dict[str, str] | None = None) -> None:
+    """Record the person's decisions (call id → (approve|deny, reason)) and answers (call id → text) on
+    the calls `asked`'s turn waits on, as the HTTP routes record them. A call decided meanwhile
+    elsewhere keeps that decision; an id the turn is not waiting on is left alone.
     """
     session = get_owned_session(asked.slug, asked.session_id, principal)
     waiting = {call["callId"] for call in pending_calls(asked.turn_id)}
-    for call_id, (decision, reason) in decisions.items():
+    acts = [(call_id, lambda c=call_id, d=decided: resolve_approval(session, c, d[0], principal, d[1]))
+            for call_id, decided in decisions.items()]
+    acts += [(call_id, lambda c=call_id, a=answer: answer_question(session, c, a, principal))
+             for call_id, answer in (answers or {}).items()]
+    for call_id, act in acts:
         if call_id not in waiting:
             continue
         try:
-            resolve_approval(session, call_id, decision, principal, reason)
+            act()
         except AdmissionError as exc:
             if exc.code != "already_resolved":
                 raise

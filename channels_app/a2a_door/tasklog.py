@@ -21,6 +21,8 @@ from a2a.server.tasks.task_manager import append_artifact_to_task
 from a2a.types import a2a_pb2 as a2a
 from google.protobuf.json_format import ParseDict
 
+from channels_app.asking import waiting_call
+
 Event = Union[a2a.TaskStatusUpdateEvent, a2a.TaskArtifactUpdateEvent]
 
 STATE_OF_STATUS = {
@@ -82,8 +84,8 @@ class TaskLog:
             return [self._status(a2a.TASK_STATE_WORKING, meta, envelope, f"{data.get('toolName', 'a tool')} returned",
                                  {"result": data})]
         if kind == "action.approval_requested":
-            self.pending.append({"callId": data.get("callId"), "toolName": data.get("toolName"),
-                                 "input": data.get("input")})
+            self.pending.append(waiting_call(data.get("callId"), data.get("toolName"), data.get("input"),
+                                             data.get("kind") == "question"))
             return [self.waiting(meta, envelope)]
         if kind == "action.approval_resolved":
             self.pending = [call for call in self.pending if call["callId"] != data.get("callId")]
@@ -99,10 +101,21 @@ class TaskLog:
         return []
 
     def waiting(self, meta: dict[str, Any] | None = None, envelope: dict[str, Any] | None = None) -> a2a.TaskStatusUpdateEvent:
-        """`input-required`: the calls waiting for a decision, and how to give it."""
-        names = ", ".join(f"{call['toolName']} ({call['callId']})" for call in self.pending)
-        text = (f"The agent waits for a decision on {names}. Send a message on this task with the text "
-                "approve or deny, or a data part {\"decision\": \"approve\"|\"deny\", \"callId\"?, \"reason\"?}.")
+        """`input-required`: the calls waiting on a person (decisions and questions), and how to answer."""
+        said = []
+        if approvals := [call for call in self.pending if call["kind"] == "approval"]:
+            names = ", ".join(f"{call['toolName']} ({call['callId']})" for call in approvals)
+            said.append(f"The agent waits for a decision on {names}. Send a message on this task with the text "
+                        "approve or deny, or a data part {\"decision\": \"approve\"|\"deny\", \"callId\"?, "
+                        "\"reason\"?}.")
+        for call in self.pending:
+            if call["kind"] == "question":
+                options = (call.get("input") or {}).get("options") or []
+                offered = f" (options: {'; '.join(options)})" if options else ""
+                said.append(f"The agent asks ({call['callId']}): {(call.get('input') or {}).get('question', '')}"
+                            f"{offered}. Send a message on this task with the answer as its text, or a data part "
+                            "{\"callId\", \"answer\"}.")
+        text = " ".join(said)
         return self._status(a2a.TASK_STATE_INPUT_REQUIRED, meta or {}, envelope, text,
                             {"pendingApprovals": self.pending})
 

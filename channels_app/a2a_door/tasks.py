@@ -82,31 +82,61 @@ def answer(caller: Caller, slug: str, message: a2a.Message) -> asking.Asked:
         raise APIError(409, "task_not_waiting", f"task {turn.pk} {state}: send a message without taskId in "
                                                 f"context {turn.session_id} to go on")
     asked = _asked(slug, turn)
-    asking.decide(caller.principal, asked, _decisions(message, pending))
+    asking.decide(caller.principal, asked, *_decisions(message, pending))
     return asked
 
 
-def _decisions(message: a2a.Message, pending: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+def _decisions(message: a2a.Message, pending: list[dict[str, Any]]) -> tuple[dict[str, tuple[str, str]],
+                                                                              dict[str, str]]:
+    """The message's decisions on the calls waiting for approval and answers to the questions waiting.
+
+    Data parts: `{"decision": "approve"|"deny", "callId"?, "reason"?}` (no callId: every call waiting for
+    approval) and `{"answer": "…", "callId"?}` (no callId: the one question waiting). Text alone is an
+    answer when a single question waits and nothing else does, else approve or deny for the calls.
+    """
     text, data = _parts(message)
     waiting = [call["callId"] for call in pending]
+    questions = [call["callId"] for call in pending if call["kind"] == "question"]
+    gated = [call_id for call_id in waiting if call_id not in questions]
     decided: dict[str, tuple[str, str]] = {}
+    answers: dict[str, str] = {}
     for item in data:
-        decision = DECISIONS.get(str(item.get("decision", "")).lower()) if isinstance(item, dict) else None
-        if decision is None:
-            raise APIError(400, "invalid_decision", 'a data part must be {"decision": "approve"|"deny"}')
-        call = item.get("callId")
+        call = item.get("callId") if isinstance(item, dict) else None
         if call is not None and call not in waiting:
             raise APIError(400, "invalid_decision", f"the task waits on no call {call!r}: it waits on "
                                                     f"{', '.join(waiting)}")
-        for call_id in [call] if call else waiting:
+        if isinstance(item, dict) and "answer" in item:
+            answers[_question_of(call, questions)] = _answer_text(item["answer"])
+            continue
+        decision = DECISIONS.get(str(item.get("decision", "")).lower()) if isinstance(item, dict) else None
+        if decision is None or call in questions:
+            raise APIError(400, "invalid_decision", 'a data part must be {"decision": "approve"|"deny"} for a '
+                                                    'call, or {"answer": "…"} for a question')
+        for call_id in [call] if call else gated:
             decided[call_id] = (decision, str(item.get("reason") or ""))
     if not data:
+        if questions == waiting and len(questions) == 1:
+            return {}, {questions[0]: _answer_text(text)}
         decision = DECISIONS.get(text.strip().lower().rstrip(".!"))
-        if decision is None:
-            raise APIError(400, "invalid_decision", f"the task waits for a decision on {', '.join(waiting)}: "
-                                                    "answer approve or deny")
+        if decision is None or questions:
+            raise APIError(400, "invalid_decision", f"the task waits on {', '.join(waiting)}: answer approve or "
+                                                    "deny for a call, and a question with a data part "
+                                                    '{"callId", "answer"}')
         decided = {call_id: (decision, "") for call_id in waiting}
-    return decided
+    return decided, answers
+
+
+def _question_of(call: str | None, questions: list[str]) -> str:
+    if call in questions or (call is None and len(questions) == 1):
+        return call or questions[0]
+    raise APIError(400, "invalid_decision", "an answer goes to a question the task waits on: "
+                                            f"name it with callId (questions waiting: {', '.join(questions) or 'none'})")
+
+
+def _answer_text(answer: Any) -> str:
+    if not isinstance(answer, str) or not answer.strip() or len(answer) > 4000:
+        raise APIError(400, "invalid_answer", "an answer is text of 1 to 4000 characters, not blank")
+    return answer.strip()
 
 
 def _turn(caller: Caller, slug: str, task_id: str, *, operators: bool = True) -> Turn:

@@ -2,7 +2,8 @@
 
 Built on the official SDK's low-level `Server`: the door decides itself what a call returns, a
 reply, a tool error, or (protocol 2026-07-28, a client that declared elicitation) an
-`InputRequiredResult` asking the person to decide the calls the turn parked on. That exchange
+`InputRequiredResult` asking the person to decide the calls the turn parked on (or to answer the
+model's question: a form of one field, a choice among its options or free text). That exchange
 carries its own state through the client (`request_state`, signed here and bound to the caller),
 so the client's retry may land on any web process. A client on an older protocol, or one that
 cannot elicit, gets `status: "awaiting_approval"` and the playground link instead.
@@ -146,8 +147,10 @@ async def _ask(ctx, caller: Caller, params) -> types.CallToolResult | types.Inpu
     cancelled = False
     if params.request_state is not None:
         asked = _resumed(caller, params.request_state)
-        decisions, cancelled = _decisions(params.input_responses or {})
-        await database_sync_to_async(asking.decide)(caller.principal, asked, decisions)
+        waiting = await database_sync_to_async(asking.pending_calls)(asked.turn_id)
+        questions = {call["callId"] for call in waiting if call["kind"] == "question"}
+        decisions, answers, cancelled = _decisions(params.input_responses or {}, questions)
+        await database_sync_to_async(asking.decide)(caller.principal, asked, decisions, answers)
     else:
         given = inputs.checked(params.arguments or {}, inputs.AskAnyInput if caller.slug is None else inputs.AskInput)
         slug = caller.slug
@@ -184,26 +187,47 @@ def _can_elicit(ctx) -> bool:
 
 
 def _approval_request(slug: str, call: dict[str, Any]) -> types.ElicitRequest:
+    if call["kind"] == "question":
+        return _question_request(slug, call["input"])
     message = (f"The agent {slug} wants to run {call['toolName']} with {json.dumps(call['input'])}. "
                "Approve it?")
     return types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=DECISION_SCHEMA))
 
 
-def _decisions(responses: dict[str, Any]) -> tuple[dict[str, tuple[str, str]], bool]:
-    """The person's answers as decisions, and whether they dismissed a question (cancel decides nothing:
-    the call then ends `awaiting_approval`, not asked again). Accept carries approve or deny; decline denies."""
+def _question_request(slug: str, asked: dict[str, Any]) -> types.ElicitRequest:
+    """The model's question as a form of one field: a choice among its options, or free text without."""
+    answer: dict[str, Any] = {"type": "string", "title": "Answer", "minLength": 1, "maxLength": 4000}
+    if asked.get("options"):
+        answer["enum"] = list(asked["options"])
+    schema = {"type": "object", "properties": {"answer": answer}, "required": ["answer"]}
+    message = f"The agent {slug} asks: {asked.get('question', '')}"
+    return types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=schema))
+
+
+def _decisions(responses: dict[str, Any], questions: set[str]) -> tuple[dict[str, tuple[str, str]],
+                                                                        dict[str, str], bool]:
+    """The person's responses as decisions and answers, and whether they dismissed one (cancel decides
+    nothing: the call then ends `awaiting_approval`, not asked again). Accept carries approve or deny, or a
+    question's answer; decline denies a call, and leaves a question waiting (nobody answered it)."""
     decided: dict[str, tuple[str, str]] = {}
+    answers: dict[str, str] = {}
     cancelled = False
     for call_id, response in responses.items():
         action = getattr(response, "action", None)
         content = getattr(response, "content", None) or {}
-        if action == "accept" and content.get("decision") in ("approve", "deny"):
+        answer = content.get("answer")
+        if call_id in questions:
+            if action == "accept" and isinstance(answer, str) and answer.strip():
+                answers[call_id] = answer.strip()[:4000]
+            else:
+                cancelled = True
+        elif action == "accept" and content.get("decision") in ("approve", "deny"):
             decided[call_id] = (str(content["decision"]), str(content.get("reason") or ""))
         elif action == "decline":
             decided[call_id] = ("deny", "declined in the MCP client")
         else:
             cancelled = True
-    return decided, cancelled
+    return decided, answers, cancelled
 
 
 def _bound_to(caller: Caller) -> list[str]:
@@ -239,9 +263,12 @@ def _result(caller: Caller, asked: asking.Asked, ended: asking.Outcome) -> types
                             "playgroundUrl": links.playground_url}
     if ended.status == "awaiting_approval":
         body["pendingApprovals"] = ended.pending
-        names = ", ".join(call["toolName"] for call in ended.pending)
-        text = (f"The agent is waiting for a person to approve {names}: decide it at {links.playground_url}, "
-                f"then ask again with sessionId {asked.session_id}.")
+        said = [f"The agent asks: {call['input'].get('question', '')}" for call in ended.pending
+                if call["kind"] == "question"]
+        if names := ", ".join(call["toolName"] for call in ended.pending if call["kind"] == "approval"):
+            said.append(f"The agent is waiting for a person to approve {names}")
+        act = "decide it" if names else "answer it"
+        text = f"{'; '.join(said)}: {act} at {links.playground_url}, then ask again with sessionId {asked.session_id}."
         return types.CallToolResult(content=[_text(text)], structured_content=body)
     if ended.status != "completed":
         body["error"] = ended.error
