@@ -173,6 +173,18 @@ class ChannelContext:
             raise ChannelError("resolve_approval(...) needs auth=<principal>: who decided")
         return approvals.resolve_approval(self._session(session_id, principal), call_id, decision, principal, reason)
 
+    def answer_question(self, session_id: str, call_id: str, answer: str, auth: Principal | None = None) -> ToolCall:
+        """Answer the model's question (`ask_question`) in one of this channel's sessions; the call's row."""
+        principal = principal_of(auth) or self.principal
+        if principal is None:
+            raise ChannelError("answer_question(...) needs auth=<principal>: who answered")
+        return approvals.answer_question(self._session(session_id, principal), call_id, answer, principal)
+
+    def waiting_questions(self, key: str, *, auth: Principal | None = None) -> list[ToolCall]:
+        """The questions the model asked in the key's session that wait for an answer, oldest first."""
+        row = self._keyed(key, principal_of(auth) or self.principal)
+        return [] if row is None else list(approvals.pending_approvals(row).filter(question=True))
+
     def emit_assistant_message(self, session_id: str, text: str) -> int:
         """Append an assistant message without a model turn (host work that produced the text).
 

@@ -129,16 +129,19 @@ def message_event(text: str, *, ts: str, thread_ts: str | None = None, user: str
             "authorizations": [{"team_id": TEAM, "user_id": BOT, "is_bot": True}]}
 
 
-def click(card: Posted, *, user: str, decision: str = "approve", user_team: str = TEAM) -> bytes:
+def click(card: Posted, *, user: str, decision: str = "approve", user_team: str = TEAM, option: str = "") -> bytes:
     """The interactivity form body Slack sends when `user` presses a card's button."""
     return urlencode({"payload": json.dumps(click_payload(card, user=user, decision=decision,
-                                                          user_team=user_team))}).encode()
+                                                          user_team=user_team, option=option))}).encode()
 
 
-def click_payload(card: Posted, *, user: str, decision: str = "approve", user_team: str = TEAM) -> dict[str, Any]:
-    """The block_actions payload of `user` pressing a card's button (Socket Mode sends it as is)."""
+def click_payload(card: Posted, *, user: str, decision: str = "approve", user_team: str = TEAM,
+                  option: str = "") -> dict[str, Any]:
+    """The block_actions payload of `user` pressing a card's button (Socket Mode sends it as is): Approve
+    or Deny (`decision`), or a question's `option`."""
     actions = next(b for b in card.blocks if b["type"] == "actions")["elements"]
-    button = next(a for a in actions if a["action_id"] == f"approval_{decision}")
+    button = next(a for a in actions if (a["text"]["text"] == option if option
+                                         else a["action_id"] == f"approval_{decision}"))
     payload = {"type": "block_actions", "user": {"id": user, "team_id": user_team}, "team": {"id": TEAM},
                "trigger_id": f"{next(_ids)}.17653672481.{user}",
                "channel": {"id": card.channel},

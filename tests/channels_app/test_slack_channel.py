@@ -38,7 +38,8 @@ def write_agent(root: Path) -> Path:
     (root / "agent" / "tools").mkdir(parents=True)
     (root / "agent" / "tools" / "refund.py").write_text(REFUND_TOOL)
     (root / "agent" / "instructions.md").write_text("Echo.\n")
-    (root / "agent" / "agent.py").write_text('from agents.sdk import Agent\nagent = Agent(model="scripted:echo", tools=[])\n')
+    (root / "agent" / "agent.py").write_text(
+        'from agents.sdk import Agent\nagent = Agent(model="scripted:echo", tools=[], builtins=["ask_question"])\n')
     for name, declaration in CHANNELS.items():
         (root / "agent" / "channels" / f"{name}.py").write_text(f"from agents.sdk import slack_channel\n{declaration}\n")
     return root
@@ -288,6 +289,54 @@ def test_the_threads_starter_approves_a_parked_call_and_anyone_else_is_refused(s
 
     again = deliver(late_click, route="interactivity")
     assert again.status_code == 200 and "already decided" in slack.ephemeral[-1]["text"]
+
+
+ASK_CARRIER = '/call ask_question {"question": "Which carrier?", "options": ["UPS", "DHL"]}'
+
+
+@transactional
+def test_the_models_question_is_a_card_whose_option_the_starter_clicks(slack, agent, sync_turns):
+    deliver(message_event(ASK_CARRIER, ts="1712345612.000100"))
+    [session] = sessions_of("slack")
+    [card] = slack.cards("1712345612.000100")
+    assert card.blocks[0]["text"]["text"] == "*The agent asks:* Which carrier?"
+    buttons = next(b for b in card.blocks if b["type"] == "actions")["elements"]
+    assert [b["text"]["text"] for b in buttons] == ["UPS", "DHL"]
+
+    deliver(click(card, user=BOB, option="DHL"), route="interactivity")
+    assert parked_call(session).status == ToolCall.Status.AWAITING_APPROVAL
+    assert "answer this question" in slack.ephemeral[-1]["text"]
+
+    deliver(click(card, user=ADA, option="DHL"), route="interactivity")
+    row = parked_call(session)
+    assert (row.status, row.output, row.decided_by["principalId"]) == (ToolCall.Status.DONE, "DHL",
+                                                                       f"slack:{TEAM}:{ADA}")
+    assert slack.messages[card.ts].text == "Answered: DHL"
+    assert slack.messages[card.ts].blocks[0]["text"]["text"] == "*The agent asked:* Which carrier?\n>DHL"
+    assert slack.replies("1712345612.000100") == ["Tool results:\nask_question (ok): DHL"]
+    assert session.turns.get().status == Turn.Status.COMPLETED
+
+
+@transactional
+def test_a_reply_in_the_thread_answers_the_waiting_question_and_only_from_who_may(slack, agent, sync_turns):
+    thread = "1712345613.000100"
+    deliver(message_event(ASK_CARRIER, ts=thread), "threads")
+    [session] = sessions_of("threads")
+
+    deliver(message_event("UPS please", ts="1712345613.000200", thread_ts=thread, user=ADA, kind="message"),
+            "threads")  # the starter is no approver of this channel: a message like any other
+    assert [t.status for t in session.turns.order_by("created_at")] == ["awaiting_approval", "queued"]
+    assert parked_call(session).status == ToolCall.Status.AWAITING_APPROVAL, "still waiting for its answer"
+
+    thread = "1712345614.000100"
+    deliver(message_event(ASK_CARRIER, ts=thread), "threads")
+    second = Session.objects.filter(channel="threads").exclude(pk=session.pk).get()
+    deliver(message_event("UPS, the cheaper one", ts="1712345614.000200", thread_ts=thread, user=BOB,
+                          kind="message"), "threads")
+    row = parked_call(second)
+    assert (row.status, row.output) == (ToolCall.Status.DONE, "UPS, the cheaper one")
+    assert second.turns.count() == 1, "the reply answered the question: no second turn"
+    assert slack.replies(thread) == ["Tool results:\nask_question (ok): UPS, the cheaper one"]
 
 
 @transactional

@@ -1,5 +1,6 @@
-"""Approval cards in Slack: the Block Kit of a card (Approve / Deny, then who decided) and the
-click that comes back through interactivity, read and checked against the approvers."""
+"""Approval cards in Slack: the Block Kit of a card (Approve / Deny, then who decided; or the
+model's question with a button per option, then the answer) and the click that comes back through
+interactivity, read and checked against the approvers."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ from urllib.parse import parse_qs
 from agents.integrations.events import PayloadError, dig, load_json, text
 
 APPROVE, DENY = "approval_approve", "approval_deny"
+ANSWER = "question_answer"  # a question's option button: its value carries the answer
 # Slack caps a section's text at 3000 characters and a button value at 2000.
 SECTION_LIMIT = 3000
 
@@ -50,6 +52,38 @@ def decided_blocks(*, tool: str, decision: str, user_id: str = "", by: str = "")
         {"type": "mrkdwn", "text": f"{verb} by {who}: *{escape(tool)}*"}]}]
 
 
+def question_blocks(*, session_id: str, call_id: str, question: str, options: list[str]) -> list[dict[str, Any]]:
+    """A card with the model's question: a button per option (its value: the ids and the option), and
+    a line saying a reply in the thread answers it too."""
+    heading = "*The agent asks:* "
+    body = escape(question)
+    if len(body) > SECTION_LIMIT - len(heading):
+        body = body[: SECTION_LIMIT - len(heading) - 1] + "…"
+    blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": heading + body}}]
+    buttons = []
+    for option in options[:25]:  # Slack's most elements in an actions block
+        value = json.dumps({"session": session_id, "call": call_id, "answer": option}, separators=(",", ":"))
+        if len(value) > 2000:
+            raise ValueError("session and call ids too long for a Slack button value")
+        buttons.append({"type": "button", "action_id": f"{ANSWER}:{len(buttons)}", "value": value,
+                        "text": {"type": "plain_text", "text": option[:75]}})
+    if buttons:
+        blocks.append({"type": "actions", "block_id": f"question:{call_id}"[:255], "elements": buttons})
+    blocks.append({"type": "context", "elements": [
+        {"type": "mrkdwn", "text": "Or reply in this thread with your answer."}]})
+    return blocks
+
+
+def answered_blocks(*, question: str, answer: str, user_id: str = "", by: str = "") -> list[dict[str, Any]]:
+    """What a question card becomes once answered: the question, the answer and who gave it."""
+    who = f"<@{user_id}>" if user_id else escape(by or "someone")
+    said = f"*The agent asked:* {escape(question)}\n>{escape(answer)}"
+    if len(said) > SECTION_LIMIT:
+        said = said[: SECTION_LIMIT - 1] + "…"
+    return [{"type": "section", "text": {"type": "mrkdwn", "text": said}},
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": f"Answered by {who}"}]}]
+
+
 def parse_interaction(body: bytes) -> dict[str, Any]:
     """An interactivity request's `payload=` form field, decoded."""
     form = parse_qs(body.decode("utf-8", "replace"))
@@ -62,7 +96,7 @@ def parse_interaction(body: bytes) -> dict[str, Any]:
 class ApprovalAction:
     session_id: str
     call_id: str
-    decision: Literal["approve", "deny"]
+    decision: Literal["approve", "deny", "answer"]  # answer: an option of a question, `answer`
     user_id: str
     user_team: str
     team_id: str
@@ -70,23 +104,27 @@ class ApprovalAction:
     message_ts: str
     thread_ts: str | None
     response_url: str = field(default="", repr=False, compare=False)
+    answer: str = ""
 
 
 def parse_approval_action(payload: Mapping[str, Any]) -> ApprovalAction | None:
-    """The approve/deny click in a block_actions payload, or None if it has none."""
+    """The approve/deny click (or a question's option) in a block_actions payload, or None if it has none."""
     if payload.get("type") != "block_actions":
         return None
     for action in payload.get("actions") or []:
-        if not isinstance(action, Mapping) or action.get("action_id") not in (APPROVE, DENY):
+        action_id = action.get("action_id") if isinstance(action, Mapping) else None
+        answers = isinstance(action_id, str) and action_id.startswith(ANSWER + ":")
+        if action_id not in (APPROVE, DENY) and not answers:
             continue
         try:
             value = json.loads(action.get("value") or "")
             session_id, call_id = value["session"], value["call"]
+            answer = str(value["answer"]) if answers else ""
         except (ValueError, TypeError, KeyError) as exc:
             raise PayloadError("an approval button whose value is not the session and call ids") from exc
         return ApprovalAction(
-            session_id=str(session_id), call_id=str(call_id),
-            decision="approve" if action["action_id"] == APPROVE else "deny",
+            session_id=str(session_id), call_id=str(call_id), answer=answer,
+            decision="answer" if answers else "approve" if action_id == APPROVE else "deny",
             user_id=text(dig(payload, "user", "id")), user_team=text(dig(payload, "user", "team_id")),
             team_id=text(dig(payload, "team", "id")),
             channel=text(dig(payload, "channel", "id")) or text(dig(payload, "container", "channel_id")),

@@ -22,9 +22,12 @@ The path of a message:
 3. the events map posts the reply in the thread: streamed into one message
    (posted on the first text, edited no more often than `stream_interval`) or
    posted once when complete; an approval-gated tool call becomes a card with
-   Approve / Deny buttons, closed once decided;
+   Approve / Deny buttons, closed once decided, and the model's question a card
+   with a button per option, closed once answered;
 4. `/interactivity` takes a button click: an allowed approver resolves the
-   call (the turn resumes); anyone else is told so and the call stays parked.
+   call or answers the question (the turn resumes); anyone else is told so and
+   the call stays parked. A reply in the thread by an allowed approver answers
+   a waiting question too.
 
 With `socket_mode=True` there are no routes: the server keeps one websocket to Slack open
 per deployment (`socket_mode`), and each envelope goes to `take_event` or `take_click`, the
@@ -193,7 +196,7 @@ def take_event(config: SlackChannelConfig, ctx: Any, payload: dict[str, Any], *,
         if message.event_id and not ctx.claim_delivery(f"slack-event:{message.event_id}"):
             return "duplicate"
         if at_once:
-            _converse(ctx, message)
+            _converse(config, ctx, message)
         else:
             ctx.wait_until(receive_message, dict(payload))
     return "accepted"
@@ -219,7 +222,7 @@ def receive_message(ctx: Any, payload: dict[str, Any]) -> None:
     """The background part of `/events`: the sender check, then the thread's session gets the text."""
     message = parse_event(payload)
     if message is not None and _admitted(ctx.config, message):
-        _converse(ctx, message)
+        _converse(ctx.config, ctx, message)
 
 
 def _admitted(config: SlackChannelConfig, message: SlackMessage) -> bool:
@@ -241,12 +244,36 @@ def _admitted(config: SlackChannelConfig, message: SlackMessage) -> bool:
     return check.allowed
 
 
-def _converse(ctx: Any, message: SlackMessage) -> None:
-    """The thread's session gets the text, as the sender (coalesced behind a running turn)."""
-    ctx.send(message.text, continuation_token=message.continuation_key, admission="coalesce",
-             auth=slack_principal(message.user_team or message.team_id, message.user),
+def _converse(config: SlackChannelConfig, ctx: Any, message: SlackMessage) -> None:
+    """The thread's session gets the text, as the sender (coalesced behind a running turn); or, when
+    the model's question waits in the thread and the sender may answer it, the text is its answer."""
+    auth = slack_principal(message.user_team or message.team_id, message.user)
+    if message.in_thread and _answered(config, ctx, message, auth):
+        return
+    ctx.send(message.text, continuation_token=message.continuation_key, admission="coalesce", auth=auth,
              state={"channel": message.channel, "thread_ts": message.conversation_ts, "team": message.team_id,
                     "starter": message.user, "reply": None, "approvals": {}})
+
+
+def _answered(config: SlackChannelConfig, ctx: Any, message: SlackMessage, auth: dict[str, Any]) -> bool:
+    """Answer the thread's oldest waiting question with the message, if one waits and the sender is
+    one who decides in this thread (the approvers, else its starter)."""
+    waiting = ctx.waiting_questions(message.continuation_key, auth=auth)
+    if not waiting:
+        return False
+    state = ctx.state_of(waiting[0].session_id).get()
+    starter = state.get("starter")
+    allowed = config.approvers if config.approvers is not None else ((starter,) if starter else ())
+    home = state.get("team") or message.team_id
+    if (message.user_team and home and message.user_team != home) or not ("*" in allowed or message.user in allowed):
+        return False
+    try:
+        ctx.answer_question(waiting[0].session_id, waiting[0].call_id, message.text, auth=auth)
+    except Exception as exc:  # answered meanwhile (a click, the playground): the message goes as a message
+        if getattr(exc, "code", "") in ("already_resolved", "approval_not_found"):
+            return False
+        raise
+    return True
 
 
 def receive_interaction(config: SlackChannelConfig, req: Any) -> HttpResponse:
@@ -289,14 +316,19 @@ def take_click(config: SlackChannelConfig, ctx: Any, payload: dict[str, Any]) ->
     allowed = config.approvers if config.approvers is not None else ((starter,) if starter else ())
     if not approver_allowed(action, allowed, home_team_id=state.get("team") or None):
         who = f"<@{starter}>" if config.approvers is None and starter else "the approvers this app names"
-        return refuse(f"You cannot decide on this call: only {who} can. It is still waiting.")
+        what = "answer this question" if action.decision == "answer" else "decide on this call"
+        return refuse(f"You cannot {what}: only {who} can. It is still waiting.")
+    auth = slack_principal(action.user_team or action.team_id, action.user_id)
     try:
-        ctx.resolve_approval(action.session_id, action.call_id, action.decision,
-                             auth=slack_principal(action.user_team or action.team_id, action.user_id),
-                             reason="decided in Slack")
+        if action.decision == "answer":
+            ctx.answer_question(action.session_id, action.call_id, action.answer, auth=auth)
+        else:
+            ctx.resolve_approval(action.session_id, action.call_id, action.decision, auth=auth,
+                                 reason="decided in Slack")
     except Exception as exc:
         if getattr(exc, "code", "") in ("already_resolved", "approval_not_found"):
-            return refuse("This call was already decided.")
+            return refuse("This question was already answered." if action.decision == "answer"
+                          else "This call was already decided.")
         raise
     return None
 

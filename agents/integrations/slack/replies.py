@@ -19,7 +19,8 @@ class Replies:
     """The events-map handlers: each gets (event, channel, ctx) for one session of the channel.
 
     Where the thread is (`channel`, `thread_ts`) and what has been posted so far
-    (`reply`: the message being streamed; `approvals`: call id → card ts) are in
+    (`reply`: the message being streamed; `approvals`: call id → card ts; `questions`: call id →
+    the question asked) are in
     the session's channel state, so any worker can pick up the next event.
     """
 
@@ -64,6 +65,14 @@ class Replies:
             return
         _, where, thread_ts = found
         data = event["data"]
+        if data.get("kind") == "question":
+            ts = client_for(self.config).post_question(where, thread_ts, session_id=ctx.session.id,
+                                                       call_id=data["callId"], question=str(data.get("question", "")),
+                                                       options=list(data.get("options") or []))
+            channel.state.modify(lambda s: {**s, "approvals": {**(s.get("approvals") or {}), data["callId"]: ts},
+                                            "questions": {**(s.get("questions") or {}),
+                                                          data["callId"]: str(data.get("question", ""))}})
+            return
         summary = json.dumps(data.get("input"), indent=2, ensure_ascii=False)
         if len(summary) > SUMMARY_LIMIT:
             summary = summary[: SUMMARY_LIMIT - 1] + "…"
@@ -83,8 +92,14 @@ class Replies:
         decided_by = data.get("decidedBy") or {}
         slack_user = (decided_by.get("attributes") or {}).get("user") \
             if decided_by.get("authenticator") == "slack" else ""
+        by = decided_by.get("principalId", "")
+        if data["decision"] == "answer":
+            question = (state.get("questions") or {}).get(data["callId"], "")
+            client_for(self.config).close_question(where, ts, question=question, answer=str(data.get("answer", "")),
+                                                   user_id=slack_user or "", by=by)
+            return
         client_for(self.config).close_approval(where, ts, tool=data["toolName"], decision=data["decision"],
-                                               user_id=slack_user or "", by=decided_by.get("principalId", ""))
+                                               user_id=slack_user or "", by=by)
 
     def on_turn_failed(self, event: dict[str, Any], channel: Any, ctx: Any) -> None:
         found = self._thread(channel)
