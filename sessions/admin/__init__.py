@@ -238,11 +238,16 @@ class ToolCallAdmin(admin.ModelAdmin):
 
     def _decide(self, request, queryset, decision: str) -> None:
         decided = 0
-        for row in queryset.filter(status=ToolCall.Status.AWAITING_APPROVAL).select_related("session"):
+        waiting = queryset.filter(status=ToolCall.Status.AWAITING_APPROVAL)
+        for row in waiting.filter(question=False).select_related("session"):
             resolve_approval(row.session, row.call_id, decision, _principal(request), reason="decided in the admin")
             decided += 1
         done = {ToolCall.Decision.APPROVE: "Approved", ToolCall.Decision.DENY: "Denied"}[decision]
         self.message_user(request, f"{done} {decided} parked call(s).", messages.SUCCESS)
+        if questions := waiting.filter(question=True).count():
+            self.message_user(request, f"Left {questions} question(s) the agent asked: a question is answered "
+                                       "(in the playground, or POST …/questions/<callId>), not approved.",
+                              messages.WARNING)
 
     @admin.action(description="Approve the selected parked calls", permissions=["change"])
     def approve(self, request, queryset) -> None:

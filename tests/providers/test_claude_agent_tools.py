@@ -103,3 +103,31 @@ def test_an_agent_on_the_runtime_messages_its_peer_and_reads_the_answer(local, a
     [answer] = by_tool["read_notifications"]["output"]["notifications"]  # the librarian answered inline
     assert answer["from"] == {"agent": "librarian", "sessionId": recipient.pk} and "SF-3" in answer["text"]
     assert Session.objects.get(pk=session_id).conversation[-1]["content"] == "The librarian says it is on shelf SF-3."
+
+
+def test_the_runtimes_question_parks_the_turn_and_the_answer_is_handed_back(local, anthropic_server, sync_turns,
+                                                                            tmp_path):
+    deploy_agent_folder(write_agent(tmp_path / "asker", {}, agent_py=(
+        f"from agents.sdk import Agent\nagent = Agent(model={MODEL!r}, description='asks', tools=[], "
+        "builtins=['ask_question'])\n")))
+    asked = {"question": "Which carrier?", "options": ["UPS", "DHL"]}
+    anthropic_server.replies.extend([
+        Reply(events=an_tool_uses([("toolu_ask", "mcp__agent__ask_question", asked)])),
+        Reply(events=an_text("DHL it is.")),
+    ])
+
+    session_id = open_session(local, "asker", "ship my order")
+
+    assert Session.objects.get(pk=session_id).status == "awaiting_approval"
+    [question] = [e["data"] for e in read_events(session_id) if e["type"] == "action.approval_requested"]
+    assert (question["kind"], question["question"], question["options"]) == ("question", "Which carrier?", ["UPS", "DHL"])
+    answered = local.post(f"/asker/v1/session/{session_id}/questions/toolu_ask", {"answer": "DHL"},
+                          content_type="application/json")
+    assert answered.status_code == 200, answered.content
+
+    assert results(session_id)["ask_question"]["output"] == "DHL"
+    handed = anthropic_server.requests[-1]["body"]["messages"][-1]["content"][0]
+    assert handed["type"] == "tool_result" and handed["tool_use_id"] == "toolu_ask" and not handed.get("is_error")
+    assert "DHL" in json.dumps(handed["content"])
+    assert Session.objects.get(pk=session_id).conversation[-1]["content"] == "DHL it is."
+    assert Turn.objects.get(session_id=session_id).status == Turn.Status.COMPLETED

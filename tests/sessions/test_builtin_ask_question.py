@@ -221,3 +221,23 @@ def test_a_question_survives_a_kill_9_of_the_server_and_its_answer_resumes_the_t
         assert squeeze([e["type"] for e in found]) == PARKED + RESUMED
         assert [e["data"]["output"] for e in found if e["type"] == "action.result"] == ["UPS"]
         assert len({e["turnId"] for e in found if e["turnId"]}) == 1, "one turn, resumed"
+
+
+@transactional
+def test_the_admins_approve_action_leaves_a_question_waiting_and_says_why(local, asker, sync_turns):
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    session_id = start(local)
+    call = ToolCall.objects.get(session_id=session_id)
+    operator = Client()
+    operator.force_login(get_user_model().objects.create_superuser("ops", "ops@example.com", "not-used"))
+
+    response = operator.post("/admin/agent_sessions/toolcall/", {"action": "approve", "_selected_action": [call.pk]},
+                             follow=True)
+
+    assert response.status_code == 200
+    said = [str(m) for m in response.context["messages"]]
+    assert said[0] == "Approved 0 parked call(s)." and "Left 1 question(s)" in said[1]
+    call.refresh_from_db()
+    assert call.status == ToolCall.Status.AWAITING_APPROVAL
