@@ -24,6 +24,7 @@ USER = "schemathesis"
 PARKED = '/call cancel_order {"order_id": "A102"}'
 ARTIFACT = '/call write_incident_report {"service": "web", "summary": "Seeded for the OpenAPI run."}'
 RUNNING = "/sleep 600000"
+QUESTION = '/call ask_question {"question": "Which carrier?", "options": ["UPS", "DHL"]}'
 # Two of each: a reminder is fired and another cancelled, and what the cases leave the generated
 # run finds in the member's lists (sessions, approvals, artifacts) and follows from there.
 COPIES = 2
@@ -74,13 +75,14 @@ def second_release(server: Server) -> Path:
 
 def two_model_agent(server: Server) -> Path:
     """`duo`: the support agent's instructions on two scripted models and no tools (so it adds no
-    tool operations of its own), for a handoff that succeeds."""
+    tool operations of its own), for a handoff that succeeds; it may ask the person a question."""
     folder = server.state_root / "duo" / "duo"
     (folder / "agent").mkdir(parents=True)
     shutil.copy(ROOT / "examples" / "support" / "agent" / "instructions.md", folder / "agent")
     (folder / "agent" / "agent.py").write_text(
         "from agents.sdk import Agent\n"
-        "agent = Agent(models=['scripted:echo', 'scripted:careful'], description='On two models.', tools=[])\n")
+        "agent = Agent(models=['scripted:echo', 'scripted:careful'], description='On two models.', tools=[],\n"
+        "              builtins=['ask_question'])\n")
     return folder
 
 
@@ -118,6 +120,11 @@ def seed(server: Server, env: dict[str, str]) -> Seeds:
         seeds.add("handoff_sessions", moving)
         seeds.add("handoff_reviews", ok(client.get(f"/duo/v1/session/{moving}/handoff",
                                                   params={"to": "scripted:careful"}))["reviewId"])
+        asking = start(client, "duo", QUESTION)
+        read_stream_until(client, f"/duo/v1/session/{asking}/stream", "action.approval_requested")
+        (question,) = ok(client.get(f"/duo/v1/session/{asking}/approvals"))["approvals"]
+        seeds.add("question_sessions", asking)
+        seeds.add("question_calls", question["callId"])
         # A task that has ended: its stream ends too, so one request can read it whole.
         task = start(client, "notes", "Hello.", mode="task")
         read_stream_until(client, f"/notes/v1/session/{task}/stream", "session.completed")
@@ -158,6 +165,9 @@ def real_id_cases(seeds: Seeds) -> list[RealIdCase]:
         RealIdCase("GET", "/{slug}/v1/session/{session_id}/approvals", {"slug": "support", "session_id": parked}),
         RealIdCase("POST", "/{slug}/v1/session/{session_id}/approvals/{call_id}",
                    {"slug": "support", "session_id": parked, "call_id": first["parked_calls"]}, {"decision": "approve"}),
+        RealIdCase("POST", "/{slug}/v1/session/{session_id}/questions/{call_id}",
+                   {"slug": "duo", "session_id": first["question_sessions"], "call_id": first["question_calls"]},
+                   {"answer": "DHL"}),
         RealIdCase("POST", "/support/v1/tools/cancel_order/call", body={
             "input": {"order_id": "A102"}, "sessionId": first["idle_support_sessions"]}),
         RealIdCase("POST", "/ops/v1/tools/write_incident_report/call", body={
