@@ -81,8 +81,8 @@ def ask(principal: Principal, slug: str, message: str, session_id: str | None, t
     session = get_owned_session(slug, session_id, principal)
     parked = Turn.objects.filter(session_id=session.id, status=Turn.Status.AWAITING_APPROVAL).first()
     if parked is not None and (waiting := pending_calls(parked.id)):
-        raise APIError(409, "awaiting_approval", "the session's turn waits for a decision on "
-                       f"{', '.join(call['toolName'] for call in waiting)}: decide it, then ask again",
+        raise APIError(409, "awaiting_approval", "the session's turn waits on a person "
+                       f"({', '.join(call['toolName'] for call in waiting)}): decide or answer first, then ask again",
                        {"turnId": parked.id, "pendingApprovals": waiting})
     check_rate(principal, MESSAGES)
     admitted = submit_message(session, message, continuation_token=token or None, origin=origin)

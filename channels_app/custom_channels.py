@@ -39,7 +39,7 @@ from channels_app.doors import admit
 from channels_app.bodies import validate_body
 from channels_app.errors import APIError, error_body, error_response
 from channels_app.replies.sessions import SessionLinks
-from channels_app.replies.tools import ApprovalDecided
+from channels_app.replies.tools import ApprovalDecided, Question
 from sessions.turn.admission import AdmissionError
 from sessions.custom_channels import ChannelContext, SessionNotFound
 from sessions.principal import Principal
@@ -78,6 +78,12 @@ class RouteRequest(ChannelContext):
         """Approve or deny a parked tool call of one of this channel's sessions: `{callId, toolName, status}`."""
         row = super().resolve_approval(session_id, call_id, decision, auth=auth, reason=reason)
         return ApprovalDecided.of(row).model_dump(mode="json", by_alias=True)
+
+    def answer_question(self, session_id: str, call_id: str, answer: str, auth: Principal | None = None) -> dict:
+        """Answer the model's question in one of this channel's sessions: the question as the HTTP route
+        answers it (`{callId, question, options, status, answer, answeredBy, …}`)."""
+        row = super().answer_question(session_id, call_id, answer, auth=auth)
+        return Question.of(row).model_dump(mode="json", by_alias=True)
 
     def session_urls(self, session_id: str) -> dict[str, str]:
         """Absolute playground, stream and events URLs of one of this channel's sessions."""

@@ -103,18 +103,24 @@ class TaskLog:
     def waiting(self, meta: dict[str, Any] | None = None, envelope: dict[str, Any] | None = None) -> a2a.TaskStatusUpdateEvent:
         """`input-required`: the calls waiting on a person (decisions and questions), and how to answer."""
         said = []
-        if approvals := [call for call in self.pending if call["kind"] == "approval"]:
+        approvals = [call for call in self.pending if call["kind"] == "approval"]
+        questions = [call for call in self.pending if call["kind"] == "question"]
+        if approvals:
             names = ", ".join(f"{call['toolName']} ({call['callId']})" for call in approvals)
-            said.append(f"The agent waits for a decision on {names}. Send a message on this task with the text "
-                        "approve or deny, or a data part {\"decision\": \"approve\"|\"deny\", \"callId\"?, "
-                        "\"reason\"?}.")
-        for call in self.pending:
-            if call["kind"] == "question":
-                options = (call.get("input") or {}).get("options") or []
-                offered = f" (options: {'; '.join(options)})" if options else ""
-                said.append(f"The agent asks ({call['callId']}): {(call.get('input') or {}).get('question', '')}"
-                            f"{offered}. Send a message on this task with the answer as its text, or a data part "
-                            "{\"callId\", \"answer\"}.")
+            said.append(f"The agent waits for a decision on {names}.")
+        for call in questions:
+            options = (call.get("input") or {}).get("options") or []
+            offered = f" (options: {'; '.join(options)})" if options else ""
+            said.append(f"The agent asks ({call['callId']}): {(call.get('input') or {}).get('question', '')}"
+                        f"{offered}.")
+        if not questions:
+            said.append("Send a message on this task with the text approve or deny, or a data part "
+                        "{\"decision\": \"approve\"|\"deny\", \"callId\"?, \"reason\"?}.")
+        elif len(self.pending) == 1:
+            said.append("Send a message on this task with the answer as its text, or a data part {\"answer\"}.")
+        else:
+            said.append("Send a message on this task with a data part for each: {\"callId\", \"answer\"} for a "
+                        "question, {\"callId\", \"decision\": \"approve\"|\"deny\"} for a call.")
         text = " ".join(said)
         return self._status(a2a.TASK_STATE_INPUT_REQUIRED, meta or {}, envelope, text,
                             {"pendingApprovals": self.pending})

@@ -23,6 +23,7 @@ from channels_app.a2a_door.tasklog import STATE_OF_STATUS, TaskLog
 from channels_app.replies.sessions import SessionLinks
 from sessions.models import Event, Session, Turn
 from sessions.turn.admission import stop_turn
+from sessions.turn.approvals import checked_answer
 
 CHANNEL = "a2a"
 DECISIONS = {"approve": "approve", "approved": "approve", "yes": "approve",
@@ -91,8 +92,9 @@ def _decisions(message: a2a.Message, pending: list[dict[str, Any]]) -> tuple[dic
     """The message's decisions on the calls waiting for approval and answers to the questions waiting.
 
     Data parts: `{"decision": "approve"|"deny", "callId"?, "reason"?}` (no callId: every call waiting for
-    approval) and `{"answer": "…", "callId"?}` (no callId: the one question waiting). Text alone is an
-    answer when a single question waits and nothing else does, else approve or deny for the calls.
+    approval) and `{"answer": "…", "callId"?}` (no callId: the one question waiting). Text alone is the
+    answer when one question is all the task waits on, and approve or deny when only calls waiting for
+    approval do; with a question among others, each is answered by a data part.
     """
     text, data = _parts(message)
     waiting = [call["callId"] for call in pending]
@@ -106,17 +108,17 @@ def _decisions(message: a2a.Message, pending: list[dict[str, Any]]) -> tuple[dic
             raise APIError(400, "invalid_decision", f"the task waits on no call {call!r}: it waits on "
                                                     f"{', '.join(waiting)}")
         if isinstance(item, dict) and "answer" in item:
-            answers[_question_of(call, questions)] = _answer_text(item["answer"])
+            answers[_question_of(call, questions)] = checked_answer(item["answer"])
             continue
         decision = DECISIONS.get(str(item.get("decision", "")).lower()) if isinstance(item, dict) else None
-        if decision is None or call in questions:
+        if decision is None or call in questions or not (call or gated):
             raise APIError(400, "invalid_decision", 'a data part must be {"decision": "approve"|"deny"} for a '
-                                                    'call, or {"answer": "…"} for a question')
+                                                    'call waiting for approval, or {"answer": "…"} for a question')
         for call_id in [call] if call else gated:
             decided[call_id] = (decision, str(item.get("reason") or ""))
     if not data:
         if questions == waiting and len(questions) == 1:
-            return {}, {questions[0]: _answer_text(text)}
+            return {}, {questions[0]: checked_answer(text)}
         decision = DECISIONS.get(text.strip().lower().rstrip(".!"))
         if decision is None or questions:
             raise APIError(400, "invalid_decision", f"the task waits on {', '.join(waiting)}: answer approve or "
@@ -131,12 +133,6 @@ def _question_of(call: str | None, questions: list[str]) -> str:
         return call or questions[0]
     raise APIError(400, "invalid_decision", "an answer goes to a question the task waits on: "
                                             f"name it with callId (questions waiting: {', '.join(questions) or 'none'})")
-
-
-def _answer_text(answer: Any) -> str:
-    if not isinstance(answer, str) or not answer.strip() or len(answer) > 4000:
-        raise APIError(400, "invalid_answer", "an answer is text of 1 to 4000 characters, not blank")
-    return answer.strip()
 
 
 def _turn(caller: Caller, slug: str, task_id: str, *, operators: bool = True) -> Turn:

@@ -35,6 +35,7 @@ from channels_app.mcp_door.caller import Caller, caller_of
 from channels_app.ownership import get_agent
 from channels_app.replies.sessions import SessionLinks
 from sessions.plumbing.redisdown import redis_unreachable
+from sessions.turn.approvals import MAX_ANSWER_CHARS
 
 log = logging.getLogger(__name__)
 
@@ -196,9 +197,11 @@ def _approval_request(slug: str, call: dict[str, Any]) -> types.ElicitRequest:
 
 def _question_request(slug: str, asked: dict[str, Any]) -> types.ElicitRequest:
     """The model's question as a form of one field: a choice among its options, or free text without."""
-    answer: dict[str, Any] = {"type": "string", "title": "Answer", "minLength": 1, "maxLength": 4000}
+    answer: dict[str, Any] = {"type": "string", "title": "Answer"}
     if asked.get("options"):
         answer["enum"] = list(asked["options"])
+    else:
+        answer.update(minLength=1, maxLength=MAX_ANSWER_CHARS)
     schema = {"type": "object", "properties": {"answer": answer}, "required": ["answer"]}
     message = f"The agent {slug} asks: {asked.get('question', '')}"
     return types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=schema))
@@ -215,10 +218,9 @@ def _decisions(responses: dict[str, Any], questions: set[str]) -> tuple[dict[str
     for call_id, response in responses.items():
         action = getattr(response, "action", None)
         content = getattr(response, "content", None) or {}
-        answer = content.get("answer")
-        if call_id in questions:
-            if action == "accept" and isinstance(answer, str) and answer.strip():
-                answers[call_id] = answer.strip()[:4000]
+        if call_id in questions or "answer" in content:  # (one answered meanwhile elsewhere is not waiting)
+            if action == "accept" and "answer" in content:
+                answers[call_id] = content["answer"]  # checked as every door's answer is
             else:
                 cancelled = True
         elif action == "accept" and content.get("decision") in ("approve", "deny"):

@@ -42,33 +42,30 @@ class Approval(Reply):
 
 
 class Question(Reply):
-    """A question the model asked (`ask_question`): `waiting` for an answer, `answered`, or `interrupted`
-    (its turn ended first)."""
+    """A question the model asked (`ask_question`), as its answer left it."""
 
     call_id: str
     turn_id: str
     question: str
     options: list[str]
-    status: Literal["waiting", "answered", "interrupted"]
-    answer: str | None
-    answered_by: PrincipalDescription | None
+    status: Literal["answered"]
+    answer: str
+    answered_by: PrincipalDescription
     asked_at: datetime
-    answered_at: datetime | None
+    answered_at: datetime
 
     @classmethod
     def of(cls, row: ToolCall) -> Question:
-        status = {ToolCall.Status.AWAITING_APPROVAL: "waiting", ToolCall.Status.DONE: "answered"}.get(
-            row.status, "interrupted")
         return cls(
             call_id=row.call_id,
             turn_id=row.turn_id,
             question=str(row.input.get("question", "")),
             options=list(row.input.get("options") or []),
-            status=status,
-            answer=row.output if status == "answered" else None,
-            answered_by=row.decided_by if status == "answered" else None,
+            status="answered",
+            answer=row.output,
+            answered_by=row.decided_by,
             asked_at=row.created_at,
-            answered_at=row.decided_at if status == "answered" else None,
+            answered_at=row.decided_at,
         )
 
 

@@ -244,10 +244,9 @@ class ToolCallAdmin(admin.ModelAdmin):
             decided += 1
         done = {ToolCall.Decision.APPROVE: "Approved", ToolCall.Decision.DENY: "Denied"}[decision]
         self.message_user(request, f"{done} {decided} parked call(s).", messages.SUCCESS)
-        if questions := waiting.filter(question=True).count():
-            self.message_user(request, f"Left {questions} question(s) the agent asked: a question is answered "
-                                       "(in the playground, or POST …/questions/<callId>), not approved.",
-                              messages.WARNING)
+        if questions := waiting.filter(question=True).count():  # answered in the playground or over HTTP
+            self.message_user(request, f"Left {questions} question(s) the agent asked: answer them, in the "
+                                       "playground or at POST …/questions/<callId>.", messages.WARNING)
 
     @admin.action(description="Approve the selected parked calls", permissions=["change"])
     def approve(self, request, queryset) -> None:

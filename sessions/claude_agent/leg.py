@@ -30,6 +30,7 @@ from sessions.claude_agent import pool
 from sessions.claude_agent import transcript
 from sessions.claude_agent.bridge import Asked, Child, Ended
 from sessions.claude_agent.builtins import SUBAGENT_CANNOT_ASK, Builtins, announce, brief, report
+from sessions.turn.tools import SUBAGENT_CANNOT_ANSWER
 from sessions.claude_agent.proxy import ModelProxy
 from sessions.claude_agent.steps import Steps
 from sessions.models import ToolCall as ToolCallRow
@@ -315,7 +316,8 @@ class ClaudeAgentLeg:
                 [prepared] = self.executor.prepare([ToolCall(asked.tool_use_id, name, asked.input)])
                 row = prepared.row
                 if row.status == ToolCallRow.Status.AWAITING_APPROVAL and asked.in_subagent:
-                    row.fail(SUBAGENT_CANNOT_ASK, expect=(ToolCallRow.Status.AWAITING_APPROVAL,))
+                    row.fail(SUBAGENT_CANNOT_ANSWER if row.question else SUBAGENT_CANNOT_ASK,
+                             expect=(ToolCallRow.Status.AWAITING_APPROVAL,))
                 announce(self.emitter, row, prepared.requested(), prepared.tool.description if prepared.tool else "",
                          prepared.tool.effect if prepared.tool else "")
             self.emitter.flush()

@@ -180,10 +180,13 @@ class ChannelContext:
             raise ChannelError("answer_question(...) needs auth=<principal>: who answered")
         return approvals.answer_question(self._session(session_id, principal), call_id, answer, principal)
 
-    def waiting_questions(self, key: str, *, auth: Principal | None = None) -> list[ToolCall]:
-        """The questions the model asked in the key's session that wait for an answer, oldest first."""
+    def waiting_questions(self, key: str, *, auth: Principal | None = None) -> list[dict[str, Any]]:
+        """The questions the model asked in the key's session that wait for an answer, oldest first:
+        `[{sessionId, callId, question, options}]`."""
         row = self._keyed(key, principal_of(auth) or self.principal)
-        return [] if row is None else list(approvals.pending_approvals(row).filter(question=True))
+        waiting = [] if row is None else approvals.pending_approvals(row).filter(question=True)
+        return [{"sessionId": call.session_id, "callId": call.call_id, "question": call.input.get("question", ""),
+                 "options": call.input.get("options") or []} for call in waiting]
 
     def emit_assistant_message(self, session_id: str, text: str) -> int:
         """Append an assistant message without a model turn (host work that produced the text).

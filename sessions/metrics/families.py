@@ -267,7 +267,8 @@ class DatabaseGauges(Collector):
             log.exception("metrics: the database gauges could not be read")
             return
         yield GaugeMetricFamily("agentsite_queue_depth", "Turns queued for a worker and not yet claimed.", value=depth)
-        yield GaugeMetricFamily("agentsite_approvals_pending", "Tool calls waiting for a person to approve or deny them.",
+        yield GaugeMetricFamily("agentsite_approvals_pending", "Tool calls waiting for a person to approve or deny them, "
+                                "or to answer the model's question.",
                                 value=pending)
         if backup is not None:  # no sample before the first success: `absent()` says so
             yield GaugeMetricFamily("agentsite_backup_last_success_timestamp_seconds", "When the last scheduled "

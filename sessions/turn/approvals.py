@@ -2,13 +2,20 @@
 answer is its result."""
 from __future__ import annotations
 
+import re
+
 from django.db import transaction
 from django.db.models import QuerySet
 
 from sessions.turn import lifecycle
 from sessions.turn.admission import AdmissionError
 from sessions.eventlog.events import append_events, operator_acted
+from sessions.eventlog.storable import text_problem
 from sessions.models import EventType, Session, ToolCall
+
+MAX_ANSWER_CHARS = 4000
+# Blanks around an answer: Unicode's spaces, and the byte-order mark a pasted text may begin with.
+_BLANKS = re.compile(r"^[\s\ufeff]+|[\s\ufeff]+$")
 
 
 def pending_approvals(session: Session) -> QuerySet[ToolCall]:
@@ -23,7 +30,6 @@ def resolve_approval(session: Session, call_id: str, decision: str, principal, r
     """
     if decision not in ToolCall.Decision.values:
         raise AdmissionError("invalid_decision", "decision must be 'approve' or 'deny'", 400)
-    rows = ToolCall.objects.filter(session=session, call_id=call_id).order_by("-id")
     row = parked_call(session, call_id)
     if row.question:
         raise AdmissionError("is_question", f"tool call {call_id!r} is a question to answer, not a call to approve: "
@@ -38,17 +44,32 @@ def resolve_approval(session: Session, call_id: str, decision: str, principal, r
 def answer_question(session: Session, call_id: str, answer: str, principal) -> ToolCall:
     """Record a person's answer to a question the model asked (`ask_question`) as its result, and resume
     the turn once none of its calls still waits. 404 for an unknown call, 409 for a call that is not a
-    question or one already answered (or ended with its turn)."""
+    question or one already answered (or ended with its turn), 400 for an answer that is no answer
+    (`checked_answer`): every door's answer passes here."""
+    answer = checked_answer(answer)
     row = parked_call(session, call_id)
     if not row.question:
-        raise AdmissionError("not_a_question", f"tool call {call_id!r} waits for approval, not an answer: decide "
-                             f"it at …/approvals/{call_id}", 409)
+        raise AdmissionError("not_a_question", f"tool call {call_id!r} is not a question waiting for an answer "
+                             f"(a call waiting for approval is decided at …/approvals/{call_id})", 409)
     answered_by = principal.as_dict()
     _decide(session, row, principal, lambda: row.answer(answer, answered_by), {
         "callId": row.call_id, "toolName": row.tool, "decision": "answer", "answer": answer, "reason": "",
         "decidedBy": answered_by,
     })
     return row
+
+
+def checked_answer(answer: object) -> str:
+    """An answer as stored: text of 1 to MAX_ANSWER_CHARS characters once the blanks around it are gone,
+    which both databases can store; else AdmissionError 400 `invalid_answer`."""
+    if not isinstance(answer, str):
+        raise AdmissionError("invalid_answer", "an answer is text", 400)
+    answer = _BLANKS.sub("", answer)
+    if not answer or len(answer) > MAX_ANSWER_CHARS:
+        raise AdmissionError("invalid_answer", f"an answer is 1 to {MAX_ANSWER_CHARS} characters, not blank", 400)
+    if problem := text_problem(answer):
+        raise AdmissionError("invalid_answer", f"the answer {problem}", 400)
+    return answer
 
 
 def parked_call(session: Session, call_id: str) -> ToolCall:

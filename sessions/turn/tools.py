@@ -33,6 +33,7 @@ from sessions.host import Host
 from sessions.turn.extensions import observers
 
 DRY_RUN_ACK = "Operation acknowledged."
+SUBAGENT_CANNOT_ANSWER = "a subagent cannot ask the person: leave the question to the parent"
 EXECUTION_UNAVAILABLE = "execution_unavailable"
 
 # How NUL, lone surrogates and non-finite numbers look in json.dumps output (a hint: clean() decides).
@@ -254,8 +255,7 @@ class Executor:
         """Where a valid call starts: parked (a question, or gated), stubbed (dryRun write), or ready to run."""
         if tool.question:
             if not self.can_park:
-                return {"status": ToolCall.Status.FAILED,
-                        "error": "a subagent cannot ask the person: leave the question to the parent"}
+                return {"status": ToolCall.Status.FAILED, "error": SUBAGENT_CANNOT_ANSWER}
             return {"status": ToolCall.Status.AWAITING_APPROVAL, "question": True}
         if self.options.dry_run and tool.effect == "write":
             # A stub has no effect, so it needs no approval.

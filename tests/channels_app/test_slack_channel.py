@@ -302,6 +302,7 @@ def test_the_models_question_is_a_card_whose_option_the_starter_clicks(slack, ag
     assert card.blocks[0]["text"]["text"] == "*The agent asks:* Which carrier?"
     buttons = next(b for b in card.blocks if b["type"] == "actions")["elements"]
     assert [b["text"]["text"] for b in buttons] == ["UPS", "DHL"]
+    assert card.blocks[-1]["elements"][0]["text"] == "Or reply in this thread with your answer, mentioning this app."
 
     deliver(click(card, user=BOB, option="DHL"), route="interactivity")
     assert parked_call(session).status == ToolCall.Status.AWAITING_APPROVAL
@@ -331,12 +332,14 @@ def test_a_reply_in_the_thread_answers_the_waiting_question_and_only_from_who_ma
     thread = "1712345614.000100"
     deliver(message_event(ASK_CARRIER, ts=thread), "threads")
     second = Session.objects.filter(channel="threads").exclude(pk=session.pk).get()
-    deliver(message_event("UPS, the cheaper one", ts="1712345614.000200", thread_ts=thread, user=BOB,
+    assert slack.cards(thread)[0].blocks[-1]["elements"][0]["text"] == "Or reply in this thread with your answer."
+    deliver(message_event("UPS &lt;the cheaper one&gt;", ts="1712345614.000200", thread_ts=thread, user=BOB,
                           kind="message"), "threads")
     row = parked_call(second)
-    assert (row.status, row.output) == (ToolCall.Status.DONE, "UPS, the cheaper one")
+    assert (row.status, row.output) == (ToolCall.Status.DONE, "UPS <the cheaper one>"), "as Bob typed it"
     assert second.turns.count() == 1, "the reply answered the question: no second turn"
-    assert slack.replies(thread) == ["Tool results:\nask_question (ok): UPS, the cheaper one"]
+    [card] = slack.cards(thread)
+    assert slack.messages[card.ts].blocks[0]["text"]["text"] == "*The agent asked:* Which carrier?\n>UPS &lt;the cheaper one&gt;"
 
 
 @transactional

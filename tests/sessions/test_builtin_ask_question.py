@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 from django.utils import timezone
@@ -19,12 +21,16 @@ from django.utils import timezone
 from agents.discovery import deploy_agent_folder
 from sessions.eventlog.events import read_events
 from sessions.models import PersonalToken, Session, ToolCall, Turn
+from sessions.principal import Principal
 from sessions.retention.sweep import apply_retention
 from tests.channels_app.roles_support import acted, anonymous, people, person, start_as  # noqa: F401
-from tests.sessions.test_approvals import assert_no_dangling_tool_calls, squeeze
+from sessions.turn.admission import AdmissionError
+from sessions.turn.approvals import answer_question
+from tests.sessions.test_approvals import GATED_TOOL, PAY_5, assert_no_dangling_tool_calls, squeeze
 from tests.support import read_stream_until, run_server
 
 transactional = pytest.mark.django_db(transaction=True)
+LOCAL = Principal(authenticator="local", principal_id="local", principal_type="user")
 
 ASK = {"question": "Which carrier should I use?", "options": ["UPS", "DHL"]}
 ASKING = f"/call ask_question {json.dumps(ASK)}"
@@ -37,7 +43,8 @@ RESUMED = ["action.approval_resolved", "action.result", "step.started", "message
 
 
 def write_asker(root: Path) -> Path:
-    (root / "agent").mkdir(parents=True)
+    (root / "agent" / "tools").mkdir(parents=True)
+    (root / "agent" / "tools" / "send_payment.py").write_text(GATED_TOOL.format(path=str(root / "ledger.txt")))
     (root / "agent" / "instructions.md").write_text("Ask when unsure.\n")
     (root / "agent" / "agent.py").write_text(
         "from agents.sdk import Agent\n"
@@ -124,15 +131,20 @@ def test_refusals_name_the_problem(local, asker, sync_turns):
         assert refused.status_code == 400, (body, refused.content)
         assert refused.json()["error"]["code"] in ("invalid_request", "invalid_text"), refused.content
     assert post_json(local, f"{base}/{call_id}", {"answer": "x" * 4001}).status_code == 400
+    # Every door's answer passes one check: what HTTP's body refuses, the other doors' is refused too.
+    session = Session.objects.get(pk=session_id)
+    for bad in ("\ufeff \n", "x" * 4001, "a\x00b", 7):
+        with pytest.raises(AdmissionError) as refused:
+            answer_question(session, call_id, bad, LOCAL)
+        assert (refused.value.status, refused.value.code) == (400, "invalid_answer"), bad
     assert ToolCall.objects.get(session_id=session_id, call_id=call_id).status == ToolCall.Status.AWAITING_APPROVAL
 
-    # A call gated for approval is not a question.
-    follow = post_json(local, f"/asker/v1/session/{session_id}/message", {"message": "never mind"})
-    assert follow.status_code == 202
-    plain = start(local, '/call update_todos {"items": [{"content": "x"}]}')
-    plain_call = [e for e in read_events(plain) if e["type"] == "action.result"][0]["data"]["callId"]
-    wrong = answer(local, plain, plain_call, "x")
+    # A call waiting for approval is not a question, and a question is not approved.
+    gated = start(local, PAY_5)
+    gated_call = asked(gated)["callId"]
+    wrong = answer(local, gated, gated_call, "x")
     assert wrong.status_code == 409 and wrong.json()["error"]["code"] == "not_a_question"
+    assert ToolCall.objects.get(session_id=gated, call_id=gated_call).status == ToolCall.Status.AWAITING_APPROVAL
 
 
 @transactional
@@ -214,12 +226,17 @@ def test_a_question_survives_a_kill_9_of_the_server_and_its_answer_resumes_the_t
     with run_server(state, *args) as server, server.client() as client:
         [pending] = client.get(f"/asker/v1/session/{session_id}/approvals").json()["approvals"]
         assert (pending["callId"], pending["kind"], pending["status"]) == (call_id, "question", "awaiting_approval")
-        answered = client.post(f"/asker/v1/session/{session_id}/questions/{call_id}", json={"answer": "UPS"})
-        assert answered.status_code == 200, answered.text
+        # Two people answer at once: one answer wins, the other is told it was answered.
+        url = f"{server.base_url}/asker/v1/session/{session_id}/questions/{call_id}"
+        with ThreadPoolExecutor(2) as pool:
+            racing = list(pool.map(lambda text: httpx.post(url, json={"answer": text}, timeout=20), ["UPS", "DHL"]))
+        assert sorted(r.status_code for r in racing) == [200, 409], [r.text for r in racing]
+        winner = next(r.json()["answer"] for r in racing if r.status_code == 200)
         found = read_stream_until(client, f"/asker/v1/session/{session_id}/stream", "session.waiting")
         assert [e["index"] for e in found] == list(range(len(found)))
         assert squeeze([e["type"] for e in found]) == PARKED + RESUMED
-        assert [e["data"]["output"] for e in found if e["type"] == "action.result"] == ["UPS"]
+        assert [e["data"]["output"] for e in found if e["type"] == "action.result"] == [winner]
+        assert [e["data"]["answer"] for e in found if e["type"] == "action.approval_resolved"] == [winner]
         assert len({e["turnId"] for e in found if e["turnId"]}) == 1, "one turn, resumed"
 
 
@@ -238,6 +255,6 @@ def test_the_admins_approve_action_leaves_a_question_waiting_and_says_why(local,
 
     assert response.status_code == 200
     said = [str(m) for m in response.context["messages"]]
-    assert said[0] == "Approved 0 parked call(s)." and "Left 1 question(s)" in said[1]
+    assert said[0] == "Approved 0 parked call(s)." and said[1].startswith("Left 1 question(s)")
     call.refresh_from_db()
     assert call.status == ToolCall.Status.AWAITING_APPROVAL

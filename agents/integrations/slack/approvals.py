@@ -52,9 +52,10 @@ def decided_blocks(*, tool: str, decision: str, user_id: str = "", by: str = "")
         {"type": "mrkdwn", "text": f"{verb} by {who}: *{escape(tool)}*"}]}]
 
 
-def question_blocks(*, session_id: str, call_id: str, question: str, options: list[str]) -> list[dict[str, Any]]:
+def question_blocks(*, session_id: str, call_id: str, question: str, options: list[str],
+                    mention: bool = False) -> list[dict[str, Any]]:
     """A card with the model's question: a button per option (its value: the ids and the option), and
-    a line saying a reply in the thread answers it too."""
+    a line saying a reply in the thread answers it too (`mention`: one that mentions the app)."""
     heading = "*The agent asks:* "
     body = escape(question)
     if len(body) > SECTION_LIMIT - len(heading):
@@ -70,7 +71,8 @@ def question_blocks(*, session_id: str, call_id: str, question: str, options: li
     if buttons:
         blocks.append({"type": "actions", "block_id": f"question:{call_id}"[:255], "elements": buttons})
     blocks.append({"type": "context", "elements": [
-        {"type": "mrkdwn", "text": "Or reply in this thread with your answer."}]})
+        {"type": "mrkdwn", "text": "Or reply in this thread with your answer"
+                                   + (", mentioning this app." if mention else ".")}]})
     return blocks
 
 
@@ -138,7 +140,16 @@ def parse_approval_action(payload: Mapping[str, Any]) -> ApprovalAction | None:
 def approver_allowed(action: ApprovalAction, allowed: Collection[str], *, home_team_id: str | None = None) -> bool:
     """Whether the user who clicked may decide. `allowed` holds user ids, or
     "*" for anyone in the home workspace; empty allows nobody."""
-    home = home_team_id or action.team_id
-    if action.user_team and home and action.user_team != home:
+    return may_decide(action.user_id, action.user_team, allowed, home_team_id or action.team_id)
+
+
+def may_decide(user_id: str, user_team: str, allowed: Collection[str], home_team_id: str) -> bool:
+    """Whether `user_id` (of workspace `user_team`) may decide in a thread of `home_team_id`'s."""
+    if user_team and home_team_id and user_team != home_team_id:
         return False
-    return "*" in allowed or action.user_id in allowed
+    return "*" in allowed or user_id in allowed
+
+
+def unescaped(value: str) -> str:
+    """Text as a person typed it, from a message's text as Slack sends it (its three escapes undone)."""
+    return value.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")

@@ -49,7 +49,9 @@ from django.http import HttpResponse, JsonResponse
 from agents.channels import POST, Channel, public_endpoint
 from agents.errors import error_response
 from agents.integrations.events import PayloadError, SignatureError
-from agents.integrations.slack.approvals import approver_allowed, parse_approval_action, parse_interaction
+from agents.integrations.slack.approvals import (
+    approver_allowed, may_decide, parse_approval_action, parse_interaction, unescaped,
+)
 from agents.integrations.slack.client import SlackChannelConfig, SlackConfig, check_sender, client_for
 from agents.integrations.slack.protocol import (
     Engagement,
@@ -261,19 +263,24 @@ def _answered(config: SlackChannelConfig, ctx: Any, message: SlackMessage, auth:
     waiting = ctx.waiting_questions(message.continuation_key, auth=auth)
     if not waiting:
         return False
-    state = ctx.state_of(waiting[0].session_id).get()
-    starter = state.get("starter")
-    allowed = config.approvers if config.approvers is not None else ((starter,) if starter else ())
-    home = state.get("team") or message.team_id
-    if (message.user_team and home and message.user_team != home) or not ("*" in allowed or message.user in allowed):
+    first = waiting[0]
+    state = ctx.state_of(first["sessionId"]).get()
+    if not may_decide(message.user, message.user_team, _deciders(config, state), state.get("team") or message.team_id):
         return False
     try:
-        ctx.answer_question(waiting[0].session_id, waiting[0].call_id, message.text, auth=auth)
-    except Exception as exc:  # answered meanwhile (a click, the playground): the message goes as a message
-        if getattr(exc, "code", "") in ("already_resolved", "approval_not_found"):
+        ctx.answer_question(first["sessionId"], first["callId"], unescaped(message.text), auth=auth)
+    except Exception as exc:  # answered meanwhile, or no answer (too long): the message goes as a message
+        if getattr(exc, "code", "") in ("already_resolved", "approval_not_found", "invalid_answer"):
             return False
         raise
     return True
+
+
+def _deciders(config: SlackChannelConfig, state: dict[str, Any]) -> tuple[str, ...]:
+    """Who decides in a thread: the channel's `approvers`, else the thread's starter."""
+    if config.approvers is not None:
+        return tuple(config.approvers)
+    return (state["starter"],) if state.get("starter") else ()
 
 
 def receive_interaction(config: SlackChannelConfig, req: Any) -> HttpResponse:
@@ -299,6 +306,7 @@ def take_click(config: SlackChannelConfig, ctx: Any, payload: dict[str, Any]) ->
     action = parse_approval_action(payload)
     if action is None:
         return None  # another kind of interaction: nothing of ours
+    kind = "question" if action.decision == "answer" else "approval"
 
     def refuse(text: str) -> str:
         if action.channel and action.user_id:
@@ -309,14 +317,13 @@ def take_click(config: SlackChannelConfig, ctx: Any, payload: dict[str, Any]) ->
         state = ctx.state_of(action.session_id).get()
     except Exception as exc:  # ChannelError: not a session of this channel
         log.info("slack: a click on %s/%s: %s", action.session_id, action.call_id, exc)
-        return refuse("This approval does not belong to a conversation of this app.")
+        return refuse(f"This {kind} does not belong to a conversation of this app.")
     if state.get("channel") and action.channel and action.channel != state["channel"]:
-        return refuse("This approval belongs to another conversation.")
+        return refuse(f"This {kind} belongs to another conversation.")
     starter = state.get("starter")
-    allowed = config.approvers if config.approvers is not None else ((starter,) if starter else ())
-    if not approver_allowed(action, allowed, home_team_id=state.get("team") or None):
+    if not approver_allowed(action, _deciders(config, state), home_team_id=state.get("team") or None):
         who = f"<@{starter}>" if config.approvers is None and starter else "the approvers this app names"
-        what = "answer this question" if action.decision == "answer" else "decide on this call"
+        what = "answer this question" if kind == "question" else "decide on this call"
         return refuse(f"You cannot {what}: only {who} can. It is still waiting.")
     auth = slack_principal(action.user_team or action.team_id, action.user_id)
     try:
@@ -327,7 +334,7 @@ def take_click(config: SlackChannelConfig, ctx: Any, payload: dict[str, Any]) ->
                                  reason="decided in Slack")
     except Exception as exc:
         if getattr(exc, "code", "") in ("already_resolved", "approval_not_found"):
-            return refuse("This question was already answered." if action.decision == "answer"
+            return refuse("This question was already answered." if kind == "question"
                           else "This call was already decided.")
         raise
     return None

@@ -18,7 +18,9 @@ from django.core.cache import BaseCache, caches
 from agents.integrations.config import ProviderConfig
 from agents.integrations.events import dig
 from agents.integrations.outbound import Allowlist, OutboundRefused, check_url, domain_admits, parse_url
-from agents.integrations.slack.approvals import answered_blocks, approval_blocks, decided_blocks, question_blocks
+from agents.integrations.slack.approvals import (
+    answered_blocks, approval_blocks, decided_blocks, escape, question_blocks,
+)
 from agents.integrations.slack.protocol import Clock, Engagement, SlackMessage
 
 DEFAULT_API_URL = "https://slack.com/api/"
@@ -131,16 +133,17 @@ class SlackClient:
                             blocks=decided_blocks(tool=tool, decision=decision, user_id=user_id, by=by))
 
     def post_question(self, channel: str, thread_ts: str, *, session_id: str, call_id: str, question: str,
-                      options: list[str]) -> str:
-        """The model's question in the thread, a button per option; returns its ts (to close it later)."""
-        return self.post_message(channel, f"The agent asks: {question}"[:3000], thread_ts=thread_ts,
+                      options: list[str], mention: bool = False) -> str:
+        """The model's question in the thread, a button per option; returns its ts (to close it later).
+        `mention`: a reply answers it only if it mentions the app (the channel engages on mentions)."""
+        return self.post_message(channel, f"The agent asks: {escape(question)}"[:3000], thread_ts=thread_ts,
                                  blocks=question_blocks(session_id=session_id, call_id=call_id, question=question,
-                                                        options=options))
+                                                        options=options, mention=mention))
 
     def close_question(self, channel: str, ts: str, *, question: str, answer: str, user_id: str = "",
                        by: str = "") -> None:
         """Replace the question's buttons with its answer and who gave it."""
-        self.update_message(channel, ts, f"Answered: {answer}"[:3000],
+        self.update_message(channel, ts, f"Answered: {escape(answer)}"[:3000],
                             blocks=answered_blocks(question=question, answer=answer, user_id=user_id, by=by))
 
     def post_ephemeral(self, channel: str, user: str, text: str, *, thread_ts: str | None = None) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from agents.integrations.slack.approvals import escape
 from agents.integrations.slack.client import LazyClient, SlackChannelConfig, StreamedReply, client_for
+from agents.integrations.slack.protocol import Engagement
 
 # Slack shows about 4,000 characters of a message's text; a longer reply is cut there.
 MESSAGE_LIMIT = 3900
@@ -68,7 +69,8 @@ class Replies:
         if data.get("kind") == "question":
             ts = client_for(self.config).post_question(where, thread_ts, session_id=ctx.session.id,
                                                        call_id=data["callId"], question=str(data.get("question", "")),
-                                                       options=list(data.get("options") or []))
+                                                       options=list(data.get("options") or []),
+                                                       mention=self.config.engagement is not Engagement.THREADS)
             channel.state.modify(lambda s: {**s, "approvals": {**(s.get("approvals") or {}), data["callId"]: ts},
                                             "questions": {**(s.get("questions") or {}),
                                                           data["callId"]: str(data.get("question", ""))}})
@@ -95,6 +97,8 @@ class Replies:
         by = decided_by.get("principalId", "")
         if data["decision"] == "answer":
             question = (state.get("questions") or {}).get(data["callId"], "")
+            channel.state.modify(lambda s: {**s, "questions": {
+                call: asked for call, asked in (s.get("questions") or {}).items() if call != data["callId"]}})
             client_for(self.config).close_question(where, ts, question=question, answer=str(data.get("answer", "")),
                                                    user_id=slack_user or "", by=by)
             return
