@@ -112,7 +112,8 @@ class HasPrincipal(permissions.BasePermission):
     """DRF's side of `check`: the view's `door` (AGENT unless it names one), the path's agent."""
 
     def has_permission(self, request, view) -> bool:
-        door = getattr(view, "door", AGENT)
+        # A view may keep a method behind another door (`doors`): GET /v1/agents lists, its POST creates.
+        door = getattr(view, "doors", {}).get(request.method.lower()) or getattr(view, "door", AGENT)
         if not hasattr(view, request.method.lower()):
             door = AGENT  # a method the route lacks: 405 for anyone the chain admits, whatever the route's door
         check(request.user, door, view.kwargs.get("slug"))

@@ -2,12 +2,14 @@ from django.urls import path
 
 from channels_app import custom_channels, mcp_oauth, metrics, stream
 from channels_app.views import (
-    agents, artifacts, deployments, directory, experiments, handoff, secrets, sessions, timers, tokens, tools,
+    agents, artifacts, console, deployments, directory, experiments, handoff, secrets, sessions, timers, tokens, tools,
 )
 
 urlpatterns = [
     path("metrics", metrics.metrics_view, name="metrics"),
-    path("v1/agents", agents.AgentListView.as_view(), name="agents"),
+    path("v1/agents", console.AgentsView.as_view(), name="agents"),
+    path("v1/agents/<slug:slug>", console.AgentUpdateView.as_view(), name="agent-update"),
+    path("v1/agents/<slug:slug>/definition", console.AgentDefinitionView.as_view(), name="agent-definition"),
     path("v1/models", directory.ModelDirectoryView.as_view(), name="models"),
     path("v1/agents/<slug:slug>/deployments", deployments.DeploymentListView.as_view(), name="deployments"),
     path("v1/agents/<slug:slug>/deployments/<str:version>", deployments.DeploymentDetailView.as_view(),

@@ -19,6 +19,12 @@ from agents.workspaces.runtimes import LocalRuntime
 
 
 SCRATCH_KEPT = 5  # an agent's scratch copies kept besides those its sessions run on
+CONSOLE = "console"  # the source kind of a release saved from data (agents.console), not from a folder
+
+
+class KindConflict(AgentFolderError):
+    """A slug is one kind's at a time: a folder deployed over a console agent (or a console save over a
+    folder agent) is refused unless told to replace it."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,7 @@ def deploy_agent_folder(root: Path | str, slug: str | None = None, **options: An
 
 
 def deploy_release(root: Path | str, slug: str | None = None, *, source: Source | None = None,
-                   deployed_by: str = "", allowed_domains: Sequence[str] = ()) -> Deployed:
+                   deployed_by: str = "", allowed_domains: Sequence[str] = (), replace: bool = False) -> Deployed:
     """Validate a folder and make it the agent's active release.
 
     1. The folder is loaded and validated (AgentFolderError if it does not).
@@ -66,6 +72,12 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
         refuse_unenforceable_domains(loaded)
     source = source or Source(str(loaded.root))
     agent, _ = AgentRow.objects.get_or_create(slug=loaded.slug)
+    if not replace and (kind := agent_kind(agent)) and (kind == CONSOLE) != (source.kind == CONSOLE):
+        made = "in the console" if kind == CONSOLE else "from a folder"
+        raise KindConflict(loaded.root, [Problem("agent/", (
+            f"agent {loaded.slug!r} was made {made}: replacing it with a "
+            f"{'console agent' if source.kind == CONSOLE else 'folder'} takes --replace (replace=true), and its "
+            "earlier releases stay in its history"))])
     # The manifest counts too: the default model can change with the environment.
     same = [d for d in agent.deployments.releases().filter(content_hash=loaded.content_hash).order_by("-version")
             if d.manifest == manifest and list(d.allowed_domains) == domains]
@@ -89,6 +101,11 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
         deployment_activated.send(sender=Deployment, agent=agent, deployment=deployment, loaded=loaded)
     agent.clear_folder_problems()
     return Deployed(deployment, reused=False)
+
+
+def agent_kind(agent: AgentRow) -> str:
+    """What the agent's newest release was made from: `console`, a `folder` or `repo`; "" if none yet."""
+    return agent.deployments.releases().order_by("-version").values_list("source_kind", flat=True).first() or ""
 
 
 def scratch_release(root: Path | str) -> Deployment:

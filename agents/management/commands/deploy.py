@@ -46,11 +46,15 @@ class Command(BaseCommand):
                             help="the only domains the agent's outbound calls may reach (repeatable; "
                                  "api.example.com or *.example.com)")
         parser.add_argument("--json", action="store_true", help="print the release as JSON (a list for several)")
+        parser.add_argument("--replace", action="store_true",
+                            help="deploy over an agent made in the console (its releases stay in its history)")
         parser.add_argument("--allow-empty", action="store_true",
                             help="with no folders and no --repo, deploy nothing rather than refuse (the systemd "
                                  "prepare unit, when AGENTSITE_AGENT_DIRS names none)")
 
-    def handle(self, *args, dirs, repo, ref, path, domains, json: bool, allow_empty: bool = False, **options):
+    def handle(self, *args, dirs, repo, ref, path, domains, json: bool, allow_empty: bool = False,
+               replace: bool = False, **options):
+        self.replace = replace
         if allow_empty and not dirs and not repo:
             self.stdout.write(_json([]) if json else "no agent folders given: nothing deployed")
             return
@@ -89,7 +93,8 @@ class Command(BaseCommand):
             self.stdout.write(f"{row.agent.slug}: v{row.version} ({row.content_hash[:12]}{again}) from {where}")
 
     def deploy(self, root: Path, source: Source, domains: list[str]) -> Deployed:
-        return deploy_release(root, source=source, deployed_by=deployer(), allowed_domains=domains)
+        return deploy_release(root, source=source, deployed_by=deployer(), allowed_domains=domains,
+                              replace=getattr(self, "replace", False))
 
     def from_repository(self, url: str, ref: str, path: str, domains: list[str]) -> list[Deployed]:
         """Clone, find the agent folders at --path, deploy each; the checkout goes when done."""

@@ -1,0 +1,150 @@
+"""An agent spec as an agent folder, and back.
+
+`write` makes the folder a deploy takes: `agent/console.json` (the spec itself, so that the
+release holds what the editor shows), `instructions.md`, an `agent.py` of literals, `mcp.json`,
+and the skills, subagents and schedules as their files. The same spec is always the same bytes,
+so saving it again is the same content hash (a release is reused, not numbered anew), and a
+console agent exported as a folder deploys to the hash it had.
+
+`read` is the other way, for turning a folder agent into a console agent: what a folder holds
+that data cannot say (Python tools, hooks, channels, a schedule or skill written in Python) is
+refused, each problem naming its file.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import frontmatter
+
+from agents.console.spec import AgentSpec, SpecError, parse
+from agents.discovery.loaded import Problem
+
+SPEC_FILE = "agent/console.json"
+
+
+def dumped(spec: AgentSpec) -> str:
+    return json.dumps(spec.model_dump(mode="json", by_alias=True), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write(spec: AgentSpec, root: Path) -> Path:
+    """Write `spec` as an agent folder at `root` (made, or emptied of an earlier write's `agent/`)."""
+    base = root / "agent"
+    base.mkdir(parents=True, exist_ok=True)
+    files = {"console.json": dumped(spec), "instructions.md": spec.instructions.strip() + "\n",
+             "agent.py": agent_py(spec)}
+    if spec.mcp_servers:
+        files["mcp.json"] = json.dumps({"mcpServers": spec.mcp_servers}, indent=2, sort_keys=True) + "\n"
+    for skill in spec.skills:
+        files[f"skills/{skill.name}/SKILL.md"] = frontmatter.dumps(
+            frontmatter.Post(skill.body.strip(), description=skill.description)) + "\n"
+        for path, text in sorted(skill.files.items()):
+            files[f"skills/{skill.name}/{path}"] = text
+    for sub in spec.subagents:
+        declared = {"description": sub.description, **({"model": sub.model} if sub.model else {})}
+        files[f"subagents/{sub.id}/agent.py"] = _agent_call(declared)
+        files[f"subagents/{sub.id}/instructions.md"] = sub.instructions.strip() + "\n"
+    for schedule in spec.schedules:
+        meta = {"cron": schedule.cron, **({"title": schedule.title} if schedule.title else {})}
+        files[f"schedules/{schedule.id}.md"] = frontmatter.dumps(frontmatter.Post(schedule.prompt.strip(), **meta)) + "\n"
+    for relative, text in files.items():
+        path = base / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def agent_py(spec: AgentSpec) -> str:
+    """`agent = Agent(...)` with the spec's declarations, each a Python literal (nothing else runs)."""
+    declared: dict[str, Any] = {}
+    for key, value in (("name", spec.name), ("description", spec.description), ("models", spec.models),
+                       ("fallback", spec.fallback), ("params", spec.params), ("max_steps", spec.max_steps),
+                       ("retention_days", spec.retention_days), ("budget", spec.budget),
+                       ("builtins", spec.builtins), ("reminders_tool", spec.reminders_tool), ("peers", spec.peers),
+                       ("tools", spec.workspace_tools)):
+        if value not in ("", [], {}, None, False) or (key == "tools" and value == []):
+            declared[key] = value
+    runtime = "local_runtime(network=True)" if spec.sandbox_network else ""
+    return _agent_call(declared, runtime)
+
+
+def _agent_call(declared: dict[str, Any], runtime: str = "") -> str:
+    lines = ["# Written from agent/console.json by the console: edit the agent there, not here."]
+    lines.append("from agents.sdk import Agent" + (", local_runtime" if runtime else ""))
+    lines.append("")
+    lines.append("agent = Agent(")
+    lines += [f"    {key}={value!r}," for key, value in declared.items()]
+    if runtime:
+        lines.append(f"    runtime={runtime},")
+    lines.append(")")
+    return "\n".join(lines) + "\n"
+
+
+def spec_of(root: Path) -> AgentSpec | None:
+    """The spec a console agent's folder (a release) holds; None for a folder agent's."""
+    path = root / SPEC_FILE
+    if not path.is_file():
+        return None
+    return parse(json.loads(path.read_text(encoding="utf-8")))
+
+
+def read(root: Path, manifest: dict[str, Any]) -> AgentSpec:
+    """A folder agent (deployed: its folder and manifest) as a spec, or SpecError naming each file that
+    data cannot hold."""
+    base = root / "agent"
+    refused = [Problem(f"agent/tools/{t['name']}.py", "a Python tool stays in a folder: a console agent has "
+                                                        "no tools of its own (remove it, or keep the agent a folder)")
+               for t in manifest.get("tools", [])]
+    for pattern, what in (("hooks/*.py", "a hook"), ("channels/*.py", "a channel"), ("schedules/*.py",
+                          "a schedule written in Python"), ("skills/*.py", "a skill written in Python"),
+                          ("ab.py", "an A/B experiment"), ("workspace/**/*", "a workspace seed file")):
+        refused += [Problem(p.relative_to(root).as_posix(), f"{what} is not held by a console agent")
+                    for p in sorted(base.glob(pattern)) if p.is_file()]
+    runtime = manifest.get("runtime") or {}
+    if runtime.get("kind", "local") != "local":
+        refused.append(Problem("agent/agent.py", f"a {runtime['kind']} runtime is not held by a console agent"))
+    if refused:
+        raise SpecError(refused)
+    model = manifest.get("model", "")
+    data: dict[str, Any] = {
+        "name": manifest.get("name", ""), "description": manifest.get("description", ""),
+        "instructions": (base / "instructions.md").read_text(encoding="utf-8"),
+        "models": list(manifest.get("models") or [model] if model else []),
+        "fallback": list(manifest.get("fallback") or []),
+        "params": manifest.get("params") or {}, "maxSteps": manifest.get("maxSteps"),
+        "retentionDays": manifest.get("retentionDays"), "budget": manifest.get("budget"),
+        "builtins": list(manifest.get("builtins") or []), "remindersTool": bool(manifest.get("remindersTool")),
+        "peers": list(manifest.get("peers") or []),
+        "workspaceTools": runtime.get("toolsAllowlist"), "sandboxNetwork": bool(runtime.get("network")),
+        "skills": [_skill(base, s) for s in manifest.get("skills", [])],
+        "subagents": [_subagent(base, s, model) for s in manifest.get("subagents", [])],
+        "schedules": [_schedule(base, s) for s in manifest.get("schedules", [])],
+    }
+    if (base / "mcp.json").is_file():
+        data["mcpServers"] = json.loads((base / "mcp.json").read_text(encoding="utf-8")).get("mcpServers", {})
+    return parse(data)
+
+
+def _skill(base: Path, skill: dict[str, Any]) -> dict[str, Any]:
+    source = next((p for p in (base.parent / skill.get("source", ""), base / skill.get("source", ""))
+                   if skill.get("source") and p.is_file()), base / "skills" / f"{skill['name']}.md")
+    packaged = source.name == "SKILL.md"
+    post = frontmatter.loads(source.read_text(encoding="utf-8"))
+    files = {}
+    if packaged:
+        files = {p.relative_to(source.parent).as_posix(): p.read_text(encoding="utf-8")
+                 for p in sorted(source.parent.rglob("*")) if p.is_file() and p != source}
+    return {"name": skill["name"], "description": skill["description"], "body": post.content, "files": files}
+
+
+def _subagent(base: Path, sub: dict[str, Any], model: str) -> dict[str, Any]:
+    instructions = (base / "subagents" / sub["id"] / "instructions.md").read_text(encoding="utf-8")
+    return {"id": sub["id"], "description": sub["description"], "instructions": instructions,
+            "model": "" if sub.get("model") in (None, "", model) else sub["model"]}
+
+
+def _schedule(base: Path, schedule: dict[str, Any]) -> dict[str, Any]:
+    post = frontmatter.loads((base / "schedules" / f"{schedule['id']}.md").read_text(encoding="utf-8"))
+    return {"id": schedule["id"], "cron": schedule["cron"], "prompt": post.content,
+            "title": schedule.get("title") or ""}

@@ -1,0 +1,97 @@
+"""Saving an agent defined by data: every save is a release, made as a folder deploy makes one.
+
+The spec is written as a folder in a scratch directory and deployed from there
+(`deploy_release`, source kind `console`): validated by the same rules (a problem names the
+spec's field, from the file it was found in), deduplicated by content hash, numbered, activated,
+and listed, diffed, rolled back and pinned per session like any release. Who saved it is the
+release's `deployed_by`.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from agents.console.folder import SPEC_FILE, read, spec_of, write
+from agents.console.spec import AgentSpec, SpecError
+from agents.discovery.bundles import release_folder
+from agents.discovery.loaded import AgentFolderError, Problem
+from agents.discovery.releases import CONSOLE, Deployed, KindConflict, Source, deploy_release
+from agents.models import Agent, Deployment
+
+# What agent.py's problems begin with, for each field of the spec they are about.
+DECLARED = (("builtins", "builtins"), ("budget", "budget"), ("peers", "peers"), ("params", "params"),
+            ("max_steps", "maxSteps"), ("retention_days", "retentionDays"), ("tools", "workspaceTools"),
+            ("fallback", "fallback"), ("model", "models"), ("runtime", "sandboxNetwork"), ("name", "name"),
+            ("description", "description"), ("reminders_tool", "remindersTool"))
+# Where a problem found in the written folder is in the spec.
+FIELDS = (("agent/console.json", ""), ("agent/instructions.md", "instructions"), ("agent/agent.py", ""),
+          ("agent/mcp.json", "mcpServers"), ("agent/skills/", "skills"), ("agent/subagents/", "subagents"),
+          ("agent/schedules/", "schedules"))
+
+
+@dataclass(frozen=True)
+class Saved:
+    deployed: Deployed
+    spec: AgentSpec
+
+
+def save(slug: str, spec: AgentSpec, *, saved_by: str, replace: bool = False) -> Saved:
+    """Make `spec` agent `slug`'s active release. SpecError (each problem naming its field) if it does not
+    validate; KindConflict if the slug is a folder agent's and `replace` is not given."""
+    with tempfile.TemporaryDirectory(prefix="agentsite-console-") as scratch:
+        root = write(spec, Path(scratch) / slug)
+        try:
+            deployed = deploy_release(root, slug, source=Source(CONSOLE, CONSOLE), deployed_by=saved_by,
+                                      replace=replace)
+        except KindConflict:
+            raise
+        except AgentFolderError as exc:
+            raise SpecError([Problem(_field(p.path, p.message, root, spec), p.message) for p in exc.problems]) from None
+    return Saved(deployed, spec)
+
+
+def _field(path: str, message: str, root: Path, spec: AgentSpec) -> str:
+    """The spec's field a problem found in the written folder is about."""
+    relative = path[len(str(root)) + 1:] if path.startswith(str(root)) else path
+    if relative == "agent/agent.py":
+        named = re.match(r"model '([^']*)'", message)
+        if named and named.group(1) in spec.fallback and named.group(1) not in spec.models:
+            return "fallback"
+        return next((field for word, field in DECLARED if message.startswith(word)), "")
+    for prefix, field in FIELDS:
+        if relative.startswith(prefix):
+            rest = relative[len(prefix):].split("/")[0].removesuffix(".md") if prefix.endswith("/") else ""
+            return f"{field}[{rest}]" if rest else field
+    return relative
+
+
+def definition(deployment: Deployment) -> AgentSpec | None:
+    """The spec a release was saved from; None for a folder's release."""
+    if deployment.source_kind != CONSOLE:
+        return None
+    return spec_of(release_folder(deployment))
+
+
+def as_spec(deployment: Deployment) -> AgentSpec:
+    """A release as a spec: a console agent's own, or a folder agent's (converted, SpecError naming each of
+    its files that data cannot hold)."""
+    return definition(deployment) or read(release_folder(deployment), deployment.manifest)
+
+
+def export(agent: Agent, target: Path) -> Path:
+    """Write agent `agent`'s active release's folder at `target` (its `agent/`, file for file): deployed
+    from there it is the same content hash."""
+    deployment = agent.active_deployment
+    if deployment is None:
+        raise LookupError(f"agent {agent.slug!r} has no active release to export")
+    base = target / "agent"
+    if base.exists():
+        raise FileExistsError(f"{base} exists: export into a new or empty folder")
+    shutil.copytree(release_folder(deployment) / "agent", base, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
+__all__ = ["SPEC_FILE", "Saved", "as_spec", "definition", "export", "save"]

@@ -1,0 +1,124 @@
+"""An agent defined by data: what `POST /v1/agents` and the console's editor take.
+
+Its fields are the manifest's (a release of the agent shows them back as its manifest), plus
+what a manifest only names: the skills' text and files, the subagents' instructions and the
+schedules' prompts. Typed Python tools stay in folders: a console agent has none of its own.
+Checked here for shape (each problem names its field); then the folder it is written as
+(`agents.console.folder`) is validated as any deploy is.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+from agents.definitions import BUILTINS
+from agents.discovery.loaded import Problem
+
+SLUG = r"^[a-z0-9][a-z0-9-]{0,62}$"
+NAME = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+WORKSPACE_TOOLS = ("read", "ls", "glob", "grep", "write", "edit", "delete", "shell")
+
+
+class Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, strict=True)
+
+
+class SkillSpec(Spec):
+    name: str = Field(pattern=NAME, description="The skill's name, as the model loads it")
+    description: str = Field(min_length=1, max_length=500, description="When the model should load it")
+    body: str = Field(min_length=1, max_length=200_000, description="The skill's instructions (Markdown)")
+    files: dict[str, str] = Field(default_factory=dict, description="Files beside it, by relative path: "
+                                                                    "the model reads them with read_skill_file")
+
+    @field_validator("files")
+    @classmethod
+    def relative_paths(cls, files: dict[str, str]) -> dict[str, str]:
+        for path in files:
+            parts = path.split("/")
+            if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in path:
+                raise ValueError(f"{path!r} is not a relative path inside the skill (e.g. references/notes.md)")
+            if parts[0] == "SKILL.md" and len(parts) == 1:
+                raise ValueError("SKILL.md is the skill's body: put its text in `body`")
+        return files
+
+
+class SubagentSpec(Spec):
+    id: str = Field(pattern=NAME, description="How the agent names it when it delegates")
+    description: str = Field(min_length=1, max_length=500, description="What it is for, as the agent sees it")
+    instructions: str = Field(min_length=1, max_length=200_000, description="Its system prompt (Markdown)")
+    model: str = Field(default="", max_length=200, description="Its model; blank: the agent's")
+
+
+class ScheduleSpec(Spec):
+    id: str = Field(pattern=NAME, description="The schedule's id")
+    cron: str = Field(min_length=1, max_length=200, description="When, as a 5-field UTC cron expression")
+    prompt: str = Field(min_length=1, max_length=100_000, description="The message the agent gets each time")
+    title: str = Field(default="", max_length=200)
+
+
+class AgentSpec(Spec):
+    name: str = Field(default="", max_length=200)
+    description: str = Field(default="", max_length=2000)
+    instructions: str = Field(min_length=1, max_length=200_000, description="The system prompt (Markdown)")
+    models: list[str] = Field(default_factory=list, max_length=20,
+                              description="provider:model pairs a session may be bound to, the default first; "
+                                          "none: the server's default")
+    fallback: list[str] = Field(default_factory=list, max_length=10)
+    params: dict[str, Any] = Field(default_factory=dict, description="The model's parameters")
+    max_steps: int | None = Field(default=None, ge=1, le=1000)
+    retention_days: int | None = Field(default=None, ge=0, le=36500)
+    budget: dict[str, float] | None = Field(default=None, description='{"daily": 5, "monthly": 100}, in US dollars')
+    builtins: list[str] = Field(default_factory=list, description=f"Built-in tools it offers: {', '.join(BUILTINS)}")
+    reminders_tool: bool = False
+    peers: list[str] = Field(default_factory=list, description="Agents on this server it may message")
+    workspace_tools: list[str] | None = Field(default=None, description="The workspace tools offered (shell among "
+                                                                       "them); none given: all; []: none")
+    sandbox_network: bool = Field(default=False, description="Whether the workspace's shell may reach the network")
+    mcp_servers: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="MCP servers by name, as agent/mcp.json's mcpServers: stdio "
+                                          "(command, args, env) or URL (url, headers), ${SECRET} for the agent's "
+                                          "secrets")
+    skills: list[SkillSpec] = Field(default_factory=list, max_length=100)
+    subagents: list[SubagentSpec] = Field(default_factory=list, max_length=50)
+    schedules: list[ScheduleSpec] = Field(default_factory=list, max_length=50)
+
+    @field_validator("workspace_tools")
+    @classmethod
+    def known_workspace_tools(cls, tools: list[str] | None) -> list[str] | None:
+        if tools is not None and (unknown := [t for t in tools if t not in WORKSPACE_TOOLS]):
+            raise ValueError(f"{', '.join(map(repr, unknown))}: choose from {', '.join(WORKSPACE_TOOLS)}")
+        return tools
+
+    @field_validator("skills", "subagents", "schedules")
+    @classmethod
+    def distinct(cls, items: list[Any]) -> list[Any]:
+        keys = [getattr(item, "name", None) or item.id for item in items]
+        if repeated := sorted({key for key in keys if keys.count(key) > 1}):
+            raise ValueError(f"{', '.join(map(repr, repeated))} appears more than once: each must be unique")
+        return items
+
+
+class NewAgentSpec(AgentSpec):
+    """What `POST /v1/agents` takes: the agent's slug, and its spec."""
+
+    slug: str = Field(pattern=SLUG, description="The agent's slug: its routes are /<slug>/v1/...")
+
+
+def parse(data: Any, model: type[AgentSpec] = AgentSpec) -> AgentSpec:
+    """`data` as a spec, else SpecError naming each field and what is wrong with it."""
+    if not isinstance(data, dict):
+        raise SpecError([Problem("", "the agent is a JSON object")])
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError([Problem(".".join(str(p) for p in e["loc"]), e["msg"]) for e in exc.errors()]) from None
+
+
+class SpecError(Exception):
+    """What is wrong with an agent defined by data: each problem names its field."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("; ".join(f"{p.path or 'agent'}: {p.message}" for p in problems))

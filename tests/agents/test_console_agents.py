@@ -1,0 +1,221 @@
+"""Agents made from data (`POST /v1/agents`, `PUT /v1/agents/<slug>`): every save is a release made as a
+folder deploy makes one (validated, numbered, deduplicated by content hash, who saved it recorded), an
+old session stays on its release, a slug is one kind's at a time, the release exports as a folder that
+deploys to the same hash, a folder agent converts to data unless it has what data cannot hold, and
+only operators may do any of it."""
+from __future__ import annotations
+
+import ast
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from agents.discovery import deploy_agent_folder
+from agents.models import Agent, Deployment
+from sessions.eventlog.events import read_events
+from sessions.models import PersonalToken, Schedule, Session
+from sessions.timers.schedules import fire_due
+from tests.channels_app.roles_support import anonymous, people, person  # noqa: F401
+from tests.sessions.test_mcp import http_server, notes_file  # noqa: F401
+from tests.sessions.test_schedules import T0, due_at
+
+transactional = pytest.mark.django_db(transaction=True)
+
+HELPER = {
+    "slug": "helper", "name": "Helper", "description": "Answers from data.",
+    "instructions": "Be brief.", "models": ["scripted:echo", "scripted:careful"], "builtins": ["todos"],
+    "skills": [{"name": "tone", "description": "How to write replies", "body": "Write plainly.",
+                "files": {"references/words.md": "Use short words."}}],
+    "subagents": [{"id": "summarizer", "description": "Summarizes", "instructions": "Summarize in a line."}],
+    "schedules": [{"id": "daily", "cron": "0 9 * * *", "prompt": "Say good morning.", "title": "Morning"}],
+    "workspaceTools": [],
+}
+
+
+def definition(spec: dict) -> dict:
+    return {key: value for key, value in spec.items() if key != "slug"}
+
+
+def post(client, path: str, body, method: str = "post"):
+    return getattr(client, method)(path, json.dumps(body), content_type="application/json")
+
+
+@transactional
+def test_an_operator_creates_an_agent_from_data_talks_to_it_and_every_save_is_a_release(people):  # noqa: F811
+    ops = people.olga.client
+    created = post(ops, "/v1/agents", HELPER)
+    assert created.status_code == 201, created.content
+    body = created.json()
+    assert (body["slug"], body["kind"], body["release"]["version"]) == ("helper", "console", 1)
+    assert body["release"]["deployedBy"] == "olga", "who saved it"
+    assert body["release"]["sourceKind"] == "console" and body["release"]["active"] is True
+    assert body["definition"]["instructions"] == "Be brief." and body["definition"]["skills"][0]["name"] == "tone"
+
+    info = people.mia.client.get("/helper/v1/info").json()
+    assert (info["name"], info["models"], info["builtins"]) == ("Helper", ["scripted:echo", "scripted:careful"],
+                                                                ["todos"])
+    assert [s["name"] for s in info["skills"]] == ["tone"] and [s["id"] for s in info["subagents"]] == ["summarizer"]
+    assert info["deployment"]["sourceKind"] == "console", "/info says where the agent came from"
+    old = post(people.mia.client, "/helper/v1/session", {"message": "hello"})
+    assert old.status_code == 201, old.content
+    old_session = old.json()["sessionId"]
+
+    again = post(ops, "/v1/agents/helper", definition(HELPER), "put")
+    assert again.status_code == 200 and again.json()["release"]["version"] == 1, "the same data: the same release"
+    changed = post(ops, "/v1/agents/helper", {**definition(HELPER), "instructions": "Be very brief."}, "put")
+    assert changed.status_code == 200, changed.content
+    assert changed.json()["release"]["version"] == 2
+    v1, v2 = Deployment.objects.filter(agent__slug="helper").order_by("version")
+    assert v1.content_hash != v2.content_hash and v2.manifest["instructions"] == "Be very brief."
+    assert ops.get("/v1/agents/helper/definition").json()["definition"]["instructions"] == "Be very brief."
+
+    # The old session stays on the release it started on; a new one starts on v2.
+    assert post(people.mia.client, f"/helper/v1/session/{old_session}/message", {"message": "again"}).status_code == 202
+    assert Session.objects.get(pk=old_session).deployment_id == v1.pk
+    fresh = post(people.mia.client, "/helper/v1/session", {"message": "hi"}).json()["sessionId"]
+    assert Session.objects.get(pk=fresh).deployment_id == v2.pk
+
+    # Rolled back with the releases' own route, and saved again from there.
+    assert ops.post("/v1/agents/helper/deployments/1/activate").status_code == 200
+    assert ops.get("/v1/agents/helper/definition").json()["definition"]["instructions"] == "Be brief."
+
+
+@transactional
+def test_bad_data_names_the_field_and_nothing_is_released(people):  # noqa: F811
+    ops = people.olga.client
+    cases = [
+        ({**HELPER, "instructions": ""}, "instructions"),
+        ({**HELPER, "slug": "Not A Slug"}, "slug"),
+        ({**HELPER, "workspaceTools": ["teleport"]}, "workspaceTools"),
+        ({**HELPER, "skills": [HELPER["skills"][0], HELPER["skills"][0]]}, "skills"),
+        ({**HELPER, "skills": [{**HELPER["skills"][0], "files": {"../x.md": "x"}}]}, "skills.0.files"),
+        ({**HELPER, "colour": "blue"}, "colour"),
+        ({**HELPER, "models": ["nosuch:model"]}, "models"),
+        ({**HELPER, "fallback": ["nosuch:model"]}, "fallback"),
+        ({**HELPER, "builtins": ["teleport"]}, "builtins"),
+        ({**HELPER, "budget": {"weekly": 3}}, "budget"),
+        ({**HELPER, "mcpServers": {"x": {"nothing": 1}}}, "mcpServers"),
+        ({**HELPER, "schedules": [{"id": "daily", "cron": "every day", "prompt": "x"}]}, "schedules[daily]"),
+    ]
+    for body, field in cases:
+        refused = post(ops, "/v1/agents", body)
+        assert refused.status_code == 400, (field, refused.content)
+        error = refused.json()["error"]
+        assert error["code"] == "invalid_agent"
+        assert field in [d["field"] for d in error["details"]], (field, error)
+    assert post(ops, "/v1/agents", [1, 2]).status_code == 400
+    assert not Deployment.objects.filter(agent__slug="helper").exists()
+
+
+@transactional
+def test_a_slug_is_one_kinds_at_a_time(people, tmp_path):  # noqa: F811
+    ops = people.olga.client
+    assert post(ops, "/v1/agents", HELPER).status_code == 201
+    assert post(ops, "/v1/agents", HELPER).json()["error"]["code"] == "agent_exists"
+    assert post(ops, "/v1/agents/nobody", definition(HELPER), "put").status_code == 404
+
+    over_folder = post(ops, "/v1/agents/support", definition(HELPER), "put")
+    assert over_folder.status_code == 409 and over_folder.json()["error"]["code"] == "kind_conflict"
+    replaced = post(ops, "/v1/agents/support?replace=true", definition(HELPER), "put")
+    assert replaced.status_code == 200 and replaced.json()["kind"] == "console"
+
+    folder = tmp_path / "helper"
+    (folder / "agent").mkdir(parents=True)
+    (folder / "agent" / "instructions.md").write_text("A folder now.\n")
+    with pytest.raises(CommandError, match="made in the console"):
+        call_command("deploy", str(folder))
+    call_command("deploy", str(folder), "--replace")
+    assert Agent.objects.get(slug="helper").active_deployment.source_kind == "folder"
+
+
+@transactional
+def test_an_exported_console_agent_deploys_to_the_same_content_hash(people, tmp_path):  # noqa: F811
+    ops = people.olga.client
+    hash_saved = post(ops, "/v1/agents", HELPER).json()["release"]["contentHash"]
+
+    call_command("export", "helper", str(tmp_path / "copy"))
+    assert (tmp_path / "copy" / "agent" / "console.json").is_file()
+    copied = deploy_agent_folder(tmp_path / "copy")
+    assert (copied.agent.slug, copied.content_hash) == ("copy", hash_saved)
+    with pytest.raises(CommandError, match="exists"):
+        call_command("export", "helper", str(tmp_path / "copy"))
+
+
+@transactional
+def test_a_folder_agent_converts_to_data_unless_it_holds_what_data_cannot(people, tmp_path):  # noqa: F811
+    ops = people.olga.client
+    notes = ops.get("/v1/agents/support/definition")
+    assert notes.status_code == 409 and notes.json()["error"]["code"] == "not_convertible"
+    fields = [d["field"] for d in notes.json()["error"]["details"]]
+    assert "agent/tools/lookup_order.py" in fields and "agent/ab.py" in fields
+
+    folder = tmp_path / "plain"
+    (folder / "agent" / "skills").mkdir(parents=True)
+    (folder / "agent" / "instructions.md").write_text("Plain.\n")
+    (folder / "agent" / "skills" / "tone.md").write_text("---\ndescription: How to write\n---\nPlainly.\n")
+    (folder / "agent" / "agent.py").write_text("from agents.sdk import Agent\nagent = Agent(model='scripted:echo')\n")
+    deploy_agent_folder(folder)
+    converted = ops.get("/v1/agents/plain/definition").json()
+    assert converted["kind"] == "folder"
+    assert (converted["definition"]["instructions"], converted["definition"]["models"]) == ("Plain.\n", ["scripted:echo"])
+    assert converted["definition"]["skills"] == [{"name": "tone", "description": "How to write", "body": "Plainly.",
+                                                  "files": {}}]
+    saved = post(ops, "/v1/agents/plain?replace=true", converted["definition"], "put")
+    assert saved.status_code == 200 and saved.json()["kind"] == "console"
+
+
+@transactional
+def test_only_operators_make_or_change_agents(people):  # noqa: F811
+    _, elsewhere = PersonalToken.issue(person("ops", operator=True).user, "elsewhere", agents=["support"])
+    scoped = type(people.mia)(people.olga.user, elsewhere).client
+    for client, status in ((anonymous(), 401), (people.mia.client, 403), (people.max.client, 403), (scoped, 403)):
+        assert post(client, "/v1/agents", HELPER).status_code == status
+        assert post(client, "/v1/agents/support", definition(HELPER), "put").status_code == status
+        assert client.get("/v1/agents/support/definition").status_code == status
+    assert people.mia.client.get("/v1/agents").status_code == 200, "listing stays open to members"
+    assert not Agent.objects.filter(slug="helper").exists()
+    assert post(people.sam.client, "/v1/agents", HELPER).status_code == 201
+
+
+@transactional
+def test_a_console_agents_mcp_server_reads_its_secret_and_its_schedule_fires_once(people, http_server, notes_file,  # noqa: F811
+                                                                                 sync_turns):
+    ops = people.olga.client
+    spec = {**HELPER, "builtins": [], "models": ["scripted:echo"],
+            "mcpServers": {"notes": {"url": http_server, "headers": {"Authorization": "Bearer ${MCP_TOKEN}"}}}}
+    assert post(ops, "/v1/agents", spec).status_code == 201
+    assert post(ops, "/v1/agents/helper/secrets/MCP_TOKEN", {"value": "sesame"}, "put").status_code in (200, 201)
+
+    session = post(people.mia.client, "/helper/v1/session", {"message": '/call notes__add {"a": 2, "b": 3}'})
+    assert session.status_code == 201, session.content
+    [result] = [e["data"] for e in read_events(session.json()["sessionId"]) if e["type"] == "action.result"]
+    assert result["output"] == {"result": 5}, result
+
+    agent = Agent.objects.get(slug="helper")
+    due_at(agent, "daily", T0)
+    assert fire_due(now=T0 + timedelta(seconds=3)) == 1
+    assert fire_due(now=T0 + timedelta(minutes=5)) == 0
+    [fired] = Session.objects.filter(agent=agent, channel="schedule")
+    assert fired.title == "Morning"
+    received = next(e for e in read_events(fired.id) if e["type"] == "message.received")
+    assert received["data"]["text"] == "Say good morning."
+    assert Schedule.objects.get(agent=agent, schedule_id="daily").fire_count == 1
+
+
+def test_the_written_folder_is_plain_data(tmp_path):
+    from agents.console.folder import write
+    from agents.console.spec import parse
+
+    root = write(parse(definition(HELPER)), tmp_path / "helper")
+    module = ast.parse((root / "agent" / "agent.py").read_text())
+    imported, assigned = module.body
+    assert isinstance(imported, ast.ImportFrom) and imported.module == "agents.sdk"
+    assert isinstance(assigned.value, ast.Call) and assigned.value.func.id == "Agent"
+    for keyword in assigned.value.keywords:  # nothing runs but Agent(...): every argument a literal
+        ast.literal_eval(keyword.value)
+    assert json.loads((root / "agent" / "console.json").read_text())["instructions"] == "Be brief."
+    assert Path(root / "agent" / "skills" / "tone" / "references" / "words.md").read_text() == "Use short words."
