@@ -79,6 +79,8 @@ FAMILIES = (
     Family("Releases", ("GET /v1/agents/support/deployments", "GET /v1/agents/support/deployments/1",
                         "POST /v1/agents/support/deployments/1/activate"), OPERATORS,
            past_the_door={"POST /v1/agents/support/deployments/1/activate": {"operator": 409}}),
+    Family("Agents as data", ("GET /v1/agents/support/definition",), OPERATORS,
+           past_the_door={"GET /v1/agents/support/definition": {"operator": 409}}),
     Family("Secrets", ("GET /v1/agents/support/secrets", "GET /v1/agents/support/secrets/API_KEY"), OPERATORS,
            past_the_door={"GET /v1/agents/support/secrets/API_KEY": {"operator": 404}}),
     Family("Personal tokens", ("GET /v1/tokens",), ACCOUNT),

@@ -204,6 +204,11 @@ def real_id_cases(seeds: Seeds) -> list[RealIdCase]:
                    operator=True),
         # The model directory is for operators too.
         RealIdCase("GET", "/v1/models", {}, operator=True),
+        # An agent made from data, a new release of it, and its definition read back (operators).
+        RealIdCase("POST", "/v1/agents", {}, {"slug": "seeded", "instructions": "Seeded for the OpenAPI run."},
+                   operator=True),
+        RealIdCase("PUT", "/v1/agents/{slug}", {"slug": "seeded"}, {"instructions": "Seeded again."}, operator=True),
+        RealIdCase("GET", "/v1/agents/{slug}/definition", {"slug": "seeded"}, operator=True),
         # The experiment examples/support declares.
         RealIdCase("GET", "/{slug}/v1/abs/{name}", {"slug": "support", "name": "brief-replies"}),
         # Routes the fuzzing phase reaches only with made-up ids (the stateful one follows links to them).
