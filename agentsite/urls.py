@@ -27,6 +27,7 @@ urlpatterns = [
     path("healthz", HealthView.as_view(), name="healthz"),
     path("docs", RedirectView.as_view(url="/docs/", permanent=False)),
     path("docs/", include("channels_app.docs.urls")),
+    path("", include("channels_app.console_pages")),
     path("", include("channels_app.playground")),
     path("", include("channels_app.urls")),
 ]

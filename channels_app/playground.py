@@ -50,7 +50,7 @@ def agents_page(request: HttpRequest) -> HttpResponse:
     agents = Agent.objects.select_related("active_deployment").exclude(active_deployment=None)
     if (scope := agent_scope(principal)) is not None:  # a scoped token sees its agents only, as GET /v1/agents
         agents = agents.filter(slug__in=scope)
-    return render(request, "playground/agents.html", {"agents": agents})
+    return render(request, "playground/agents.html", {"agents": agents, "operator": is_operator(principal)})
 
 
 def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
