@@ -182,6 +182,21 @@ def test_only_operators_make_or_change_agents(people):  # noqa: F811
 
 
 @transactional
+def test_the_instructions_preview_is_markdown_with_html_shown_as_text_for_operators_only(people):  # noqa: F811
+    from django.test import Client
+
+    operator, member = Client(HTTP_HOST="agents.example.com"), Client(HTTP_HOST="agents.example.com")
+    operator.force_login(people.olga.user)
+    member.force_login(people.mia.user)
+    shown = post(operator, "/playground/agents/preview", {"markdown": "Be **brief**. <script>x()</script>"})
+    assert shown.status_code == 200
+    assert "<strong>brief</strong>" in shown.json()["html"] and "<script>" not in shown.json()["html"]
+    assert post(operator, "/playground/agents/preview", {"markdown": 3}).status_code == 400
+    assert post(member, "/playground/agents/preview", {"markdown": "x"}).status_code == 403
+    assert operator.get("/playground/agents/preview").status_code == 405
+
+
+@transactional
 def test_a_console_agents_mcp_server_reads_its_secret_and_its_schedule_fires_once(people, http_server, notes_file,  # noqa: F811
                                                                                  sync_turns):
     ops = people.olga.client

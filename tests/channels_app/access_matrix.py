@@ -81,6 +81,8 @@ FAMILIES = (
            past_the_door={"POST /v1/agents/support/deployments/1/activate": {"operator": 409}}),
     Family("Agents as data", ("GET /v1/agents/support/definition",), OPERATORS,
            past_the_door={"GET /v1/agents/support/definition": {"operator": 409}}),
+    Family("Agent editor pages", ("GET /playground/agents/new", "GET /playground/support/edit"), as_page(OPERATORS),
+           past_the_door={"GET /playground/support/edit": {"operator": 409}}),
     Family("Secrets", ("GET /v1/agents/support/secrets", "GET /v1/agents/support/secrets/API_KEY"), OPERATORS,
            past_the_door={"GET /v1/agents/support/secrets/API_KEY": {"operator": 404}}),
     Family("Personal tokens", ("GET /v1/tokens",), ACCOUNT),
