@@ -104,8 +104,9 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
 
 
 def agent_kind(agent: AgentRow) -> str:
-    """What the agent's newest release was made from: `console`, a `folder` or `repo`; "" if none yet."""
-    return agent.deployments.releases().order_by("-version").values_list("source_kind", flat=True).first() or ""
+    """What the agent's active release was made from: `console`, a `folder` or `repo`; "" if none is."""
+    active = agent.active_deployment_id
+    return Deployment.objects.filter(pk=active).values_list("source_kind", flat=True).first() or "" if active else ""
 
 
 def scratch_release(root: Path | str) -> Deployment:

@@ -27,6 +27,7 @@ ORDER = (
     "new-agent", "http-api", "agents", "handoff", "models", "tools-and-approvals", "schedules-and-reminders",
     "messaging",
     "runtimes-and-workspaces", "claude-agent-sdk", "builtin-tools", "mcp", "serving-mcp", "serving-a2a", "channels-and-providers", "slack-socket-mode", "secrets-and-connections", "deployments",
+    "console-agents",
     "evals",
     "running-for-a-team", "backups-and-upgrades",
     "observability", "costs-and-budgets", "experiments", "scale-out",

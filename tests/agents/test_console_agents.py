@@ -130,6 +130,10 @@ def test_a_slug_is_one_kinds_at_a_time(people, tmp_path):  # noqa: F811
         call_command("deploy", str(folder))
     call_command("deploy", str(folder), "--replace")
     assert Agent.objects.get(slug="helper").active_deployment.source_kind == "folder"
+    assert post(ops, "/v1/agents/helper", definition(HELPER), "put").json()["error"]["code"] == "kind_conflict"
+    # Rolled back to its console release, it is a console agent again.
+    assert ops.post("/v1/agents/helper/deployments/1/activate").status_code == 200
+    assert post(ops, "/v1/agents/helper", definition(HELPER), "put").status_code == 200
 
 
 @transactional
