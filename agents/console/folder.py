@@ -48,6 +48,13 @@ def write(spec: AgentSpec, root: Path) -> Path:
     for schedule in spec.schedules:
         meta = {"cron": schedule.cron, **({"title": schedule.title} if schedule.title else {})}
         files[f"schedules/{schedule.id}.md"] = frontmatter.dumps(frontmatter.Post(schedule.prompt.strip(), **meta)) + "\n"
+    for test in spec.experiments:
+        variants = {vid: v.model_dump(exclude_defaults=True) for vid, v in test.variants.items()}
+        files[f"ab/{test.name}.py"] = (
+            "# Written from agent/console.json by the console: edit the agent there, not here.\n"
+            "from agents.sdk import define_ab, split_by_session_hash\n\n"
+            f"experiment = define_ab({test.name!r}, variants={variants!r}, "
+            f"split=split_by_session_hash(holdout={test.holdout!r}))\n")
     for relative, text in files.items():
         path = base / relative
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,7 +105,8 @@ def read(root: Path, manifest: dict[str, Any]) -> AgentSpec:
                for t in manifest.get("tools", [])]
     for pattern, what in (("hooks/*.py", "a hook"), ("channels/*.py", "a channel"), ("schedules/*.py",
                           "a schedule written in Python"), ("skills/*.py", "a skill written in Python"),
-                          ("ab.py", "an A/B experiment"), ("workspace/**/*", "a workspace seed file")):
+                          ("ab.py", "an A/B experiment"), ("ab/*.py", "an A/B experiment written in Python"),
+                          ("workspace/**/*", "a workspace seed file")):
         refused += [Problem(p.relative_to(root).as_posix(), f"{what} is not held by a console agent")
                     for p in sorted(base.glob(pattern)) if p.is_file()]
     runtime = manifest.get("runtime") or {}

@@ -17,6 +17,7 @@ from pathlib import Path
 from agents.console.folder import SPEC_FILE, read, spec_of, write
 from agents.console.spec import AgentSpec, SpecError
 from agents.discovery.bundles import release_folder
+from agents.discovery.folder import content_hash
 from agents.discovery.loaded import AgentFolderError, Problem
 from agents.discovery.releases import CONSOLE, Deployed, KindConflict, Source, deploy_release
 from agents.models import Agent, Deployment
@@ -29,7 +30,7 @@ DECLARED = (("builtins", "builtins"), ("budget", "budget"), ("peers", "peers"), 
 # Where a problem found in the written folder is in the spec.
 FIELDS = (("agent/console.json", ""), ("agent/instructions.md", "instructions"), ("agent/agent.py", ""),
           ("agent/mcp.json", "mcpServers"), ("agent/skills/", "skills"), ("agent/subagents/", "subagents"),
-          ("agent/schedules/", "schedules"))
+          ("agent/schedules/", "schedules"), ("agent/ab/", "experiments"))
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def _field(path: str, message: str, root: Path, spec: AgentSpec) -> str:
         return next((field for word, field in DECLARED if message.startswith(word)), "")
     for prefix, field in FIELDS:
         if relative.startswith(prefix):
-            rest = relative[len(prefix):].split("/")[0].removesuffix(".md") if prefix.endswith("/") else ""
+            rest = relative[len(prefix):].split("/")[0].split(".")[0] if prefix.endswith("/") else ""
             return f"{field}[{rest}]" if rest else field
     return relative
 
@@ -77,8 +78,16 @@ def definition(deployment: Deployment) -> AgentSpec | None:
 
 def as_spec(deployment: Deployment) -> AgentSpec:
     """A release as a spec: a console agent's own, or a folder agent's (converted, SpecError naming each of
-    its files that data cannot hold)."""
-    return definition(deployment) or read(release_folder(deployment), deployment.manifest)
+    its files that data cannot hold). A folder exported from the console and deployed as it was gives
+    back its spec: written again, it is the folder's content hash (so no file was edited by hand)."""
+    if (spec := definition(deployment)) is not None:
+        return spec
+    root = release_folder(deployment)
+    if (spec := spec_of(root)) is not None:
+        with tempfile.TemporaryDirectory(prefix="agentsite-console-") as scratch:
+            if content_hash(write(spec, Path(scratch) / "agent")) == deployment.content_hash:
+                return spec
+    return read(root, deployment.manifest)
 
 
 def export(agent: Agent, target: Path) -> Path:

@@ -8,6 +8,7 @@ Checked here for shape (each problem names its field); then the folder it is wri
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -58,6 +59,29 @@ class ScheduleSpec(Spec):
     title: str = Field(default="", max_length=200)
 
 
+class VariantSpec(Spec):
+    label: str = Field(default="", max_length=200)
+    instructions: str | None = Field(default=None, max_length=200_000, description="In place of the agent's")
+    model: str | None = Field(default=None, max_length=200)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class ExperimentSpec(Spec):
+    """An A/B experiment: sessions split by a hash of their id among the variants ("control" is the agent
+    as it is), `holdout` of them kept out on control."""
+
+    name: str = Field(pattern=NAME)
+    variants: dict[str, VariantSpec] = Field(min_length=1, max_length=10)
+    holdout: float = Field(default=0.0, ge=0.0, lt=1.0)
+
+    @field_validator("variants")
+    @classmethod
+    def variant_ids(cls, variants: dict[str, VariantSpec]) -> dict[str, VariantSpec]:
+        if bad := [v for v in variants if not re.fullmatch(NAME, v)]:
+            raise ValueError(f"{', '.join(map(repr, bad))}: a variant id is lowercase letters, digits, '-' and '_'")
+        return variants
+
+
 class AgentSpec(Spec):
     name: str = Field(default="", max_length=200)
     description: str = Field(default="", max_length=2000)
@@ -83,6 +107,7 @@ class AgentSpec(Spec):
     skills: list[SkillSpec] = Field(default_factory=list, max_length=100)
     subagents: list[SubagentSpec] = Field(default_factory=list, max_length=50)
     schedules: list[ScheduleSpec] = Field(default_factory=list, max_length=50)
+    experiments: list[ExperimentSpec] = Field(default_factory=list, max_length=10)
 
     @field_validator("workspace_tools")
     @classmethod
@@ -91,10 +116,10 @@ class AgentSpec(Spec):
             raise ValueError(f"{', '.join(map(repr, unknown))}: choose from {', '.join(WORKSPACE_TOOLS)}")
         return tools
 
-    @field_validator("skills", "subagents", "schedules")
+    @field_validator("skills", "subagents", "schedules", "experiments")
     @classmethod
     def distinct(cls, items: list[Any]) -> list[Any]:
-        keys = [getattr(item, "name", None) or item.id for item in items]
+        keys = [item.id if hasattr(item, "id") else item.name for item in items]
         if repeated := sorted({key for key in keys if keys.count(key) > 1}):
             raise ValueError(f"{', '.join(map(repr, repeated))} appears more than once: each must be unique")
         return items

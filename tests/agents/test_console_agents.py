@@ -32,6 +32,9 @@ HELPER = {
                 "files": {"references/words.md": "Use short words."}}],
     "subagents": [{"id": "summarizer", "description": "Summarizes", "instructions": "Summarize in a line."}],
     "schedules": [{"id": "daily", "cron": "0 9 * * *", "prompt": "Say good morning.", "title": "Morning"}],
+    "experiments": [{"name": "brief", "holdout": 0.1,
+                     "variants": {"control": {"label": "As written"},
+                                  "terse": {"label": "Terse", "instructions": "One line only."}}}],
     "workspaceTools": [],
 }
 
@@ -60,6 +63,9 @@ def test_an_operator_creates_an_agent_from_data_talks_to_it_and_every_save_is_a_
                                                                 ["todos"])
     assert [s["name"] for s in info["skills"]] == ["tone"] and [s["id"] for s in info["subagents"]] == ["summarizer"]
     assert info["deployment"]["sourceKind"] == "console", "/info says where the agent came from"
+    [experiment] = people.mia.client.get("/helper/v1/abs").json()["experiments"]
+    assert (experiment["name"], experiment["holdout"], [v["id"] for v in experiment["variants"]]) == (
+        "brief", 0.1, ["control", "terse"])
     old = post(people.mia.client, "/helper/v1/session", {"message": "hello"})
     assert old.status_code == 201, old.content
     old_session = old.json()["sessionId"]
@@ -145,6 +151,15 @@ def test_an_exported_console_agent_deploys_to_the_same_content_hash(people, tmp_
     assert (tmp_path / "copy" / "agent" / "console.json").is_file()
     copied = deploy_agent_folder(tmp_path / "copy")
     assert (copied.agent.slug, copied.content_hash) == ("copy", hash_saved)
+    # Deployed as a folder, it reads back as the data it was saved from (no file was edited by hand) ...
+    back = ops.get("/v1/agents/copy/definition").json()
+    assert (back["kind"], back["definition"]) == ("folder", post(ops, "/v1/agents", {**HELPER, "slug": "x"}).json()[
+        "definition"])
+    # ... and once a file is, as a folder converted (its A/B experiment, Python, is no data).
+    (tmp_path / "copy" / "agent" / "instructions.md").write_text("Edited by hand.\n")
+    deploy_agent_folder(tmp_path / "copy")
+    edited = ops.get("/v1/agents/copy/definition")
+    assert edited.status_code == 409 and "agent/ab/brief.py" in [d["field"] for d in edited.json()["error"]["details"]]
     with pytest.raises(CommandError, match="exists"):
         call_command("export", "helper", str(tmp_path / "copy"))
 
