@@ -13,7 +13,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -28,6 +28,8 @@ from agents.releasediff import diff_releases
 
 # sessions.principal.OPERATORS_GROUP: named again here, since agents imports nothing from sessions.
 OPERATORS_GROUP = "operators"
+# The playground's editor of agents made in the console (channels_app.console_pages).
+NEW_AGENT_PAGE, EDITOR_PAGE = "/playground/agents/new", "/playground/{slug}/edit"
 
 
 def _in_operators(request: HttpRequest) -> bool:
@@ -86,9 +88,21 @@ class AgentAdmin(admin.ModelAdmin):
     list_display = ("slug", "name", "active_deployment", "updated_at")
     search_fields = ("slug", "name", "description")
     # The watched folder's problems are the reloading server's to write (agents.discovery.watching).
-    readonly_fields = ("created_at", "updated_at", "folder_problems", "folder_problems_since", "mcp_servers")
+    readonly_fields = ("editor", "created_at", "updated_at", "folder_problems", "folder_problems_since", "mcp_servers")
     inlines = [SecretInline, DeploymentInline]
     actions = ["roll_back"]
+
+    def add_view(self, request, form_url="", extra_context=None):
+        """An agent is made in the console's editor (every save a release), or deployed from a folder: a bare
+        row here would be an agent with no instructions and no release."""
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        return HttpResponseRedirect(NEW_AGENT_PAGE)
+
+    @admin.display(description="Definition")
+    def editor(self, obj: Agent) -> str:
+        return format_html('<a href="{}">Edit it in the console</a> (a folder agent is converted, if data can hold it)',
+                           EDITOR_PAGE.format(slug=obj.slug))
 
     @admin.display(description="MCP servers")
     def mcp_servers(self, obj: Agent) -> str:

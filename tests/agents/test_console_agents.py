@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
@@ -213,6 +214,18 @@ def test_the_instructions_preview_is_markdown_with_html_shown_as_text_for_operat
     assert post(operator, "/playground/agents/preview", {"markdown": 3}).status_code == 400
     assert post(member, "/playground/agents/preview", {"markdown": "x"}).status_code == 403
     assert operator.get("/playground/agents/preview").status_code == 405
+
+
+@transactional
+def test_the_admins_add_agent_opens_the_editor_and_an_agents_page_links_to_it(people):  # noqa: F811
+    from django.test import Client
+
+    staff = Client()
+    staff.force_login(User.objects.create_superuser("root", "root@example.com", "not-used"))
+    added = staff.get("/admin/agents/agent/add/")
+    assert (added.status_code, added["Location"]) == (302, "/playground/agents/new")
+    page = staff.get(f"/admin/agents/agent/{Agent.objects.get(slug='support').pk}/change/")
+    assert b'href="/playground/support/edit"' in page.content
 
 
 @transactional
