@@ -48,6 +48,12 @@ def write(spec: AgentSpec, root: Path) -> Path:
     for schedule in spec.schedules:
         meta = {"cron": schedule.cron, **({"title": schedule.title} if schedule.title else {})}
         files[f"schedules/{schedule.id}.md"] = frontmatter.dumps(frontmatter.Post(schedule.prompt.strip(), **meta)) + "\n"
+    if spec.slack is not None:
+        declared = spec.slack.model_dump(exclude_defaults=True)
+        arguments = "".join(f"\n    {key}={value!r}," for key, value in declared.items())
+        files["channels/slack.py"] = ("# Written from agent/console.json by the console: edit the agent there, "
+                                      "not here.\nfrom agents.sdk import slack_channel\n\n"
+                                      f"channel = slack_channel({arguments}{chr(10) if arguments else ''})\n")
     for test in spec.experiments:
         variants = {vid: v.model_dump(exclude_defaults=True) for vid, v in test.variants.items()}
         files[f"ab/{test.name}.py"] = (

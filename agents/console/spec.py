@@ -82,6 +82,25 @@ class ExperimentSpec(Spec):
         return variants
 
 
+class SlackSpec(Spec):
+    """A Slack app's channel (`slack_channel`): its secrets by the names of the agent's secrets (or the
+    server's environment) that hold them."""
+
+    engagement: str = Field(default="mentions", pattern="^(mentions|threads)$",
+                            description="mentions: mentions and direct messages; threads: also every reply in a "
+                                        "thread the agent is in")
+    approvers: list[str] | None = Field(default=None, description="Slack user ids who decide approvals and "
+                                                                  "answer questions ([\"*\"]: anyone); none: the "
+                                                                  "thread's starter")
+    streaming: bool = True
+    allow_external: bool = False
+    allow_guests: bool = False
+    socket_mode: bool = False
+    signing_secret_env: str = Field(default="SLACK_SIGNING_SECRET", pattern=r"^[A-Z][A-Z0-9_]{0,127}$")
+    bot_token_env: str = Field(default="SLACK_BOT_TOKEN", pattern=r"^[A-Z][A-Z0-9_]{0,127}$")
+    app_token_env: str = Field(default="SLACK_APP_TOKEN", pattern=r"^[A-Z][A-Z0-9_]{0,127}$")
+
+
 class AgentSpec(Spec):
     name: str = Field(default="", max_length=200)
     description: str = Field(default="", max_length=2000)
@@ -108,6 +127,7 @@ class AgentSpec(Spec):
     subagents: list[SubagentSpec] = Field(default_factory=list, max_length=50)
     schedules: list[ScheduleSpec] = Field(default_factory=list, max_length=50)
     experiments: list[ExperimentSpec] = Field(default_factory=list, max_length=10)
+    slack: SlackSpec | None = Field(default=None, description="Answer a Slack app's events in threads")
 
     @field_validator("workspace_tools")
     @classmethod

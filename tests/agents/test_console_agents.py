@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import Client
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
@@ -21,6 +22,8 @@ from sessions.eventlog.events import read_events
 from sessions.models import PersonalToken, Schedule, Session
 from sessions.timers.schedules import fire_due
 from tests.channels_app.roles_support import anonymous, people, person  # noqa: F401
+from tests.channels_app.slack_support import message_event, signed_headers
+from tests.channels_app.test_slack_channel import fake, slack  # noqa: F401
 from tests.sessions.test_mcp import http_server, notes_file  # noqa: F401
 from tests.sessions.test_schedules import T0, due_at
 
@@ -203,8 +206,6 @@ def test_only_operators_make_or_change_agents(people):  # noqa: F811
 
 @transactional
 def test_the_instructions_preview_is_markdown_with_html_shown_as_text_for_operators_only(people):  # noqa: F811
-    from django.test import Client
-
     operator, member = Client(HTTP_HOST="agents.example.com"), Client(HTTP_HOST="agents.example.com")
     operator.force_login(people.olga.user)
     member.force_login(people.mia.user)
@@ -218,14 +219,28 @@ def test_the_instructions_preview_is_markdown_with_html_shown_as_text_for_operat
 
 @transactional
 def test_the_admins_add_agent_opens_the_editor_and_an_agents_page_links_to_it(people):  # noqa: F811
-    from django.test import Client
-
     staff = Client()
     staff.force_login(User.objects.create_superuser("root", "root@example.com", "not-used"))
     added = staff.get("/admin/agents/agent/add/")
     assert (added.status_code, added["Location"]) == (302, "/playground/agents/new")
     page = staff.get(f"/admin/agents/agent/{Agent.objects.get(slug='support').pk}/change/")
     assert b'href="/playground/support/edit"' in page.content
+
+
+@transactional
+def test_a_console_agent_answers_in_slack_through_the_channel_its_data_declares(people, slack, sync_turns):  # noqa: F811
+    ops = people.olga.client
+    spec = {**HELPER, "slack": {"streaming": False, "engagement": "threads"}}
+    assert post(ops, "/v1/agents", spec).status_code == 201
+    [channel] = [c for c in people.mia.client.get("/helper/v1/info").json()["channels"] if c["kind"] == "slack"]
+    assert channel["id"] == "slack"
+
+    body = json.dumps(message_event("hello from slack", ts="1712345620.000100")).encode()
+    delivered = Client(HTTP_HOST="agents.example.com", REMOTE_ADDR="203.0.113.9").post(
+        "/helper/v1/channels/slack/events", body, content_type="application/json",
+        **{f"HTTP_{k.upper().replace('-', '_')}": v for k, v in signed_headers(body).items()})
+    assert delivered.status_code == 200, delivered.content
+    assert slack.replies("1712345620.000100") == ["You said: hello from slack"]
 
 
 @transactional

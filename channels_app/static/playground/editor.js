@@ -5,7 +5,7 @@
 "use strict";
 
 const LINES = ["models", "fallback", "peers"];
-const JSON_FIELDS = ["params", "budget", "mcpServers", "skills", "subagents", "schedules", "experiments"];
+const JSON_FIELDS = ["params", "budget", "mcpServers", "skills", "subagents", "schedules", "experiments", "slack"];
 const NUMBERS = ["maxSteps", "retentionDays"];
 
 function lines(text) {
@@ -38,7 +38,8 @@ class Editor {
     for (const name of NUMBERS) this.field(name).value = d[name] ?? "";
     for (const name of JSON_FIELDS) {
       const value = d[name];
-      const empty = value == null || (Array.isArray(value) ? !value.length : !Object.keys(value).length);
+      // Slack's {} is a channel with every default, not nothing.
+      const empty = value == null || (name !== "slack" && (Array.isArray(value) ? !value.length : !Object.keys(value).length));
       this.field(name).value = empty ? "" : JSON.stringify(value, null, 2);
     }
     for (const box of this.form.querySelectorAll('input[name="builtins"]')) box.checked = (d.builtins || []).includes(box.value);
