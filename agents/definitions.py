@@ -54,6 +54,9 @@ class Agent:
     budget: dict[str, float] | None = None
     # Built-in tools the agent opts into (BUILTINS), offered under those names on every model.
     builtins: list[str] | tuple[str, ...] = ()
+    # Its own tools that an agent made in the console may take by name (that agent's `toolsFrom`): the
+    # tool's file is copied into each of its saves, so it runs as the copy its release holds.
+    share_tools: list[str] | tuple[str, ...] = ()
 
 
 # What `Agent(builtins=[...])` may name, and the tools each brings (sessions.harness).

@@ -28,12 +28,14 @@ def dumped(spec: AgentSpec) -> str:
     return json.dumps(spec.model_dump(mode="json", by_alias=True), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def write(spec: AgentSpec, root: Path) -> Path:
-    """Write `spec` as an agent folder at `root` (made, or emptied of an earlier write's `agent/`)."""
+def write(spec: AgentSpec, root: Path, tool_files: dict[str, str] | None = None) -> Path:
+    """Write `spec` as an agent folder at `root`, with the shared tools' files (`toolsFrom`) it takes
+    from other agents' releases, by tool name (`agents.console.saving.shared_tool_files`)."""
     base = root / "agent"
     base.mkdir(parents=True, exist_ok=True)
     files = {"console.json": dumped(spec), "instructions.md": spec.instructions.strip() + "\n",
              "agent.py": agent_py(spec)}
+    files.update({f"tools/{name}.py": text for name, text in sorted((tool_files or {}).items())})
     if spec.mcp_servers:
         files["mcp.json"] = json.dumps({"mcpServers": spec.mcp_servers}, indent=2, sort_keys=True) + "\n"
     for skill in spec.skills:
@@ -107,7 +109,8 @@ def read(root: Path, manifest: dict[str, Any]) -> AgentSpec:
     data cannot hold."""
     base = root / "agent"
     refused = [Problem(f"agent/tools/{t['name']}.py", "a Python tool stays in a folder: a console agent has "
-                                                        "no tools of its own (remove it, or keep the agent a folder)")
+                                                        "no tools of its own (remove it, or keep the agent a folder; "
+                                                        "a folder agent may share it, see toolsFrom)")
                for t in manifest.get("tools", [])]
     for pattern, what in (("hooks/*.py", "a hook"), ("channels/*.py", "a channel"), ("schedules/*.py",
                           "a schedule written in Python"), ("skills/*.py", "a skill written in Python"),

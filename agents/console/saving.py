@@ -30,7 +30,8 @@ DECLARED = (("builtins", "builtins"), ("budget", "budget"), ("peers", "peers"), 
 # Where a problem found in the written folder is in the spec.
 FIELDS = (("agent/console.json", ""), ("agent/instructions.md", "instructions"), ("agent/agent.py", ""),
           ("agent/mcp.json", "mcpServers"), ("agent/skills/", "skills"), ("agent/subagents/", "subagents"),
-          ("agent/schedules/", "schedules"), ("agent/ab/", "experiments"), ("agent/channels/slack.py", "slack"))
+          ("agent/schedules/", "schedules"), ("agent/ab/", "experiments"), ("agent/channels/slack.py", "slack"),
+          ("agent/tools/", "toolsFrom"))
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,9 @@ class Saved:
 def save(slug: str, spec: AgentSpec, *, saved_by: str, replace: bool = False) -> Saved:
     """Make `spec` agent `slug`'s active release. SpecError (each problem naming its field) if it does not
     validate; KindConflict if the slug is a folder agent's and `replace` is not given."""
+    tool_files = shared_tool_files(spec)
     with tempfile.TemporaryDirectory(prefix="agentsite-console-") as scratch:
-        root = write(spec, Path(scratch) / slug)
+        root = write(spec, Path(scratch) / slug, tool_files)
         try:
             deployed = deploy_release(root, slug, source=Source(CONSOLE, CONSOLE), deployed_by=saved_by,
                                       replace=replace)
@@ -52,6 +54,32 @@ def save(slug: str, spec: AgentSpec, *, saved_by: str, replace: bool = False) ->
         except AgentFolderError as exc:
             raise SpecError([Problem(_field(p.path, p.message, root, spec), p.message) for p in exc.problems]) from None
     return Saved(deployed, spec)
+
+
+def shared_tool_files(spec: AgentSpec) -> dict[str, str]:
+    """The files of the tools the spec takes from other agents (`toolsFrom`), as their active releases hold
+    them; SpecError naming `toolsFrom.<slug>` for an agent that is not there or does not share the tool."""
+    files: dict[str, str] = {}
+    problems: list[Problem] = []
+    for slug, names in sorted(spec.tools_from.items()):
+        owner = Agent.objects.select_related("active_deployment").filter(slug=slug).first()
+        release = owner.active_deployment if owner else None
+        if release is None:
+            problems.append(Problem(f"toolsFrom.{slug}", f"no agent {slug!r} on this server"))
+            continue
+        shared = release.manifest.get("sharedTools", [])
+        for name in names:
+            if name not in shared:
+                problems.append(Problem(f"toolsFrom.{slug}", (
+                    f"agent {slug!r} does not share {name!r} (it shares {', '.join(shared) or 'none'}): its "
+                    f"folder allows it with Agent(share_tools=[{name!r}])")))
+            elif name in files:
+                problems.append(Problem(f"toolsFrom.{slug}", f"{name!r} is taken from two agents: take it once"))
+            else:
+                files[name] = (release_folder(release) / "agent" / "tools" / f"{name}.py").read_text(encoding="utf-8")
+    if problems:
+        raise SpecError(problems)
+    return files
 
 
 def _field(path: str, message: str, root: Path, spec: AgentSpec) -> str:
@@ -84,8 +112,10 @@ def as_spec(deployment: Deployment) -> AgentSpec:
         return spec
     root = release_folder(deployment)
     if (spec := spec_of(root)) is not None:
+        tools = {name: (root / "agent" / "tools" / f"{name}.py") for names in spec.tools_from.values() for name in names}
+        kept = {name: path.read_text(encoding="utf-8") for name, path in tools.items() if path.is_file()}
         with tempfile.TemporaryDirectory(prefix="agentsite-console-") as scratch:
-            if content_hash(write(spec, Path(scratch) / "agent")) == deployment.content_hash:
+            if content_hash(write(spec, Path(scratch) / "agent", kept)) == deployment.content_hash:
                 return spec
     return read(root, deployment.manifest)
 

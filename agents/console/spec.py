@@ -110,7 +110,7 @@ class AgentSpec(Spec):
                                           "none: the server's default")
     fallback: list[str] = Field(default_factory=list, max_length=10)
     params: dict[str, Any] = Field(default_factory=dict, description="The model's parameters")
-    max_steps: int | None = Field(default=None, ge=1, le=1000)
+    max_steps: int | None = Field(default=None, ge=1, le=100)
     retention_days: int | None = Field(default=None, ge=0, le=36500)
     budget: dict[str, float] | None = Field(default=None, description='{"daily": 5, "monthly": 100}, in US dollars')
     builtins: list[str] = Field(default_factory=list, description=f"Built-in tools it offers: {', '.join(BUILTINS)}")
@@ -119,6 +119,9 @@ class AgentSpec(Spec):
     workspace_tools: list[str] | None = Field(default=None, description="The workspace tools offered (shell among "
                                                                        "them); none given: all; []: none")
     sandbox_network: bool = Field(default=False, description="Whether the workspace's shell may reach the network")
+    tools_from: dict[str, list[str]] = Field(
+        default_factory=dict, description="Tools of folder agents on this server, by slug, that they share "
+                                          "(their share_tools): each save copies the tool's file into the release")
     mcp_servers: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="MCP servers by name, as agent/mcp.json's mcpServers: stdio "
                                           "(command, args, env) or URL (url, headers), ${SECRET} for the agent's "

@@ -154,6 +154,9 @@ def load_agent_folder(root: Path | str, slug: str | None = None, *, resolved_def
             problems.extend(Problem(rel, message) for message in tool_problems(found_tools[0]))
             tools[name] = found_tools[0]
 
+    if (problem := shared_problem(config.share_tools, tools)) is not None:
+        problems.append(Problem("agent/agent.py", problem))
+
     skill_problems: list[tuple[str, str]] = []
     skills = load_skills(base / "skills", namespace, skill_problems)
     problems.extend(Problem(path, message) for path, message in skill_problems)
@@ -191,6 +194,16 @@ def retention_problem(days: object) -> str | None:
     return (f"retention_days must be a whole number of days between 0 and {MAX_RETENTION_DAYS}, not {days!r}: "
             "Agent(retention_days=90) deletes sessions idle for 90 days, 0 keeps them forever, and None "
             "(the default) follows the server's AGENTSITE_RETENTION_DAYS")
+
+
+def shared_problem(shared: object, tools: dict[str, Tool]) -> str | None:
+    if not isinstance(shared, (list, tuple)) or not all(isinstance(name, str) for name in shared):
+        return f"share_tools must be a list of this agent's tool names, not {shared!r}"
+    own = sorted(name for name, t in tools.items() if t.execution == "server")
+    if unknown := [name for name in shared if name not in own]:
+        return (f"share_tools: {', '.join(map(repr, unknown))} is not one of this agent's server tools "
+                f"({', '.join(own) or 'none'}): name a file of agent/tools/")
+    return None
 
 
 def builtins_problem(builtins: object) -> str | None:

@@ -108,6 +108,7 @@ class LoadedAgent:
             "retentionDays": self.config.retention_days,
             **({"budget": dict(self.config.budget)} if self.config.budget else {}),
             **({"builtins": sorted(set(self.config.builtins))} if self.config.builtins else {}),
+            **({"sharedTools": sorted(set(self.config.share_tools))} if self.config.share_tools else {}),
             "instructions": self.instructions,
             "tools": [
                 {

@@ -16,7 +16,7 @@ from django.test import Client
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from agents.discovery import deploy_agent_folder
+from agents.discovery import AgentFolderError, deploy_agent_folder, load_agent_folder
 from agents.models import Agent, Deployment
 from sessions.eventlog.events import read_events
 from sessions.models import PersonalToken, Schedule, Session
@@ -241,6 +241,71 @@ def test_a_console_agent_answers_in_slack_through_the_channel_its_data_declares(
         **{f"HTTP_{k.upper().replace('-', '_')}": v for k, v in signed_headers(body).items()})
     assert delivered.status_code == 200, delivered.content
     assert slack.replies("1712345620.000100") == ["You said: hello from slack"]
+
+
+SHOUT = """from pydantic import BaseModel
+
+from agents.sdk import tool
+
+
+class Input(BaseModel):
+    word: str
+
+
+@tool(description="Shout a word.")
+def shout(input: Input, ctx) -> str:
+    return input.word.upper() + "{mark}"
+"""
+
+
+def deploy_shop(root: Path, mark: str = "!", shared: str = "['shout']") -> None:
+    (root / "agent" / "tools").mkdir(parents=True, exist_ok=True)
+    (root / "agent" / "instructions.md").write_text("A shop.\n")
+    (root / "agent" / "tools" / "shout.py").write_text(SHOUT.format(mark=mark))
+    (root / "agent" / "tools" / "whisper.py").write_text(SHOUT.format(mark="").replace("shout", "whisper"))
+    (root / "agent" / "agent.py").write_text(f"from agents.sdk import Agent\nagent = Agent(share_tools={shared})\n")
+    deploy_agent_folder(root)
+
+
+@transactional
+def test_a_console_agent_takes_a_tool_a_folder_agent_shares_and_keeps_its_copy(people, tmp_path, sync_turns):  # noqa: F811
+    ops = people.olga.client
+    deploy_shop(tmp_path / "shop")
+    refused = post(ops, "/v1/agents", {**HELPER, "toolsFrom": {"shop": ["whisper"], "nobody": ["x"]}})
+    assert refused.status_code == 400
+    said = {d["field"]: d["message"] for d in refused.json()["error"]["details"]}
+    assert "share_tools=['whisper']" in said["toolsFrom.shop"] and "no agent 'nobody'" in said["toolsFrom.nobody"]
+
+    assert post(ops, "/v1/agents", {**HELPER, "toolsFrom": {"shop": ["shout"]}}).status_code == 201
+    assert [t["name"] for t in people.mia.client.get("/helper/v1/info").json()["tools"]] == ["shout"]
+
+    def shouted() -> str:
+        started = post(people.mia.client, "/helper/v1/session", {"message": '/call shout {"word": "hi"}'})
+        return [e["data"] for e in read_events(started.json()["sessionId"]) if e["type"] == "action.result"][0]["output"]
+
+    assert shouted() == "HI!"
+    deploy_shop(tmp_path / "shop", mark="!!")  # the owner changes its tool: the copy in helper's release stays
+    assert shouted() == "HI!"
+    resaved = post(ops, "/v1/agents/helper", definition({**HELPER, "toolsFrom": {"shop": ["shout"]}}), "put")
+    assert resaved.json()["release"]["version"] == 2 and shouted() == "HI!!"
+
+    deploy_shop(tmp_path / "shop", shared="[]")  # no longer shared: the next save is refused
+    again = post(ops, "/v1/agents/helper", definition({**HELPER, "toolsFrom": {"shop": ["shout"]}}), "put")
+    assert again.status_code == 400 and again.json()["error"]["details"][0]["field"] == "toolsFrom.shop"
+
+
+def test_a_folder_may_only_share_its_own_server_tools(tmp_path):
+    with pytest.raises(AgentFolderError, match="share_tools: 'nothing' is not one of this agent's server tools"):
+        load_agent_folder(_shop_folder(tmp_path))
+
+
+def _shop_folder(tmp_path: Path) -> Path:
+    root = tmp_path / "shop"
+    (root / "agent" / "tools").mkdir(parents=True)
+    (root / "agent" / "instructions.md").write_text("A shop.\n")
+    (root / "agent" / "tools" / "shout.py").write_text(SHOUT.format(mark=""))
+    (root / "agent" / "agent.py").write_text("from agents.sdk import Agent\nagent = Agent(share_tools=['nothing'])\n")
+    return root
 
 
 @transactional
