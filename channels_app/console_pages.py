@@ -18,10 +18,12 @@ from agents.console.spec import WORKSPACE_TOOLS, SpecError
 from agents.definitions import BUILTINS
 from agents.models import Agent
 from agents.releasediff import diff_releases
+from agents.errors import error_body
 from channels_app.doors import admit_page, error_page
 from channels_app.views.deployments import RELEASES
 
 RELEASES_SHOWN = 20
+MAX_PREVIEW_CHARS = 200_000  # an agent's instructions at most (agents.console.spec)
 
 
 def new_agent_page(request: HttpRequest) -> HttpResponse:
@@ -65,11 +67,11 @@ def preview(request: HttpRequest) -> HttpResponse:
         return principal
     try:
         text = json.loads(request.body or b"{}").get("markdown", "")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         text = None
-    if not isinstance(text, str):
-        return JsonResponse({"error": {"code": "invalid_request", "message": 'send {"markdown": "..."}',
-                                       "details": None}}, status=400)
+    if not isinstance(text, str) or len(text) > MAX_PREVIEW_CHARS:
+        return JsonResponse(error_body("invalid_request", f'send {{"markdown": "..."}}, at most {MAX_PREVIEW_CHARS} '
+                                                          "characters"), status=400)
     from markdown_it import MarkdownIt  # the docs' renderer; loaded when a preview is first asked for
 
     return JsonResponse({"html": MarkdownIt("commonmark", {"html": False}).render(text)})

@@ -39,6 +39,11 @@ def dev_mode(request: HttpRequest) -> dict[str, Any]:
     return {"dev_mode": settings.AGENTSITE_DEV, "reloading": settings.AGENTSITE_RELOAD}
 
 
+def edits_agents(principal) -> bool:
+    """Whether the console's editor admits `principal` (operators, with no token scoped to some agents)."""
+    return is_operator(principal) and agent_scope(principal) is None
+
+
 def _agent(slug: str) -> Agent | None:
     return Agent.objects.select_related("active_deployment").filter(slug=slug).first()
 
@@ -50,7 +55,7 @@ def agents_page(request: HttpRequest) -> HttpResponse:
     agents = Agent.objects.select_related("active_deployment").exclude(active_deployment=None)
     if (scope := agent_scope(principal)) is not None:  # a scoped token sees its agents only, as GET /v1/agents
         agents = agents.filter(slug__in=scope)
-    return render(request, "playground/agents.html", {"agents": agents, "operator": is_operator(principal)})
+    return render(request, "playground/agents.html", {"agents": agents, "editor": edits_agents(principal)})
 
 
 def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
@@ -75,7 +80,7 @@ def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
     manifest = agent.active_deployment.manifest
     return render(request, "playground/agent.html", {
         "agent": agent, "release": agent.active_deployment, "manifest": manifest, "sessions": sessions, "tools": _tool_rows(manifest),
-        "models": agent.active_deployment.models,
+        "models": agent.active_deployment.models, "editor": edits_agents(principal),
         "channels": _channel_rows(manifest), "every": every, "operator": is_operator(principal), "principal": principal,
         "oauth_servers": [m for m in with_status(agent, manifest.get("mcp", [])) if m.get("oauth")],
         "mcp_errors": sorted(unreachable_servers(agent).items()),

@@ -20,12 +20,15 @@ import frontmatter
 
 from agents.console.spec import AgentSpec, SpecError, parse
 from agents.discovery.loaded import Problem
+from agents.workspaces.runtimes import local_runtime
 
 SPEC_FILE = "agent/console.json"
 
 
 def dumped(spec: AgentSpec) -> str:
-    return json.dumps(spec.model_dump(mode="json", by_alias=True), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    """The spec as `console.json` holds it: its fields in their order, and every map in the order given
+    (an A/B experiment's first variant is its control when none is named so)."""
+    return json.dumps(spec.model_dump(mode="json", by_alias=True), indent=2, ensure_ascii=False) + "\n"
 
 
 def write(spec: AgentSpec, root: Path, tool_files: dict[str, str] | None = None) -> Path:
@@ -78,7 +81,8 @@ def agent_py(spec: AgentSpec) -> str:
                        ("retention_days", spec.retention_days), ("budget", spec.budget),
                        ("builtins", spec.builtins), ("reminders_tool", spec.reminders_tool), ("peers", spec.peers),
                        ("tools", spec.workspace_tools)):
-        if value not in ("", [], {}, None, False) or (key == "tools" and value == []):
+        # Left out when it is Agent's default; 0 days of retention (keep forever) and no tools ([]) are not.
+        if value is not None and value is not False and value not in ("", {}) and (value != [] or key == "tools"):
             declared[key] = value
     runtime = "local_runtime(network=True)" if spec.sandbox_network else ""
     return _agent_call(declared, runtime)
@@ -101,7 +105,15 @@ def spec_of(root: Path) -> AgentSpec | None:
     path = root / SPEC_FILE
     if not path.is_file():
         return None
-    return parse(json.loads(path.read_text(encoding="utf-8")))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+    except ValueError as exc:
+        raise SpecError([Problem(SPEC_FILE, f"not JSON this server writes: {exc}")]) from None
+    return parse(data)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is no number JSON holds")
 
 
 def read(root: Path, manifest: dict[str, Any]) -> AgentSpec:
@@ -118,9 +130,8 @@ def read(root: Path, manifest: dict[str, Any]) -> AgentSpec:
                           ("workspace/**/*", "a workspace seed file")):
         refused += [Problem(p.relative_to(root).as_posix(), f"{what} is not held by a console agent")
                     for p in sorted(base.glob(pattern)) if p.is_file()]
+    refused += _declared_in_python(base, manifest)
     runtime = manifest.get("runtime") or {}
-    if runtime.get("kind", "local") != "local":
-        refused.append(Problem("agent/agent.py", f"a {runtime['kind']} runtime is not held by a console agent"))
     if refused:
         raise SpecError(refused)
     model = manifest.get("model", "")
@@ -141,6 +152,29 @@ def read(root: Path, manifest: dict[str, Any]) -> AgentSpec:
     if (base / "mcp.json").is_file():
         data["mcpServers"] = json.loads((base / "mcp.json").read_text(encoding="utf-8")).get("mcpServers", {})
     return parse(data)
+
+
+def _declared_in_python(base: Path, manifest: dict[str, Any]) -> list[Problem]:
+    """What `agent.py` declares beyond what data holds: a runtime other than the default local one (but for
+    its network and tools), MCP servers declared in Python, peers on other servers, seed files."""
+    found = []
+    runtime = dict(manifest.get("runtime") or {})
+    if runtime.get("kind", "local") != "local":
+        found.append(f"a {runtime['kind']} runtime")
+    else:
+        plain = local_runtime(network=bool(runtime.get("network"))).describe()
+        if changed := sorted(key for key, value in plain.items() if key != "network" and runtime.get(key) != value):
+            found.append(f"local_runtime(...) settings besides network ({', '.join(changed)})")
+        if runtime.get("seedFiles"):
+            found.append("workspace seed files")
+    in_json = set()
+    if (base / "mcp.json").is_file():
+        in_json = set(json.loads((base / "mcp.json").read_text(encoding="utf-8")).get("mcpServers", {}))
+    if in_python := sorted(m["name"] for m in manifest.get("mcp", []) if m.get("name") not in in_json):
+        found.append(f"MCP servers declared in Python ({', '.join(in_python)}): move them to agent/mcp.json")
+    if manifest.get("remotePeers"):
+        found.append("peers on other servers (remotePeers)")
+    return [Problem("agent/agent.py", f"{what} is not held by a console agent") for what in found]
 
 
 def _skill(base: Path, skill: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from agents.console.spec import AgentSpec, SpecError
 from agents.discovery.bundles import release_folder
 from agents.discovery.folder import content_hash
 from agents.discovery.loaded import AgentFolderError, Problem
-from agents.discovery.releases import CONSOLE, Deployed, KindConflict, Source, deploy_release
+from agents.discovery.releases import CONSOLE, AgentExists, Deployed, KindConflict, Source, deploy_release
 from agents.models import Agent, Deployment
 
 # What agent.py's problems begin with, for each field of the spec they are about.
@@ -40,16 +40,25 @@ class Saved:
     spec: AgentSpec
 
 
-def save(slug: str, spec: AgentSpec, *, saved_by: str, replace: bool = False) -> Saved:
+def save(slug: str, spec: AgentSpec, *, saved_by: str, replace: bool = False, new_agent: bool = False) -> Saved:
     """Make `spec` agent `slug`'s active release. SpecError (each problem naming its field) if it does not
-    validate; KindConflict if the slug is a folder agent's and `replace` is not given."""
+    validate; KindConflict if the slug is a folder agent's and `replace` is not given; AgentExists for
+    `new_agent` (a create) when the slug has releases.
+
+    The release keeps the domains its agent's active release was held to (`deploy --allow-domain`): an
+    edit in the console does not lift an operator's limit on where the agent may connect.
+    """
     tool_files = shared_tool_files(spec)
+    active = Agent.objects.filter(slug=slug).values_list("active_deployment__allowed_domains", flat=True).first()
     with tempfile.TemporaryDirectory(prefix="agentsite-console-") as scratch:
-        root = write(spec, Path(scratch) / slug, tool_files)
+        try:
+            root = write(spec, Path(scratch) / slug, tool_files)
+        except OSError as exc:  # a path this filesystem refuses, which the spec's checks let through
+            raise SpecError([Problem("skills", f"a file cannot be written: {exc.strerror}: {exc.filename}")]) from None
         try:
             deployed = deploy_release(root, slug, source=Source(CONSOLE, CONSOLE), deployed_by=saved_by,
-                                      replace=replace)
-        except KindConflict:
+                                      replace=replace, new_agent=new_agent, allowed_domains=list(active or []))
+        except (KindConflict, AgentExists):
             raise
         except AgentFolderError as exc:
             raise SpecError([Problem(_field(p.path, p.message, root, spec), p.message) for p in exc.problems]) from None

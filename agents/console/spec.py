@@ -16,9 +16,12 @@ from pydantic.alias_generators import to_camel
 
 from agents.definitions import BUILTINS
 from agents.discovery.loaded import Problem
+from agents.models import RESERVED_SLUGS
 
-SLUG = r"^[a-z0-9][a-z0-9-]{0,62}$"
+SLUG = r"^[a-z0-9][a-z0-9_-]{0,63}$"  # agents.models.validate_slug's, which also refuses RESERVED_SLUGS
 NAME = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+TOOL = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+MAX_SKILL_FILES = 100
 WORKSPACE_TOOLS = ("read", "ls", "glob", "grep", "write", "edit", "delete", "shell")
 
 
@@ -36,12 +39,18 @@ class SkillSpec(Spec):
     @field_validator("files")
     @classmethod
     def relative_paths(cls, files: dict[str, str]) -> dict[str, str]:
+        if len(files) > MAX_SKILL_FILES:
+            raise ValueError(f"at most {MAX_SKILL_FILES} files beside a skill")
         for path in files:
             parts = path.split("/")
             if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in path:
                 raise ValueError(f"{path!r} is not a relative path inside the skill (e.g. references/notes.md)")
-            if parts[0] == "SKILL.md" and len(parts) == 1:
+            if any(len(p.encode()) > 200 for p in parts) or len(parts) > 10:
+                raise ValueError(f"{path!r}: at most 10 folders deep, each name at most 200 bytes")
+            if parts[0] == "SKILL.md":
                 raise ValueError("SKILL.md is the skill's body: put its text in `body`")
+            if any("/".join(parts[:i]) in files for i in range(1, len(parts))):
+                raise ValueError(f"{path!r} is inside {'/'.join(parts[:-1])!r}, which is a file too")
         return files
 
 
@@ -59,11 +68,28 @@ class ScheduleSpec(Spec):
     title: str = Field(default="", max_length=200)
 
 
+def whole_numbers(value: Any) -> Any:
+    """Free-form parameters with 1.0 as 1: a page's JSON (JavaScript) writes 1.0 back as 1, and the same
+    agent saved again must be the same release."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: whole_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [whole_numbers(item) for item in value]
+    return value
+
+
 class VariantSpec(Spec):
     label: str = Field(default="", max_length=200)
     instructions: str | None = Field(default=None, max_length=200_000, description="In place of the agent's")
     model: str | None = Field(default=None, max_length=200)
     params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("params")
+    @classmethod
+    def params_as_saved(cls, params: dict[str, Any]) -> dict[str, Any]:
+        return whole_numbers(params)
 
 
 class ExperimentSpec(Spec):
@@ -132,6 +158,21 @@ class AgentSpec(Spec):
     experiments: list[ExperimentSpec] = Field(default_factory=list, max_length=10)
     slack: SlackSpec | None = Field(default=None, description="Answer a Slack app's events in threads")
 
+    @field_validator("params")
+    @classmethod
+    def params_as_saved(cls, params: dict[str, Any]) -> dict[str, Any]:
+        return whole_numbers(params)
+
+    @field_validator("tools_from")
+    @classmethod
+    def agents_and_tool_names(cls, taken: dict[str, list[str]]) -> dict[str, list[str]]:
+        for slug, names in taken.items():
+            if not re.fullmatch(SLUG, slug):
+                raise ValueError(f"{slug!r} is not an agent's slug")
+            if bad := [name for name in names if not TOOL.fullmatch(name)]:
+                raise ValueError(f"{', '.join(map(repr, bad))} is no tool name (lowercase letters, digits and '_')")
+        return taken
+
     @field_validator("workspace_tools")
     @classmethod
     def known_workspace_tools(cls, tools: list[str] | None) -> list[str] | None:
@@ -152,6 +193,13 @@ class NewAgentSpec(AgentSpec):
     """What `POST /v1/agents` takes: the agent's slug, and its spec."""
 
     slug: str = Field(pattern=SLUG, description="The agent's slug: its routes are /<slug>/v1/...")
+
+    @field_validator("slug")
+    @classmethod
+    def not_reserved(cls, slug: str) -> str:
+        if slug in RESERVED_SLUGS:
+            raise ValueError(f"{slug!r} is reserved: pick another slug")
+        return slug
 
 
 def parse(data: Any, model: type[AgentSpec] = AgentSpec) -> AgentSpec:

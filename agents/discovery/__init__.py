@@ -10,6 +10,7 @@ from agents.discovery.folder import agent_dir, content_hash, default_model, load
 from agents.discovery.loaded import AgentFolderError, LoadedAgent, LoadedSubagent, Problem, tool_file
 from agents.discovery.releases import (
     Deployed,
+    KindConflict,
     Source,
     deploy_agent_folder,
     deploy_release,
@@ -21,6 +22,6 @@ from agents.discovery.releases import (
 
 __all__ = [
     "AgentFolderError", "LoadedAgent", "ReleaseTooLarge", "ReleaseUnavailable", "release_folder", "LoadedSubagent", "Problem", "tool_file", "agent_dir", "content_hash", "default_model",
-    "Deployed", "Source", "deploy_agent_folder", "deploy_release", "find_agent_folders", "load_agent_folder", "load_deployment", "release",
+    "Deployed", "KindConflict", "Source", "deploy_agent_folder", "deploy_release", "find_agent_folders", "load_agent_folder", "load_deployment", "release",
     "scratch_release",
 ]

@@ -27,6 +27,10 @@ class KindConflict(AgentFolderError):
     folder agent) is refused unless told to replace it."""
 
 
+class AgentExists(AgentFolderError):
+    """A release meant to be an agent's first (a console agent created) for a slug that has releases."""
+
+
 @dataclass(frozen=True)
 class Source:
     """Where a release came from: a folder, or a repository (URL without credentials, ref, commit, path)."""
@@ -50,7 +54,8 @@ def deploy_agent_folder(root: Path | str, slug: str | None = None, **options: An
 
 
 def deploy_release(root: Path | str, slug: str | None = None, *, source: Source | None = None,
-                   deployed_by: str = "", allowed_domains: Sequence[str] = (), replace: bool = False) -> Deployed:
+                   deployed_by: str = "", allowed_domains: Sequence[str] = (), replace: bool = False,
+                   new_agent: bool = False) -> Deployed:
     """Validate a folder and make it the agent's active release.
 
     1. The folder is loaded and validated (AgentFolderError if it does not).
@@ -72,15 +77,12 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
         refuse_unenforceable_domains(loaded)
     source = source or Source(str(loaded.root))
     agent, _ = AgentRow.objects.get_or_create(slug=loaded.slug)
-    if not replace and (kind := agent_kind(agent)) and (kind == CONSOLE) != (source.kind == CONSOLE):
-        made = "in the console" if kind == CONSOLE else "from a folder"
-        raise KindConflict(loaded.root, [Problem("agent/", (
-            f"agent {loaded.slug!r} was made {made}: replacing it with a "
-            f"{'console agent' if source.kind == CONSOLE else 'folder'} takes --replace (replace=true), and its "
-            "earlier releases stay in its history"))])
-    # The manifest counts too: the default model can change with the environment.
+    _check_place(agent, loaded, source, replace=replace, new_agent=new_agent)
+    # The manifest counts too: the default model can change with the environment; and the kind (a folder
+    # replacing a console agent with the same files is a folder's release).
     same = [d for d in agent.deployments.releases().filter(content_hash=loaded.content_hash).order_by("-version")
-            if d.manifest == manifest and list(d.allowed_domains) == domains]
+            if d.manifest == manifest and list(d.allowed_domains) == domains
+            and (d.source_kind == CONSOLE) == (source.kind == CONSOLE)]
     if same:
         earlier = same[0]
         if not has_bundle(earlier):  # made before releases were stored: the folder has the same content
@@ -93,6 +95,7 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
     bundle = _pack(loaded)  # outside the transaction: the write lock is not held while files are packed
     with transaction.atomic():
         agent = AgentRow.objects.select_for_update().get(pk=agent.pk)
+        _check_place(agent, loaded, source, replace=replace, new_agent=new_agent)  # again, under the lock
         version = (agent.deployments.releases().order_by("-version").values_list("version", flat=True).first()
                    or 0) + 1
         deployment = _record(agent, loaded, bundle, version=version, source=source, deployed_by=deployed_by,
@@ -101,6 +104,19 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
         deployment_activated.send(sender=Deployment, agent=agent, deployment=deployment, loaded=loaded)
     agent.clear_folder_problems()
     return Deployed(deployment, reused=False)
+
+
+def _check_place(agent: AgentRow, loaded: LoadedAgent, source: Source, *, replace: bool, new_agent: bool) -> None:
+    """Refuse a release that would take another's place: an agent's first for a slug that has releases
+    (`new_agent`), or one of the other kind (console or folder) than the agent's, unless `replace`."""
+    if new_agent and agent.deployments.releases().exists():
+        raise AgentExists(loaded.root, [Problem("agent/", f"agent {loaded.slug!r} exists")])
+    if not replace and (kind := agent_kind(agent)) and (kind == CONSOLE) != (source.kind == CONSOLE):
+        made = "in the console" if kind == CONSOLE else "from a folder"
+        raise KindConflict(loaded.root, [Problem("agent/", (
+            f"agent {loaded.slug!r} was made {made}: replacing it with a "
+            f"{'console agent' if source.kind == CONSOLE else 'folder'} takes --replace (replace=true), and its "
+            "earlier releases stay in its history"))])
 
 
 def agent_kind(agent: AgentRow) -> str:

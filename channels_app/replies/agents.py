@@ -54,7 +54,6 @@ class AgentList(Page):
 class DeploymentDetail(DeploymentRef):
     source: str
     source_kind: str  # what it was made from: a folder, a repo, or the console (data)
-    deployed_by: str
     status: str
     created_at: datetime | None
     activated_at: datetime | None
@@ -66,7 +65,6 @@ class DeploymentDetail(DeploymentRef):
             content_hash=deployment.content_hash,
             source=deployment.source,
             source_kind=deployment.source_kind,
-            deployed_by=deployment.deployed_by,
             status=deployment.status,
             created_at=deployment.created_at,
             activated_at=deployment.activated_at,

@@ -17,9 +17,11 @@ from rest_framework.views import APIView
 
 from agents.console.saving import Saved, as_spec, save
 from agents.console.spec import AgentSpec, NewAgentSpec, SpecError, parse
-from agents.discovery.releases import KindConflict
+from agents.discovery.bundles import ReleaseUnavailable
+from agents.discovery.releases import AgentExists, KindConflict
 from agents.models import Agent
 from channels_app.errors import APIError
+from channels_app.parsers import parse_count, parse_flag
 from channels_app.replies.console import AgentDefinition
 from channels_app.schema import refusals
 from channels_app.views.agents import AgentListView
@@ -27,6 +29,8 @@ from channels_app.views.deployments import RELEASES
 
 REPLACE = OpenApiParameter("replace", bool, description="Replace an agent of the other kind (a folder agent "
                                                         "with this console agent, or the reverse)")
+BASE_VERSION = OpenApiParameter("baseVersion", int, description="The release the change was made on: if another "
+                                                                "is active now, 409 stale_definition, nothing saved")
 
 
 def invalid(exc: SpecError) -> APIError:
@@ -34,14 +38,22 @@ def invalid(exc: SpecError) -> APIError:
                     [{"field": p.path, "message": p.message} for p in exc.problems])
 
 
-def saved_as(slug: str, spec: AgentSpec, request: Request) -> Saved:
-    replace = str(request.query_params.get("replace", "")).lower() in ("1", "true", "yes")
+def saved_as(slug: str, spec: AgentSpec, request: Request, *, new_agent: bool = False) -> Saved:
+    replace = parse_flag(request.query_params.get("replace"), "replace") if not new_agent else False
     try:
-        return save(slug, spec, saved_by=request.user.principal_id, replace=replace)
+        return save(slug, spec, saved_by=request.user.principal_id, replace=replace, new_agent=new_agent)
     except KindConflict as exc:
         raise APIError(409, "kind_conflict", exc.problems[0].message) from None
+    except AgentExists:
+        raise exists(slug) from None
     except SpecError as exc:
         raise invalid(exc) from None
+    except ReleaseUnavailable as exc:  # a shared tool's owner's release could not be read here
+        raise APIError(409, "release_unavailable", str(exc)) from None
+
+
+def exists(slug: str) -> APIError:
+    return APIError(409, "agent_exists", f"agent {slug!r} exists: save a new release of it with PUT /v1/agents/{slug}")
 
 
 def body_of(request: Request, model: type[AgentSpec]) -> AgentSpec:
@@ -57,15 +69,14 @@ class AgentsView(AgentListView):
     doors = {"post": RELEASES}
 
     @extend_schema(operation_id="v1_agents_create", summary="Create an agent from data (operators)",
-                   request=NewAgentSpec, parameters=[REPLACE],
+                   request=NewAgentSpec,
                    responses={201: AgentDefinition, **refusals(400, 401, 403, 409)})
     def post(self, request: Request) -> Response:
         spec: Any = body_of(request, NewAgentSpec)
         if Agent.objects.filter(slug=spec.slug).exclude(active_deployment=None).exists():
-            raise APIError(409, "agent_exists", f"agent {spec.slug!r} exists: save a new release of it with "
-                                                f"PUT /v1/agents/{spec.slug}")
+            raise exists(spec.slug)
         definition = AgentSpec.model_validate(spec.model_dump(exclude={"slug"}))
-        saved = saved_as(spec.slug, definition, request)
+        saved = saved_as(spec.slug, definition, request, new_agent=True)
         return Response(AgentDefinition.of(saved.deployed.deployment, definition), status=201)
 
 
@@ -79,6 +90,8 @@ class AgentDefinitionView(APIView):
         deployment = _active(slug)
         try:
             return Response(AgentDefinition.of(deployment, as_spec(deployment)))
+        except ReleaseUnavailable as exc:
+            raise APIError(409, "release_unavailable", str(exc)) from None
         except SpecError as exc:
             raise APIError(409, "not_convertible", f"agent {slug!r} is a folder that data cannot hold: {exc}",
                            [{"field": p.path, "message": p.message} for p in exc.problems]) from None
@@ -89,10 +102,14 @@ class AgentUpdateView(APIView):
     door = RELEASES
 
     @extend_schema(operation_id="v1_agents_update", summary="Save a new release of an agent from data (operators)",
-                   request=AgentSpec, parameters=[REPLACE],
+                   request=AgentSpec, parameters=[REPLACE, BASE_VERSION],
                    responses={200: AgentDefinition, **refusals(400, 401, 403, 404, 409)})
     def put(self, request: Request, slug: str) -> Response:
-        _active(slug)
+        active = _active(slug)
+        base = request.query_params.get("baseVersion")
+        if base is not None and parse_count(base) != active.version:
+            raise APIError(409, "stale_definition", f"agent {slug!r} is at v{active.version} now, not v{base}: "
+                                                    "read it again (GET …/definition) and save your change on it")
         spec = body_of(request, AgentSpec)
         saved = saved_as(slug, spec, request)
         return Response(AgentDefinition.of(saved.deployed.deployment, spec))

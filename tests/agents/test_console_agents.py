@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import json
+from io import StringIO
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from django.test import Client
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from agents.discovery import AgentFolderError, deploy_agent_folder, load_agent_folder
+from agents.discovery import AgentFolderError, content_hash, deploy_agent_folder, load_agent_folder
 from agents.models import Agent, Deployment
 from sessions.eventlog.events import read_events
 from sessions.models import PersonalToken, Schedule, Session
@@ -100,6 +101,9 @@ def test_bad_data_names_the_field_and_nothing_is_released(people):  # noqa: F811
     cases = [
         ({**HELPER, "instructions": ""}, "instructions"),
         ({**HELPER, "slug": "Not A Slug"}, "slug"),
+        ({**HELPER, "slug": "v1"}, "slug"),
+        ({**HELPER, "toolsFrom": {"support": ["../x"]}}, "toolsFrom"),
+        ({**HELPER, "skills": [{**HELPER["skills"][0], "files": {"a": "x", "a/b": "y"}}]}, "skills.0.files"),
         ({**HELPER, "workspaceTools": ["teleport"]}, "workspaceTools"),
         ({**HELPER, "skills": [HELPER["skills"][0], HELPER["skills"][0]]}, "skills"),
         ({**HELPER, "skills": [{**HELPER["skills"][0], "files": {"../x.md": "x"}}]}, "skills.0.files"),
@@ -331,6 +335,79 @@ def test_a_console_agents_mcp_server_reads_its_secret_and_its_schedule_fires_onc
     received = next(e for e in read_events(fired.id) if e["type"] == "message.received")
     assert received["data"]["text"] == "Say good morning."
     assert Schedule.objects.get(agent=agent, schedule_id="daily").fire_count == 1
+
+
+@transactional
+def test_a_save_is_made_on_the_release_it_was_read_from_and_keeps_the_allowed_domains(people, tmp_path):  # noqa: F811
+    ops = people.olga.client
+    assert post(ops, "/v1/agents", HELPER).status_code == 201
+    assert post(ops, "/v1/agents/helper?baseVersion=1", {**definition(HELPER), "name": "Two"}, "put").status_code == 200
+    stale = post(ops, "/v1/agents/helper?baseVersion=1", {**definition(HELPER), "name": "Three"}, "put")
+    assert stale.status_code == 409 and stale.json()["error"]["code"] == "stale_definition"
+    assert post(ops, "/v1/agents/helper?replace=maybe", definition(HELPER), "put").status_code == 400
+
+    folder = tmp_path / "held"
+    (folder / "agent").mkdir(parents=True)
+    (folder / "agent" / "instructions.md").write_text("Held to a domain.\n")
+    call_command("deploy", str(folder), "--allow-domain", "api.example.com")
+    converted = ops.get("/v1/agents/held/definition").json()["definition"]
+    assert post(ops, "/v1/agents/held?replace=true", converted, "put").status_code == 200
+    assert Agent.objects.get(slug="held").active_deployment.allowed_domains == ["api.example.com"]
+
+
+@transactional
+def test_what_a_folder_declares_in_python_is_not_converted_and_a_started_folder_leaves_a_console_agent(
+        people, tmp_path):  # noqa: F811
+    ops = people.olga.client
+    folder = tmp_path / "noshell"
+    (folder / "agent").mkdir(parents=True)
+    (folder / "agent" / "instructions.md").write_text("No shell.\n")
+    (folder / "agent" / "agent.py").write_text(
+        "from agents.sdk import Agent, local_runtime\nagent = Agent(runtime=local_runtime(shell=False))\n")
+    deploy_agent_folder(folder)
+    refused = ops.get("/v1/agents/noshell/definition")
+    assert refused.status_code == 409
+    [problem] = refused.json()["error"]["details"]
+    assert problem["field"] == "agent/agent.py" and "local_runtime(...) settings besides network (shell)" in problem["message"]
+
+    plain = tmp_path / "plain"
+    (plain / "agent").mkdir(parents=True)
+    (plain / "agent" / "instructions.md").write_text("Plain.\n")
+    deploy_agent_folder(plain)
+    converted = ops.get("/v1/agents/plain/definition").json()["definition"]
+    assert post(ops, "/v1/agents/plain?replace=true", {**converted, "retentionDays": 0}, "put").status_code == 200
+    assert Agent.objects.get(slug="plain").active_deployment.manifest["retentionDays"] == 0, "0: kept forever"
+    out, err = StringIO(), StringIO()
+    call_command("deploy", str(plain), "--keep-console-agents", stdout=out, stderr=err)
+    assert "made in the console" in err.getvalue()
+    assert Agent.objects.get(slug="plain").active_deployment.source_kind == "console"
+
+
+@transactional
+def test_a_create_checks_under_the_agents_lock_that_the_slug_is_new(db):
+    from agents.console.saving import save
+    from agents.console.spec import parse
+    from agents.discovery.releases import AgentExists
+
+    save("helper", parse(definition(HELPER)), saved_by="a", new_agent=True)
+    with pytest.raises(AgentExists):  # what a second create, racing the first past the view's check, meets
+        save("helper", parse({**definition(HELPER), "name": "Other"}), saved_by="b", new_agent=True)
+    assert Deployment.objects.filter(agent__slug="helper").count() == 1
+
+
+def test_the_same_agent_is_the_same_bytes_whatever_the_page_writes_back(tmp_path):
+    from agents.console.folder import dumped, write
+    from agents.console.spec import parse
+
+    spec = {**definition(HELPER), "params": {"temperature": 1.0, "top_p": 0.5},
+            "experiments": [{"name": "e", "variants": {"terse": {"label": "T"}, "control": {}}}]}
+    a = write(parse(spec), tmp_path / "a")
+    b = write(parse(json.loads(json.dumps({**spec, "params": {"temperature": 1, "top_p": 0.5}}))), tmp_path / "b")
+    assert content_hash(a) == content_hash(b)
+    again = write(parse(json.loads(dumped(parse(spec)))), tmp_path / "c")
+    assert content_hash(again) == content_hash(a), "console.json read back writes the same folder"
+    assert "variants={'terse': {'label': 'T'}, 'control': {}}" in (a / "agent" / "ab" / "e.py").read_text(), \
+        "the variants keep their order"
 
 
 def test_the_written_folder_is_plain_data(tmp_path):

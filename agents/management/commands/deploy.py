@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agents.discovery import AgentFolderError, Deployed, Source, deploy_release, find_agent_folders
+from agents.discovery import AgentFolderError, Deployed, KindConflict, Source, deploy_release, find_agent_folders
 from agents.discovery.repository import RepositoryError, check_repository_url, checkout
 from agents.redaction import without_credentials
 from agents.integrations.outbound import DomainError, check_allowed_domains
@@ -48,13 +48,16 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the release as JSON (a list for several)")
         parser.add_argument("--replace", action="store_true",
                             help="deploy over an agent made in the console (its releases stay in its history)")
+        parser.add_argument("--keep-console-agents", action="store_true",
+                            help="leave an agent made in the console since its folder was deployed as it is, and "
+                                 "say so (the systemd prepare unit: an operator's edit outlives a restart)")
         parser.add_argument("--allow-empty", action="store_true",
                             help="with no folders and no --repo, deploy nothing rather than refuse (the systemd "
                                  "prepare unit, when AGENTSITE_AGENT_DIRS names none)")
 
     def handle(self, *args, dirs, repo, ref, path, domains, json: bool, allow_empty: bool = False,
-               replace: bool = False, **options):
-        self.replace = replace
+               replace: bool = False, keep_console_agents: bool = False, **options):
+        self.replace, self.keep_console = replace, keep_console_agents
         if allow_empty and not dirs and not repo:
             self.stdout.write(_json([]) if json else "no agent folders given: nothing deployed")
             return
@@ -75,8 +78,8 @@ class Command(BaseCommand):
             if repo:
                 deployed = self.from_repository(repo, ref, path, domains)
             else:
-                deployed = [self.deploy(root, Source(str(root)), domains)
-                            for root in find_agent_folders([Path(d) for d in dirs])]
+                deployed = [done for root in find_agent_folders([Path(d) for d in dirs])
+                            if (done := self.deploy(root, Source(str(root)), domains)) is not None]
         except RepositoryError as exc:
             raise CommandError(str(exc)) from None
         except AgentFolderError as exc:
@@ -92,9 +95,15 @@ class Command(BaseCommand):
             again = ", already released: activated" if d.reused else ""
             self.stdout.write(f"{row.agent.slug}: v{row.version} ({row.content_hash[:12]}{again}) from {where}")
 
-    def deploy(self, root: Path, source: Source, domains: list[str]) -> Deployed:
-        return deploy_release(root, source=source, deployed_by=deployer(), allowed_domains=domains,
-                              replace=getattr(self, "replace", False))
+    def deploy(self, root: Path, source: Source, domains: list[str]) -> Deployed | None:
+        try:
+            return deploy_release(root, source=source, deployed_by=deployer(), allowed_domains=domains,
+                                  replace=getattr(self, "replace", False))
+        except KindConflict as exc:
+            if not getattr(self, "keep_console", False):
+                raise
+            self.stderr.write(f"{root}: not deployed: {exc.problems[0].message}")
+            return None
 
     def from_repository(self, url: str, ref: str, path: str, domains: list[str]) -> list[Deployed]:
         """Clone, find the agent folders at --path, deploy each; the checkout goes when done."""

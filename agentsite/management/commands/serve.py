@@ -45,7 +45,7 @@ from agentsite.lifeline import start_child
 from agentsite.production import ALLOW_ALL_REFUSED
 from agentsite.serve_environment import environment
 from agentsite.supervise import exec_supervisor
-from agents.discovery import AgentFolderError, deploy_release, find_agent_folders
+from agents.discovery import AgentFolderError, KindConflict, deploy_release, find_agent_folders
 from agents.discovery.watching import Watched, watch
 from agents.forking import close_database_before_fork
 from agents.management.database import migrate_if_needed
@@ -207,6 +207,9 @@ class Command(BaseCommand):
                 watched.remember(root)  # the reload process deploys what changes from here on
                 try:
                     done = deploy_release(root)
+                except KindConflict as exc:  # edited in the console since: the folder no longer speaks for it
+                    self.say(f"{root}: not deployed: {exc.problems[0].message}")
+                    continue
                 except AgentFolderError as exc:
                     example = root.is_relative_to(examples_dir())
                     if not (example and all(needs_runtime(problem.message) for problem in exc.problems)):

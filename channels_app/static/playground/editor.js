@@ -96,8 +96,10 @@ class Editor {
     if (problems.length) return;
     const replace = this.form.dataset.kind !== "console" ? "?replace=true" : "";
     try {
+      // Saved on the release this page was opened on: one made meanwhile (another operator's) is a 409.
+      const base = `${replace ? "&" : "?"}baseVersion=${this.form.dataset.version}`;
       const body = this.slug
-        ? await requestJSON(`/v1/agents/${encodeURIComponent(this.slug)}${replace}`, "PUT", data)
+        ? await requestJSON(`/v1/agents/${encodeURIComponent(this.slug)}${replace}${base}`, "PUT", data)
         : await requestJSON("/v1/agents", "POST", data);
       // A new release (or the one already saved with this content) is active: the page shows its history.
       window.location.assign(`/playground/${encodeURIComponent(body.slug)}/edit?saved=${body.release.version}`);
