@@ -414,12 +414,21 @@ def test_the_written_folder_is_plain_data(tmp_path):
     from agents.console.folder import write
     from agents.console.spec import parse
 
-    root = write(parse(definition(HELPER)), tmp_path / "helper")
-    module = ast.parse((root / "agent" / "agent.py").read_text())
-    imported, assigned = module.body
-    assert isinstance(imported, ast.ImportFrom) and imported.module == "agents.sdk"
-    assert isinstance(assigned.value, ast.Call) and assigned.value.func.id == "Agent"
-    for keyword in assigned.value.keywords:  # nothing runs but Agent(...): every argument a literal
-        ast.literal_eval(keyword.value)
+    spec = {**definition(HELPER), "sandboxNetwork": True, "slack": {"approvers": ["U1"]},
+            "params": {"odd key ') + __import__('os')": "'; x"}}
+    root = write(parse(spec), tmp_path / "helper")
+    calls = {"Agent", "local_runtime", "define_ab", "split_by_session_hash", "slack_channel"}
+    for path in sorted((root / "agent").rglob("*.py")):
+        module = ast.parse(path.read_text())
+        *imports, assigned = module.body
+        assert all(isinstance(i, ast.ImportFrom) and i.module == "agents.sdk" for i in imports), path
+        assert isinstance(assigned, ast.Assign), path
+        # Nothing runs but the SDK's declarations: every call is one of them, every argument a literal.
+        for node in ast.walk(assigned.value):
+            if isinstance(node, ast.Call):
+                assert node.func.id in calls and not node.args[1:], (path, ast.dump(node))
+                for value in [*node.args, *(k.value for k in node.keywords)]:
+                    if not isinstance(value, ast.Call):
+                        ast.literal_eval(value)
     assert json.loads((root / "agent" / "console.json").read_text())["instructions"] == "Be brief."
     assert Path(root / "agent" / "skills" / "tone" / "references" / "words.md").read_text() == "Use short words."
