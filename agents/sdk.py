@@ -43,6 +43,7 @@ from agents.integrations.gitlab.client import GitLabConfig
 from agents.integrations.outbound import OutboundError, OutboundHTTPError, OutboundRefused, OutboundTimeout
 from agents.integrations.repo_channels import default_auth
 from agents.integrations.slack.channel import slack_channel
+from agents.integrations.webhook import webhook_channel
 from agents.mcp import (
     McpApprovalRequired, McpError, McpNotFound, McpServer, McpToolError, McpUnavailable, mcp_http, mcp_stdio,
 )
@@ -59,7 +60,7 @@ __all__ = [
     "McpError", "McpUnavailable", "McpToolError", "McpNotFound", "McpApprovalRequired",
     "Channel", "Route", "GET", "POST", "PUT", "PATCH", "DELETE", "AuthPolicy",
     "local_dev_strict", "local_dev", "loopback_only", "bearer_auth", "allow_all", "public_endpoint",
-    "slack_channel", "github_channel", "gitlab_channel", "bitbucket_channel", "default_auth", "RepoEvent",
+    "slack_channel", "webhook_channel", "github_channel", "gitlab_channel", "bitbucket_channel", "default_auth", "RepoEvent",
     "GitHubConfig", "GitLabConfig", "BitbucketConfig",
     "OutboundError", "OutboundHTTPError", "OutboundRefused", "OutboundTimeout",
     "define_eval", "case", "includes", "satisfies", "Matcher", "GateFailed", "Trial",

@@ -59,6 +59,12 @@ def write(spec: AgentSpec, root: Path, tool_files: dict[str, str] | None = None)
         files["channels/slack.py"] = ("# Written from agent/console.json by the console: edit the agent there, "
                                       "not here.\nfrom agents.sdk import slack_channel\n\n"
                                       f"channel = slack_channel({arguments}{chr(10) if arguments else ''})\n")
+    for hook in spec.webhooks:
+        declared = hook.model_dump(exclude={"id"}, exclude_defaults=True)
+        arguments = "".join(f"\n    {key}={value!r}," for key, value in declared.items())
+        files[f"channels/{hook.id}.py"] = ("# Written from agent/console.json by the console: edit the agent there, "
+                                           "not here.\nfrom agents.sdk import webhook_channel\n\n"
+                                           f"channel = webhook_channel({arguments}{chr(10) if arguments else ''})\n")
     for test in spec.experiments:
         variants = {vid: v.model_dump(exclude_defaults=True) for vid, v in test.variants.items()}
         files[f"ab/{test.name}.py"] = (

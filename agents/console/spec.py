@@ -127,6 +127,21 @@ class SlackSpec(Spec):
     app_token_env: str = Field(default="SLACK_APP_TOKEN", pattern=r"^[A-Z][A-Z0-9_]{0,127}$")
 
 
+class WebhookSpec(Spec):
+    """A JSON webhook's channel (`webhook_channel`): `POST /<slug>/v1/channels/<id>/deliveries`."""
+
+    id: str = Field(pattern=NAME, description="The channel's id, in its route")
+    message: str = Field(default="text", pattern=r"^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,9}$",
+                         description="The dotted path of the message in a delivery's JSON")
+    thread: str = Field(default="", pattern=r"^([A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,9})?$",
+                        description="The dotted path of the conversation's id; blank: each delivery a session")
+    secret_env: str = Field(default="", pattern=r"^([A-Z][A-Z0-9_]{0,127})?$",
+                            description="The agent's secret that signs deliveries (HMAC-SHA256 of the body); "
+                                        "blank: the server's chain admits callers")
+    signature_header: str = Field(default="X-Signature-256", pattern=r"^[A-Za-z0-9-]{1,100}$")
+    description: str = Field(default="", max_length=500)
+
+
 class AgentSpec(Spec):
     name: str = Field(default="", max_length=200)
     description: str = Field(default="", max_length=2000)
@@ -157,6 +172,7 @@ class AgentSpec(Spec):
     schedules: list[ScheduleSpec] = Field(default_factory=list, max_length=50)
     experiments: list[ExperimentSpec] = Field(default_factory=list, max_length=10)
     slack: SlackSpec | None = Field(default=None, description="Answer a Slack app's events in threads")
+    webhooks: list[WebhookSpec] = Field(default_factory=list, max_length=20)
 
     @field_validator("params")
     @classmethod
@@ -180,7 +196,14 @@ class AgentSpec(Spec):
             raise ValueError(f"{', '.join(map(repr, unknown))}: choose from {', '.join(WORKSPACE_TOOLS)}")
         return tools
 
-    @field_validator("skills", "subagents", "schedules", "experiments")
+    @field_validator("webhooks")
+    @classmethod
+    def not_slacks_id(cls, hooks: list[WebhookSpec]) -> list[WebhookSpec]:
+        if any(hook.id == "slack" for hook in hooks):
+            raise ValueError("'slack' is the Slack channel's id: give the webhook another")
+        return hooks
+
+    @field_validator("skills", "subagents", "schedules", "experiments", "webhooks")
     @classmethod
     def distinct(cls, items: list[Any]) -> list[Any]:
         keys = [item.id if hasattr(item, "id") else item.name for item in items]

@@ -6,6 +6,8 @@ only operators may do any of it."""
 from __future__ import annotations
 
 import ast
+import hashlib
+import hmac
 import json
 from io import StringIO
 from datetime import timedelta
@@ -313,6 +315,39 @@ def _shop_folder(tmp_path: Path) -> Path:
 
 
 @transactional
+def test_a_console_agent_takes_a_services_signed_webhook_declared_as_data(people, sync_turns):  # noqa: F811
+    ops = people.olga.client
+    spec = {**HELPER, "webhooks": [{"id": "tracker", "message": "issue.title", "thread": "issue.id",
+                                    "secretEnv": "TRACKER_SECRET"}, {"id": "inbox"}]}
+    assert post(ops, "/v1/agents", spec).status_code == 201
+    assert post(ops, "/v1/agents/helper/secrets/TRACKER_SECRET", {"value": "s3cret"}, "put").status_code in (200, 201)
+    service = Client(HTTP_HOST="agents.example.com", REMOTE_ADDR="203.0.113.9")
+
+    def deliver(payload: dict, secret: str = "s3cret"):
+        body = json.dumps(payload).encode()
+        signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+        return service.post("/helper/v1/channels/tracker/deliveries", body, content_type="application/json",
+                            HTTP_X_SIGNATURE_256=signature)
+
+    first = deliver({"issue": {"id": 7, "title": "The build is red"}})
+    assert first.status_code == 202, first.content
+    again = deliver({"issue": {"id": 7, "title": "Still red"}})
+    assert again.status_code == 202 and again.json()["sessionId"] == first.json()["sessionId"]
+    assert (first.json()["created"], again.json()["created"], again.json()["thread"]) == (True, False, "7")
+    received = [e["data"]["text"] for e in read_events(first.json()["sessionId"]) if e["type"] == "message.received"]
+    assert received == ["The build is red", "Still red"]
+
+    assert deliver({"issue": {"id": 8, "title": "x"}}, secret="wrong").status_code == 401
+    assert deliver({"issue": {"id": 8}}).json()["error"]["code"] == "invalid_payload"
+    # Unsigned, the server's chain admits callers, each with their own conversations.
+    assert service.post("/helper/v1/channels/inbox/deliveries", b'{"text": "hi"}',
+                        content_type="application/json").status_code == 401
+    mine = people.mia.client.post("/helper/v1/channels/inbox/deliveries", b'{"text": "hi"}',
+                                  content_type="application/json")
+    assert mine.status_code == 202 and Session.objects.get(pk=mine.json()["sessionId"]).principal_id == "mia"
+
+
+@transactional
 def test_a_console_agents_mcp_server_reads_its_secret_and_its_schedule_fires_once(people, http_server, notes_file,  # noqa: F811
                                                                                  sync_turns):
     ops = people.olga.client
@@ -415,9 +450,10 @@ def test_the_written_folder_is_plain_data(tmp_path):
     from agents.console.spec import parse
 
     spec = {**definition(HELPER), "sandboxNetwork": True, "slack": {"approvers": ["U1"]},
+            "webhooks": [{"id": "tracker", "message": "issue.title", "secretEnv": "TRACKER_SECRET"}],
             "params": {"odd key ') + __import__('os')": "'; x"}}
     root = write(parse(spec), tmp_path / "helper")
-    calls = {"Agent", "local_runtime", "define_ab", "split_by_session_hash", "slack_channel"}
+    calls = {"Agent", "local_runtime", "define_ab", "split_by_session_hash", "slack_channel", "webhook_channel"}
     for path in sorted((root / "agent").rglob("*.py")):
         module = ast.parse(path.read_text())
         *imports, assigned = module.body

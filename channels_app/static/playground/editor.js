@@ -5,7 +5,7 @@
 "use strict";
 
 const LINES = ["models", "fallback", "peers"];
-const JSON_FIELDS = ["params", "budget", "toolsFrom", "mcpServers", "skills", "subagents", "schedules", "experiments", "slack"];
+const JSON_FIELDS = ["params", "budget", "toolsFrom", "mcpServers", "skills", "subagents", "schedules", "experiments", "slack", "webhooks"];
 const NUMBERS = ["maxSteps", "retentionDays"];
 
 function lines(text) {
