@@ -468,3 +468,13 @@ def test_the_written_folder_is_plain_data(tmp_path):
                         ast.literal_eval(value)
     assert json.loads((root / "agent" / "console.json").read_text())["instructions"] == "Be brief."
     assert Path(root / "agent" / "skills" / "tone" / "references" / "words.md").read_text() == "Use short words."
+
+
+def test_webhook_channel_names_what_is_wrong_with_its_arguments():
+    from agents.sdk import webhook_channel
+
+    for kwargs, said in (({"message": "a..b"}, "dotted paths"), ({"thread": "x y"}, "dotted paths"),
+                         ({"secret_env": "lower"}, "names a secret"), ({"signature_header": "X Sig"}, "header name")):
+        with pytest.raises(ValueError, match=said):
+            webhook_channel(**kwargs)
+    assert webhook_channel(message="issue.title").routes[0].path == "/deliveries"

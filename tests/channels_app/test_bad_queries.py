@@ -179,7 +179,8 @@ def test_an_unknown_route_gets_404_in_the_error_shape(local, support_agent, path
     ("delete", "/support/v1/sessions", "GET, HEAD, OPTIONS"),
     ("get", f"/support/v1/session/{MISSING}/message", "POST, OPTIONS"),
     ("post", "/support/v1/info", "GET, HEAD, OPTIONS"),
-    ("post", "/v1/agents", "GET, HEAD, OPTIONS"),
+    ("delete", "/v1/agents", "GET, POST, HEAD, OPTIONS"),
+    ("get", "/v1/agents/support", "PUT, OPTIONS"),
 ])
 def test_a_wrong_method_gets_405_naming_it_and_the_allowed_ones(local, support_agent, method, path, allowed):
     response = getattr(local, method)(path)
