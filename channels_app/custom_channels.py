@@ -154,17 +154,17 @@ class ChannelRouteView(APIView):
                               chain=channel_chain(channel.channel.auth))
         except APIError as exc:
             return exc.response()
+        try:
+            # Read first, so the handler can verify a provider's signature over the exact bytes (and before
+            # the CSRF check, which reads a form's fields: the bytes would be gone after it).
+            raw_body = request._request.body
+        except RequestDataTooBig:
+            return _refuse(413, "body_too_large", "the request body is too large")
         if principal.authenticator == "django" and "token" not in principal.attributes:
             try:  # a browser's cookie rides along cross-site: a login needs the CSRF token
                 PolicyChainAuthentication().enforce_csrf(request)
             except exceptions.PermissionDenied as exc:
                 return _refuse(403, "forbidden", str(exc.detail))
-
-        try:
-            # Read first, so the handler can verify a provider's signature over the exact bytes.
-            raw_body = request._request.body
-        except RequestDataTooBig:
-            return _refuse(413, "body_too_large", "the request body is too large")
         try:
             query = _validated(route.query, _query(request), "query")
             body = None

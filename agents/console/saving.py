@@ -19,7 +19,9 @@ from agents.console.spec import AgentSpec, SpecError
 from agents.discovery.bundles import release_folder
 from agents.discovery.folder import content_hash
 from agents.discovery.loaded import AgentFolderError, Problem
-from agents.discovery.releases import CONSOLE, AgentExists, Deployed, KindConflict, Source, deploy_release
+from agents.discovery.releases import (
+    CONSOLE, AgentExists, Deployed, KindConflict, Source, StaleRelease, deploy_release,
+)
 from agents.models import Agent, Deployment
 
 # What agent.py's problems begin with, for each field of the spec they are about.
@@ -40,10 +42,12 @@ class Saved:
     spec: AgentSpec
 
 
-def save(slug: str, spec: AgentSpec, *, saved_by: str, replace: bool = False, new_agent: bool = False) -> Saved:
+def save(slug: str, spec: AgentSpec, *, saved_by: str, replace: bool = False, new_agent: bool = False,
+         on_version: int | None = None) -> Saved:
     """Make `spec` agent `slug`'s active release. SpecError (each problem naming its field) if it does not
     validate; KindConflict if the slug is a folder agent's and `replace` is not given; AgentExists for
-    `new_agent` (a create) when the slug has releases.
+    `new_agent` (a create) when the slug has releases; StaleRelease when `on_version` (the release the
+    change was made on) is no longer the active one. The last two are checked under the agent's lock.
 
     The release keeps the domains its agent's active release was held to (`deploy --allow-domain`): an
     edit in the console does not lift an operator's limit on where the agent may connect.
@@ -57,8 +61,9 @@ def save(slug: str, spec: AgentSpec, *, saved_by: str, replace: bool = False, ne
             raise SpecError([Problem("skills", f"a file cannot be written: {exc.strerror}: {exc.filename}")]) from None
         try:
             deployed = deploy_release(root, slug, source=Source(CONSOLE, CONSOLE), deployed_by=saved_by,
-                                      replace=replace, new_agent=new_agent, allowed_domains=list(active or []))
-        except (KindConflict, AgentExists):
+                                      replace=replace, new_agent=new_agent, allowed_domains=list(active or []),
+                                      on_version=on_version)
+        except (KindConflict, AgentExists, StaleRelease):
             raise
         except AgentFolderError as exc:
             raise SpecError([Problem(_field(p.path, p.message, root, spec), p.message) for p in exc.problems]) from None

@@ -1,6 +1,7 @@
 """Deploying a folder as the agent's active release, and loading a release once per process."""
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,10 @@ class AgentExists(AgentFolderError):
     """A release meant to be an agent's first (a console agent created) for a slug that has releases."""
 
 
+class StaleRelease(AgentFolderError):
+    """A change made on a release that is no longer the active one (another save came first)."""
+
+
 @dataclass(frozen=True)
 class Source:
     """Where a release came from: a folder, or a repository (URL without credentials, ref, commit, path)."""
@@ -55,7 +60,7 @@ def deploy_agent_folder(root: Path | str, slug: str | None = None, **options: An
 
 def deploy_release(root: Path | str, slug: str | None = None, *, source: Source | None = None,
                    deployed_by: str = "", allowed_domains: Sequence[str] = (), replace: bool = False,
-                   new_agent: bool = False) -> Deployed:
+                   new_agent: bool = False, on_version: int | None = None) -> Deployed:
     """Validate a folder and make it the agent's active release.
 
     1. The folder is loaded and validated (AgentFolderError if it does not).
@@ -77,7 +82,9 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
         refuse_unenforceable_domains(loaded)
     source = source or Source(str(loaded.root))
     agent, _ = AgentRow.objects.get_or_create(slug=loaded.slug)
-    _check_place(agent, loaded, source, replace=replace, new_agent=new_agent)
+    place = functools.partial(_check_place, loaded=loaded, source=source, replace=replace, new_agent=new_agent,
+                              on_version=on_version)
+    place(agent)
     # The manifest counts too: the default model can change with the environment; and the kind (a folder
     # replacing a console agent with the same files is a folder's release).
     same = [d for d in agent.deployments.releases().filter(content_hash=loaded.content_hash).order_by("-version")
@@ -87,15 +94,17 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
         earlier = same[0]
         if not has_bundle(earlier):  # made before releases were stored: the folder has the same content
             store_bundle(earlier, pack_checked(loaded.root))
-        earlier.activate()  # changes nothing when it is the active release already
-        deployment_activated.send(sender=Deployment, agent=agent, deployment=earlier, loaded=loaded)
+        with transaction.atomic():
+            place(AgentRow.objects.select_for_update().get(pk=agent.pk))  # again, under the agent's lock
+            earlier.activate()  # changes nothing when it is the active release already
+            deployment_activated.send(sender=Deployment, agent=agent, deployment=earlier, loaded=loaded)
         agent.clear_folder_problems()  # what a failed save said no longer holds: this deploy validated
         return Deployed(earlier, reused=True)
 
     bundle = _pack(loaded)  # outside the transaction: the write lock is not held while files are packed
     with transaction.atomic():
         agent = AgentRow.objects.select_for_update().get(pk=agent.pk)
-        _check_place(agent, loaded, source, replace=replace, new_agent=new_agent)  # again, under the lock
+        place(agent)  # again, under the agent's lock
         version = (agent.deployments.releases().order_by("-version").values_list("version", flat=True).first()
                    or 0) + 1
         deployment = _record(agent, loaded, bundle, version=version, source=source, deployed_by=deployed_by,
@@ -106,11 +115,19 @@ def deploy_release(root: Path | str, slug: str | None = None, *, source: Source 
     return Deployed(deployment, reused=False)
 
 
-def _check_place(agent: AgentRow, loaded: LoadedAgent, source: Source, *, replace: bool, new_agent: bool) -> None:
+def _check_place(agent: AgentRow, *, loaded: LoadedAgent, source: Source, replace: bool, new_agent: bool,
+                 on_version: int | None) -> None:
     """Refuse a release that would take another's place: an agent's first for a slug that has releases
-    (`new_agent`), or one of the other kind (console or folder) than the agent's, unless `replace`."""
+    (`new_agent`), a change made on another release than the active one (`on_version`), or one of the
+    other kind (console or folder) than the agent's, unless `replace`."""
     if new_agent and agent.deployments.releases().exists():
         raise AgentExists(loaded.root, [Problem("agent/", f"agent {loaded.slug!r} exists")])
+    if on_version is not None:
+        active = Deployment.objects.filter(pk=agent.active_deployment_id).values_list("version", flat=True).first()
+        if active != on_version:
+            raise StaleRelease(loaded.root, [Problem("agent/", (
+                f"agent {loaded.slug!r} is at v{active} now, not v{on_version}: read it again and make the change "
+                "on it"))])
     if not replace and (kind := agent_kind(agent)) and (kind == CONSOLE) != (source.kind == CONSOLE):
         made = "in the console" if kind == CONSOLE else "from a folder"
         raise KindConflict(loaded.root, [Problem("agent/", (

@@ -113,6 +113,8 @@ def load_json(body: bytes | str) -> dict[str, Any]:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise PayloadError(f"the body is not JSON: {exc}") from exc
+    except RecursionError:  # nested deeper than the parser goes: no delivery of a provider's is
+        raise PayloadError("the body is JSON nested too deep") from None
     if not isinstance(data, dict):
         raise PayloadError("the body is not a JSON object")
     return data

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 
 from agents.channels import POST, Channel, public_endpoint
@@ -29,6 +30,7 @@ from agents.integrations.signatures import verify_sha256_header
 PATH = re.compile(r"^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,9}$")
 ENV = re.compile(r"^[A-Z][A-Z0-9_]{0,127}$")
 HEADER = re.compile(r"^[A-Za-z0-9-]{1,100}$")
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -78,9 +80,15 @@ def receive(config: WebhookConfig, req: Any) -> HttpResponse:
     text = dig(payload, *config.message.split("."))
     if not isinstance(text, str) or not text.strip():
         return error_response(400, "invalid_payload", f"the delivery has no text at {config.message!r}")
+    if len(text) > settings.AGENTSITE_MAX_MESSAGE_CHARS:
+        return error_response(400, "invalid_payload", f"the text at {config.message!r} is over "
+                                                      f"{settings.AGENTSITE_MAX_MESSAGE_CHARS} characters")
     thread = dig(payload, *config.thread.split(".")) if config.thread else None
     if config.thread and (not isinstance(thread, (str, int)) or isinstance(thread, bool) or str(thread) == ""):
         return error_response(400, "invalid_payload", f"the delivery has no conversation id at {config.thread!r}")
+    if UNSTORABLE.search(text) or (thread is not None and UNSTORABLE.search(str(thread))):
+        return error_response(400, "invalid_text", "the delivery holds a NUL character or a lone surrogate, "
+                                                   "which no database stores")
     options: dict[str, Any] = {"admission": "coalesce"}
     if thread is not None:
         options.update(continuation_token=f"thread:{thread}", title=f"thread {thread}"[:200])

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from agents.console.saving import Saved, as_spec, save
 from agents.console.spec import AgentSpec, NewAgentSpec, SpecError, parse
 from agents.discovery.bundles import ReleaseUnavailable
-from agents.discovery.releases import AgentExists, KindConflict
+from agents.discovery.releases import AgentExists, KindConflict, StaleRelease
 from agents.models import Agent
 from channels_app.errors import APIError
 from channels_app.parsers import parse_count, parse_flag
@@ -38,10 +38,14 @@ def invalid(exc: SpecError) -> APIError:
                     [{"field": p.path, "message": p.message} for p in exc.problems])
 
 
-def saved_as(slug: str, spec: AgentSpec, request: Request, *, new_agent: bool = False) -> Saved:
+def saved_as(slug: str, spec: AgentSpec, request: Request, *, new_agent: bool = False,
+             on_version: int | None = None) -> Saved:
     replace = parse_flag(request.query_params.get("replace"), "replace") if not new_agent else False
     try:
-        return save(slug, spec, saved_by=request.user.principal_id, replace=replace, new_agent=new_agent)
+        return save(slug, spec, saved_by=request.user.principal_id, replace=replace, new_agent=new_agent,
+                    on_version=on_version)
+    except StaleRelease as exc:
+        raise APIError(409, "stale_definition", exc.problems[0].message) from None
     except KindConflict as exc:
         raise APIError(409, "kind_conflict", exc.problems[0].message) from None
     except AgentExists:
@@ -105,13 +109,13 @@ class AgentUpdateView(APIView):
                    request=AgentSpec, parameters=[REPLACE, BASE_VERSION],
                    responses={200: AgentDefinition, **refusals(400, 401, 403, 404, 409)})
     def put(self, request: Request, slug: str) -> Response:
-        active = _active(slug)
+        _active(slug)
         base = request.query_params.get("baseVersion")
-        if base is not None and parse_count(base) != active.version:
-            raise APIError(409, "stale_definition", f"agent {slug!r} is at v{active.version} now, not v{base}: "
-                                                    "read it again (GET …/definition) and save your change on it")
+        on_version = None if base is None else parse_count(base)
+        if base is not None and not on_version:
+            raise APIError(400, "invalid_query", "baseVersion is the number of the release the change was made on")
         spec = body_of(request, AgentSpec)
-        saved = saved_as(slug, spec, request)
+        saved = saved_as(slug, spec, request, on_version=on_version)
         return Response(AgentDefinition.of(saved.deployed.deployment, spec))
 
 

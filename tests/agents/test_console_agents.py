@@ -339,6 +339,12 @@ def test_a_console_agent_takes_a_services_signed_webhook_declared_as_data(people
 
     assert deliver({"issue": {"id": 8, "title": "x"}}, secret="wrong").status_code == 401
     assert deliver({"issue": {"id": 8}}).json()["error"]["code"] == "invalid_payload"
+    assert deliver({"issue": {"id": 8, "title": "a\u0000b"}}).json()["error"]["code"] == "invalid_text"
+    deep = b'{"issue": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    signature = "sha256=" + hmac.new(b"s3cret", deep, hashlib.sha256).hexdigest()
+    nested = service.post("/helper/v1/channels/tracker/deliveries", deep, content_type="application/json",
+                          HTTP_X_SIGNATURE_256=signature)
+    assert nested.status_code == 400 and nested.json()["error"]["code"] == "invalid_payload"
     # Unsigned, the server's chain admits callers, each with their own conversations.
     assert service.post("/helper/v1/channels/inbox/deliveries", b'{"text": "hi"}',
                         content_type="application/json").status_code == 401
@@ -380,6 +386,8 @@ def test_a_save_is_made_on_the_release_it_was_read_from_and_keeps_the_allowed_do
     stale = post(ops, "/v1/agents/helper?baseVersion=1", {**definition(HELPER), "name": "Three"}, "put")
     assert stale.status_code == 409 and stale.json()["error"]["code"] == "stale_definition"
     assert post(ops, "/v1/agents/helper?replace=maybe", definition(HELPER), "put").status_code == 400
+    assert post(ops, "/v1/agents/helper?baseVersion=two", definition(HELPER), "put").json()["error"]["code"] == (
+        "invalid_query")
 
     folder = tmp_path / "held"
     (folder / "agent").mkdir(parents=True)

@@ -119,9 +119,9 @@ class Command(BaseCommand):
             if not roots:
                 raise CommandError(f"{shown} at {commit[:12]}: no agent folder (one holding agent/) at "
                                    f"{path or 'its root'}; pass --path")
-            return [self.deploy(root, Source(shown, "repo", ref, commit, str(root.relative_to(folder))
-                                             if root != folder else ""), domains)
-                    for root in roots]
+            deployed = [self.deploy(root, Source(shown, "repo", ref, commit, str(root.relative_to(folder))
+                                                 if root != folder else ""), domains) for root in roots]
+            return [done for done in deployed if done is not None]  # None: left to the console (--keep-console-agents)
 
 
 def _json(value: Any) -> str:

@@ -189,13 +189,13 @@ class Command(BaseCommand):
         # The listening socket is not inheritable: the supervisor holds none, only the web processes do.
         exec_supervisor(children, dict(os.environ), str(settings.BASE_DIR))
 
-    def say(self, text: str) -> None:
+    def say(self, text: str, *, warning: bool = False) -> None:
         """Tell the operator: on stdout, or under AGENTSITE_LOG_FORMAT=json one log line per line of `text`."""
         if settings.LOG_FORMAT != "json":
             self.stdout.write(text)
             return
         for line in text.splitlines():
-            log.info("%s", line.strip())
+            log.log(logging.WARNING if warning else logging.INFO, "%s", line.strip())
 
     def deploy(self, opts) -> Watched:
         """Deploy this start's folders and say, for each agent served, which release from where."""
@@ -208,7 +208,8 @@ class Command(BaseCommand):
                 try:
                     done = deploy_release(root)
                 except KindConflict as exc:  # edited in the console since: the folder no longer speaks for it
-                    self.say(f"{root}: not deployed: {exc.problems[0].message}")
+                    watched.slugs[root] = root.name.lower()  # known: a reload deploys it only once it changes
+                    self.say(f"{root}: not deployed: {exc.problems[0].message}", warning=True)
                     continue
                 except AgentFolderError as exc:
                     example = root.is_relative_to(examples_dir())
