@@ -47,7 +47,8 @@ def write(spec: AgentSpec, root: Path, tool_files: dict[str, str] | None = None)
         for path, text in sorted(skill.files.items()):
             files[f"skills/{skill.name}/{path}"] = text
     for sub in spec.subagents:
-        declared = {"description": sub.description, **({"model": sub.model} if sub.model else {})}
+        declared = {"description": sub.description, **({"model": sub.model} if sub.model else {}),
+                    **({"params": sub.params} if sub.params else {})}
         files[f"subagents/{sub.id}/agent.py"] = _agent_call(declared)
         files[f"subagents/{sub.id}/instructions.md"] = sub.instructions.strip() + "\n"
     for schedule in spec.schedules:
@@ -122,9 +123,9 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is no number JSON holds")
 
 
-def read(root: Path, manifest: dict[str, Any]) -> AgentSpec:
-    """A folder agent (deployed: its folder and manifest) as a spec, or SpecError naming each file that
-    data cannot hold."""
+def read(root: Path, manifest: dict[str, Any], subagent_params: dict[str, dict[str, Any]] | None = None) -> AgentSpec:
+    """A folder agent (deployed: its folder and manifest, and its subagents' model parameters, which the
+    manifest does not list) as a spec, or SpecError naming each file that data cannot hold."""
     base = root / "agent"
     refused = [Problem(f"agent/tools/{t['name']}.py", "a Python tool stays in a folder: a console agent has "
                                                         "no tools of its own (remove it, or keep the agent a folder; "
@@ -152,7 +153,8 @@ def read(root: Path, manifest: dict[str, Any]) -> AgentSpec:
         "peers": list(manifest.get("peers") or []),
         "workspaceTools": runtime.get("toolsAllowlist"), "sandboxNetwork": bool(runtime.get("network")),
         "skills": [_skill(base, s) for s in manifest.get("skills", [])],
-        "subagents": [_subagent(base, s, model) for s in manifest.get("subagents", [])],
+        "subagents": [{**_subagent(base, s, model), "params": (subagent_params or {}).get(s["id"], {})}
+                      for s in manifest.get("subagents", [])],
         "schedules": [_schedule(base, s) for s in manifest.get("schedules", [])],
     }
     if (base / "mcp.json").is_file():

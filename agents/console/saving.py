@@ -20,7 +20,7 @@ from agents.discovery.bundles import release_folder
 from agents.discovery.folder import content_hash
 from agents.discovery.loaded import AgentFolderError, Problem
 from agents.discovery.releases import (
-    CONSOLE, AgentExists, Deployed, KindConflict, Source, StaleRelease, deploy_release,
+    CONSOLE, AgentExists, Deployed, KindConflict, Source, StaleRelease, deploy_release, load_deployment,
 )
 from agents.models import Agent, Deployment
 
@@ -131,7 +131,8 @@ def as_spec(deployment: Deployment) -> AgentSpec:
         with tempfile.TemporaryDirectory(prefix="agentsite-console-") as scratch:
             if content_hash(write(spec, Path(scratch) / "agent", kept)) == deployment.content_hash:
                 return spec
-    return read(root, deployment.manifest)
+    loaded = load_deployment(deployment)  # the subagents' parameters, which the manifest does not list
+    return read(root, deployment.manifest, {sub.id: dict(sub.params) for sub in loaded.subagents.values()})
 
 
 def export(agent: Agent, target: Path) -> Path:

@@ -54,20 +54,6 @@ class SkillSpec(Spec):
         return files
 
 
-class SubagentSpec(Spec):
-    id: str = Field(pattern=NAME, description="How the agent names it when it delegates")
-    description: str = Field(min_length=1, max_length=500, description="What it is for, as the agent sees it")
-    instructions: str = Field(min_length=1, max_length=200_000, description="Its system prompt (Markdown)")
-    model: str = Field(default="", max_length=200, description="Its model; blank: the agent's")
-
-
-class ScheduleSpec(Spec):
-    id: str = Field(pattern=NAME, description="The schedule's id")
-    cron: str = Field(min_length=1, max_length=200, description="When, as a 5-field UTC cron expression")
-    prompt: str = Field(min_length=1, max_length=100_000, description="The message the agent gets each time")
-    title: str = Field(default="", max_length=200)
-
-
 def whole_numbers(value: Any) -> Any:
     """Free-form parameters with 1.0 as 1: a page's JSON (JavaScript) writes 1.0 back as 1, and the same
     agent saved again must be the same release."""
@@ -78,6 +64,26 @@ def whole_numbers(value: Any) -> Any:
     if isinstance(value, list):
         return [whole_numbers(item) for item in value]
     return value
+
+
+class SubagentSpec(Spec):
+    id: str = Field(pattern=NAME, description="How the agent names it when it delegates")
+    description: str = Field(min_length=1, max_length=500, description="What it is for, as the agent sees it")
+    instructions: str = Field(min_length=1, max_length=200_000, description="Its system prompt (Markdown)")
+    model: str = Field(default="", max_length=200, description="Its model; blank: the agent's")
+    params: dict[str, Any] = Field(default_factory=dict, description="Its model's parameters")
+
+    @field_validator("params")
+    @classmethod
+    def params_as_saved(cls, params: dict[str, Any]) -> dict[str, Any]:
+        return whole_numbers(params)
+
+
+class ScheduleSpec(Spec):
+    id: str = Field(pattern=NAME, description="The schedule's id")
+    cron: str = Field(min_length=1, max_length=200, description="When, as a 5-field UTC cron expression")
+    prompt: str = Field(min_length=1, max_length=100_000, description="The message the agent gets each time")
+    title: str = Field(default="", max_length=200)
 
 
 class VariantSpec(Spec):

@@ -414,10 +414,15 @@ def test_what_a_folder_declares_in_python_is_not_converted_and_a_started_folder_
     assert problem["field"] == "agent/agent.py" and "local_runtime(...) settings besides network (shell)" in problem["message"]
 
     plain = tmp_path / "plain"
-    (plain / "agent").mkdir(parents=True)
+    (plain / "agent" / "subagents" / "sum").mkdir(parents=True)
     (plain / "agent" / "instructions.md").write_text("Plain.\n")
+    (plain / "agent" / "subagents" / "sum" / "instructions.md").write_text("Summarize.\n")
+    (plain / "agent" / "subagents" / "sum" / "agent.py").write_text(
+        "from agents.sdk import Agent\nagent = Agent(description='Sums up', params={'temperature': 0.2})\n")
     deploy_agent_folder(plain)
     converted = ops.get("/v1/agents/plain/definition").json()["definition"]
+    assert converted["subagents"] == [{"id": "sum", "description": "Sums up", "instructions": "Summarize.\n",
+                                       "model": "", "params": {"temperature": 0.2}}], "its parameters come along"
     assert post(ops, "/v1/agents/plain?replace=true", {**converted, "retentionDays": 0}, "put").status_code == 200
     assert Agent.objects.get(slug="plain").active_deployment.manifest["retentionDays"] == 0, "0: kept forever"
     out, err = StringIO(), StringIO()
