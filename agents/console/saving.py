@@ -32,8 +32,8 @@ DECLARED = (("builtins", "builtins"), ("budget", "budget"), ("peers", "peers"), 
 # Where a problem found in the written folder is in the spec.
 FIELDS = (("agent/console.json", ""), ("agent/instructions.md", "instructions"), ("agent/agent.py", ""),
           ("agent/mcp.json", "mcpServers"), ("agent/skills/", "skills"), ("agent/subagents/", "subagents"),
-          ("agent/schedules/", "schedules"), ("agent/ab/", "experiments"), ("agent/channels/slack.py", "slack"), ("agent/channels/", "webhooks"),
-          ("agent/tools/", "toolsFrom"))
+          ("agent/schedules/", "schedules"), ("agent/ab/", "experiments"), ("agent/channels/slack.py", "slack"),
+          ("agent/channels/", "webhooks"), ("agent/tools/", "toolsFrom"))
 
 
 @dataclass(frozen=True)
