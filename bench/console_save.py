@@ -18,13 +18,10 @@ Every loop is bounded; the server is stopped at the end, on error and on Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import httpx
@@ -33,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agents.serving import free_port, stop_server, wait_until_healthy  # noqa: E402
-from bench.reload import summary, turn_reply  # noqa: E402
+from bench.reload import finish, summary, turn_reply  # noqa: E402
 
 SPEC = {"name": "Bench", "models": ["scripted:echo"], "builtins": ["todos"],
         "skills": [{"name": "tone", "description": "How to write", "body": "Write plainly."}]}
@@ -83,19 +80,11 @@ def main() -> None:
                 samples["answering"].append(answered)
     finally:
         stop_server(process, grace=20)
-    errors = [line for line in log.read_text(errors="replace").splitlines() if "Traceback" in line or "ERROR" in line]
     report = {stage: summary(values) for stage, values in samples.items()}
-    report["server_log_errors"] = len(errors)
     for stage, values in samples.items():
         s = summary(values)
         print(f"{stage:10} n={s['n']:3}  p50 {s['p50_ms']:7.1f} ms  p95 {s['p95_ms']:7.1f} ms  max {s['max_ms']:7.1f} ms")
-    print(f"server log: {len(errors)} error lines ({log if args.keep_state else 'removed'})")
-    results = ROOT / "bench" / "results"
-    results.mkdir(exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    (results / f"console-save-{stamp}.json").write_text(json.dumps(report, indent=2))
-    if not args.keep_state:
-        shutil.rmtree(work, ignore_errors=True)
+    finish("console-save", report, log, work, args.keep_state)
 
 
 if __name__ == "__main__":

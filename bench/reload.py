@@ -135,20 +135,26 @@ def main() -> None:
                 kept["answering"].append(answered)
     finally:
         stop_server(process, grace=20)
-    errors = [line for line in log.read_text(errors="replace").splitlines() if "Traceback" in line or "ERROR" in line]
     report = {kind: {stage: summary(values) for stage, values in stages.items()} for kind, stages in samples.items()}
-    report["server_log_errors"] = len(errors)
     for kind, stages in samples.items():
         for stage, values in stages.items():
             s = summary(values)
             print(f"{kind:13} {stage:10} n={s['n']:3}  p50 {s['p50_ms']:7.1f} ms  p95 {s['p95_ms']:7.1f} ms  "
                   f"max {s['max_ms']:7.1f} ms")
-    print(f"server log: {len(errors)} error lines ({log if args.keep_state else 'removed'})")
+    finish("reload", report, log, work, args.keep_state)
+
+
+def finish(name: str, report: dict, log: Path, work: Path, keep_state: bool) -> None:
+    """Count the server log's error lines into `report`, write it to bench/results/<name>-<stamp>.json,
+    and remove the temp dir unless kept."""
+    errors = [line for line in log.read_text(errors="replace").splitlines() if "Traceback" in line or "ERROR" in line]
+    report["server_log_errors"] = len(errors)
+    print(f"server log: {len(errors)} error lines ({log if keep_state else 'removed'})")
     results = ROOT / "bench" / "results"
     results.mkdir(exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    (results / f"reload-{stamp}.json").write_text(json.dumps(report, indent=2))
-    if not args.keep_state:
+    (results / f"{name}-{stamp}.json").write_text(json.dumps(report, indent=2))
+    if not keep_state:
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -49,30 +49,21 @@ def write(spec: AgentSpec, root: Path, tool_files: dict[str, str] | None = None)
     for sub in spec.subagents:
         declared = {"description": sub.description, **({"model": sub.model} if sub.model else {}),
                     **({"params": sub.params} if sub.params else {})}
-        files[f"subagents/{sub.id}/agent.py"] = _agent_call(declared)
+        files[f"subagents/{sub.id}/agent.py"] = _declaration("agent", "Agent", declared)
         files[f"subagents/{sub.id}/instructions.md"] = sub.instructions.strip() + "\n"
     for schedule in spec.schedules:
         meta = {"cron": schedule.cron, **({"title": schedule.title} if schedule.title else {})}
         files[f"schedules/{schedule.id}.md"] = frontmatter.dumps(frontmatter.Post(schedule.prompt.strip(), **meta)) + "\n"
     if spec.slack is not None:
-        declared = spec.slack.model_dump(exclude_defaults=True)
-        arguments = "".join(f"\n    {key}={value!r}," for key, value in declared.items())
-        files["channels/slack.py"] = ("# Written from agent/console.json by the console: edit the agent there, "
-                                      "not here.\nfrom agents.sdk import slack_channel\n\n"
-                                      f"channel = slack_channel({arguments}{chr(10) if arguments else ''})\n")
+        files["channels/slack.py"] = _declaration("channel", "slack_channel", spec.slack.model_dump(exclude_defaults=True))
     for hook in spec.webhooks:
-        declared = hook.model_dump(exclude={"id"}, exclude_defaults=True)
-        arguments = "".join(f"\n    {key}={value!r}," for key, value in declared.items())
-        files[f"channels/{hook.id}.py"] = ("# Written from agent/console.json by the console: edit the agent there, "
-                                           "not here.\nfrom agents.sdk import webhook_channel\n\n"
-                                           f"channel = webhook_channel({arguments}{chr(10) if arguments else ''})\n")
+        files[f"channels/{hook.id}.py"] = _declaration("channel", "webhook_channel",
+                                                       hook.model_dump(exclude={"id"}, exclude_defaults=True))
     for test in spec.experiments:
         variants = {vid: v.model_dump(exclude_defaults=True) for vid, v in test.variants.items()}
-        files[f"ab/{test.name}.py"] = (
-            "# Written from agent/console.json by the console: edit the agent there, not here.\n"
-            "from agents.sdk import define_ab, split_by_session_hash\n\n"
-            f"experiment = define_ab({test.name!r}, variants={variants!r}, "
-            f"split=split_by_session_hash(holdout={test.holdout!r}))\n")
+        files[f"ab/{test.name}.py"] = _declaration(
+            "experiment", "define_ab", {"name": test.name, "variants": variants},
+            also=(f"split=split_by_session_hash(holdout={test.holdout!r})", "split_by_session_hash"))
     for relative, text in files.items():
         path = base / relative
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -91,20 +82,18 @@ def agent_py(spec: AgentSpec) -> str:
         # Left out when it is Agent's default; 0 days of retention (keep forever) and no tools ([]) are not.
         if value is not None and value is not False and value not in ("", {}) and (value != [] or key == "tools"):
             declared[key] = value
-    runtime = "local_runtime(network=True)" if spec.sandbox_network else ""
-    return _agent_call(declared, runtime)
+    network = ("runtime=local_runtime(network=True)", "local_runtime") if spec.sandbox_network else None
+    return _declaration("agent", "Agent", declared, also=network)
 
 
-def _agent_call(declared: dict[str, Any], runtime: str = "") -> str:
-    lines = ["# Written from agent/console.json by the console: edit the agent there, not here."]
-    lines.append("from agents.sdk import Agent" + (", local_runtime" if runtime else ""))
-    lines.append("")
-    lines.append("agent = Agent(")
-    lines += [f"    {key}={value!r}," for key, value in declared.items()]
-    if runtime:
-        lines.append(f"    runtime={runtime},")
-    lines.append(")")
-    return "\n".join(lines) + "\n"
+def _declaration(name: str, call: str, keywords: dict[str, Any], also: tuple[str, str] | None = None) -> str:
+    """A file of `name = call(...)` from the SDK: each keyword a literal, one a line; `also`: one more
+    argument that is itself an SDK call of literals, and the name it imports."""
+    arguments = [f"    {key}={value!r}," for key, value in keywords.items()] + ([f"    {also[0]},"] if also else [])
+    body = f"{call}(\n" + "\n".join(arguments) + "\n)" if arguments else f"{call}()"
+    imports = call + (f", {also[1]}" if also else "")
+    return (f"# Written from agent/console.json by the console: edit the agent there, not here.\n"
+            f"from agents.sdk import {imports}\n\n{name} = {body}\n")
 
 
 def spec_of(root: Path) -> AgentSpec | None:

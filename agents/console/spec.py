@@ -16,11 +16,11 @@ from pydantic.alias_generators import to_camel
 
 from agents.definitions import BUILTINS
 from agents.discovery.loaded import Problem
-from agents.models import RESERVED_SLUGS
+from agents.discovery.folder import TOOL_NAME
+from agents.models import RESERVED_SLUGS, SLUG_PATTERN
 
-SLUG = r"^[a-z0-9][a-z0-9_-]{0,63}$"  # agents.models.validate_slug's, which also refuses RESERVED_SLUGS
+SLUG = SLUG_PATTERN.pattern  # agents.models.validate_slug's (at most 64 characters), and not RESERVED_SLUGS
 NAME = r"^[a-z0-9][a-z0-9_-]{0,63}$"
-TOOL = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 MAX_SKILL_FILES = 100
 WORKSPACE_TOOLS = ("read", "ls", "glob", "grep", "write", "edit", "delete", "shell")
 
@@ -189,9 +189,9 @@ class AgentSpec(Spec):
     @classmethod
     def agents_and_tool_names(cls, taken: dict[str, list[str]]) -> dict[str, list[str]]:
         for slug, names in taken.items():
-            if not re.fullmatch(SLUG, slug):
+            if not SLUG_PATTERN.fullmatch(slug) or len(slug) > 64:
                 raise ValueError(f"{slug!r} is not an agent's slug")
-            if bad := [name for name in names if not TOOL.fullmatch(name)]:
+            if bad := [name for name in names if not TOOL_NAME.fullmatch(name)]:
                 raise ValueError(f"{', '.join(map(repr, bad))} is no tool name (lowercase letters, digits and '_')")
         return taken
 
@@ -221,7 +221,7 @@ class AgentSpec(Spec):
 class NewAgentSpec(AgentSpec):
     """What `POST /v1/agents` takes: the agent's slug, and its spec."""
 
-    slug: str = Field(pattern=SLUG, description="The agent's slug: its routes are /<slug>/v1/...")
+    slug: str = Field(pattern=SLUG, max_length=64, description="The agent's slug: its routes are /<slug>/v1/...")
 
     @field_validator("slug")
     @classmethod

@@ -211,6 +211,12 @@ def test_the_instructions_preview_is_markdown_with_html_shown_as_text_for_operat
     assert "<strong>brief</strong>" in shown.json()["html"] and "<script>" not in shown.json()["html"]
     assert post(operator, "/playground/agents/preview", {"markdown": 3}).status_code == 400
     assert post(member, "/playground/agents/preview", {"markdown": "x"}).status_code == 403
+    assert post(Client(HTTP_HOST="agents.example.com"), "/playground/agents/preview", {"markdown": "x"}
+                ).status_code == 302, "no one: sent to log in"
+    _, elsewhere = PersonalToken.issue(person("ops", operator=True).user, "elsewhere", agents=["support"])
+    scoped = type(people.mia)(people.olga.user, elsewhere).client
+    assert post(scoped, "/playground/agents/preview", {"markdown": "x"}).status_code == 403
+    assert post(people.sam.client, "/playground/agents/preview", {"markdown": "x"}).status_code == 200
     assert operator.get("/playground/agents/preview").status_code == 405
 
 

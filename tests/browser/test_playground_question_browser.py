@@ -11,9 +11,9 @@ import pytest
 from tests.browser.test_playground_browser import (  # noqa: F401
     ARTIFACTS, expect, page, session_log, start_conversation,
 )
+from tests.sessions.test_builtin_ask_question import write_asker
 from tests.support import Server, run_server
 
-ASKER = "from agents.sdk import Agent\nagent = Agent(model='scripted:echo', tools=[], builtins=['ask_question'])\n"
 CHOICE = {"question": "Which carrier should I use?", "options": ["UPS", "DHL"]}
 OPEN = {"question": "What is the order number?"}
 
@@ -23,9 +23,7 @@ pytestmark = pytest.mark.timeout(90)
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
     agents = tmp_path_factory.mktemp("asker-agents")
-    (agents / "asker" / "agent").mkdir(parents=True)
-    (agents / "asker" / "agent" / "agent.py").write_text(ASKER)
-    (agents / "asker" / "agent" / "instructions.md").write_text("Ask when unsure.\n")
+    write_asker(agents / "asker")
     with run_server(tmp_path_factory.mktemp("asker-state"), "--no-examples", "--agents", str(agents)) as server:
         yield server
 

@@ -15,10 +15,10 @@ from mcp.client import Client
 
 from tests.channels_app import test_live_a2a_door as a2a_door
 from tests.channels_app import test_live_mcp_door as mcp_door
+from tests.sessions.test_builtin_ask_question import write_asker
 from tests.support import Server, run_server
 
 TOKEN = "question-doors-token-0123456789"
-ASKER = "from agents.sdk import Agent\nagent = Agent(model='scripted:echo', tools=[], builtins=['ask_question'])\n"
 CHOICE = {"question": "Which carrier should I use?", "options": ["UPS", "DHL"]}
 ASKING = "/call ask_question " + json.dumps(CHOICE)
 OPEN = "/call ask_question " + json.dumps({"question": "What is the order number?"})
@@ -27,9 +27,7 @@ OPEN = "/call ask_question " + json.dumps({"question": "What is the order number
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
     agents = tmp_path_factory.mktemp("asker-agents")
-    (agents / "asker" / "agent").mkdir(parents=True)
-    (agents / "asker" / "agent" / "agent.py").write_text(ASKER)
-    (agents / "asker" / "agent" / "instructions.md").write_text("Ask when unsure.\n")
+    write_asker(agents / "asker")
     with run_server(tmp_path_factory.mktemp("asker-state"), "--bearer-token", TOKEN, "--no-examples",
                     "--no-schedules", "--agents", str(agents)) as server:
         yield server
