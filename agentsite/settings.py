@@ -195,6 +195,10 @@ Q_CLUSTER = {
     "scheduler": False,
     "label": "Tasks",
 }
+# The one task the cluster's workers also take by datagram, past the broker (agents.taskdoor): running a
+# turn, whose row is its own queue entry. AGENTSITE_TASK_DOOR=0 sends every task through the broker.
+AGENTSITE_DOOR_TASK = "sessions.turn.engine.run_turn"
+AGENTSITE_TASK_DOOR = os.environ.get("AGENTSITE_TASK_DOOR", "1") != "0"
 if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
 else:

@@ -72,7 +72,7 @@ def pytest_configure(config):
 
     pytest-xdist gives each worker `<the run's basetemp>/popen-gwN`. A server's
     doorbells are Unix sockets under its state root while their paths fit
-    sessions.eventlog.doorbell.MAX_PATH (else they move to a temp folder): the shorter
+    agents.socketdir.MAX_PATH (else they move to a temp folder): the shorter
     name keeps them under the state roots of `tmp_path` servers, as in a serial run.
     """
     basetemp = getattr(config.option, "basetemp", None)

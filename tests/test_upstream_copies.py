@@ -13,6 +13,7 @@ import inspect
 from django.db.backends.postgresql import base
 from django_q.brokers.orm import ORM
 from django_q.cluster import Cluster, Sentinel
+from django_q.worker import worker
 
 
 def _digest(function) -> str:
@@ -53,13 +54,21 @@ UPSTREAM_CLUSTER = {
     "Cluster.stop": "0230e6a459b68502cdb428f015df781f90072e413f726173a718ac3edb899a32",
     # run_sentinel builds it with start=False and relies on the signals it sets (SIGINT ignored, SIGTERM default).
     "Sentinel.__init__": "6ddfa0bde90a4a736269e83ebca477160d284342897f25f6c85e9189746a77d4",
+    # Replaced by DoorSentinel.spawn_worker, which passes the two queues through agents.taskdoor's wrappers.
+    "Sentinel.spawn_worker": "3c4764964efe10c10ee7a5a345e0af0111fe159a7c524f8b7af5c2ea1bba6f2a",
+    # It must still count a process started with django-q2's `worker` as a worker (its pool, its timer).
+    "Sentinel.spawn_process": "0f72360b891e9e957217686923ded132956422fbadcb56ed0e061a5ef3807b51",
+    # The worker must still read tasks only with `task_queue.get()` and send results only with `put`.
+    "worker": "b30d59f639b088ea1c11af538ad57b03977a19f22b874d3319d63b24e2fb72c4",
 }
 
 
 def test_django_q2s_cluster_start_and_sentinel_are_the_ones_the_qcluster_command_relies_on():
-    functions = {"Cluster.start": Cluster.start, "Cluster.stop": Cluster.stop, "Sentinel.__init__": Sentinel.__init__}
+    functions = {"Cluster.start": Cluster.start, "Cluster.stop": Cluster.stop, "Sentinel.__init__": Sentinel.__init__,
+                 "Sentinel.spawn_worker": Sentinel.spawn_worker, "Sentinel.spawn_process": Sentinel.spawn_process,
+                 "worker": worker}
     changed = [name for name, digest in UPSTREAM_CLUSTER.items() if _digest(functions[name]) != digest]
     assert changed == [], (
         f"django-q2's cluster changed {changed}: agents/management/commands/qcluster.py starts the sentinel "
-        "itself (WaitedCluster.start, run_sentinel) and agents/cluster_waiter.py stops it with SIGTERM; "
-        "re-check both against it")
+        "itself (WaitedCluster.start, run_sentinel), its workers read the task door too (DoorSentinel, "
+        "agents/taskdoor.py) and agents/cluster_waiter.py stops it with SIGTERM; re-check them against it")

@@ -100,6 +100,8 @@ def run_config(name: str, counts: dict[str, Any], args: argparse.Namespace, tmp:
                   f"cpu/turn {out['cpu_ms_per_turn']['total']} ms, other load {out['other_cpu_pct_of_machine']}%, "
                   f"db connections {out['db_connections']}"
                   + (f", errors {out['errors']}" if out["errors"] else ""))
+            print("      cpu ms/turn by process: " + "  ".join(
+                f"{role} {ms}" for role, ms in out["cpu_ms_per_turn_by_role"].items()))
     except KeyboardInterrupt:
         report.setdefault("aborted", "interrupted")
         raise

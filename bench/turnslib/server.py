@@ -243,6 +243,20 @@ class Server:
     def cpu(self) -> dict[str, float]:
         return {name: tree_cpu(p.pid) for name, p in self.procs.items()}
 
+    def cpu_by_role(self) -> dict[str, float]:
+        """CPU seconds of the servers' processes summed by role (the workers together; a reaped child's
+        time counts for the process that reaped it)."""
+        out: dict[str, float] = {}
+        for proc in self.procs.values():
+            procs = tree(proc.pid)
+            for p in procs:
+                try:
+                    t, name = p.cpu_times(), role(p, procs[0])
+                    out[name] = out.get(name, 0.0) + t.user + t.system + t.children_user + t.children_system
+                except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+                    pass
+        return out
+
     def mem(self, uss: bool = True) -> dict[str, dict[str, float]]:
         return {name: tree_mem(p.pid, uss) for name, p in self.procs.items()}
 

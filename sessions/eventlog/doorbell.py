@@ -8,49 +8,22 @@ datagram to every socket of a kind. A bell is only a hint, like the channel
 layer's wake-ups: listeners still re-read the database, and fall back to
 polling when a bell is lost or the sockets are unavailable.
 
-A socket's path must fit AF_UNIX's limit: under a state root whose path is
-too long for that, the bells live in a private folder of the temp directory
-named after the state root instead, which every process of that root finds.
+The sockets' folder is `agents.socketdir`'s: under the state root, or a
+private temp folder of its when that path is too long for AF_UNIX.
 """
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 import select
 import socket
-import stat
-import tempfile
 from pathlib import Path
 from typing import Callable
 
-from django.conf import settings
+from agents.socketdir import MAX_PATH, bell_dir, private_dir
 
 log = logging.getLogger(__name__)
-
-MAX_PATH = 100  # AF_UNIX paths are limited to about 108 bytes
-LONGEST_NAME = len("/workers-4194304.sock")  # the longest kind, the largest pid
-
-
-def bell_dir() -> Path:
-    return bell_dir_for(Path(settings.STATE_ROOT))
-
-
-def bell_dir_for(state_root: Path) -> Path:
-    """`<state root>/doorbells`, or a private temp folder of that root's when that path is too long."""
-    home = state_root / "doorbells"
-    if len(str(home)) + LONGEST_NAME <= MAX_PATH:
-        return home
-    digest = hashlib.sha256(str(state_root.resolve()).encode()).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"agentsite-bells-{digest}"
-
-
-def _private_dir(path: Path) -> bool:
-    """Create `path` for this user only; refuse one another user made (a shared temp directory)."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    found = path.lstat()
-    return stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid()
 
 
 def _path(kind: str, pid: int | None = None) -> Path | None:
@@ -129,7 +102,7 @@ def _bind(kind: str) -> socket.socket | None:
     if path is None:
         return None
     try:
-        if not _private_dir(path.parent):
+        if not private_dir(path.parent):
             log.warning("no %s doorbell: %s belongs to another user; falling back to polling", kind, path.parent)
             return None
         path.unlink(missing_ok=True)

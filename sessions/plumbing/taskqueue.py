@@ -24,6 +24,7 @@ from django.utils.module_loading import import_string
 from django_q.conf import Conf
 from django_q.tasks import async_task
 
+from agents import taskdoor
 from sessions.plumbing.broker import shared_broker
 from sessions.plumbing.redisdown import redis_unreachable
 
@@ -54,9 +55,12 @@ def runs_inline() -> bool:
 
 
 def enqueue(task: str, *args: Any, task_name: str, **options: Any) -> None:
-    """Run `task(*args)` on a worker (django-q2 through the shared broker), or here when inline."""
+    """Run `task(*args)` on a worker (at the cluster's door when it is the door's task and an idle
+    worker of this machine takes it, else django-q2 through the shared broker), or here when inline."""
     if inline():
         import_string(task)(*args)
+        return
+    if task == settings.AGENTSITE_DOOR_TASK and len(args) == 1 and not Conf.SYNC and taskdoor.knock(args[0]):
         return
     deadline = time.monotonic() + ENQUEUE_RETRY_SECONDS
     pause = 0.05

@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from agents.serving import stop_server
-from sessions.eventlog.doorbell import bell_dir_for
+from agents.socketdir import bell_dir_for
 from tests.agentsite.test_serve import alive
 from tests.sessions.test_live_stream import is_type, postgres_database, read_ndjson, redis_database
 from tests.support import ROOT, Server, child_env, run_server

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agents import socketdir
 from sessions.eventlog import doorbell
 
 
@@ -37,7 +38,7 @@ def rung(kind: str) -> bool:
 def test_a_ring_wakes_a_listener_under_the_state_root(state_root, tmp_path):
     root = state_root(tmp_path / "s")
 
-    assert doorbell.bell_dir() == root / "doorbells"
+    assert socketdir.bell_dir() == root / "doorbells"
     assert rung("web")
 
 
@@ -64,10 +65,10 @@ def test_one_process_is_told_what_happened_and_a_dead_ones_socket_is_cleared(sta
 
 def test_under_a_long_state_root_the_bells_live_in_a_private_temp_folder(state_root, tmp_path):
     root = state_root(tmp_path / ("long-" * 20) / "state")
-    folder = doorbell.bell_dir()
+    folder = socketdir.bell_dir()
 
     assert not str(folder).startswith(str(root)) and str(folder).startswith(tempfile.gettempdir())
-    assert folder == doorbell.bell_dir_for(root), "every process of the root finds the same folder"
+    assert folder == socketdir.bell_dir_for(root), "every process of the root finds the same folder"
     try:
         assert rung("workers")
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700
@@ -80,11 +81,11 @@ def test_under_a_long_state_root_the_bells_live_in_a_private_temp_folder(state_r
 @pytest.mark.skipif(os.getuid() != 0, reason="planting a folder as another user needs root")
 def test_a_bell_folder_another_user_made_is_refused(state_root, tmp_path):
     root = state_root(tmp_path / ("long-" * 20) / "planted")
-    folder = doorbell.bell_dir()
+    folder = socketdir.bell_dir()
     folder.mkdir(mode=0o777)
     os.chown(folder, 65534, 65534)  # nobody's
     try:
         assert doorbell.Bell("web").sock is None, "a listener never binds in a folder it does not own"
-        assert doorbell.bell_dir_for(root) == folder
+        assert socketdir.bell_dir_for(root) == folder
     finally:
         folder.rmdir()

@@ -15,15 +15,16 @@ import signal
 import sys
 import threading
 import uuid
-from multiprocessing import Event, current_process
+from multiprocessing import Event, Value, current_process
 from pathlib import Path
 from time import sleep
 
 import setproctitle
 from django.conf import settings
-from django_q.cluster import Cluster, Sentinel, get_mp_context
+from django_q.cluster import Cluster, Sentinel, get_mp_context, worker
 from django_q.management.commands.qcluster import Command as ClusterCommand
 
+from agents import taskdoor
 from agents.discovery.warming import warm_active_releases
 from agents.signalwait import STOP_SIGNALS
 from agents.forking import close_database_before_fork
@@ -31,9 +32,21 @@ from agents.forking import close_database_before_fork
 PROJECT = Path(__file__).resolve().parents[3]  # where `-m agents.cluster_waiter` is found
 
 
+class DoorSentinel(Sentinel):
+    """django-q2's sentinel whose workers also take tasks at the task door (agents.taskdoor), when it is open."""
+
+    def spawn_worker(self):
+        door = taskdoor.opened()
+        if door is None:
+            return super().spawn_worker()
+        # As Sentinel.spawn_worker, with the two queues seen through the door's wrappers.
+        self.spawn_process(worker, taskdoor.DoorQueue(self.task_queue, door), taskdoor.DoorResults(self.result_queue),
+                           Value("f", -1), self.timeout)
+
+
 def run_sentinel(stop_event, start_event, cluster_id, broker, timeout) -> None:
     """The sentinel's process: django-q2's Sentinel, which also stops on a SIGTERM (sent by the waiter)."""
-    sentinel = Sentinel(stop_event, start_event, cluster_id, broker, timeout, start=False)
+    sentinel = DoorSentinel(stop_event, start_event, cluster_id, broker, timeout, start=False)
 
     def stop(signum, frame):
         # From a thread: the guard loop may hold the event's lock at this very moment.
@@ -77,6 +90,7 @@ class Command(ClusterCommand):
         if options.get("run_once") or options.get("cluster_name"):
             return super().handle(*args, **options)  # django-q2's own ways, kept as they are
         settings.SECRET_KEY  # the tasks are signed with it: fail here, not in the workers
+        taskdoor.open_door()  # before the fork: every worker holds it
         cluster = WaitedCluster()
         cluster.start()
         # A stop signal from here on waits for the waiter, which takes it (blocked signals stay pending).
