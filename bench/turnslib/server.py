@@ -243,16 +243,15 @@ class Server:
     def cpu(self) -> dict[str, float]:
         return {name: tree_cpu(p.pid) for name, p in self.procs.items()}
 
-    def cpu_by_role(self) -> dict[str, float]:
-        """CPU seconds of the servers' processes summed by role (the workers together; a reaped child's
-        time counts for the process that reaped it)."""
-        out: dict[str, float] = {}
+    def cpu_by_process(self) -> dict[int, tuple[str, float]]:
+        """Each live process of the servers' trees: its role and its own CPU seconds (not its children's)."""
+        out: dict[int, tuple[str, float]] = {}
         for proc in self.procs.values():
             procs = tree(proc.pid)
             for p in procs:
                 try:
-                    t, name = p.cpu_times(), role(p, procs[0])
-                    out[name] = out.get(name, 0.0) + t.user + t.system + t.children_user + t.children_system
+                    t = p.cpu_times()
+                    out[p.pid] = (role(p, procs[0]), t.user + t.system)
                 except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
                     pass
         return out
