@@ -21,7 +21,7 @@ from django.utils.html import format_html, format_html_join
 
 from agents.discovery.activation import ReleaseError, activate_release, rollback_target
 from agents.mcp import unreachable
-from agents.models import Agent, Deployment, Secret, secret_name_problem, secret_value_problem
+from agents.models import Agent, Deployment, Secret, StoredEvalCase, secret_name_problem, secret_value_problem
 from agents.pricing import admin as pricing_admin  # noqa: F401  registers Model prices
 from agents.releasediff import diff_releases
 
@@ -236,23 +236,8 @@ class SecretForm(forms.ModelForm):
         return value
 
 
-@admin.register(Secret)
-class SecretAdmin(admin.ModelAdmin):
-    """Set, see (names, who, when, expiry) and unset an agent's secrets; deleting a secret unsets it."""
-
-    form = SecretForm
-    list_display = ("name", "agent", "set_by", "set_at", "expires_at")
-    list_select_related = ("agent",)
-    list_filter = ("agent",)
-    search_fields = ("name", "agent__slug")
-    readonly_fields = ("set_by", "set_at", "expires_at")
-
-    def get_fields(self, request, obj=None):
-        return ("agent", "name", "value", *self.readonly_fields)
-
-    def get_readonly_fields(self, request, obj=None):
-        # A secret's agent and name are what code reads it by: another name is another secret.
-        return ("agent", "name", *self.readonly_fields) if obj is not None else self.readonly_fields
+class OperatorsManage(admin.ModelAdmin):
+    """Members of the operators group manage these rows, as whoever holds the model's permissions does."""
 
     def has_view_permission(self, request, obj=None) -> bool:
         return _in_operators(request) or super().has_view_permission(request, obj)
@@ -269,6 +254,25 @@ class SecretAdmin(admin.ModelAdmin):
     def has_module_permission(self, request) -> bool:
         return _in_operators(request) or super().has_module_permission(request)
 
+
+@admin.register(Secret)
+class SecretAdmin(OperatorsManage):
+    """Set, see (names, who, when, expiry) and unset an agent's secrets; deleting a secret unsets it."""
+
+    form = SecretForm
+    list_display = ("name", "agent", "set_by", "set_at", "expires_at")
+    list_select_related = ("agent",)
+    list_filter = ("agent",)
+    search_fields = ("name", "agent__slug")
+    readonly_fields = ("set_by", "set_at", "expires_at")
+
+    def get_fields(self, request, obj=None):
+        return ("agent", "name", "value", *self.readonly_fields)
+
+    def get_readonly_fields(self, request, obj=None):
+        # A secret's agent and name are what code reads it by: another name is another secret.
+        return ("agent", "name", *self.readonly_fields) if obj is not None else self.readonly_fields
+
     def save_model(self, request, obj: Secret, form: SecretForm, change: bool) -> None:
         """Through `Secret.put`, which encrypts; a change with no value typed keeps the value."""
         value = form.cleaned_data.get("value", "")
@@ -277,3 +281,20 @@ class SecretAdmin(admin.ModelAdmin):
         Secret.put(obj.agent, obj.name, value, by=request.user.get_username())
         saved = Secret.objects.get(agent=obj.agent, name=obj.name)
         obj.pk, obj.set_by, obj.set_at = saved.pk, saved.set_by, saved.set_at
+
+
+@admin.register(StoredEvalCase)
+class StoredEvalCaseAdmin(OperatorsManage):
+    """An agent's eval cases kept here (agents.evals.stored): `manage.py eval --url … --agent SLUG` runs them.
+    Each is checked on save as the runner reads it; a problem is shown on the field it is in."""
+
+    list_display = ("case_id", "agent", "description", "updated_by", "updated_at")
+    list_select_related = ("agent",)
+    list_filter = ("agent",)
+    search_fields = ("case_id", "description", "agent__slug")
+    readonly_fields = ("updated_by", "updated_at")
+    fields = ("agent", "case_id", "description", "tags", "steps", *readonly_fields)
+
+    def save_model(self, request, obj: StoredEvalCase, form, change: bool) -> None:
+        obj.updated_by = request.user.get_username()
+        super().save_model(request, obj, form, change)

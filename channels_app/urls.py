@@ -2,7 +2,8 @@ from django.urls import path
 
 from channels_app import custom_channels, mcp_oauth, metrics, stream
 from channels_app.views import (
-    agents, artifacts, console, deployments, directory, experiments, handoff, secrets, sessions, timers, tokens, tools,
+    agents, artifacts, console, deployments, directory, evalcases, experiments, handoff, secrets, sessions, timers,
+    tokens, tools,
 )
 
 urlpatterns = [
@@ -10,6 +11,7 @@ urlpatterns = [
     path("v1/agents", console.AgentsView.as_view(), name="agents"),
     path("v1/agents/<slug:slug>", console.AgentUpdateView.as_view(), name="agent-update"),
     path("v1/agents/<slug:slug>/definition", console.AgentDefinitionView.as_view(), name="agent-definition"),
+    path("v1/agents/<slug:slug>/eval-cases", evalcases.EvalCasesView.as_view(), name="agent-eval-cases"),
     path("v1/models", directory.ModelDirectoryView.as_view(), name="models"),
     path("v1/agents/<slug:slug>/deployments", deployments.DeploymentListView.as_view(), name="deployments"),
     path("v1/agents/<slug:slug>/deployments/<str:version>", deployments.DeploymentDetailView.as_view(),

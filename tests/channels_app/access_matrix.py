@@ -81,6 +81,7 @@ FAMILIES = (
            past_the_door={"POST /v1/agents/support/deployments/1/activate": {"operator": 409}}),
     Family("Agents as data", ("GET /v1/agents/support/definition",), OPERATORS,
            past_the_door={"GET /v1/agents/support/definition": {"operator": 409}}),
+    Family("Eval cases kept in the admin", ("GET /v1/agents/support/eval-cases",), OPERATORS),
     Family("Agent editor pages", ("GET /playground/agents/new", "GET /playground/support/edit"), as_page(OPERATORS),
            past_the_door={"GET /playground/support/edit": {"operator": 409}}),
     Family("Secrets", ("GET /v1/agents/support/secrets", "GET /v1/agents/support/secrets/API_KEY"), OPERATORS,

@@ -209,6 +209,11 @@ def real_id_cases(seeds: Seeds) -> list[RealIdCase]:
                    operator=True),
         RealIdCase("PUT", "/v1/agents/{slug}", {"slug": "seeded"}, {"instructions": "Seeded again."}, operator=True),
         RealIdCase("GET", "/v1/agents/{slug}/definition", {"slug": "seeded"}, operator=True),
+        # Its eval cases kept in the admin, replaced then listed (operators).
+        RealIdCase("PUT", "/v1/agents/{slug}/eval-cases", {"slug": "seeded"},
+                   {"cases": [{"id": "smoke", "steps": [{"message": "hi", "expect": [{"gate": "succeeded"}]}]}]},
+                   operator=True),
+        RealIdCase("GET", "/v1/agents/{slug}/eval-cases", {"slug": "seeded"}, operator=True),
         # The experiment examples/support declares.
         RealIdCase("GET", "/{slug}/v1/abs/{name}", {"slug": "support", "name": "brief-replies"}),
         # Routes the fuzzing phase reaches only with made-up ids (the stateful one follows links to them).

@@ -1,7 +1,8 @@
 """`manage.py eval PROJECT_DIR`: run a project's eval cases against a server and report them.
 
 Without `--url` an ephemeral server (a temporary state root, the project deployed alone) is
-started for the run and stopped after it.
+started for the run and stopped after it. Without a project, `--url URL --agent SLUG` runs the
+agent's cases kept in that server's admin (agents.evals.stored), read over its REST API.
 """
 from __future__ import annotations
 
@@ -17,10 +18,11 @@ from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from agents.evals.cases import MAX_CONCURRENCY
+from agents.evals.cases import MAX_CONCURRENCY, EvalConfig
 from agents.evals.discovery import EvalFileError, discover_cases, load_config, select_cases
 from agents.evals.reports import junit_xml, print_table, run_json
 from agents.evals.runner import CaseResult, run_cases
+from agents.evals.stored import CasesUnavailable, fetch_cases
 from agents.evals.server import ephemeral_server
 from agents.serving import NotServing
 
@@ -29,11 +31,15 @@ MAX_EPHEMERAL_WORKERS = 16
 
 
 class Command(BaseCommand):
-    help = "Run the eval cases of a project's evals/ against its agent; exits non-zero if any fails."
+    help = ("Run an agent's eval cases (a project's evals/, or those kept in a server's admin); exits non-zero "
+            "if any fails.")
 
     def add_arguments(self, parser):
-        parser.add_argument("project", help="the project folder (holding agent/ and evals/)")
+        parser.add_argument("project", nargs="?", help="the project folder (holding agent/ and evals/); without it, "
+                                                         "--url and --agent run the agent's cases kept in the admin")
         parser.add_argument("ids", nargs="*", help="case ids to run (an id selects the cases under it too)")
+        parser.add_argument("--case", action="append", default=[], dest="case_ids",
+                            help="a case id to run, as the ids after the project (repeatable)")
         parser.add_argument("--list", action="store_true", help="list the cases and their tags, run nothing")
         parser.add_argument("--json", action="store_true", help="print one JSON object with every case's result")
         parser.add_argument("--junit", metavar="PATH", help="also write a JUnit XML report to PATH")
@@ -46,13 +52,30 @@ class Command(BaseCommand):
         parser.add_argument("--workers", type=int, help="turn workers of the ephemeral server "
                                                         f"(default: the concurrency, at most {MAX_EPHEMERAL_WORKERS})")
 
-    def handle(self, *args, project, ids, tag, **options):
-        root = Path(project)
-        try:
-            config = load_config(root)
-            cases = select_cases(discover_cases(root), ids, tag)
-        except EvalFileError as error:
-            raise CommandError(str(error)) from error
+    def handle(self, *args, project, ids, tag, case_ids, **options):
+        ids = [*ids, *case_ids]
+        url = options["url"].rstrip("/") if options["url"] else None
+        if project is None:
+            root, config, slug = None, EvalConfig(), options["agent"]
+            if not url or not slug:
+                raise CommandError("name a project folder, or pass --url URL and --agent SLUG to run the agent's "
+                                   "cases kept in that server's admin")
+            try:
+                found = fetch_cases(url, slug, options["token"])
+            except CasesUnavailable as error:
+                raise CommandError(str(error)) from error
+            if not found:
+                raise CommandError(f"agent {slug!r} has no eval cases kept in the admin of {url}: add them there "
+                                   f"(Eval cases) or with PUT /v1/agents/{slug}/eval-cases")
+            cases = select_cases(found, ids, tag)
+        else:
+            root = Path(project)
+            try:
+                config = load_config(root)
+                cases = select_cases(discover_cases(root), ids, tag)
+            except EvalFileError as error:
+                raise CommandError(str(error)) from error
+            slug = options["agent"] or root.resolve().name.lower()
         if not cases:
             raise CommandError("no case matches " + " ".join([*ids, *(f"--tag {t}" for t in tag)]))
         if options["list"]:
@@ -62,10 +85,9 @@ class Command(BaseCommand):
         concurrency = options["concurrency"] or config.max_concurrency
         if not 1 <= concurrency <= MAX_CONCURRENCY:
             raise CommandError(f"--concurrency must be from 1 to {MAX_CONCURRENCY}")
-        slug = options["agent"] or root.resolve().name.lower()
         try:
-            if options["url"]:
-                results = self.run(cases, options["url"].rstrip("/"), slug, concurrency, options["token"])
+            if url:
+                results = self.run(cases, url, slug, concurrency, options["token"])
             else:
                 workers = options["workers"] or min(concurrency, len(cases), MAX_EPHEMERAL_WORKERS)
                 with ephemeral_server(Path(settings.BASE_DIR) / "manage.py", root, workers) as url:

@@ -1,0 +1,168 @@
+"""Eval cases kept as data (in the admin, beside an agent) instead of in a folder's Python files.
+
+A stored case is a conversation written down: steps, each a message (with
+files for the workspace, if any) and the gates its turn must pass. The gates
+are the ones a folder case calls on its trial: `succeeded`, `calledTool`,
+`notCalledTool`, and the reply checked with `replyIncludes` (text) or
+`replyMatches` (a regular expression). So the people who shape a console
+agent can also say what it must do, and `manage.py eval --url … --agent SLUG`
+runs those cases exactly as it runs a folder's.
+
+`CaseSpec` is the one check of a stored case (the admin's form and the REST
+route both use it); its problems name the field, as the console's agent spec does.
+"""
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Union
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agents.evals.cases import EvalCase
+from agents.evals.gates import includes
+
+CASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+MAX_STEPS = 20
+MAX_MESSAGE = 20_000
+SOURCE = "(kept in the admin)"  # what a stored case shows where a folder case shows its file
+
+
+class _Gate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Succeeded(_Gate):
+    gate: Literal["succeeded"]
+
+
+class CalledTool(_Gate):
+    gate: Literal["calledTool"]
+    tool: str = Field(min_length=1, max_length=200)
+
+
+class NotCalledTool(_Gate):
+    gate: Literal["notCalledTool"]
+    tool: str = Field(min_length=1, max_length=200)
+
+
+class ReplyIncludes(_Gate):
+    gate: Literal["replyIncludes"]
+    text: str = Field(min_length=1, max_length=2000)
+
+
+class ReplyMatches(_Gate):
+    gate: Literal["replyMatches"]
+    pattern: str = Field(min_length=1, max_length=2000)
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as error:
+            raise ValueError(f"not a regular expression ({error}): write it as Python's re module reads it")
+        return value
+
+
+Gate = Annotated[Union[Succeeded, CalledTool, NotCalledTool, ReplyIncludes, ReplyMatches], Field(discriminator="gate")]
+
+
+class Step(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    message: str = Field(min_length=1, max_length=MAX_MESSAGE)
+    files: dict[str, str] = Field(default_factory=dict, description="workspace files sent with the message: path → text")
+    expect: list[Gate] = Field(default_factory=list, max_length=50)
+
+
+class CaseSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    description: str = Field(default="", max_length=2000)
+    tags: list[Annotated[str, Field(min_length=1, max_length=50)]] = Field(default_factory=list, max_length=20)
+    steps: list[Step] = Field(min_length=1, max_length=MAX_STEPS)
+
+    @field_validator("id")
+    @classmethod
+    def _plain_id(cls, value: str) -> str:
+        if not CASE_ID.match(value):
+            raise ValueError("a case id is 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or "
+                             "digit (for example refund-over-limit)")
+        return value
+
+
+class CaseList(BaseModel):
+    """An agent's whole set of stored cases, as `PUT /v1/agents/<slug>/eval-cases` takes it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cases: list[CaseSpec] = Field(max_length=1000)
+
+    @field_validator("cases")
+    @classmethod
+    def _ids_once(cls, cases: list[CaseSpec]) -> list[CaseSpec]:
+        seen: set[str] = set()
+        for case in cases:
+            if case.id in seen:
+                raise ValueError(f"two cases are named {case.id!r}: give each case its own id")
+            seen.add(case.id)
+        return cases
+
+
+def problems(error: ValidationError) -> list[dict[str, str]]:
+    """Each problem as {field, message}, the field written as a path (`steps.0.expect.1.tool`)."""
+    return [{"field": ".".join(str(part) for part in problem["loc"]) or "case",
+             "message": problem["msg"].removeprefix("Value error, ")} for problem in error.errors()]
+
+
+def as_eval_case(spec: CaseSpec) -> EvalCase:
+    """The case as the eval runner runs a folder's."""
+    steps = tuple(spec.steps)
+
+    def test(t: Any) -> None:
+        for step in steps:
+            t.send(step.message, step.files or None)
+            for gate in step.expect:
+                _apply(t, gate)
+
+    return EvalCase(id=spec.id, file=SOURCE, test=test, tags=tuple(spec.tags), description=spec.description)
+
+
+def _apply(t: Any, gate: Any) -> None:
+    if isinstance(gate, Succeeded):
+        t.succeeded()
+    elif isinstance(gate, CalledTool):
+        t.called_tool(gate.tool)
+    elif isinstance(gate, NotCalledTool):
+        t.not_called_tool(gate.tool)
+    elif isinstance(gate, ReplyIncludes):
+        t.check(t.reply, includes(gate.text))
+    else:
+        t.check(t.reply, includes(re.compile(gate.pattern)))
+
+
+class CasesUnavailable(Exception):
+    """The server's stored cases could not be read (refused, unknown agent, not a server of ours)."""
+
+
+def fetch_cases(base_url: str, slug: str, token: str | None) -> list[EvalCase]:
+    """The agent's cases kept in the admin of the server at `base_url`, read over REST, sorted by id."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    url = f"{base_url}/v1/agents/{slug}/eval-cases"
+    try:
+        response = httpx.get(url, headers=headers, timeout=30)
+    except httpx.HTTPError as error:
+        raise CasesUnavailable(f"could not read {url}: {error}") from None
+    if response.status_code != 200:
+        try:
+            said = response.json().get("error", {}).get("message") or response.text
+        except ValueError:
+            said = response.text
+        raise CasesUnavailable(f"{url} answered {response.status_code}: {said[:500]}")
+    try:
+        listed = CaseList.model_validate({"cases": response.json()["cases"]})
+    except (ValueError, KeyError, TypeError, ValidationError) as error:
+        raise CasesUnavailable(f"{url} did not answer with eval cases: {str(error)[:500]}") from None
+    return sorted((as_eval_case(spec) for spec in listed.cases), key=lambda case: case.id)

@@ -1,0 +1,57 @@
+"""An agent's eval cases kept in the admin, over REST (operators): what `manage.py eval --url … --agent SLUG`
+reads, and a way to replace them all from a script.
+
+`GET /v1/agents/<slug>/eval-cases` lists them; `PUT` replaces the whole set in one transaction (400
+`invalid_request` naming each bad field, nothing changed). Operators only, as the release routes; a
+token scoped to some agents is refused, that agent's too.
+"""
+from __future__ import annotations
+
+from django.db import transaction
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents.evals.stored import CaseList
+from agents.models import Agent, StoredEvalCase
+from channels_app.bodies import validate_body
+from channels_app.errors import APIError
+from channels_app.replies.evalcases import EvalCases
+from channels_app.schema import refusals
+from channels_app.doors import server_door
+
+
+EVAL_CASES = server_door("an agent's eval cases")
+
+
+def _agent(slug: str) -> Agent:
+    agent = Agent.objects.filter(slug=slug).first()
+    if agent is None:
+        raise APIError(404, "agent_not_found", f"no agent {slug!r}")
+    return agent
+
+
+class EvalCasesView(APIView):
+    door = EVAL_CASES
+
+    @extend_schema(operation_id="v1_agents_eval_cases_list", summary="The agent's eval cases kept in the admin",
+                   responses={200: EvalCases, **refusals(401, 403, 404)})
+    def get(self, request: Request, slug: str) -> Response:
+        agent = _agent(slug)
+        return Response(EvalCases.of(agent, agent.eval_cases.all()))
+
+    @extend_schema(operation_id="v1_agents_eval_cases_replace",
+                   summary="Replace the agent's eval cases kept in the admin (operators)",
+                   request=CaseList, responses={200: EvalCases, **refusals(400, 401, 403, 404)})
+    def put(self, request: Request, slug: str) -> Response:
+        agent = _agent(slug)
+        body: CaseList = validate_body(CaseList, request.data)
+        with transaction.atomic():
+            agent.eval_cases.all().delete()
+            StoredEvalCase.objects.bulk_create(
+                StoredEvalCase(agent=agent, case_id=case.id, description=case.description, tags=case.tags,
+                               steps=[step.model_dump(mode="json") for step in case.steps],
+                               updated_by=request.user.principal_id[:150])
+                for case in body.cases)
+        return Response(EvalCases.of(agent, agent.eval_cases.all()))
