@@ -13,11 +13,12 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
-from django.urls import path
+from django.shortcuts import redirect, render
+from django.urls import path, reverse
+from django.views.decorators.http import require_http_methods
 
 from agents.mcpauth.stored import with_status
-from agents.models import Agent
+from agents.models import Agent, StoredEvalCase
 from agents.providers.runtimes import LABELS, runtime_name
 from channels_app.auth import agent_scope
 from channels_app.doors import AGENT, LISTING, admit_page, error_page, every_session_refused, is_operator, refusal_page
@@ -25,7 +26,7 @@ from channels_app.errors import APIError
 from channels_app.experiments_page import ab_page
 from channels_app.ownership import get_owned_session
 from channels_app.replies.artifacts import artifact_path
-from sessions.evals.capture import case_file_text, case_id_for
+from sessions.evals.capture import case_file_text, case_id_for, case_steps
 from sessions.mcp.check import unreachable_servers
 from sessions.models import Artifact, Event, EventType, Reminder, Session
 from sessions.tracing.links import trace_url
@@ -157,6 +158,7 @@ def _owned_session(request: HttpRequest, slug: str, session_id: str) -> tuple[Se
         if exc.error_code == "agent_not_found":
             return None, False, error_page(request, 404, "No such agent", f"There is no agent {slug!r} on this server.")
         return None, False, error_page(request, 404, "No such session", f"There is no session {session_id!r} on {slug!r}.")
+    request.principal = principal  # as admitted_page leaves it
     return session, principal.oversees(session), None
 
 
@@ -175,7 +177,7 @@ def session_page(request: HttpRequest, slug: str, session_id: str) -> HttpRespon
         "agent": session.agent, "release": session.deployment, "session": session, "manifest": manifest, "tools": _tool_rows(manifest),
         "model": bound,  # the session's selection, which may differ from the release's default
         "runtime": LABELS[runtime_name(bound)],
-        "following": following, "models": models,
+        "following": following, "models": models, "keeps_cases": edits_agents(request.principal),
         # "Switch model…": to whoever the handoff route admits (the owner and operators), on a chat
         # session (a task session has no next turn to run elsewhere) whose release lists another model.
         "can_switch": session.mode == Session.Mode.CHAT and any(m != bound for m in models),
@@ -292,13 +294,33 @@ def trace_page(request: HttpRequest, slug: str, session_id: str) -> HttpResponse
 
 
 def eval_case_download(request: HttpRequest, slug: str, session_id: str) -> HttpResponse:
-    """The session as an eval case file (`sessions.evals.capture`), downloaded: for its owner and operators."""
+    """GET: the session as an eval case file (`sessions.evals.capture`), downloaded: for its owner and operators.
+    POST: the session kept as one of the agent's eval cases in the admin, for operators who may edit agents."""
     session, _, refusal = _owned_session(request, slug, session_id)
     if refusal:
         return refusal
+    if request.method == "POST":
+        return _keep_case(request, session)
     response = HttpResponse(case_file_text(session), content_type="text/x-python; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{case_id_for(session)}_eval.py"'
     return response
+
+
+def _keep_case(request: HttpRequest, session: Session) -> HttpResponse:
+    if not edits_agents(request.principal):
+        return refusal_page(request, APIError(403, "operators_only", "only operators keep eval cases in the admin"))
+    steps = case_steps(session)
+    if not steps:
+        return error_page(request, 409, "Nothing to keep", "This session has no message to make a case of.")
+    base = case_id_for(session)
+    taken = set(StoredEvalCase.objects.filter(agent=session.agent).values_list("case_id", flat=True))
+    case_id = next(f"{base}_{n}" if n > 1 else base for n in range(1, len(taken) + 2)
+                   if (f"{base}_{n}" if n > 1 else base) not in taken)
+    kept = StoredEvalCase.objects.create(
+        agent=session.agent, case_id=case_id, steps=steps, updated_by=request.principal.principal_id[:150],
+        description=f"Kept from session {session.id}: tighten its gates (the reply's shape, the tools it must "
+                    "leave alone) before relying on it.")
+    return redirect(reverse("admin:agents_storedevalcase_change", args=[kept.pk]))
 
 
 urlpatterns = [
@@ -306,6 +328,7 @@ urlpatterns = [
     path("playground/<slug:slug>", agent_page, name="playground-agent"),
     path("playground/<slug:slug>/session/<str:session_id>", session_page, name="playground-session"),
     path("playground/<slug:slug>/session/<str:session_id>/trace", trace_page, name="playground-trace"),
-    path("playground/<slug:slug>/session/<str:session_id>/eval-case", eval_case_download, name="playground-eval-case"),
+    path("playground/<slug:slug>/session/<str:session_id>/eval-case", require_http_methods(["GET", "POST"])(
+        eval_case_download), name="playground-eval-case"),
     path("playground/<slug:slug>/abs/<str:name>", ab_page, name="playground-ab"),
 ]

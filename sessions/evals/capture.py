@@ -1,5 +1,6 @@
-"""A stored session as an eval case file: its first message and sent files, and the tools its first
-turn called as `called_tool` gates, for a person to tighten before keeping it."""
+"""A stored session as an eval case: a file (its first message and sent files, and the tools its first
+turn called as `called_tool` gates), or data for the admin's eval cases (every turn a step, with the
+same gates), for a person to tighten before keeping it."""
 from __future__ import annotations
 
 import pprint
@@ -45,3 +46,22 @@ def case_file_text(session: Session) -> str:
         lines.append(f"    # the reply was: {reply.splitlines()[0][:100]!r}")
         lines.append("    # t.check(t.reply, includes(...))")
     return "\n".join(lines) + "\n"
+
+
+def case_steps(session: Session) -> list[dict]:
+    """Every turn a person or channel started as a step of a stored case (agents.evals.stored): its message,
+    the text files sent with it, `succeeded` when it completed and `calledTool` for each tool it called."""
+    messages = {turn.id: turn for turn in Turn.objects.filter(session=session)}
+    steps = []
+    for turn in build_trajectory(read_events(session.id))["turns"]:
+        sent = messages.get(turn["turnId"])
+        message = (sent.message if sent else "") or turn.get("input") or ""
+        if not message:
+            continue
+        files = {f["path"]: f["content"] for f in (sent.workspace_files if sent else [])
+                 if f.get("encoding", "utf-8") != "base64"}
+        expect = [{"gate": "succeeded"}] if turn.get("status") == Turn.Status.COMPLETED else []
+        expect += [{"gate": "calledTool", "tool": name}
+                   for name in dict.fromkeys(call["toolName"] for call in turn.get("toolCalls", []))]
+        steps.append({"message": message, **({"files": files} if files else {}), "expect": expect})
+    return steps

@@ -7,9 +7,12 @@ import json
 
 import pytest
 
-from agents.models import StoredEvalCase
+from django.test import Client
+
+from agents.models import Agent, StoredEvalCase
+from sessions.models import PersonalToken
 from tests.agents.test_secret_admin import login
-from tests.channels_app.roles_support import people  # noqa: F401
+from tests.channels_app.roles_support import HOST, PEER, anonymous, people  # noqa: F401
 
 ADD = "/admin/agents/storedevalcase/add/"
 REFUND = {"id": "refund", "description": "A refund question finds the order first.", "tags": ["billing"],
@@ -104,3 +107,53 @@ def test_an_operator_writes_a_case_in_the_admin_and_a_bad_one_is_shown_on_its_fi
 def test_someone_outside_the_operators_cannot_open_the_admins_cases(support_agent):
     client = login("sam", staff=True)
     assert client.get(ADD).status_code == 403
+
+
+def keep(client, session_id: str):
+    return client.post(f"/playground/support/session/{session_id}/eval-case")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_operator_keeps_a_playground_session_as_a_case_to_tighten_in_the_admin(people, sync_turns):  # noqa: F811
+    mia = people.mia.client
+    created = mia.post("/support/v1/session", json.dumps({"message": "/call lookup_order {\"order_id\": \"A100\"}",
+                                                          "workspaceFiles": [{"path": "notes.txt",
+                                                                              "content": "from the customer"}]}),
+                       content_type="application/json")
+    assert created.status_code == 201, created.content
+    session_id, token = created.json()["sessionId"], created.json()["continuationToken"]
+    followed = mia.post("/support/v1/session", json.dumps({"message": "thanks", "continuationToken": token}),
+                        content_type="application/json")
+    assert followed.status_code == 202, followed.content
+
+    kept = keep(people.olga.client, session_id)
+    assert kept.status_code == 302, kept.content
+    row = StoredEvalCase.objects.get()
+    assert kept["Location"] == f"/admin/agents/storedevalcase/{row.pk}/change/"
+    assert row.updated_by == "olga" and session_id in row.description
+    assert row.steps == [
+        {"message": "/call lookup_order {\"order_id\": \"A100\"}", "files": {"notes.txt": "from the customer"},
+         "expect": [{"gate": "succeeded"}, {"gate": "calledTool", "tool": "lookup_order"}]},
+        {"message": "thanks", "expect": [{"gate": "succeeded"}]},
+    ]
+    row.spec()  # what the runner reads: it validates
+    assert keep(people.olga.client, session_id).status_code == 302
+    assert sorted(StoredEvalCase.objects.values_list("case_id", flat=True)) == [row.case_id, f"{row.case_id}_2"]
+
+    # The owner downloads the file as before, but keeps nothing in the admin; nobody else sees the session.
+    assert mia.get(f"/playground/support/session/{session_id}/eval-case").status_code == 200
+    assert keep(mia, session_id).status_code == 403
+    assert keep(people.max.client, session_id).status_code == 403
+    assert StoredEvalCase.objects.count() == 2
+    # An operator's token scoped to agents (this one or another) keeps nothing; nor does nobody.
+    Agent.objects.create(slug="elsewhere", name="Elsewhere")
+    for agents in (["support"], ["elsewhere"]):
+        secret = PersonalToken.issue(people.olga.user, f"scoped-{agents[0]}", agents=agents)[1]
+        scoped = Client(HTTP_AUTHORIZATION=f"Bearer {secret}", HTTP_HOST=HOST, REMOTE_ADDR=PEER)
+        assert keep(scoped, session_id).status_code == 403
+    nobody = keep(anonymous(), session_id)
+    assert nobody.status_code == 302 and nobody["Location"].startswith("/accounts/login/")
+    assert StoredEvalCase.objects.count() == 2
+    page = people.olga.client.get(f"/playground/support/session/{session_id}").content.decode()
+    assert 'id="keep-case"' in page
+    assert 'id="keep-case"' not in mia.get(f"/playground/support/session/{session_id}").content.decode()
