@@ -65,14 +65,23 @@ def test_an_operator_makes_an_agent_edits_it_and_rolls_back(new_context, server)
 
     page.goto("/playground/helper/edit")
     page.fill("textarea[name=instructions]", "You help.\n\nBe **thorough**.")
-    page.click("#editor details summary")
+    page.click("fieldset[data-noun=skill] details summary")
     page.fill("textarea[name=skills]", "[1")  # a field that is not JSON is named, and nothing is saved
     page.click("#save")
     expect(page.locator("#problems li[data-field=skills]")).to_contain_text("not JSON")
     page.fill("textarea[name=skills]", "")
+    # A schedule written a field at a time, as a record of the list: no JSON typed.
+    schedules = page.locator("fieldset[data-noun=schedule]")
+    schedules.locator("button.add").click()
+    schedules.locator(".record [data-field=id]").fill("daily")
+    schedules.locator(".record [data-field=cron]").fill("0 9 * * *")
+    schedules.locator(".record [data-field=prompt]").fill("Say good morning.")
     page.click("#save")
     page.wait_for_url(re.compile(r"/playground/helper/edit\?saved=2$"))
     expect(page.locator("#releases tr.active")).to_contain_text("v2")
+    definition = page.request.get("/v1/agents/helper/definition").json()["definition"]
+    assert definition["schedules"] == [{"id": "daily", "cron": "0 9 * * *", "prompt": "Say good morning.", "title": ""}]
+    expect(schedules.locator(".record [data-field=cron]")).to_have_value("0 9 * * *")  # drawn again from the release
     instructions = page.locator("#changes section[data-section=instructions]")
     expect(instructions).to_contain_text("Be **brief**.")
     expect(instructions).to_contain_text("Be **thorough**.")

@@ -1,7 +1,8 @@
 // agentsite playground: the console's agent editor. Fills the form from the agent's definition,
 // saves it as data (POST /v1/agents for a new agent, PUT /v1/agents/<slug> for a new release of one),
 // shows each refusal by the field it names, previews the instructions, and makes a release active.
-// Builds on el() and requestJSON() from playground.js; every text from the server goes in as text.
+// Builds on el() and requestJSON() from playground.js and Rows from rows.js; every text from the server
+// goes in as text.
 "use strict";
 
 const LINES = ["models", "fallback", "peers"];
@@ -18,6 +19,7 @@ class Editor {
     this.slug = form.dataset.slug;
     this.problems = document.getElementById("problems");
     this.saved = document.getElementById("saved");
+    this.rows = [...form.querySelectorAll("fieldset.rows")].map((box) => new Rows(box));
     const definition = JSON.parse(document.getElementById("definition").textContent);
     if (definition) this.fill(definition);
     else this.form.elements.allWorkspaceTools.checked = true;
@@ -42,6 +44,7 @@ class Editor {
       const empty = value == null || (name !== "slack" && (Array.isArray(value) ? !value.length : !Object.keys(value).length));
       this.field(name).value = empty ? "" : JSON.stringify(value, null, 2);
     }
+    for (const rows of this.rows) rows.read();
     for (const box of this.form.querySelectorAll('input[name="builtins"]')) box.checked = (d.builtins || []).includes(box.value);
     this.field("remindersTool").checked = !!d.remindersTool;
     this.field("sandboxNetwork").checked = !!d.sandboxNetwork;
