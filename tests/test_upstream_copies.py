@@ -56,6 +56,8 @@ UPSTREAM_CLUSTER = {
     "Sentinel.__init__": "6ddfa0bde90a4a736269e83ebca477160d284342897f25f6c85e9189746a77d4",
     # Replaced by DoorSentinel.spawn_worker, which passes the two queues through agents.taskdoor's wrappers.
     "Sentinel.spawn_worker": "3c4764964efe10c10ee7a5a345e0af0111fe159a7c524f8b7af5c2ea1bba6f2a",
+    # DoorSentinel.stop hands what is left at the door to the broker after it: all workers must be gone then.
+    "Sentinel.stop": "d858ef90cdaaebf5e2647f543e92eaea29c160007006803e10b42409f6438039",
     # It must still count a process started with django-q2's `worker` as a worker (its pool, its timer).
     "Sentinel.spawn_process": "0f72360b891e9e957217686923ded132956422fbadcb56ed0e061a5ef3807b51",
     # The worker must still read tasks only with `task_queue.get()` and send results only with `put`.
@@ -66,6 +68,7 @@ UPSTREAM_CLUSTER = {
 def test_django_q2s_cluster_start_and_sentinel_are_the_ones_the_qcluster_command_relies_on():
     functions = {"Cluster.start": Cluster.start, "Cluster.stop": Cluster.stop, "Sentinel.__init__": Sentinel.__init__,
                  "Sentinel.spawn_worker": Sentinel.spawn_worker, "Sentinel.spawn_process": Sentinel.spawn_process,
+                 "Sentinel.stop": Sentinel.stop,
                  "worker": worker}
     changed = [name for name, digest in UPSTREAM_CLUSTER.items() if _digest(functions[name]) != digest]
     assert changed == [], (

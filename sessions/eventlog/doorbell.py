@@ -21,7 +21,8 @@ import socket
 from pathlib import Path
 from typing import Callable
 
-from agents.socketdir import MAX_PATH, bell_dir, private_dir
+from agents import socketdir
+from agents.socketdir import MAX_PATH, bell_dir
 
 log = logging.getLogger(__name__)
 
@@ -29,25 +30,6 @@ log = logging.getLogger(__name__)
 def _path(kind: str, pid: int | None = None) -> Path | None:
     path = bell_dir() / f"{kind}-{pid or os.getpid()}.sock"
     return path if len(str(path)) <= MAX_PATH else None
-
-
-_senders: dict[bool, socket.socket] = {}
-_sender_pid = 0
-
-
-def _sender(patience: float) -> socket.socket:
-    global _sender_pid
-    if _sender_pid != os.getpid():
-        _senders.clear()
-        _sender_pid = os.getpid()
-    sender = _senders.get(patience > 0)
-    if sender is None:
-        sender = _senders[patience > 0] = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        if patience > 0:
-            sender.settimeout(patience)
-        else:
-            sender.setblocking(False)
-    return sender
 
 
 def ring(kind: str, payload: bytes = b"", patience: float = 0.0) -> None:
@@ -64,7 +46,7 @@ def ring(kind: str, payload: bytes = b"", patience: float = 0.0) -> None:
         return
     if not paths:
         return
-    sender = _sender(patience)
+    sender = socketdir.sender(patience)
     for path in paths:
         _send(sender, path, payload)  # one that is full (past the patience) is awake: readers poll what is lost
 
@@ -72,7 +54,7 @@ def ring(kind: str, payload: bytes = b"", patience: float = 0.0) -> None:
 def ring_one(kind: str, pid: int, payload: bytes) -> bool:
     """Tell one process's listener of `kind`; whether it was there to be told (never raises)."""
     path = _path(kind, pid)
-    return path is not None and _send(_sender(0.0), path, payload)
+    return path is not None and _send(socketdir.sender(), path, payload)
 
 
 def _send(sender: socket.socket, path: Path, payload: bytes) -> bool:
@@ -102,17 +84,12 @@ def _bind(kind: str) -> socket.socket | None:
     if path is None:
         return None
     try:
-        if not private_dir(path.parent):
-            log.warning("no %s doorbell: %s belongs to another user; falling back to polling", kind, path.parent)
-            return None
-        path.unlink(missing_ok=True)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        sock.bind(str(path))
-        sock.setblocking(False)
-        return sock
+        return socketdir.bind(path)
+    except socketdir.ForeignFolder:
+        log.warning("no %s doorbell: %s belongs to another user; falling back to polling", kind, path.parent)
     except OSError as exc:
         log.warning("no %s doorbell (%s); falling back to polling", kind, exc)
-        return None
+    return None
 
 
 class Bell:

@@ -23,6 +23,7 @@ import setproctitle
 from django.conf import settings
 from django_q.cluster import Cluster, Sentinel, get_mp_context, worker
 from django_q.management.commands.qcluster import Command as ClusterCommand
+from django_q.tasks import async_task
 
 from agents import taskdoor
 from agents.discovery.warming import warm_active_releases
@@ -42,6 +43,16 @@ class DoorSentinel(Sentinel):
         # As Sentinel.spawn_worker, with the two queues seen through the door's wrappers.
         self.spawn_process(worker, taskdoor.DoorQueue(self.task_queue, door), taskdoor.DoorResults(self.result_queue),
                            Value("f", -1), self.timeout)
+
+    def stop(self):
+        door = taskdoor.opened()
+        if door is not None:
+            door.shut()  # knocks from now on go through the broker
+        super().stop()
+        if door is not None:  # knocked before the shut, and left when the workers went: the broker's now
+            func = settings.AGENTSITE_DOOR_TASK
+            door.drain(lambda argument: async_task(func, argument, task_name=argument, broker=self.broker,
+                                                   ack_failure=True))
 
 
 def run_sentinel(stop_event, start_event, cluster_id, broker, timeout) -> None:
