@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import connections, models, transaction
 from django.utils import timezone
 
-from agents.evals.model import StoredEvalCase  # noqa: F401  the app's model, kept with its package
+from agents.evalcases import StoredEvalCase  # noqa: F401  the app's model, in a module of its own
 from agents.pricing.model import ModelPrice  # noqa: F401  the app's model, kept with its package
 from agents.secrets import keys
 

@@ -12,11 +12,14 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import path, reverse
 from django.views.decorators.http import require_http_methods
 
+from agents.evals.stored import MAX_STEPS
 from agents.mcpauth.stored import with_status
 from agents.models import Agent, StoredEvalCase
 from agents.providers.runtimes import LABELS, runtime_name
@@ -311,15 +314,32 @@ def _keep_case(request: HttpRequest, session: Session) -> HttpResponse:
         return refusal_page(request, APIError(403, "operators_only", "only operators keep eval cases in the admin"))
     steps = case_steps(session)
     if not steps:
-        return error_page(request, 409, "Nothing to keep", "This session has no message to make a case of.")
+        return error_page(request, 409, "Nothing to keep", "This session has no message a person sent.")
+    note = f"Kept from session {session.id}"
+    if len(steps) > MAX_STEPS:
+        note += f" (its first {MAX_STEPS} of {len(steps)} messages: a case holds at most {MAX_STEPS})"
+        steps = steps[:MAX_STEPS]
     base = case_id_for(session)
-    taken = set(StoredEvalCase.objects.filter(agent=session.agent).values_list("case_id", flat=True))
-    case_id = next(f"{base}_{n}" if n > 1 else base for n in range(1, len(taken) + 2)
-                   if (f"{base}_{n}" if n > 1 else base) not in taken)
-    kept = StoredEvalCase.objects.create(
-        agent=session.agent, case_id=case_id, steps=steps, updated_by=request.principal.principal_id[:150],
-        description=f"Kept from session {session.id}: tighten its gates (the reply's shape, the tools it must "
-                    "leave alone) before relying on it.")
+    for _ in range(3):  # another keep of the same moment may take the id first
+        taken = set(StoredEvalCase.objects.filter(agent=session.agent).values_list("case_id", flat=True))
+        case_id = next(name for n in range(1, len(taken) + 2)
+                       if (name := f"{base}_{n}" if n > 1 else base) not in taken)
+        kept = StoredEvalCase(agent=session.agent, case_id=case_id, steps=steps,
+                              updated_by=request.principal.principal_id[:150],
+                              description=f"{note}: tighten its gates (the reply's shape, the tools it must leave "
+                                          "alone) before relying on it.")
+        try:
+            kept.full_clean()
+        except ValidationError as exc:
+            return error_page(request, 409, "Not a case", f"This session does not make a case: {exc}")
+        try:
+            with transaction.atomic():
+                kept.save()
+            break
+        except IntegrityError:
+            continue
+    else:
+        return error_page(request, 409, "Not kept", "Other cases were kept under the same name meanwhile: try again.")
     return redirect(reverse("admin:agents_storedevalcase_change", args=[kept.pk]))
 
 
@@ -328,7 +348,7 @@ urlpatterns = [
     path("playground/<slug:slug>", agent_page, name="playground-agent"),
     path("playground/<slug:slug>/session/<str:session_id>", session_page, name="playground-session"),
     path("playground/<slug:slug>/session/<str:session_id>/trace", trace_page, name="playground-trace"),
-    path("playground/<slug:slug>/session/<str:session_id>/eval-case", require_http_methods(["GET", "POST"])(
+    path("playground/<slug:slug>/session/<str:session_id>/eval-case", require_http_methods(["GET", "HEAD", "POST"])(
         eval_case_download), name="playground-eval-case"),
     path("playground/<slug:slug>/abs/<str:name>", ab_page, name="playground-ab"),
 ]

@@ -17,15 +17,24 @@ import re
 from typing import Annotated, Any, Literal, Union
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agents.evals.cases import EvalCase
 from agents.evals.gates import includes
 
 CASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
-MAX_STEPS = 20
-MAX_MESSAGE = 20_000
+MAX_STEPS = 50
+MAX_MESSAGE = 100_000  # the server's own bound on a message (AGENTSITE_MAX_MESSAGE_CHARS' default)
 SOURCE = "(kept in the admin)"  # what a stored case shows where a folder case shows its file
+
+
+def _storable(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("a NUL character cannot be stored: remove it")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_storable)]
 
 
 class _Gate(BaseModel):
@@ -38,22 +47,22 @@ class Succeeded(_Gate):
 
 class CalledTool(_Gate):
     gate: Literal["calledTool"]
-    tool: str = Field(min_length=1, max_length=200)
+    tool: Text = Field(min_length=1, max_length=200)
 
 
 class NotCalledTool(_Gate):
     gate: Literal["notCalledTool"]
-    tool: str = Field(min_length=1, max_length=200)
+    tool: Text = Field(min_length=1, max_length=200)
 
 
 class ReplyIncludes(_Gate):
     gate: Literal["replyIncludes"]
-    text: str = Field(min_length=1, max_length=2000)
+    text: Text = Field(min_length=1, max_length=2000)
 
 
 class ReplyMatches(_Gate):
     gate: Literal["replyMatches"]
-    pattern: str = Field(min_length=1, max_length=2000)
+    pattern: Text = Field(min_length=1, max_length=2000)
 
     @field_validator("pattern")
     @classmethod
@@ -65,14 +74,16 @@ class ReplyMatches(_Gate):
         return value
 
 
-Gate = Annotated[Union[Succeeded, CalledTool, NotCalledTool, ReplyIncludes, ReplyMatches], Field(discriminator="gate")]
+Gate = Annotated[Union[Succeeded, CalledTool, NotCalledTool, ReplyIncludes, ReplyMatches],
+                 Field(discriminator="gate")]
 
 
 class Step(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    message: str = Field(min_length=1, max_length=MAX_MESSAGE)
-    files: dict[str, str] = Field(default_factory=dict, description="workspace files sent with the message: path → text")
+    message: Text = Field(min_length=1, max_length=MAX_MESSAGE)
+    files: dict[Text, Text] = Field(default_factory=dict, description="workspace files sent with the message: "
+                                                                       "path → text")
     expect: list[Gate] = Field(default_factory=list, max_length=50)
 
 
@@ -80,8 +91,8 @@ class CaseSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str
-    description: str = Field(default="", max_length=2000)
-    tags: list[Annotated[str, Field(min_length=1, max_length=50)]] = Field(default_factory=list, max_length=20)
+    description: Text = Field(default="", max_length=2000)
+    tags: list[Annotated[Text, Field(min_length=1, max_length=50)]] = Field(default_factory=list, max_length=20)
     steps: list[Step] = Field(min_length=1, max_length=MAX_STEPS)
 
     @field_validator("id")
@@ -118,25 +129,26 @@ def problems(error: ValidationError) -> list[dict[str, str]]:
 
 
 def as_eval_case(spec: CaseSpec) -> EvalCase:
-    """The case as the eval runner runs a folder's."""
+    """The case as the eval runner runs a folder's; each step's gates are on that step's own turn."""
     steps = tuple(spec.steps)
 
     def test(t: Any) -> None:
         for step in steps:
+            since = len(t.events)
             t.send(step.message, step.files or None)
             for gate in step.expect:
-                _apply(t, gate)
+                _apply(t, gate, since)
 
     return EvalCase(id=spec.id, file=SOURCE, test=test, tags=tuple(spec.tags), description=spec.description)
 
 
-def _apply(t: Any, gate: Any) -> None:
+def _apply(t: Any, gate: Any, since: int) -> None:
     if isinstance(gate, Succeeded):
         t.succeeded()
     elif isinstance(gate, CalledTool):
-        t.called_tool(gate.tool)
+        t.called_tool(gate.tool, since=since)
     elif isinstance(gate, NotCalledTool):
-        t.not_called_tool(gate.tool)
+        t.not_called_tool(gate.tool, since=since)
     elif isinstance(gate, ReplyIncludes):
         t.check(t.reply, includes(gate.text))
     else:
@@ -157,8 +169,8 @@ def fetch_cases(base_url: str, slug: str, token: str | None) -> list[EvalCase]:
         raise CasesUnavailable(f"could not read {url}: {error}") from None
     if response.status_code != 200:
         try:
-            said = response.json().get("error", {}).get("message") or response.text
-        except ValueError:
+            said = response.json()["error"]["message"]
+        except (ValueError, KeyError, TypeError):
             said = response.text
         raise CasesUnavailable(f"{url} answered {response.status_code}: {said[:500]}")
     try:

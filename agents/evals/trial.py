@@ -71,15 +71,18 @@ class Trial:
     @property
     def tool_calls(self) -> list[dict[str, Any]]:
         """Every call the agent asked for, in order: `{"toolName", "input"}` (subagents' included)."""
+        return self._calls(0)
+
+    def _calls(self, since: int) -> list[dict[str, Any]]:
         calls = []
-        for event in self.events:
+        for event in self.events[since:]:
             if event["type"] == "actions.requested":
                 calls.extend({"toolName": c.get("toolName"), "input": c.get("input")}
                              for c in event["data"].get("calls", []))
         return calls
 
-    def _called(self) -> list[str]:
-        return [c["toolName"] for c in self.tool_calls]
+    def _called(self, since: int = 0) -> list[str]:
+        return [c["toolName"] for c in self._calls(since)]
 
     def succeeded(self) -> None:
         """The last turn completed (not failed, not waiting for an approval)."""
@@ -89,12 +92,14 @@ class Trial:
             detail = f": {self.error}" if self.error else ""
             raise GateFailed("succeeded", f"the turn did not complete, it is {self.status or 'unfinished'}{detail}")
 
-    def called_tool(self, name: str) -> None:
-        if name not in self._called():
-            raise GateFailed("called_tool", f"{name} was not called (calls: {', '.join(self._called()) or 'none'})")
+    def called_tool(self, name: str, *, since: int = 0) -> None:
+        """`name` was called (among the events from index `since` of `t.events` on: by default, all)."""
+        called = self._called(since)
+        if name not in called:
+            raise GateFailed("called_tool", f"{name} was not called (calls: {', '.join(called) or 'none'})")
 
-    def not_called_tool(self, name: str) -> None:
-        if name in self._called():
+    def not_called_tool(self, name: str, *, since: int = 0) -> None:
+        if name in self._called(since):
             raise GateFailed("not_called_tool", f"{name} was called, and must not be")
 
     def check(self, value: Any, matcher: Matcher) -> None:

@@ -343,13 +343,13 @@ def stop_profilers(procs: list[subprocess.Popen]) -> None:
             proc.kill()
 
 
-
 def by_role(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], total: float,
             turns: int) -> dict[str, float]:
     """CPU ms a turn by process role, from each live process's own time; what processes that ended meanwhile
-    (recycled workers, reaped by the sentinel) spent in the window is the rest of the trees' total."""
+    (recycled workers, and any short-lived child such as a tool's) spent in the window is the rest of the
+    trees' total."""
     out: dict[str, float] = {}
     for pid, (name, seconds) in after.items():
         out[name] = out.get(name, 0.0) + seconds - (before[pid][1] if pid in before else 0.0)
-    out["ended (recycled)"] = total - sum(out.values())
+    out["ended meanwhile"] = total - sum(out.values())
     return {name: round(seconds * 1000 / turns, 2) for name, seconds in sorted(out.items())}

@@ -36,14 +36,14 @@ class EvalCasesView(APIView):
     door = EVAL_CASES
 
     @extend_schema(operation_id="v1_agents_eval_cases_list", summary="The agent's eval cases kept in the admin",
-                   responses={200: EvalCases, **refusals(401, 403, 404)})
+                   responses={200: EvalCases, **refusals(401, 403, 404, 409)})
     def get(self, request: Request, slug: str) -> Response:
         agent = _agent(slug)
         return Response(EvalCases.of(agent, agent.eval_cases.all()))
 
     @extend_schema(operation_id="v1_agents_eval_cases_replace",
                    summary="Replace the agent's eval cases kept in the admin (operators)",
-                   request=CaseList, responses={200: EvalCases, **refusals(400, 401, 403, 404)})
+                   request=CaseList, responses={200: EvalCases, **refusals(400, 401, 403, 404, 409)})
     def put(self, request: Request, slug: str) -> Response:
         agent = _agent(slug)
         body: CaseList = validate_body(CaseList, request.data)

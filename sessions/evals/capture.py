@@ -48,6 +48,9 @@ def case_file_text(session: Session) -> str:
     return "\n".join(lines) + "\n"
 
 
+PEOPLES = (Turn.Trigger.USER, Turn.Trigger.CHANNEL)  # the turns a person (or a channel's person) started
+
+
 def case_steps(session: Session) -> list[dict]:
     """Every turn a person or channel started as a step of a stored case (agents.evals.stored): its message,
     the text files sent with it, `succeeded` when it completed and `calledTool` for each tool it called."""
@@ -55,10 +58,10 @@ def case_steps(session: Session) -> list[dict]:
     steps = []
     for turn in build_trajectory(read_events(session.id))["turns"]:
         sent = messages.get(turn["turnId"])
-        message = (sent.message if sent else "") or turn.get("input") or ""
-        if not message:
-            continue
-        files = {f["path"]: f["content"] for f in (sent.workspace_files if sent else [])
+        if sent is None or sent.trigger not in PEOPLES or not sent.message:
+            continue  # a reminder's, a schedule's, another agent's or a tool's turn: no message of the case's
+        message = sent.message
+        files = {f["path"]: f["content"] for f in sent.workspace_files
                  if f.get("encoding", "utf-8") != "base64"}
         expect = [{"gate": "succeeded"}] if turn.get("status") == Turn.Status.COMPLETED else []
         expect += [{"gate": "calledTool", "tool": name}

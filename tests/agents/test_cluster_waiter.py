@@ -54,6 +54,8 @@ def end(process: subprocess.Popen, tree: list[psutil.Process]) -> None:
 def test_a_stop_signal_to_the_waiter_stops_the_cluster_in_order(tmp_path, stop):
     process, waiter = cluster(tmp_path / "state")
     tree = waiter.children(recursive=True)
+    door = tmp_path / "state" / "doorbells" / "task-door.sock"
+    assert door.exists(), "the workers' task door (agents.taskdoor)"
     try:
         assert not any(m.path.endswith(".so") and "site-packages" in m.path and "setproctitle" not in m.path
                        for m in waiter.memory_maps()), "the waiter holds no extension module but its title's"
@@ -65,6 +67,7 @@ def test_a_stop_signal_to_the_waiter_stops_the_cluster_in_order(tmp_path, stop):
     assert not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], "the whole tree ended"
     assert "stopping cluster processes" in output and "stopped doing work" in output, output
     assert output.rstrip().endswith("has stopped."), output
+    assert not door.exists(), "a stopped cluster shuts its door: knocks go through the broker"
 
 
 @pytest.mark.timeout(120)

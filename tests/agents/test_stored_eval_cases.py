@@ -19,8 +19,9 @@ REFUND = {"id": "refund", "description": "A refund question finds the order firs
           "steps": [{"message": "/call lookup_order {\"order_id\": \"A100\"}",
                      "expect": [{"gate": "succeeded"}, {"gate": "calledTool", "tool": "lookup_order"}]},
                     {"message": "thanks", "files": {"notes.txt": "from the customer"},
+                     # Each step's gates are on its own turn: lookup_order was called by the first, not this one.
                      "expect": [{"gate": "replyMatches", "pattern": "thanks?"}, {"gate": "notCalledTool",
-                                                                                 "tool": "cancel_order"}]}]}
+                                                                                 "tool": "lookup_order"}]}]}
 
 
 def put(client, slug: str, body) -> object:
@@ -76,6 +77,14 @@ def test_two_cases_of_one_name_and_an_unknown_agent_are_refused(people):  # noqa
 
 
 @pytest.mark.django_db
+def test_a_case_written_past_the_checks_is_named_not_a_server_error(people, support_agent):  # noqa: F811
+    StoredEvalCase.objects.create(agent=support_agent, case_id="by-hand", steps=[{"message": ""}])
+    listed = people.olga.client.get("/v1/agents/support/eval-cases")
+    assert listed.status_code == 409, listed.content
+    assert listed.json()["error"]["code"] == "invalid_eval_case" and "'by-hand'" in listed.json()["error"]["message"]
+
+
+@pytest.mark.django_db
 def test_only_operators_may_read_or_replace_them(people):  # noqa: F811
     assert put(people.olga.client, "support", {"cases": [REFUND]}).status_code == 200
     for person in (people.mia, people.max):
@@ -101,6 +110,9 @@ def test_an_operator_writes_a_case_in_the_admin_and_a_bad_one_is_shown_on_its_fi
     assert b"0.expect.0.calledTool.tool" in bad.content, bad.content.decode()[-3000:]
     again = client.post(ADD, form)
     assert again.status_code == 200 and StoredEvalCase.objects.count() == 1, "one id per agent"
+    nul = client.post(ADD, {**form, "case_id": "nul", "steps": json.dumps([{"message": "a\u0000b"}])})
+    assert nul.status_code == 200 and StoredEvalCase.objects.count() == 1
+    assert b"NUL character" in nul.content
 
 
 @pytest.mark.django_db

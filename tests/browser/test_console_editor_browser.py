@@ -69,6 +69,7 @@ def test_an_operator_makes_an_agent_edits_it_and_rolls_back(new_context, server)
     page.fill("textarea[name=skills]", "[1")  # a field that is not JSON is named, and nothing is saved
     page.click("#save")
     expect(page.locator("#problems li[data-field=skills]")).to_contain_text("not JSON")
+    expect(page.locator("fieldset[data-noun=skill] button.add")).to_be_disabled()  # the typed JSON is not written over
     page.fill("textarea[name=skills]", "")
     # A schedule written a field at a time, as a record of the list: no JSON typed.
     schedules = page.locator("fieldset[data-noun=schedule]")

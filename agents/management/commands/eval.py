@@ -35,8 +35,9 @@ class Command(BaseCommand):
             "if any fails.")
 
     def add_arguments(self, parser):
-        parser.add_argument("project", nargs="?", help="the project folder (holding agent/ and evals/); without it, "
-                                                         "--url and --agent run the agent's cases kept in the admin")
+        parser.add_argument("project", nargs="?", help="the project folder (holding agent/ and evals/); without it "
+                                                         "(or with an id where it would be), --url and --agent run "
+                                                         "the agent's cases kept in the admin")
         parser.add_argument("ids", nargs="*", help="case ids to run (an id selects the cases under it too)")
         parser.add_argument("--case", action="append", default=[], dest="case_ids",
                             help="a case id to run, as the ids after the project (repeatable)")
@@ -55,6 +56,8 @@ class Command(BaseCommand):
     def handle(self, *args, project, ids, tag, case_ids, **options):
         ids = [*ids, *case_ids]
         url = options["url"].rstrip("/") if options["url"] else None
+        if project is not None and url and options["agent"] and not Path(project).is_dir():
+            project, ids = None, [project, *ids]  # `eval --url U --agent S refund`: an id of the stored cases
         if project is None:
             root, config, slug = None, EvalConfig(), options["agent"]
             if not url or not slug:

@@ -16,23 +16,38 @@ class Rows {
       return { name, kind: kind || "text" };
     });
     this.items = [];
+    // While the JSON holds what does not parse, the records are not written over it (it would be lost):
+    // they stay as they were, read-only, until the JSON parses again.
+    this.note = el("p", { class: "hint",
+      text: "The JSON below does not parse: fix it there (or clear it) to edit these again." });
+    this.note.hidden = true;
+    this.list.before(this.note);
     box.querySelector("button.add").addEventListener("click", () => {
+      if (this.broken) return;
       this.items.push({});
       this.write();
       this.draw();
       const first = this.list.lastElementChild && this.list.lastElementChild.querySelector("input, textarea");
       if (first) first.focus();
     });
-    this.text.addEventListener("change", () => this.read());
+    this.text.addEventListener("input", () => this.read());
   }
 
   read() {
     const text = this.text.value.trim();
     let items = [];
+    let parsed = true;
     if (text) {
-      try { items = JSON.parse(text); } catch (e) { return; }  // left as typed: saving names it
+      try { items = JSON.parse(text); } catch (e) { parsed = false; }  // left as typed: saving names it
     }
-    if (!Array.isArray(items) || !items.every((item) => item && typeof item === "object" && !Array.isArray(item))) return;
+    const records = parsed && Array.isArray(items)
+      && items.every((item) => item && typeof item === "object" && !Array.isArray(item));
+    this.broken = !records;
+    this.note.hidden = records;
+    for (const control of this.box.querySelectorAll(".records input, .records textarea, .records button, button.add")) {
+      control.disabled = !records;
+    }
+    if (!records) return;
     this.items = items;
     this.draw();
   }
@@ -56,6 +71,7 @@ class Rows {
     });
     const remove = el("button", { type: "button", class: "secondary remove", text: `Remove ${this.noun}` });
     remove.addEventListener("click", () => {
+      if (this.broken) return;
       this.items.splice(index, 1);
       this.write();
       this.draw();
@@ -66,6 +82,7 @@ class Rows {
   }
 
   set(index, name, kind, value) {
+    if (this.broken) return;
     const item = this.items[index];
     if (value.trim() === "") delete item[name];
     else if (kind !== "json") item[name] = value;

@@ -1,8 +1,6 @@
 """Eval cases kept in the admin, beside their agent (agents.evals.stored says what one holds)."""
 from __future__ import annotations
 
-from typing import Any
-
 from django.core.exceptions import ValidationError
 from django.db import models
 from pydantic import ValidationError as SpecError
@@ -37,9 +35,6 @@ class StoredEvalCase(models.Model):
         """The case as the runner takes it (raises pydantic's ValidationError when it is not one)."""
         return CaseSpec.model_validate({"id": self.case_id, "description": self.description, "tags": self.tags,
                                         "steps": self.steps})
-
-    def as_json(self) -> dict[str, Any]:
-        return self.spec().model_dump(mode="json")
 
     def clean(self) -> None:
         try:
