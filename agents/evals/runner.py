@@ -14,6 +14,7 @@ import httpx
 from agents.evals.cases import EvalCase
 from agents.evals.costs import Cost
 from agents.evals.gates import GateFailed
+from agents.evals.stored import CaseList, as_eval_case
 from agents.evals.trial import ENDED, Trial
 
 TURN_TIMEOUT = 300.0
@@ -125,3 +126,28 @@ def run_cases(cases: list[EvalCase], *, base_url: str, slug: str, concurrency: i
 
         with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="eval") as pool:
             return list(pool.map(one, cases))
+
+
+class CasesUnavailable(Exception):
+    """The server's stored cases could not be read (refused, unknown agent, not a server of ours)."""
+
+
+def fetch_cases(base_url: str, slug: str, token: str | None) -> list[EvalCase]:
+    """The agent's cases kept in the admin of the server at `base_url`, read over REST, sorted by id."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    url = f"{base_url}/v1/agents/{slug}/eval-cases"
+    try:
+        response = httpx.get(url, headers=headers, timeout=30)
+    except httpx.HTTPError as error:
+        raise CasesUnavailable(f"could not read {url}: {error}") from None
+    if response.status_code != 200:
+        try:
+            said = response.json()["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            said = response.text
+        raise CasesUnavailable(f"{url} answered {response.status_code}: {said[:500]}")
+    try:
+        listed = CaseList.model_validate({"cases": response.json()["cases"]})
+    except (ValueError, KeyError, TypeError) as error:  # pydantic's ValidationError is a ValueError
+        raise CasesUnavailable(f"{url} did not answer with eval cases: {str(error)[:500]}") from None
+    return sorted((as_eval_case(spec) for spec in listed.cases), key=lambda case: case.id)

@@ -6,7 +6,7 @@ are the ones a folder case calls on its trial: `succeeded`, `calledTool`,
 `notCalledTool`, and the reply checked with `replyIncludes` (text) or
 `replyMatches` (a regular expression). So the people who shape a console
 agent can also say what it must do, and `manage.py eval --url … --agent SLUG`
-runs those cases exactly as it runs a folder's.
+runs those cases exactly as it runs a folder's (read over REST by `agents.evals.runner.fetch_cases`).
 
 `CaseSpec` is the one check of a stored case (the admin's form and the REST
 route both use it); its problems name the field, as the console's agent spec does.
@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, Union
 
-import httpx
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agents.evals.cases import EvalCase
@@ -153,28 +152,3 @@ def _apply(t: Any, gate: Any, since: int) -> None:
         t.check(t.reply, includes(gate.text))
     else:
         t.check(t.reply, includes(re.compile(gate.pattern)))
-
-
-class CasesUnavailable(Exception):
-    """The server's stored cases could not be read (refused, unknown agent, not a server of ours)."""
-
-
-def fetch_cases(base_url: str, slug: str, token: str | None) -> list[EvalCase]:
-    """The agent's cases kept in the admin of the server at `base_url`, read over REST, sorted by id."""
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    url = f"{base_url}/v1/agents/{slug}/eval-cases"
-    try:
-        response = httpx.get(url, headers=headers, timeout=30)
-    except httpx.HTTPError as error:
-        raise CasesUnavailable(f"could not read {url}: {error}") from None
-    if response.status_code != 200:
-        try:
-            said = response.json()["error"]["message"]
-        except (ValueError, KeyError, TypeError):
-            said = response.text
-        raise CasesUnavailable(f"{url} answered {response.status_code}: {said[:500]}")
-    try:
-        listed = CaseList.model_validate({"cases": response.json()["cases"]})
-    except (ValueError, KeyError, TypeError, ValidationError) as error:
-        raise CasesUnavailable(f"{url} did not answer with eval cases: {str(error)[:500]}") from None
-    return sorted((as_eval_case(spec) for spec in listed.cases), key=lambda case: case.id)

@@ -21,8 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from agents.evals.cases import MAX_CONCURRENCY, EvalConfig
 from agents.evals.discovery import EvalFileError, discover_cases, load_config, select_cases
 from agents.evals.reports import junit_xml, print_table, run_json
-from agents.evals.runner import CaseResult, run_cases
-from agents.evals.stored import CasesUnavailable, fetch_cases
+from agents.evals.runner import CaseResult, CasesUnavailable, fetch_cases, run_cases
 from agents.evals.server import ephemeral_server
 from agents.serving import NotServing
 
