@@ -1,8 +1,10 @@
 """Eval cases kept in the admin, beside their agent (agents.evals.stored says what one holds)."""
 from __future__ import annotations
 
+from typing import Iterable
+
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, transaction
 from pydantic import ValidationError as SpecError
 
 from agents.evals.stored import CaseSpec, problems
@@ -30,6 +32,18 @@ class StoredEvalCase(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent.slug}: {self.case_id}"
+
+    @classmethod
+    def replace_all(cls, agent, cases: Iterable[CaseSpec], *, by: str) -> None:
+        """The agent's whole set of cases becomes `cases`, in one transaction. The agent's row is locked first,
+        so two replacements at once run one after the other rather than collide on a case's name."""
+        with transaction.atomic():
+            type(agent).objects.select_for_update().filter(pk=agent.pk).exists()
+            cls.objects.filter(agent=agent).delete()
+            cls.objects.bulk_create(
+                cls(agent=agent, case_id=case.id, description=case.description, tags=case.tags,
+                    steps=[step.model_dump(mode="json") for step in case.steps], updated_by=by[:150])
+                for case in cases)
 
     def spec(self) -> CaseSpec:
         """The case as the runner takes it (raises pydantic's ValidationError when it is not one)."""

@@ -7,7 +7,6 @@ token scoped to some agents is refused, that agent's too.
 """
 from __future__ import annotations
 
-from django.db import transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,10 +15,10 @@ from rest_framework.views import APIView
 from agents.evals.stored import CaseList
 from agents.models import Agent, StoredEvalCase
 from channels_app.bodies import validate_body
+from channels_app.doors import server_door
 from channels_app.errors import APIError
 from channels_app.replies.evalcases import EvalCases
 from channels_app.schema import refusals
-from channels_app.doors import server_door
 
 
 EVAL_CASES = server_door("an agent's eval cases")
@@ -47,11 +46,5 @@ class EvalCasesView(APIView):
     def put(self, request: Request, slug: str) -> Response:
         agent = _agent(slug)
         body: CaseList = validate_body(CaseList, request.data)
-        with transaction.atomic():
-            agent.eval_cases.all().delete()
-            StoredEvalCase.objects.bulk_create(
-                StoredEvalCase(agent=agent, case_id=case.id, description=case.description, tags=case.tags,
-                               steps=[step.model_dump(mode="json") for step in case.steps],
-                               updated_by=request.user.principal_id[:150])
-                for case in body.cases)
+        StoredEvalCase.replace_all(agent, body.cases, by=request.user.principal_id)
         return Response(EvalCases.of(agent, agent.eval_cases.all()))
