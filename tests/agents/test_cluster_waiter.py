@@ -56,8 +56,8 @@ def test_a_stop_signal_to_the_waiter_stops_the_cluster_in_order(tmp_path, stop):
     process, waiter = cluster(tmp_path / "state")
     tree = waiter.children(recursive=True)
     door = bell_dir_for(tmp_path / "state") / "task-door.sock"  # under the state root unless its path is long
-    assert door.exists(), "the workers' task door (agents.taskdoor)"
     try:
+        assert door.exists(), "the workers' task door (agents.taskdoor)"
         assert not any(m.path.endswith(".so") and "site-packages" in m.path and "setproctitle" not in m.path
                        for m in waiter.memory_maps()), "the waiter holds no extension module but its title's"
         process.send_signal(stop)
