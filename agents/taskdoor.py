@@ -85,7 +85,7 @@ class Door:
         while True:
             try:
                 data = self.sock.recv(MAX_ARGUMENT + 1)
-            except (BlockingIOError, OSError):
+            except OSError:  # empty (BlockingIOError) or closed
                 return handed
             send(data.decode(errors="replace"))
             handed += 1

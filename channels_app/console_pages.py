@@ -23,6 +23,20 @@ from channels_app.doors import admit_page, error_page
 from channels_app.views.deployments import RELEASES
 
 RELEASES_SHOWN = 20
+# The lists the editor edits a record at a time (static/playground/rows.js): the field, its legend, what one
+# record is called, its fields ("name:long" a longer text, "name:json" JSON of its own) and an example.
+RECORD_LISTS = [
+    {"name": "skills", "legend": "Skills", "noun": "skill", "fields": "name,description,body:long,files:json",
+     "example": '[{"name": "tone", "description": "How to write", "body": "Write plainly.", "files": {}}]'},
+    {"name": "subagents", "legend": "Subagents", "noun": "subagent",
+     "fields": "id,description,instructions:long,model,params:json",
+     "example": '[{"id": "summarizer", "description": "Summarizes", "instructions": "Summarize in a line."}]'},
+    {"name": "schedules", "legend": "Schedules (cron, UTC)", "noun": "schedule", "fields": "id,cron,prompt:long,title",
+     "example": '[{"id": "daily", "cron": "0 9 * * *", "prompt": "Say good morning."}]'},
+    {"name": "webhooks", "legend": "JSON webhooks", "noun": "webhook",
+     "fields": "id,message,thread,secretEnv,signatureHeader,description",
+     "example": '[{"id": "tracker", "message": "issue.title", "thread": "issue.id", "secretEnv": "TRACKER_SECRET"}]'},
+]
 MAX_PREVIEW_CHARS = 200_000  # an agent's instructions at most (agents.console.spec)
 
 
@@ -55,7 +69,7 @@ def _context(agent: Agent | None, definition: dict | None) -> dict:
         changed = [{"name": s.name, "table": s.table(f"v{releases[1].version}", f"v{releases[0].version}")}
                    for s in diff_releases(releases[1], releases[0]) if s.changed]
     return {"agent": agent, "definition": definition, "releases": releases, "changed": changed,
-            "builtins": BUILTINS, "workspace_tools": WORKSPACE_TOOLS,
+            "builtins": BUILTINS, "workspace_tools": WORKSPACE_TOOLS, "record_lists": RECORD_LISTS,
             "kind": agent.active_deployment.source_kind if agent else "console"}
 
 

@@ -44,14 +44,16 @@ class Succeeded(_Gate):
     gate: Literal["succeeded"]
 
 
-class CalledTool(_Gate):
+class _ToolGate(_Gate):
+    tool: Text = Field(min_length=1, max_length=200)
+
+
+class CalledTool(_ToolGate):
     gate: Literal["calledTool"]
-    tool: Text = Field(min_length=1, max_length=200)
 
 
-class NotCalledTool(_Gate):
+class NotCalledTool(_ToolGate):
     gate: Literal["notCalledTool"]
-    tool: Text = Field(min_length=1, max_length=200)
 
 
 class ReplyIncludes(_Gate):

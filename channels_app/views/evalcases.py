@@ -13,22 +13,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.evals.stored import CaseList
-from agents.models import Agent, StoredEvalCase
+from agents.models import StoredEvalCase
 from channels_app.bodies import validate_body
 from channels_app.doors import server_door
-from channels_app.errors import APIError
 from channels_app.replies.evalcases import EvalCases
 from channels_app.schema import refusals
+from channels_app.views.secrets import operator_agent
 
 
 EVAL_CASES = server_door("an agent's eval cases")
-
-
-def _agent(slug: str) -> Agent:
-    agent = Agent.objects.filter(slug=slug).first()
-    if agent is None:
-        raise APIError(404, "agent_not_found", f"no agent {slug!r}")
-    return agent
 
 
 class EvalCasesView(APIView):
@@ -37,14 +30,14 @@ class EvalCasesView(APIView):
     @extend_schema(operation_id="v1_agents_eval_cases_list", summary="The agent's eval cases kept in the admin",
                    responses={200: EvalCases, **refusals(401, 403, 404, 409)})
     def get(self, request: Request, slug: str) -> Response:
-        agent = _agent(slug)
+        agent = operator_agent(request, slug)
         return Response(EvalCases.of(agent, agent.eval_cases.all()))
 
     @extend_schema(operation_id="v1_agents_eval_cases_replace",
                    summary="Replace the agent's eval cases kept in the admin (operators)",
                    request=CaseList, responses={200: EvalCases, **refusals(400, 401, 403, 404, 409)})
     def put(self, request: Request, slug: str) -> Response:
-        agent = _agent(slug)
+        agent = operator_agent(request, slug)
         body: CaseList = validate_body(CaseList, request.data)
         StoredEvalCase.replace_all(agent, body.cases, by=request.user.principal_id)
         return Response(EvalCases.of(agent, agent.eval_cases.all()))

@@ -32,7 +32,8 @@ SECRETS = server_door("an agent's secrets")
 
 
 def operator_agent(request: Request, slug: str) -> Agent:
-    """The agent whose secrets an operator manages (its `SECRETS` door let the caller in; 404 otherwise)."""
+    """The agent an operator manages (its secrets, its eval cases), once the route's door let the caller in;
+    404 when there is none."""
     try:
         return find_agent(slug)
     except ReleaseError as exc:

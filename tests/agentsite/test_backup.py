@@ -107,11 +107,11 @@ def flipped(data: bytes, where: float) -> bytes:
         damaged = bytearray(data)
         damaged[at] ^= 0x01
         try:
-            if gzip.decompress(bytes(damaged)) == original:
-                continue
+            same = gzip.decompress(bytes(damaged)) == original
         except (OSError, EOFError, zlib.error):
-            pass
-        return bytes(damaged)
+            same = False  # it no longer decompresses: damaged
+        if not same:
+            return bytes(damaged)
     raise AssertionError(f"no byte from {where} on changes the archive")
 
 
